@@ -1,0 +1,843 @@
+"""SQLite Batch Coordinator (the default), through aiosqlite.
+
+Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 3.4):
+
+* **Two connections.** A writer (WAL, ``synchronous=FULL`` by default, foreign keys on) and a
+  read-only reader (``PRAGMA query_only``); WAL lets the reader run beside the writer, each read
+  group seeing one consistent snapshot. SQLite allows one writer, so ``BEGIN IMMEDIATE``
+  serialises all mutations: no row locks, lock ordering or deadlock retries are needed.
+* **One hop per group.** Each aiosqlite ``await`` is a thread hop (60-90 us here), so a whole
+  operation runs as one plain function on the connection's thread (``_run_on_db_thread``).
+* **Group commit.** Mutating calls are queued; the writer takes every waiting call (up to
+  ``max_group_size``) into ONE transaction, each call inside its own ``SAVEPOINT`` so a failing
+  call rolls back only itself, then one ``COMMIT`` (one fsync) for all. Every caller's future is
+  resolved only after that ``COMMIT`` returned, i.e. once its change is durable. Reads are grouped
+  the same way on the reader (one hop, one snapshot for the group).
+* SQL lives in ``sql/*.sql`` (named sections); the schema in numbered ``migrations/V###__*.sql``,
+  applied at start and recorded in ``schema_version``; a database newer than the code is refused.
+
+Cancelling an awaiting caller does not cancel its operation: once queued it is applied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import importlib.resources
+import re
+import sqlite3
+import uuid
+from collections.abc import Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import aiosqlite
+
+from . import _rules
+from ._rules import ProducerEntry
+from .api import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LOG_APPEND_TIME,
+    MAX_TIMESTAMP,
+    ZERO_UUID,
+    BatchCoordinator,
+    BatchInfo,
+    CommitBatchRequest,
+    CommitBatchResponse,
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    EnforceRetentionRequest,
+    EnforceRetentionResponse,
+    Errors,
+    FileToDelete,
+    FindBatchRequest,
+    FindBatchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+)
+from .memory import wall_clock_ms
+
+__all__ = ["SchemaVersionError", "SqliteBatchCoordinator", "load_migrations", "load_queries"]
+
+_PACKAGE = "kafka_rpc.coordinator"
+_MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
+_SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_INT64_MAX = 9_223_372_036_854_775_807
+_SYNCHRONOUS = ("FULL", "NORMAL")
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was written by a newer schema than this code knows, or a recorded migration
+    differs from the one shipped (edited after being applied)."""
+
+
+# -- SQL resources ---------------------------------------------------------------------------
+
+
+def load_queries() -> dict[str, str]:
+    """All named statements of ``sql/*.sql`` (sections start with ``-- name: <name>``)."""
+    queries: dict[str, str] = {}
+    root = importlib.resources.files(_PACKAGE).joinpath("sql")
+    for entry in sorted(root.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql"):
+            continue
+        parts = _SECTION.split(entry.read_text(encoding="utf-8"))
+        for name, body in zip(parts[1::2], parts[2::2]):
+            if name in queries:
+                raise ValueError(f"duplicate SQL statement name {name!r} in {entry.name}")
+            queries[name] = body.strip()
+    return queries
+
+
+def load_migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` of ``migrations/V###__name.sql``, by version."""
+    out: list[tuple[int, str, str]] = []
+    root = importlib.resources.files(_PACKAGE).joinpath("migrations")
+    for entry in root.iterdir():
+        m = _MIGRATION_NAME.match(entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    out.sort()
+    versions = [v for v, _, _ in out]
+    if len(set(versions)) != len(versions):
+        raise ValueError(f"duplicate migration versions: {versions}")
+    return out
+
+
+def _split_statements(script: str) -> list[str]:
+    """Split a script into complete statements (line-based, ``sqlite3.complete_statement``)."""
+    stmts: list[str] = []
+    buf: list[str] = []
+    for line in script.splitlines(keepends=True):
+        buf.append(line)
+        text = "".join(buf)
+        if sqlite3.complete_statement(text):
+            stmts.append(text.strip())
+            buf = []
+    rest = "".join(buf).strip()
+    if rest and not all(ln.strip().startswith("--") or not ln.strip() for ln in buf):
+        raise ValueError(f"incomplete SQL statement at end of migration: {rest[:80]!r}")
+    return stmts
+
+
+def apply_migrations(conn: sqlite3.Connection, now_ms: int) -> int:
+    """Bring the schema up to date in one transaction; return the resulting version.
+
+    Raises ``SchemaVersionError`` if the database is newer than the code, or an applied
+    migration's checksum differs from the shipped file.
+    """
+    migrations = load_migrations()
+    latest = migrations[-1][0] if migrations else 0
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
+            " applied_at_ms INTEGER NOT NULL) STRICT"
+        )
+        applied = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
+        newest = max(applied, default=0)
+        if newest > latest:
+            raise SchemaVersionError(
+                f"database schema version {newest} is newer than this code's {latest}"
+            )
+        for version, name, script in migrations:
+            checksum = hashlib.sha256(script.encode()).hexdigest()
+            if version in applied:
+                if applied[version] != checksum:
+                    raise SchemaVersionError(f"migration V{version:03d}__{name} was changed")
+                continue
+            for stmt in _split_statements(script):
+                conn.execute(stmt)
+            conn.execute(
+                "INSERT INTO schema_version (version, name, checksum, applied_at_ms)"
+                " VALUES (?, ?, ?, ?)",
+                (version, name, checksum, now_ms),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return max(latest, newest)
+
+
+Q = SimpleNamespace(**load_queries())
+
+
+# -- running on aiosqlite's thread ----------------------------------------------------------
+
+
+async def _run_on_db_thread(db: aiosqlite.Connection, fn: Callable[..., Any], *args: Any) -> Any:
+    """Run ``fn(sqlite3_connection, *args)`` on ``db``'s thread in ONE hop and return its result.
+
+    aiosqlite (0.22.1) has no public API for this; its private ``Connection._execute(fn, *args)``
+    queues ``fn`` to its thread and awaits the result. This helper is the only place that relies
+    on it: replace it by a dedicated writer thread if aiosqlite changes.
+    """
+
+    def call() -> Any:
+        return fn(db._conn, *args)
+
+    return await db._execute(call)
+
+
+class _Failure:
+    """An exception raised by one operation of a group (returned as a value, not raised)."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+def _run_write_group(conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]]) -> list:
+    """One write transaction for a group of operations, each isolated by a SAVEPOINT."""
+    results: list[Any] = []
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        single = len(ops) == 1
+        for fn, args in ops:
+            if single:
+                results.append(fn(conn, *args))  # a failure rolls back the whole transaction
+                continue
+            conn.execute("SAVEPOINT op")
+            try:
+                res = fn(conn, *args)
+            except Exception as exc:  # noqa: BLE001 - isolate this operation only
+                conn.execute("ROLLBACK TO op")
+                conn.execute("RELEASE op")
+                results.append(_Failure(exc))
+            else:
+                conn.execute("RELEASE op")
+                results.append(res)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+    return results
+
+
+def _run_read_group(conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]]) -> list:
+    """One read transaction (one WAL snapshot) for a group of read operations."""
+    results: list[Any] = []
+    conn.execute("BEGIN")
+    try:
+        for fn, args in ops:
+            try:
+                results.append(fn(conn, *args))
+            except Exception as exc:  # noqa: BLE001 - reported to its own caller
+                results.append(_Failure(exc))
+    finally:
+        if conn.in_transaction:
+            conn.execute("COMMIT")
+    return results
+
+
+class _GroupRunner:
+    """Queues operations for one connection and runs every waiting one (up to ``cap``) in a single
+    hop to its thread through ``run_group``. Futures are resolved after ``run_group`` returned
+    (for the writer: after COMMIT, so acknowledgements are durable)."""
+
+    def __init__(self, db: aiosqlite.Connection, run_group: Callable[..., list], cap: int) -> None:
+        self._db = db
+        self._run_group = run_group
+        self._cap = cap
+        self._pending: collections.deque[tuple[Callable[..., Any], tuple, asyncio.Future]] = (
+            collections.deque()
+        )
+        self._task: asyncio.Task | None = None
+        self.groups = 0  # statistics: groups run
+        self.ops = 0  # statistics: operations run
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending.append((fn, args, fut))
+        if self._task is None:
+            self._task = loop.create_task(self._drain())
+        return fut
+
+    async def _drain(self) -> None:
+        try:
+            while self._pending:
+                n = min(len(self._pending), self._cap)
+                group = [self._pending.popleft() for _ in range(n)]
+                try:
+                    results = await _run_on_db_thread(
+                        self._db, self._run_group, [(fn, args) for fn, args, _ in group]
+                    )
+                except Exception as exc:  # noqa: BLE001 - the group failed: tell every caller
+                    results = [_Failure(exc)] * n
+                except BaseException as exc:  # cancelled: fail everything queued, then stop
+                    failure = RuntimeError(f"coordinator stopped: {exc!r}")
+                    for _, _, fut in [*group, *self._pending]:
+                        if not fut.done():
+                            fut.set_exception(failure)
+                    self._pending.clear()
+                    raise
+                self.groups += 1
+                self.ops += n
+                for (_, _, fut), res in zip(group, results):
+                    if fut.done():
+                        continue
+                    if type(res) is _Failure:
+                        fut.set_exception(res.exc)
+                    else:
+                        fut.set_result(res)
+        finally:
+            self._task = None
+
+    async def wait_idle(self) -> None:
+        while self._task is not None:
+            await asyncio.shield(self._task)
+
+
+# -- the operations (plain functions run on the database thread) -----------------------------
+
+
+_MISSING = object()
+
+
+class _Ops:
+    """Synchronous implementations over a ``sqlite3.Connection`` (transaction managed by the
+    group runner). Same rules as ``InMemoryBatchCoordinator`` via ``_rules``."""
+
+    def __init__(self, time_ms: Callable[[], int], producer_id_expiration_ms: int) -> None:
+        self.time_ms = time_ms
+        self.expiration_ms = producer_id_expiration_ms
+
+    # writes ------------------------------------------------------------------------------
+
+    def create_topics(
+        self, conn: sqlite3.Connection, requests: Sequence[CreateTopicAndPartitionsRequest]
+    ) -> list[int]:
+        out: list[int] = []
+        for r in requests:
+            if r.topic_id == ZERO_UUID or r.num_partitions < 0 or not r.topic_name:
+                out.append(Errors.INVALID_REQUEST)
+                continue
+            tid = r.topic_id.bytes
+            conn.executemany(
+                Q.insert_log, [(tid, p, r.topic_name) for p in range(r.num_partitions)]
+            )
+            out.append(Errors.NONE)
+        return out
+
+    def commit_file(
+        self,
+        conn: sqlite3.Connection,
+        object_key: str,
+        uploader_broker_id: int,
+        file_size: int,
+        requests: Sequence[CommitBatchRequest],
+    ) -> list[CommitBatchResponse]:
+        n = len(requests)
+        if n == 0:
+            return []
+        if (
+            not _rules.is_valid_object(object_key, file_size)
+            or conn.execute(Q.file_exists, (object_key,)).fetchone() is not None
+        ):
+            return [CommitBatchResponse.invalid_request()] * n
+        now = self.time_ms()
+        file_id = conn.execute(
+            Q.insert_file, (object_key, uploader_broker_id, now, file_size)
+        ).lastrowid
+        expiration_ms = self.expiration_ms
+        validate = _rules.validate_commit_request
+        logs: dict[Any, Any] = {}  # tp -> [log_id, lso, hw, byte_size, hw_at_start] | None
+        pstates: dict[tuple[int, int], list] = {}  # (log_id, pid) -> [entries, stored row ids]
+        batch_rows: list[tuple] = []
+        out: list[CommitBatchResponse] = []
+        for r in requests:
+            tp = r.topic_id_partition
+            st = logs.get(tp, _MISSING)
+            if st is _MISSING:
+                row = None
+                if tp.topic_id != ZERO_UUID:
+                    row = conn.execute(Q.select_log, (tp.topic_id.bytes, tp.partition)).fetchone()
+                st = logs[tp] = [*row, row[2]] if row is not None else None
+            if st is None:
+                out.append(CommitBatchResponse.unknown_topic_or_partition())
+                continue
+            if validate(r, file_size) != Errors.NONE:
+                out.append(CommitBatchResponse.invalid_request())
+                continue
+            entries = None
+            if r.producer_id >= 0 and r.producer_epoch >= 0:
+                key = (st[0], r.producer_id)
+                ps = pstates.get(key)
+                if ps is None:
+                    stored = [
+                        ProducerEntry(e, bs, ls, ao, ts, ca, rid)
+                        for rid, e, bs, ls, ao, ts, ca in conn.execute(Q.select_producer_state, key)
+                    ]
+                    ps = pstates[key] = [stored, [e.row_id for e in stored]]
+                entries = ps[0]
+                if _rules.producer_state_expired(entries, now, expiration_ms):
+                    entries = ps[0] = []
+                err, dup = _rules.check_sequence(entries, r)
+                if err != Errors.NONE:
+                    out.append(CommitBatchResponse.of_error(err))
+                    continue
+                if dup is not None:
+                    out.append(
+                        CommitBatchResponse.duplicate(
+                            dup.assigned_offset, dup.batch_timestamp, st[1]
+                        )
+                    )
+                    continue
+            assigned = st[2]
+            last = assigned + r.last_offset - r.base_offset
+            st[2] = last + 1
+            st[3] += r.size
+            batch_rows.append(
+                (
+                    st[0],
+                    assigned,
+                    last,
+                    file_id,
+                    r.byte_offset,
+                    r.size,
+                    r.magic,
+                    r.timestamp_type,
+                    now,
+                    r.batch_max_timestamp,
+                    r.producer_id,
+                    r.producer_epoch,
+                    r.base_sequence,
+                    r.last_sequence,
+                )
+            )
+            if entries is not None:
+                ts = now if r.timestamp_type == LOG_APPEND_TIME else r.batch_max_timestamp
+                _rules.remember(
+                    entries,
+                    ProducerEntry(
+                        r.producer_epoch, r.base_sequence, r.last_sequence, assigned, ts, now
+                    ),
+                )
+            out.append(CommitBatchResponse.success(assigned, now, st[1]))
+        if batch_rows:
+            conn.executemany(Q.insert_batch, batch_rows)
+            conn.executemany(
+                Q.update_log_head,
+                [
+                    (st[2], st[3], st[0])
+                    for st in logs.values()
+                    if st is not None and st[2] != st[4]
+                ],
+            )
+        else:
+            conn.execute(Q.mark_file_deleting, (now, file_id))
+        if pstates:
+            stale: list[tuple[int]] = []
+            fresh: list[tuple] = []
+            for (log_id, pid), (entries, stored_ids) in pstates.items():
+                kept = {e.row_id for e in entries}
+                stale.extend((rid,) for rid in stored_ids if rid not in kept)
+                fresh.extend(
+                    (
+                        log_id,
+                        pid,
+                        e.producer_epoch,
+                        e.base_sequence,
+                        e.last_sequence,
+                        e.assigned_offset,
+                        e.batch_timestamp,
+                        e.committed_at_ms,
+                    )
+                    for e in entries
+                    if e.row_id is None
+                )
+            if stale:
+                conn.executemany(Q.delete_producer_state_row, stale)
+            if fresh:
+                conn.executemany(Q.insert_producer_state, fresh)
+        return out
+
+    def _delete_below(
+        self, conn: sqlite3.Connection, log_id: int, lso: int, target: int, now: int
+    ) -> tuple[int, int, int]:
+        """Move the LSO to max(target, lso) and drop the batches entirely below it; mark objects
+        left without batches. Returns (new LSO, batches deleted, bytes deleted)."""
+        new_lso = max(target, lso)
+        if new_lso == lso:
+            return lso, 0, 0
+        gone = conn.execute(Q.delete_batches_below, (log_id, new_lso)).fetchall()
+        freed = sum(size for _, size in gone)
+        conn.execute(Q.update_log_tail, (new_lso, freed, log_id))
+        if gone:
+            conn.executemany(
+                Q.mark_file_if_unreferenced, [(now, fid) for fid in {fid for fid, _ in gone}]
+            )
+        return new_lso, len(gone), freed
+
+    def _log(self, conn: sqlite3.Connection, tp: Any) -> tuple | None:
+        if tp.topic_id == ZERO_UUID:
+            return None
+        return conn.execute(Q.select_log, (tp.topic_id.bytes, tp.partition)).fetchone()
+
+    def delete_records(
+        self, conn: sqlite3.Connection, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResponse]:
+        now = self.time_ms()
+        out: list[DeleteRecordsResponse] = []
+        for r in requests:
+            row = self._log(conn, r.topic_id_partition)
+            if row is None:
+                out.append(DeleteRecordsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1))
+                continue
+            log_id, lso, hw, _ = row
+            target = hw if r.offset == -1 else r.offset
+            if target < 0 or target > hw:
+                out.append(DeleteRecordsResponse(Errors.OFFSET_OUT_OF_RANGE, -1))
+                continue
+            new_lso, _, _ = self._delete_below(conn, log_id, lso, target, now)
+            out.append(DeleteRecordsResponse(Errors.NONE, new_lso))
+        return out
+
+    def enforce_retention(
+        self,
+        conn: sqlite3.Connection,
+        requests: Sequence[EnforceRetentionRequest],
+        max_batches_per_request: int,
+    ) -> list[EnforceRetentionResponse]:
+        now = self.time_ms()
+        out: list[EnforceRetentionResponse] = []
+        for r in requests:
+            row = self._log(conn, r.topic_id_partition)
+            if row is None:
+                out.append(EnforceRetentionResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1))
+                continue
+            log_id, lso, hw, byte_size = row
+            rb, rm = r.retention_bytes, r.retention_ms
+            if rb < 0 and rm < 0:
+                out.append(EnforceRetentionResponse(Errors.NONE, 0, 0, lso))
+                continue
+            remaining = byte_size
+            boundary = hw
+            # The cursor stops at the first batch to keep: cost O(deleted + 1).
+            for count, (base, size, ts) in enumerate(conn.execute(Q.retention_scan, (log_id,))):
+                size_ok = rb < 0 or remaining <= rb
+                time_ok = rm < 0 or ts >= now - rm
+                if (size_ok and time_ok) or (
+                    max_batches_per_request > 0 and count >= max_batches_per_request
+                ):
+                    boundary = base
+                    break
+                remaining -= size
+            new_lso, n, freed = self._delete_below(conn, log_id, lso, boundary, now)
+            out.append(EnforceRetentionResponse(Errors.NONE, n, freed, new_lso))
+        return out
+
+    def delete_topics(self, conn: sqlite3.Connection, topic_ids: Sequence[uuid.UUID]) -> None:
+        now = self.time_ms()
+        files: set[int] = set()
+        for tid in dict.fromkeys(topic_ids):
+            for (log_id,) in conn.execute(Q.select_logs_of_topic, (tid.bytes,)).fetchall():
+                files.update(fid for (fid,) in conn.execute(Q.select_files_of_log, (log_id,)))
+                conn.execute(Q.delete_batches_of_log, (log_id,))
+                conn.execute(Q.delete_producer_state_of_log, (log_id,))
+                conn.execute(Q.delete_log, (log_id,))
+        if files:
+            conn.executemany(Q.mark_file_if_unreferenced, [(now, fid) for fid in files])
+
+    def delete_files(self, conn: sqlite3.Connection, object_keys: Sequence[str]) -> list[int]:
+        out: list[int] = []
+        for key in object_keys:
+            if conn.execute(Q.delete_deleting_file, (key,)).rowcount > 0:
+                out.append(Errors.NONE)
+            elif conn.execute(Q.file_exists, (key,)).fetchone() is not None:
+                out.append(Errors.INVALID_REQUEST)
+            else:
+                out.append(Errors.NONE)
+        return out
+
+    @staticmethod
+    def is_safe_to_delete_file(conn: sqlite3.Connection, object_key: str) -> bool:
+        return not object_key or conn.execute(Q.file_exists, (object_key,)).fetchone() is None
+
+    # reads -------------------------------------------------------------------------------
+
+    @staticmethod
+    def find_batches(
+        conn: sqlite3.Connection, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
+    ) -> list[FindBatchResponse]:
+        out: list[FindBatchResponse] = []
+        request_bytes = 0
+        q_log, q_batches = Q.select_log_bounds, Q.find_batches
+        for r in requests:
+            tp = r.topic_id_partition
+            row = None
+            if tp.topic_id != ZERO_UUID:
+                row = conn.execute(q_log, (tp.topic_id.bytes, tp.partition)).fetchone()
+            if row is None:
+                out.append(FindBatchResponse.unknown_topic_or_partition())
+                continue
+            log_id, lso, hw = row
+            offset = r.offset
+            if offset < lso or offset > hw:
+                out.append(FindBatchResponse.offset_out_of_range(lso, hw))
+                continue
+            if offset == hw:
+                out.append(FindBatchResponse.success((), lso, hw))
+                continue
+            found: list[BatchInfo] = []
+            partition_bytes = 0
+            max_partition = r.max_partition_fetch_bytes
+            cur = conn.execute(q_batches, (log_id, offset))
+            for b in cur:
+                if request_bytes and (
+                    partition_bytes >= max_partition or request_bytes >= fetch_max_bytes
+                ):
+                    break
+                size = b[3]
+                found.append(
+                    BatchInfo(
+                        b[0],
+                        b[1],
+                        b[2],
+                        size,
+                        b[4],
+                        b[5],
+                        b[6],
+                        b[7],
+                        b[8],
+                        tp,
+                        b[9],
+                        b[10],
+                        b[11],
+                        b[12],
+                        b[13],
+                    )
+                )
+                partition_bytes += size
+                request_bytes += size
+            cur.close()
+            out.append(FindBatchResponse.success(tuple(found), lso, hw))
+        return out
+
+    @staticmethod
+    def list_offsets(
+        conn: sqlite3.Connection, requests: Sequence[ListOffsetsRequest]
+    ) -> list[ListOffsetsResponse]:
+        out: list[ListOffsetsResponse] = []
+        for r in requests:
+            tp, ts = r.topic_id_partition, r.timestamp
+            row = None
+            if tp.topic_id != ZERO_UUID:
+                row = conn.execute(
+                    Q.select_log_bounds, (tp.topic_id.bytes, tp.partition)
+                ).fetchone()
+            if row is None:
+                out.append(ListOffsetsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, tp, -1, -1))
+                continue
+            log_id, lso, hw = row
+            if ts == LATEST_TIMESTAMP:
+                out.append(ListOffsetsResponse(Errors.NONE, tp, -1, hw))
+            elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                out.append(ListOffsetsResponse(Errors.NONE, tp, -1, lso))
+            elif ts == LATEST_TIERED_TIMESTAMP:
+                out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+            elif ts == MAX_TIMESTAMP:
+                hit = conn.execute(Q.max_timestamp, (log_id,)).fetchone()
+                if hit is None:
+                    out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+                else:
+                    out.append(ListOffsetsResponse(Errors.NONE, tp, hit[0], hit[1]))
+            elif ts < 0:
+                out.append(ListOffsetsResponse(Errors.UNKNOWN_SERVER_ERROR, tp, -1, -1))
+            else:
+                hit = conn.execute(Q.offset_for_timestamp, (log_id, ts)).fetchone()
+                if hit is None:
+                    out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+                else:
+                    out.append(ListOffsetsResponse(Errors.NONE, tp, hit[0], max(hit[1], lso)))
+        return out
+
+    @staticmethod
+    def files_to_delete(
+        conn: sqlite3.Connection,
+        marked_before_ms: int | None,
+        limit: int,
+        after_object_key: str | None,
+    ) -> list[FileToDelete]:
+        rows = conn.execute(
+            Q.files_to_delete,
+            (
+                after_object_key if after_object_key is not None else "",
+                marked_before_ms if marked_before_ms is not None else _INT64_MAX,
+                limit if limit > 0 else -1,
+            ),
+        )
+        return [FileToDelete(k, at, size) for k, at, size in rows]
+
+
+# -- the coordinator -------------------------------------------------------------------------
+
+
+def _init_writer(conn: sqlite3.Connection, synchronous: str, now_ms: int) -> int:
+    mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+    if str(mode).lower() != "wal":
+        raise RuntimeError(f"could not enable WAL (journal_mode={mode})")
+    conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA temp_store=MEMORY")
+    return apply_migrations(conn, now_ms)
+
+
+def _init_reader(conn: sqlite3.Connection) -> None:
+    conn.execute("PRAGMA query_only=ON")
+    conn.execute("PRAGMA busy_timeout=10000")
+
+
+class SqliteBatchCoordinator(BatchCoordinator):
+    """``BatchCoordinator`` on one SQLite file (see the module docstring for the design).
+
+    ``path``: database file (created if missing). ``synchronous``: ``"FULL"`` (default; every
+    commit fsynced) or ``"NORMAL"`` (WAL: durable across process crashes, not power loss).
+    ``max_group_size``: most operations per group transaction. ``time_ms``: clock in ms.
+    ``producer_id_expiration_ms``: Kafka ``producer.id.expiration.ms``.
+    """
+
+    def __init__(
+        self,
+        path: str,
+        *,
+        synchronous: str = "FULL",
+        max_group_size: int = 64,
+        time_ms: Callable[[], int] = wall_clock_ms,
+        producer_id_expiration_ms: int = _rules.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> None:
+        synchronous = synchronous.upper()
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}, not {synchronous!r}")
+        if max_group_size < 1:
+            raise ValueError("max_group_size must be >= 1")
+        self.path = str(path)
+        self._synchronous = synchronous
+        self._cap = max_group_size
+        self._time_ms = time_ms
+        self._ops = _Ops(time_ms, producer_id_expiration_ms)
+        self._writer_db: aiosqlite.Connection | None = None
+        self._reader_db: aiosqlite.Connection | None = None
+        self._writer: _GroupRunner | None = None
+        self._reader: _GroupRunner | None = None
+        self.schema_version = 0
+
+    async def start(self) -> None:
+        if self._writer is not None:
+            return
+        writer = await aiosqlite.connect(self.path, isolation_level=None, cached_statements=256)
+        try:
+            self.schema_version = await _run_on_db_thread(
+                writer, _init_writer, self._synchronous, self._time_ms()
+            )
+            reader = await aiosqlite.connect(self.path, isolation_level=None, cached_statements=256)
+        except BaseException:
+            await writer.close()
+            raise
+        await _run_on_db_thread(reader, _init_reader)
+        self._writer_db, self._reader_db = writer, reader
+        self._writer = _GroupRunner(writer, _run_write_group, self._cap)
+        self._reader = _GroupRunner(reader, _run_read_group, self._cap)
+
+    async def close(self) -> None:
+        if self._writer is None:
+            return
+        writer, reader = self._writer, self._reader
+        await writer.wait_idle()
+        if reader is not None:
+            await reader.wait_idle()
+        self._writer = self._reader = None
+        assert self._writer_db is not None and self._reader_db is not None
+        await self._reader_db.close()
+        await self._writer_db.close()
+        self._writer_db = self._reader_db = None
+
+    @property
+    def group_stats(self) -> tuple[int, int]:
+        """(write groups run, write operations run) since start: ops/groups = mean group size."""
+        w = self._require_writer()
+        return w.groups, w.ops
+
+    def _require_writer(self) -> _GroupRunner:
+        if self._writer is None:
+            raise RuntimeError("coordinator not started (await start() first)")
+        return self._writer
+
+    def _require_reader(self) -> _GroupRunner:
+        if self._reader is None:
+            raise RuntimeError("coordinator not started (await start() first)")
+        return self._reader
+
+    async def create_topic_and_partitions(
+        self, requests: Sequence[CreateTopicAndPartitionsRequest]
+    ) -> list[int]:
+        return await self._require_writer().submit(self._ops.create_topics, list(requests))
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        file_size: int,
+        requests: Sequence[CommitBatchRequest],
+    ) -> list[CommitBatchResponse]:
+        if not requests:
+            return []
+        return await self._require_writer().submit(
+            self._ops.commit_file, object_key, uploader_broker_id, file_size, list(requests)
+        )
+
+    async def find_batches(
+        self, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
+    ) -> list[FindBatchResponse]:
+        return await self._require_reader().submit(
+            self._ops.find_batches, list(requests), fetch_max_bytes
+        )
+
+    async def list_offsets(
+        self, requests: Sequence[ListOffsetsRequest]
+    ) -> list[ListOffsetsResponse]:
+        return await self._require_reader().submit(self._ops.list_offsets, list(requests))
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResponse]:
+        return await self._require_writer().submit(self._ops.delete_records, list(requests))
+
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
+        await self._require_writer().submit(self._ops.delete_topics, list(topic_ids))
+
+    async def get_files_to_delete(
+        self,
+        marked_before_ms: int | None = None,
+        limit: int = 0,
+        after_object_key: str | None = None,
+    ) -> list[FileToDelete]:
+        return await self._require_reader().submit(
+            self._ops.files_to_delete, marked_before_ms, limit, after_object_key
+        )
+
+    async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
+        return await self._require_writer().submit(self._ops.delete_files, list(object_keys))
+
+    async def is_safe_to_delete_file(self, object_key: str) -> bool:
+        # Through the writer queue: ordered after every commit submitted before it.
+        return await self._require_writer().submit(self._ops.is_safe_to_delete_file, object_key)
+
+    async def enforce_retention(
+        self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
+    ) -> list[EnforceRetentionResponse]:
+        return await self._require_writer().submit(
+            self._ops.enforce_retention, list(requests), max_batches_per_request
+        )

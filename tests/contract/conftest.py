@@ -1,0 +1,131 @@
+"""Fixtures of the Batch Coordinator contract suite: every test runs on every implementation."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kafka_rpc.coordinator.api import (
+    BatchCoordinator,
+    CommitBatchRequest,
+    CommitBatchResponse,
+    CreateTopicAndPartitionsRequest,
+    TopicIdPartition,
+)
+from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
+
+START_MS = 1_700_000_000_000
+
+
+class Clock:
+    """A manual clock in ms, injected as ``time_ms``."""
+
+    def __init__(self, now: int = START_MS) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> None:
+        self.now += ms
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def make_coordinator(kind: str, tmp_path, clock: Clock, **options) -> BatchCoordinator:
+    if kind == "memory":
+        return InMemoryBatchCoordinator(time_ms=clock, **options)
+    return SqliteBatchCoordinator(str(tmp_path / "coord.db"), time_ms=clock, **options)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def coord(request, tmp_path, clock) -> AsyncIterator[BatchCoordinator]:
+    c = make_coordinator(request.param, tmp_path, clock)
+    await c.start()
+    try:
+        yield c
+    finally:
+        await c.close()
+
+
+class Topic:
+    """A created topic with helpers to build requests against it."""
+
+    def __init__(self, c: BatchCoordinator, topic_id: uuid.UUID, partitions: int) -> None:
+        self.c = c
+        self.id = topic_id
+        self.partitions = partitions
+        self._keys = 0
+
+    def tp(self, partition: int = 0) -> TopicIdPartition:
+        return TopicIdPartition(self.id, partition)
+
+    async def commit(
+        self, *requests: CommitBatchRequest, key: str | None = None, file_size: int | None = None
+    ) -> list[CommitBatchResponse]:
+        if key is None:
+            self._keys += 1
+            key = f"obj-{self.id}-{self._keys}"
+        if file_size is None:
+            file_size = max((r.byte_offset + max(r.size, 0) for r in requests), default=0)
+        return await self.c.commit_file(key, 1, file_size, list(requests))
+
+
+def batch(
+    tp: TopicIdPartition,
+    records: int = 1,
+    *,
+    size: int = 100,
+    byte_offset: int = 0,
+    ts: int = START_MS - 1000,
+    tt: int = 0,
+    pid: int = -1,
+    epoch: int = -1,
+    seq: int = -1,
+    last_seq: int | None = None,
+) -> CommitBatchRequest:
+    """A batch of ``records`` records; sequences derived from ``seq`` unless ``last_seq``."""
+    if last_seq is None:
+        last_seq = -1 if seq < 0 else (seq + records - 1) % 2**31
+    return CommitBatchRequest(
+        tp, byte_offset, size, 0, records - 1, ts, tt, pid, epoch, seq, last_seq
+    )
+
+
+def chain(tp: TopicIdPartition, n: int, *, size: int = 100, **kw) -> list[CommitBatchRequest]:
+    """``n`` byte-adjacent batches for one object."""
+    return [batch(tp, size=size, byte_offset=i * size, **kw) for i in range(n)]
+
+
+@pytest.fixture
+async def topic(coord) -> Topic:
+    t = uuid.uuid4()
+    assert await coord.create_topic_and_partitions(
+        [CreateTopicAndPartitionsRequest(t, "t", 3)]
+    ) == [0]
+    return Topic(coord, t, 3)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+async def coord_factory(request, tmp_path):
+    """Build a started coordinator with options: ``(coordinator, clock, topic)``."""
+    made: list[BatchCoordinator] = []
+
+    async def factory(**options):
+        clock = Clock()
+        c = make_coordinator(request.param, tmp_path, clock, **options)
+        await c.start()
+        made.append(c)
+        t = uuid.uuid4()
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 3)])
+        return c, clock, Topic(c, t, 3)
+
+    yield factory
+    for c in made:
+        await c.close()

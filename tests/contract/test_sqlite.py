@@ -1,0 +1,189 @@
+"""SQLite-only behaviour: durability across reopen, group commit, migrations, URL selection."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import uuid
+
+import pytest
+
+from kafka_rpc.coordinator import create_coordinator
+from kafka_rpc.coordinator.api import (
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    Errors,
+    FindBatchRequest,
+    ListOffsetsRequest,
+    TopicIdPartition,
+)
+from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+from kafka_rpc.coordinator.sqlite import SchemaVersionError, SqliteBatchCoordinator, load_migrations
+
+from .conftest import Clock, batch
+
+BIG = 10**9
+
+
+async def started(path, **kw) -> SqliteBatchCoordinator:
+    c = SqliteBatchCoordinator(str(path), **kw)
+    await c.start()
+    return c
+
+
+async def test_durable_across_reopen(tmp_path):
+    clock = Clock()
+    path = tmp_path / "d.db"
+    c = await started(path, time_ms=clock)
+    t = uuid.uuid4()
+    tp = TopicIdPartition(t, 0)
+    await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 1)])
+    await c.commit_file("a", 1, 100, [batch(tp, 3, pid=7, epoch=0, seq=0)])
+    await c.commit_file("b", 1, 100, [batch(tp, 2)])
+    await c.delete_records([DeleteRecordsRequest(tp, 3)])
+    await c.close()
+    await c.close()  # idempotent
+
+    c2 = await started(path, time_ms=clock)
+    try:
+        (r,) = await c2.find_batches([FindBatchRequest(tp, 3, BIG)], BIG)
+        assert (r.error, r.log_start_offset, r.high_watermark) == (0, 3, 5)
+        assert [(b.object_key, b.base_offset) for b in r.batches] == [("b", 3)]
+        assert [f.object_key for f in await c2.get_files_to_delete()] == ["a"]
+        # producer state survived: a retry of the first batch is a duplicate of offset 0 ...
+        # ... but its batch was deleted; Kafka still answers the duplicate from producer state
+        d = (await c2.commit_file("c", 1, 100, [batch(tp, 3, pid=7, epoch=0, seq=0)]))[0]
+        assert d.is_duplicate and d.assigned_base_offset == 0
+        assert (await c2.commit_file("d", 1, 100, [batch(tp, 1, pid=7, epoch=0, seq=9)]))[
+            0
+        ].error == Errors.OUT_OF_ORDER_SEQUENCE_NUMBER
+        assert not await c2.is_safe_to_delete_file("b")
+        assert c2.schema_version == load_migrations()[-1][0]
+    finally:
+        await c2.close()
+
+
+async def test_group_commit_isolation(tmp_path):
+    c = await started(tmp_path / "g.db")
+    try:
+        t = uuid.uuid4()
+        tp = TopicIdPartition(t, 0)
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 1)])
+        await c.commit_file("dup", 1, 100, [batch(tp, 1)])
+        groups0, ops0 = c.group_stats
+        n = 40
+        keys = [f"k{i}" for i in range(n)]
+        keys[17] = "dup"
+        results = await asyncio.gather(
+            *(c.commit_file(k, 1, 200, [batch(tp, 2), batch(tp, 1, byte_offset=100)]) for k in keys)
+        )
+        groups, ops = c.group_stats
+        assert ops - ops0 == n
+        assert groups - groups0 < n  # grouped: far fewer transactions than commits
+        assert [x.error for x in results[17]] == [Errors.INVALID_REQUEST] * 2
+        starts = sorted(r[0].assigned_base_offset for i, r in enumerate(results) if i != 17)
+        assert starts == [1 + 3 * i for i in range(n - 1)]  # gap-free, 3 records per commit
+        for i, r in enumerate(results):
+            if i != 17:
+                assert r[1].assigned_base_offset == r[0].assigned_base_offset + 2
+        (lo,) = await c.list_offsets([ListOffsetsRequest(tp, -1)])
+        assert lo.offset == 1 + 3 * (n - 1)
+    finally:
+        await c.close()
+
+
+async def test_failing_operation_rolls_back_only_itself(tmp_path):
+    c = await started(tmp_path / "s.db")
+    try:
+        t = uuid.uuid4()
+        tp = TopicIdPartition(t, 0)
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 1)])
+
+        def explode(conn):
+            conn.execute(
+                "INSERT INTO files (object_key, state, uploader_broker_id,"
+                " committed_at_ms, size) VALUES ('half-done', 'uploaded', 1, 1, 1)"
+            )
+            conn.execute("UPDATE logs SET high_watermark = -5")  # violates a CHECK
+
+        writer = c._require_writer()
+        ok1 = c.commit_file("x1", 1, 100, [batch(tp)])
+        bad = writer.submit(explode)
+        ok2 = c.commit_file("x2", 1, 100, [batch(tp)])
+        r1, rb, r2 = await asyncio.gather(ok1, bad, ok2, return_exceptions=True)
+        assert isinstance(rb, sqlite3.IntegrityError)
+        assert [r1[0].assigned_base_offset, r2[0].assigned_base_offset] == [0, 1]
+        assert await c.is_safe_to_delete_file("half-done")
+        assert not await c.is_safe_to_delete_file("x2")
+    finally:
+        await c.close()
+
+
+async def test_refuses_newer_database(tmp_path):
+    path = tmp_path / "m.db"
+    c = await started(path)
+    await c.close()
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT INTO schema_version VALUES (999, 'future', 'x', 0)")
+    db.close()
+    with pytest.raises(SchemaVersionError, match="999"):
+        await started(path)
+
+
+async def test_refuses_changed_migration(tmp_path):
+    path = tmp_path / "m.db"
+    c = await started(path)
+    await c.close()
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE schema_version SET checksum = 'edited' WHERE version = 1")
+    db.close()
+    with pytest.raises(SchemaVersionError, match="changed"):
+        await started(path)
+
+
+async def test_pragmas_and_schema(tmp_path):
+    path = tmp_path / "p.db"
+    c = await started(path, synchronous="normal")
+    await c.close()
+    db = sqlite3.connect(path)
+    try:
+        assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+        assert {"logs", "files", "batches", "producer_state", "schema_version"} <= tables
+        plan = " ".join(
+            r[3]
+            for r in db.execute(
+                "EXPLAIN QUERY PLAN SELECT * FROM batches WHERE log_id = 1 AND last_offset >= 5"
+                " ORDER BY last_offset"
+            )
+        )
+        assert "batches_by_log_last_offset" in plan and "TEMP B-TREE" not in plan
+    finally:
+        db.close()
+    with pytest.raises(ValueError):
+        SqliteBatchCoordinator(str(path), synchronous="OFF")
+
+
+async def test_not_started(tmp_path):
+    c = SqliteBatchCoordinator(str(tmp_path / "n.db"))
+    with pytest.raises(RuntimeError):
+        await c.list_offsets([])
+
+
+async def test_create_coordinator_urls(tmp_path):
+    assert isinstance(create_coordinator("memory://"), InMemoryBatchCoordinator)
+    c = create_coordinator(f"sqlite://{tmp_path}/u.db?synchronous=NORMAL&max_group_size=8")
+    assert isinstance(c, SqliteBatchCoordinator)
+    assert c.path == f"{tmp_path}/u.db" and c._synchronous == "NORMAL" and c._cap == 8
+    async with c:
+        assert await c.is_safe_to_delete_file("x")
+    dotted = create_coordinator(
+        "kafka_rpc.coordinator.memory:InMemoryBatchCoordinator", producer_id_expiration_ms=5
+    )
+    assert isinstance(dotted, InMemoryBatchCoordinator)
+    with pytest.raises(TypeError):
+        create_coordinator("kafka_rpc.coordinator.api:Errors")
+    with pytest.raises(ValueError):
+        create_coordinator("postgres://x")
+    with pytest.raises(ValueError):
+        create_coordinator("sqlite://")
