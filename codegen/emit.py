@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from codegen.model import (
     FIXED_WIDTH,
+    FieldSpec,
     MessageSpec,
     StructSpec,
-    FieldSpec,
     Versions,
     python_default,
 )
@@ -89,9 +89,7 @@ class _Indent:
 def module_name(spec_name: str) -> str:
     out = []
     for i, ch in enumerate(spec_name):
-        if ch.isupper() and i > 0 and (not spec_name[i - 1].isupper()):
-            out.append("_")
-        elif (
+        if (ch.isupper() and i > 0 and (not spec_name[i - 1].isupper())) or (
             ch.isupper()
             and i > 0
             and spec_name[i - 1].isupper()

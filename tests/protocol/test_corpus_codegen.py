@@ -75,7 +75,7 @@ def test_corpus_loads_completely():
 def test_corpus_modules_import(corpus_pkg):
     for s in SPECS:
         mod = importlib.import_module(f"{corpus_pkg}.{_module(s.name)}")
-        assert mod.SPEC_NAME == s.name
+        assert s.name == mod.SPEC_NAME
 
 
 def _module(name):
