@@ -592,7 +592,7 @@ class ModuleEmitter:
         n = t.name
         if n in ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64"):
             code = _STRUCT_CODE[n]
-            b(f"{out} = _unpack_from('>%d{code}' % n, b, p)")
+            b(f"{out} = _p.array_struct({code!r}, n).unpack_from(b, p)")
             b(f"p += {FIXED_WIDTH[n]} * n")
             return
         b("a = []")
@@ -699,8 +699,8 @@ class ModuleEmitter:
         b(f"def _w{v}_{st.name}(o, w):")
         with b.indent():
             for f in absent:
-                b(f"x = getattr(o, {f.py_name!r}, _MISSING)")
-                b(f"if x is not _MISSING and {self._nondefault_expr(f, 'x')}:")
+                b(f"x = o.{f.py_name}")
+                b(f"if {self._nondefault_expr(f, 'x')}:")
                 with b.indent():
                     b(f"raise _p.cannot_write({f.py_name!r}, {v})")
             i = 0
@@ -840,7 +840,7 @@ class ModuleEmitter:
             self._emit_write_len(b, compact, "_s_i", "n", w)
             if n in ("int8", "int16", "int32", "int64", "uint16", "uint32", "float64"):
                 code = _STRUCT_CODE[n]
-                b(f"{w} += _pack('>%d{code}' % n, *{x})")
+                b(f"{w} += _p.array_struct({code!r}, n).pack(*{x})")
             elif t.is_struct:
                 b(f"for y in {x}:")
                 with b.indent():

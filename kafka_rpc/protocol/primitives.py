@@ -168,6 +168,21 @@ def is_default_struct(value: object, defaults: dict[str, object]) -> bool:
     return True
 
 
+_ARRAY_STRUCTS: dict[tuple[str, int], struct.Struct] = {}
+
+
+def array_struct(code: str, count: int) -> struct.Struct:
+    """A cached ``struct.Struct`` for ``count`` big-endian values of ``code`` (int arrays).
+    Counts are bounded by the caller (checked against the bytes remaining before decoding)."""
+    key = (code, count)
+    s = _ARRAY_STRUCTS.get(key)
+    if s is None:
+        s = struct.Struct(f">{count}{code}")
+        if count <= 256:
+            _ARRAY_STRUCTS[key] = s
+    return s
+
+
 s_b = struct.Struct(">b")
 s_h = struct.Struct(">h")
 s_i = struct.Struct(">i")

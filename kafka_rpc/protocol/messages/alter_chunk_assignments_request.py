@@ -132,7 +132,7 @@ def _r0_AlterChunkAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("AlterChunkAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_AlterChunkAssignment_broker_ids(o, x)
     n = b[p]
@@ -188,7 +188,7 @@ def _w0_AlterChunkAssignment(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 

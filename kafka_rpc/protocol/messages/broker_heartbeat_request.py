@@ -144,8 +144,8 @@ _DF_BrokerHeartbeatRequest_offline_log_dirs = ()
 
 
 def _w0_BrokerHeartbeatRequest(o, w):
-    x = getattr(o, "offline_log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.offline_log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("offline_log_dirs", 0)
     w += _S0.pack(
         o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down

@@ -157,11 +157,11 @@ _DF_BrokerRegistrationChangeRecord_log_dirs = ()
 
 
 def _w0_BrokerRegistrationChangeRecord(o, w):
-    x = getattr(o, "in_controlled_shutdown", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.in_controlled_shutdown
+    if x != 0:
         raise _p.cannot_write("in_controlled_shutdown", 0)
-    x = getattr(o, "log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("log_dirs", 0)
     w += _S0.pack(o.broker_id, o.broker_epoch)
     tg = None
@@ -249,8 +249,8 @@ def _rt1_BrokerRegistrationChangeRecord(b, p, count, o):
 
 
 def _w1_BrokerRegistrationChangeRecord(o, w):
-    x = getattr(o, "log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("log_dirs", 1)
     w += _S0.pack(o.broker_id, o.broker_epoch)
     tg = None

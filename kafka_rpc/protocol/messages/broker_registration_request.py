@@ -622,8 +622,8 @@ _DF_BrokerRegistrationRequest_previous_broker_epoch = -1
 
 
 def _w0_BrokerRegistrationRequest(o, w):
-    x = getattr(o, "is_migrating_zk_broker", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_migrating_zk_broker
+    if x != False:
         raise _p.cannot_write("is_migrating_zk_broker", 0)
     w += _S2.pack(o.broker_id)
     x = o.cluster_id

@@ -129,7 +129,7 @@ def _rt0_ChunkChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("ChunkChangeRecord.Replicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_ChunkChangeRecord_replicas(o, x)
         elif tag == 1:
@@ -166,7 +166,7 @@ def _rt0_ChunkChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("ChunkChangeRecord.Isr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_ChunkChangeRecord_isr(o, x)
         elif tag == 3:
@@ -183,7 +183,7 @@ def _rt0_ChunkChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "ChunkChangeRecord.RemovingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_ChunkChangeRecord_removing_replicas(o, x)
         elif tag == 4:
@@ -198,7 +198,7 @@ def _rt0_ChunkChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("ChunkChangeRecord.AddingReplicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_ChunkChangeRecord_adding_replicas(o, x)
         else:
@@ -240,7 +240,7 @@ def _w0_ChunkChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((0, tb))
@@ -271,7 +271,7 @@ def _w0_ChunkChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -286,7 +286,7 @@ def _w0_ChunkChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((3, tb))
@@ -301,7 +301,7 @@ def _w0_ChunkChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((4, tb))

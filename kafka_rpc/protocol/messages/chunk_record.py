@@ -118,7 +118,7 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ChunkRecord_replicas(o, x)
     n = b[p]
@@ -153,7 +153,7 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ChunkRecord_isr(o, x)
     n = b[p]
@@ -167,7 +167,7 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.RemovingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ChunkRecord_removing_replicas(o, x)
     n = b[p]
@@ -181,7 +181,7 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.AddingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ChunkRecord_adding_replicas(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -251,7 +251,7 @@ def _w0_ChunkRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.directories
     if x is None:
         raise _p.null_not_allowed("ChunkRecord.Directories", 0)
@@ -272,7 +272,7 @@ def _w0_ChunkRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("ChunkRecord.RemovingReplicas", 0)
@@ -282,7 +282,7 @@ def _w0_ChunkRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("ChunkRecord.AddingReplicas", 0)
@@ -292,7 +292,7 @@ def _w0_ChunkRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.epoch)
     w.append(0)
 

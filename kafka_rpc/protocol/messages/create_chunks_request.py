@@ -136,7 +136,7 @@ def _r0_CreateChunksTopicPartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreateChunksTopicPartition.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreateChunksTopicPartition_broker_ids(o, x)
     v0, v1, v2 = _S1.unpack_from(b, p)
@@ -211,7 +211,7 @@ def _w0_CreateChunksTopicPartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.start_offset, o.start_timestamp, o.prev_stop_offset)
     w.append(0)
 

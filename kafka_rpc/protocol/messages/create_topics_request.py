@@ -449,7 +449,7 @@ def _r2_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     return o, p
@@ -473,7 +473,7 @@ def _w2_CreatableReplicaAssignment(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r2_CreatableTopicConfig(b, p):
@@ -710,7 +710,7 @@ def _r3_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     return o, p
@@ -724,7 +724,7 @@ def _w3_CreatableReplicaAssignment(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r3_CreatableTopicConfig(b, p):
@@ -935,7 +935,7 @@ def _r4_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     return o, p
@@ -949,7 +949,7 @@ def _w4_CreatableReplicaAssignment(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r4_CreatableTopicConfig(b, p):
@@ -1164,7 +1164,7 @@ def _r5_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     n = b[p]
@@ -1195,7 +1195,7 @@ def _w5_CreatableReplicaAssignment(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -1498,7 +1498,7 @@ def _r6_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     n = b[p]
@@ -1529,7 +1529,7 @@ def _w6_CreatableReplicaAssignment(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -1832,7 +1832,7 @@ def _r7_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_CreatableReplicaAssignment_broker_ids(o, x)
     n = b[p]
@@ -1863,7 +1863,7 @@ def _w7_CreatableReplicaAssignment(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 

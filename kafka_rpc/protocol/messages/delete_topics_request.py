@@ -195,8 +195,8 @@ _DF_DeleteTopicsRequest_timeout_ms = 0
 
 
 def _w1_DeleteTopicsRequest(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 1)
     x = o.topic_names
     if x is None:
@@ -278,8 +278,8 @@ def _r2_DeleteTopicsRequest(b, p):
 
 
 def _w2_DeleteTopicsRequest(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 2)
     x = o.topic_names
     if x is None:
@@ -361,8 +361,8 @@ def _r3_DeleteTopicsRequest(b, p):
 
 
 def _w3_DeleteTopicsRequest(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 3)
     x = o.topic_names
     if x is None:
@@ -466,8 +466,8 @@ def _rt4_DeleteTopicsRequest(b, p, count, o):
 
 
 def _w4_DeleteTopicsRequest(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 4)
     x = o.topic_names
     if x is None:
@@ -578,8 +578,8 @@ def _rt5_DeleteTopicsRequest(b, p, count, o):
 
 
 def _w5_DeleteTopicsRequest(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 5)
     x = o.topic_names
     if x is None:

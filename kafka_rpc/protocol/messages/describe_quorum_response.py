@@ -386,8 +386,8 @@ _DF_ReplicaState_last_caught_up_timestamp = -1
 
 
 def _w0_ReplicaState(o, w):
-    x = getattr(o, "replica_directory_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.replica_directory_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("replica_directory_id", 0)
     w += _S0.pack(o.replica_id, o.log_end_offset)
     w.append(0)
@@ -642,8 +642,8 @@ _DF_DescribeQuorumResponse_nodes = ()
 
 
 def _w0_DescribeQuorumResponse(o, w):
-    x = getattr(o, "nodes", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.nodes
+    if x is None or len(x) != 0:
         raise _p.cannot_write("nodes", 0)
     w += _S2.pack(o.error_code)
     x = o.topics
@@ -714,8 +714,8 @@ def _rt1_ReplicaState(b, p, count, o):
 
 
 def _w1_ReplicaState(o, w):
-    x = getattr(o, "replica_directory_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.replica_directory_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("replica_directory_id", 1)
     w += _S3.pack(
         o.replica_id, o.log_end_offset, o.last_fetch_timestamp, o.last_caught_up_timestamp
@@ -938,8 +938,8 @@ def _rt1_DescribeQuorumResponse(b, p, count, o):
 
 
 def _w1_DescribeQuorumResponse(o, w):
-    x = getattr(o, "nodes", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.nodes
+    if x is None or len(x) != 0:
         raise _p.cannot_write("nodes", 1)
     w += _S2.pack(o.error_code)
     x = o.topics

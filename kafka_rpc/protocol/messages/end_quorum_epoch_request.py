@@ -309,7 +309,7 @@ def _r0_PartitionData(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.PreferredSuccessors", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionData_preferred_successors(o, x)
     _set_PartitionData_preferred_candidates(o, _DF_PartitionData_preferred_candidates)
@@ -336,7 +336,7 @@ def _w0_PartitionData(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r0_TopicData(b, p):
@@ -381,8 +381,8 @@ _DF_TopicData_partitions = ()
 
 
 def _w0_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 0)
     x = o.topic_name
     if x is None:
@@ -646,8 +646,8 @@ def _rt1_TopicData(b, p, count, o):
 
 
 def _w1_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 1)
     x = o.topic_name
     if x is None:
@@ -1040,8 +1040,8 @@ def _rt2_TopicData(b, p, count, o):
 
 
 def _w2_TopicData(o, w):
-    x = getattr(o, "topic_name", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.topic_name
+    if x != "":
         raise _p.cannot_write("topic_name", 2)
     w += _S3.pack(_ub(o.topic_id))
     x = o.partitions

@@ -1119,8 +1119,8 @@ _DF_FetchPartition_high_watermark = 9223372036854775807
 
 
 def _w4_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 4)
     w += _S0.pack(o.partition, o.fetch_offset, o.partition_max_bytes)
 
@@ -1246,13 +1246,11 @@ _DF_FetchRequest_rack_id = ""
 
 
 def _w4_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 4)
-    x = getattr(o, "forgotten_topics_data", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.forgotten_topics_data
+    if x is None or len(x) != 0:
         raise _p.cannot_write("forgotten_topics_data", 4)
     w += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     x = o.topics
@@ -1308,8 +1306,8 @@ def _r5_FetchPartition(b, p):
 
 
 def _w5_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 5)
     w += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
@@ -1401,13 +1399,11 @@ def _r5_FetchRequest(b, p):
 
 
 def _w5_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 5)
-    x = getattr(o, "forgotten_topics_data", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.forgotten_topics_data
+    if x is None or len(x) != 0:
         raise _p.cannot_write("forgotten_topics_data", 5)
     w += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     x = o.topics
@@ -1463,8 +1459,8 @@ def _r6_FetchPartition(b, p):
 
 
 def _w6_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 6)
     w += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
@@ -1556,13 +1552,11 @@ def _r6_FetchRequest(b, p):
 
 
 def _w6_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 6)
-    x = getattr(o, "forgotten_topics_data", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.forgotten_topics_data
+    if x is None or len(x) != 0:
         raise _p.cannot_write("forgotten_topics_data", 6)
     w += _S1.pack(o.replica_id, o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level)
     x = o.topics
@@ -1618,8 +1612,8 @@ def _r7_FetchPartition(b, p):
 
 
 def _w7_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 7)
     w += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
@@ -1700,7 +1694,7 @@ def _r7_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -1732,7 +1726,7 @@ def _w7_ForgottenTopic(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r7_FetchRequest(b, p):
@@ -1781,10 +1775,8 @@ def _r7_FetchRequest(b, p):
 
 
 def _w7_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 7)
     w += _S3.pack(
         o.replica_id,
@@ -1856,8 +1848,8 @@ def _r8_FetchPartition(b, p):
 
 
 def _w8_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 8)
     w += _S2.pack(o.partition, o.fetch_offset, o.log_start_offset, o.partition_max_bytes)
 
@@ -1938,7 +1930,7 @@ def _r8_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -1962,7 +1954,7 @@ def _w8_ForgottenTopic(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r8_FetchRequest(b, p):
@@ -2011,10 +2003,8 @@ def _r8_FetchRequest(b, p):
 
 
 def _w8_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 8)
     w += _S3.pack(
         o.replica_id,
@@ -2086,8 +2076,8 @@ def _r9_FetchPartition(b, p):
 
 
 def _w9_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 9)
     w += _S4.pack(
         o.partition,
@@ -2174,7 +2164,7 @@ def _r9_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -2198,7 +2188,7 @@ def _w9_ForgottenTopic(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r9_FetchRequest(b, p):
@@ -2247,10 +2237,8 @@ def _r9_FetchRequest(b, p):
 
 
 def _w9_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 9)
     w += _S3.pack(
         o.replica_id,
@@ -2322,8 +2310,8 @@ def _r10_FetchPartition(b, p):
 
 
 def _w10_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 10)
     w += _S4.pack(
         o.partition,
@@ -2410,7 +2398,7 @@ def _r10_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -2434,7 +2422,7 @@ def _w10_ForgottenTopic(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r10_FetchRequest(b, p):
@@ -2483,10 +2471,8 @@ def _r10_FetchRequest(b, p):
 
 
 def _w10_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 10)
     w += _S3.pack(
         o.replica_id,
@@ -2558,8 +2544,8 @@ def _r11_FetchPartition(b, p):
 
 
 def _w11_FetchPartition(o, w):
-    x = getattr(o, "last_fetched_epoch", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.last_fetched_epoch
+    if x != -1:
         raise _p.cannot_write("last_fetched_epoch", 11)
     w += _S4.pack(
         o.partition,
@@ -2646,7 +2632,7 @@ def _r11_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -2670,7 +2656,7 @@ def _w11_ForgottenTopic(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r11_FetchRequest(b, p):
@@ -2731,10 +2717,8 @@ def _r11_FetchRequest(b, p):
 
 
 def _w11_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 11)
     w += _S3.pack(
         o.replica_id,
@@ -2957,7 +2941,7 @@ def _r12_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
@@ -3001,7 +2985,7 @@ def _w12_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -3112,10 +3096,8 @@ def _rt12_FetchRequest(b, p, count, o):
 
 
 def _w12_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 12)
     w += _S3.pack(
         o.replica_id,
@@ -3334,7 +3316,7 @@ def _r13_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -3366,7 +3348,7 @@ def _w13_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -3477,10 +3459,8 @@ def _rt13_FetchRequest(b, p, count, o):
 
 
 def _w13_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 13)
     w += _S3.pack(
         o.replica_id,
@@ -3699,7 +3679,7 @@ def _r14_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -3731,7 +3711,7 @@ def _w14_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -3842,10 +3822,8 @@ def _rt14_FetchRequest(b, p, count, o):
 
 
 def _w14_FetchRequest(o, w):
-    x = getattr(o, "replica_state", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1})
-    ):
+    x = o.replica_state
+    if x is None or not _p.is_default_struct(x, {"replica_id": -1, "replica_epoch": -1}):
         raise _p.cannot_write("replica_state", 14)
     w += _S3.pack(
         o.replica_id,
@@ -4098,7 +4076,7 @@ def _r15_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -4130,7 +4108,7 @@ def _w15_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -4242,8 +4220,8 @@ def _rt15_FetchRequest(b, p, count, o):
 
 
 def _w15_FetchRequest(o, w):
-    x = getattr(o, "replica_id", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.replica_id
+    if x != -1:
         raise _p.cannot_write("replica_id", 15)
     w += _S8.pack(
         o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch
@@ -4491,7 +4469,7 @@ def _r16_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -4523,7 +4501,7 @@ def _w16_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -4635,8 +4613,8 @@ def _rt16_FetchRequest(b, p, count, o):
 
 
 def _w16_FetchRequest(o, w):
-    x = getattr(o, "replica_id", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.replica_id
+    if x != -1:
         raise _p.cannot_write("replica_id", 16)
     w += _S8.pack(
         o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch
@@ -4904,7 +4882,7 @@ def _r17_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -4936,7 +4914,7 @@ def _w17_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -5048,8 +5026,8 @@ def _rt17_FetchRequest(b, p, count, o):
 
 
 def _w17_FetchRequest(o, w):
-    x = getattr(o, "replica_id", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.replica_id
+    if x != -1:
         raise _p.cannot_write("replica_id", 17)
     w += _S8.pack(
         o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch
@@ -5326,7 +5304,7 @@ def _r18_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_ForgottenTopic_partitions(o, x)
     _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
@@ -5358,7 +5336,7 @@ def _w18_ForgottenTopic(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -5470,8 +5448,8 @@ def _rt18_FetchRequest(b, p, count, o):
 
 
 def _w18_FetchRequest(o, w):
-    x = getattr(o, "replica_id", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.replica_id
+    if x != -1:
         raise _p.cannot_write("replica_id", 18)
     w += _S8.pack(
         o.max_wait_ms, o.min_bytes, o.max_bytes, o.isolation_level, o.session_id, o.session_epoch

@@ -1528,23 +1528,17 @@ _DF_PartitionData_records = None
 
 
 def _w4_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 4)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 4)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 4)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 4)
     w += _S1.pack(o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset)
     x = o.aborted_transactions
@@ -1664,11 +1658,11 @@ _DF_FetchResponse_node_endpoints = ()
 
 
 def _w4_FetchResponse(o, w):
-    x = getattr(o, "session_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.session_id
+    if x != 0:
         raise _p.cannot_write("session_id", 4)
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 4)
     w += _S2.pack(o.throttle_time_ms)
     x = o.responses
@@ -1763,23 +1757,17 @@ def _r5_PartitionData(b, p):
 
 
 def _w5_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 5)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 5)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 5)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 5)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -1881,11 +1869,11 @@ def _r5_FetchResponse(b, p):
 
 
 def _w5_FetchResponse(o, w):
-    x = getattr(o, "session_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.session_id
+    if x != 0:
         raise _p.cannot_write("session_id", 5)
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 5)
     w += _S2.pack(o.throttle_time_ms)
     x = o.responses
@@ -1980,23 +1968,17 @@ def _r6_PartitionData(b, p):
 
 
 def _w6_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 6)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 6)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 6)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 6)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -2098,11 +2080,11 @@ def _r6_FetchResponse(b, p):
 
 
 def _w6_FetchResponse(o, w):
-    x = getattr(o, "session_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.session_id
+    if x != 0:
         raise _p.cannot_write("session_id", 6)
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 6)
     w += _S2.pack(o.throttle_time_ms)
     x = o.responses
@@ -2197,23 +2179,17 @@ def _r7_PartitionData(b, p):
 
 
 def _w7_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 7)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 7)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 7)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 7)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -2315,8 +2291,8 @@ def _r7_FetchResponse(b, p):
 
 
 def _w7_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 7)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -2411,23 +2387,17 @@ def _r8_PartitionData(b, p):
 
 
 def _w8_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 8)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 8)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 8)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 8)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -2529,8 +2499,8 @@ def _r8_FetchResponse(b, p):
 
 
 def _w8_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 8)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -2625,23 +2595,17 @@ def _r9_PartitionData(b, p):
 
 
 def _w9_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 9)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 9)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 9)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 9)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -2743,8 +2707,8 @@ def _r9_FetchResponse(b, p):
 
 
 def _w9_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 9)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -2839,23 +2803,17 @@ def _r10_PartitionData(b, p):
 
 
 def _w10_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 10)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 10)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 10)
-    x = getattr(o, "preferred_read_replica", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.preferred_read_replica
+    if x != -1:
         raise _p.cannot_write("preferred_read_replica", 10)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -2957,8 +2915,8 @@ def _r10_FetchResponse(b, p):
 
 
 def _w10_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 10)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -3055,20 +3013,14 @@ def _r11_PartitionData(b, p):
 
 
 def _w11_PartitionData(o, w):
-    x = getattr(o, "diverging_epoch", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1})
-    ):
+    x = o.diverging_epoch
+    if x is None or not _p.is_default_struct(x, {"epoch": -1, "end_offset": -1}):
         raise _p.cannot_write("diverging_epoch", 11)
-    x = getattr(o, "current_leader", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1})
-    ):
+    x = o.current_leader
+    if x is None or not _p.is_default_struct(x, {"leader_id": -1, "leader_epoch": -1}):
         raise _p.cannot_write("current_leader", 11)
-    x = getattr(o, "snapshot_id", _MISSING)
-    if x is not _MISSING and (
-        x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1})
-    ):
+    x = o.snapshot_id
+    if x is None or not _p.is_default_struct(x, {"end_offset": -1, "epoch": -1}):
         raise _p.cannot_write("snapshot_id", 11)
     w += _S3.pack(
         o.partition_index, o.error_code, o.high_watermark, o.last_stable_offset, o.log_start_offset
@@ -3171,8 +3123,8 @@ def _r11_FetchResponse(b, p):
 
 
 def _w11_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 11)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -3605,8 +3557,8 @@ def _rt12_FetchResponse(b, p, count, o):
 
 
 def _w12_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 12)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -3999,8 +3951,8 @@ def _rt13_FetchResponse(b, p, count, o):
 
 
 def _w13_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 13)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -4393,8 +4345,8 @@ def _rt14_FetchResponse(b, p, count, o):
 
 
 def _w14_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 14)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses
@@ -4787,8 +4739,8 @@ def _rt15_FetchResponse(b, p, count, o):
 
 
 def _w15_FetchResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 15)
     w += _S4.pack(o.throttle_time_ms, o.error_code, o.session_id)
     x = o.responses

@@ -614,8 +614,8 @@ _DF_FetchSnapshotResponse_node_endpoints = ()
 
 
 def _w0_FetchSnapshotResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 0)
     w += _S2.pack(o.throttle_time_ms, o.error_code)
     x = o.topics

@@ -178,11 +178,11 @@ _DF_FindCoordinatorRequest_coordinator_keys = ()
 
 
 def _w0_FindCoordinatorRequest(o, w):
-    x = getattr(o, "key_type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.key_type
+    if x != 0:
         raise _p.cannot_write("key_type", 0)
-    x = getattr(o, "coordinator_keys", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinator_keys
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinator_keys", 0)
     x = o.key
     if x is None:
@@ -246,8 +246,8 @@ def _r1_FindCoordinatorRequest(b, p):
 
 
 def _w1_FindCoordinatorRequest(o, w):
-    x = getattr(o, "coordinator_keys", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinator_keys
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinator_keys", 1)
     x = o.key
     if x is None:
@@ -312,8 +312,8 @@ def _r2_FindCoordinatorRequest(b, p):
 
 
 def _w2_FindCoordinatorRequest(o, w):
-    x = getattr(o, "coordinator_keys", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinator_keys
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinator_keys", 2)
     x = o.key
     if x is None:
@@ -396,8 +396,8 @@ def _rt3_FindCoordinatorRequest(b, p, count, o):
 
 
 def _w3_FindCoordinatorRequest(o, w):
-    x = getattr(o, "coordinator_keys", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinator_keys
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinator_keys", 3)
     x = o.key
     if x is None:
@@ -502,8 +502,8 @@ def _rt4_FindCoordinatorRequest(b, p, count, o):
 
 
 def _w4_FindCoordinatorRequest(o, w):
-    x = getattr(o, "key", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.key
+    if x != "":
         raise _p.cannot_write("key", 4)
     w += _S0.pack(o.key_type)
     x = o.coordinator_keys
@@ -614,8 +614,8 @@ def _rt5_FindCoordinatorRequest(b, p, count, o):
 
 
 def _w5_FindCoordinatorRequest(o, w):
-    x = getattr(o, "key", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.key
+    if x != "":
         raise _p.cannot_write("key", 5)
     w += _S0.pack(o.key_type)
     x = o.coordinator_keys
@@ -726,8 +726,8 @@ def _rt6_FindCoordinatorRequest(b, p, count, o):
 
 
 def _w6_FindCoordinatorRequest(o, w):
-    x = getattr(o, "key", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.key
+    if x != "":
         raise _p.cannot_write("key", 6)
     w += _S0.pack(o.key_type)
     x = o.coordinator_keys
@@ -838,8 +838,8 @@ def _rt7_FindCoordinatorRequest(b, p, count, o):
 
 
 def _w7_FindCoordinatorRequest(o, w):
-    x = getattr(o, "key", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.key
+    if x != "":
         raise _p.cannot_write("key", 7)
     w += _S0.pack(o.key_type)
     x = o.coordinator_keys

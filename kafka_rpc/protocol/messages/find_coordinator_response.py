@@ -306,8 +306,8 @@ _DF_FindCoordinatorResponse_coordinators = ()
 
 
 def _w0_FindCoordinatorResponse(o, w):
-    x = getattr(o, "coordinators", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinators
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinators", 0)
     w += _S0.pack(o.error_code, o.node_id)
     x = o.host
@@ -395,8 +395,8 @@ def _r1_FindCoordinatorResponse(b, p):
 
 
 def _w1_FindCoordinatorResponse(o, w):
-    x = getattr(o, "coordinators", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinators
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinators", 1)
     w += _S2.pack(o.throttle_time_ms, o.error_code)
     x = o.error_message
@@ -495,8 +495,8 @@ def _r2_FindCoordinatorResponse(b, p):
 
 
 def _w2_FindCoordinatorResponse(o, w):
-    x = getattr(o, "coordinators", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinators
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinators", 2)
     w += _S2.pack(o.throttle_time_ms, o.error_code)
     x = o.error_message
@@ -617,8 +617,8 @@ def _rt3_FindCoordinatorResponse(b, p, count, o):
 
 
 def _w3_FindCoordinatorResponse(o, w):
-    x = getattr(o, "coordinators", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.coordinators
+    if x is None or len(x) != 0:
         raise _p.cannot_write("coordinators", 3)
     w += _S2.pack(o.throttle_time_ms, o.error_code)
     x = o.error_message
@@ -861,17 +861,17 @@ def _rt4_FindCoordinatorResponse(b, p, count, o):
 
 
 def _w4_FindCoordinatorResponse(o, w):
-    x = getattr(o, "error_code", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.error_code
+    if x != 0:
         raise _p.cannot_write("error_code", 4)
-    x = getattr(o, "node_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.node_id
+    if x != 0:
         raise _p.cannot_write("node_id", 4)
-    x = getattr(o, "host", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.host
+    if x != "":
         raise _p.cannot_write("host", 4)
-    x = getattr(o, "port", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.port
+    if x != 0:
         raise _p.cannot_write("port", 4)
     w += _S1.pack(o.throttle_time_ms)
     x = o.coordinators
@@ -1083,17 +1083,17 @@ def _rt5_FindCoordinatorResponse(b, p, count, o):
 
 
 def _w5_FindCoordinatorResponse(o, w):
-    x = getattr(o, "error_code", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.error_code
+    if x != 0:
         raise _p.cannot_write("error_code", 5)
-    x = getattr(o, "node_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.node_id
+    if x != 0:
         raise _p.cannot_write("node_id", 5)
-    x = getattr(o, "host", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.host
+    if x != "":
         raise _p.cannot_write("host", 5)
-    x = getattr(o, "port", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.port
+    if x != 0:
         raise _p.cannot_write("port", 5)
     w += _S1.pack(o.throttle_time_ms)
     x = o.coordinators
@@ -1305,17 +1305,17 @@ def _rt6_FindCoordinatorResponse(b, p, count, o):
 
 
 def _w6_FindCoordinatorResponse(o, w):
-    x = getattr(o, "error_code", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.error_code
+    if x != 0:
         raise _p.cannot_write("error_code", 6)
-    x = getattr(o, "node_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.node_id
+    if x != 0:
         raise _p.cannot_write("node_id", 6)
-    x = getattr(o, "host", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.host
+    if x != "":
         raise _p.cannot_write("host", 6)
-    x = getattr(o, "port", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.port
+    if x != 0:
         raise _p.cannot_write("port", 6)
     w += _S1.pack(o.throttle_time_ms)
     x = o.coordinators
@@ -1527,17 +1527,17 @@ def _rt7_FindCoordinatorResponse(b, p, count, o):
 
 
 def _w7_FindCoordinatorResponse(o, w):
-    x = getattr(o, "error_code", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.error_code
+    if x != 0:
         raise _p.cannot_write("error_code", 7)
-    x = getattr(o, "node_id", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.node_id
+    if x != 0:
         raise _p.cannot_write("node_id", 7)
-    x = getattr(o, "host", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.host
+    if x != "":
         raise _p.cannot_write("host", 7)
-    x = getattr(o, "port", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.port
+    if x != 0:
         raise _p.cannot_write("port", 7)
     w += _S1.pack(o.throttle_time_ms)
     x = o.coordinators

@@ -673,7 +673,7 @@ def _r0_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -686,7 +686,7 @@ def _r0_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     _set_LeaderAndIsrPartitionState_adding_replicas(
@@ -745,8 +745,8 @@ _DF_LeaderAndIsrPartitionState_leader_recovery_state = 0
 
 
 def _w0_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 0)
     x = o.topic_name
     if x is None:
@@ -765,7 +765,7 @@ def _w0_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -773,7 +773,7 @@ def _w0_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r0_LeaderAndIsrLiveLeader(b, p):
@@ -891,14 +891,14 @@ _DF_LeaderAndIsrRequest_live_leaders = ()
 
 
 def _w0_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 0)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 0)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 0)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -976,7 +976,7 @@ def _r1_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -989,7 +989,7 @@ def _r1_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     (v0,) = _S3.unpack_from(b, p)
@@ -1008,8 +1008,8 @@ def _r1_LeaderAndIsrPartitionState(b, p):
 
 
 def _w1_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 1)
     x = o.topic_name
     if x is None:
@@ -1028,7 +1028,7 @@ def _w1_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -1036,7 +1036,7 @@ def _w1_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S3.pack(o.is_new)
 
 
@@ -1125,14 +1125,14 @@ def _r1_LeaderAndIsrRequest(b, p):
 
 
 def _w1_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 1)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 1)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 1)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -1195,7 +1195,7 @@ def _r2_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1208,7 +1208,7 @@ def _r2_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     (v0,) = _S3.unpack_from(b, p)
@@ -1228,8 +1228,8 @@ def _r2_LeaderAndIsrPartitionState(b, p):
 
 
 def _w2_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 2)
     w += _S0.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     x = o.isr
@@ -1238,7 +1238,7 @@ def _w2_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -1246,7 +1246,7 @@ def _w2_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S3.pack(o.is_new)
 
 
@@ -1401,14 +1401,14 @@ def _r2_LeaderAndIsrRequest(b, p):
 
 
 def _w2_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 2)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 2)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 2)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -1471,7 +1471,7 @@ def _r3_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1484,7 +1484,7 @@ def _r3_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1496,7 +1496,7 @@ def _r3_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1508,7 +1508,7 @@ def _r3_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
     (v0,) = _S3.unpack_from(b, p)
@@ -1522,8 +1522,8 @@ def _r3_LeaderAndIsrPartitionState(b, p):
 
 
 def _w3_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 3)
     w += _S0.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     x = o.isr
@@ -1532,7 +1532,7 @@ def _w3_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -1540,21 +1540,21 @@ def _w3_LeaderAndIsrPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.AddingReplicas", 3)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.RemovingReplicas", 3)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S3.pack(o.is_new)
 
 
@@ -1699,14 +1699,14 @@ def _r3_LeaderAndIsrRequest(b, p):
 
 
 def _w3_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 3)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 3)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 3)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -1773,7 +1773,7 @@ def _r4_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1790,7 +1790,7 @@ def _r4_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
@@ -1806,7 +1806,7 @@ def _r4_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
@@ -1822,7 +1822,7 @@ def _r4_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
     (v0,) = _S3.unpack_from(b, p)
@@ -1850,8 +1850,8 @@ def _rt4_LeaderAndIsrPartitionState(b, p, count, o):
 
 
 def _w4_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 4)
     w += _S0.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     x = o.isr
@@ -1863,7 +1863,7 @@ def _w4_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -1874,7 +1874,7 @@ def _w4_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.AddingReplicas", 4)
@@ -1884,7 +1884,7 @@ def _w4_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.RemovingReplicas", 4)
@@ -1894,7 +1894,7 @@ def _w4_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S3.pack(o.is_new)
     w.append(0)
 
@@ -2113,14 +2113,14 @@ def _rt4_LeaderAndIsrRequest(b, p, count, o):
 
 
 def _w4_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 4)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 4)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 4)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -2194,7 +2194,7 @@ def _r5_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -2211,7 +2211,7 @@ def _r5_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
@@ -2227,7 +2227,7 @@ def _r5_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
@@ -2243,7 +2243,7 @@ def _r5_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
     (v0,) = _S3.unpack_from(b, p)
@@ -2271,8 +2271,8 @@ def _rt5_LeaderAndIsrPartitionState(b, p, count, o):
 
 
 def _w5_LeaderAndIsrPartitionState(o, w):
-    x = getattr(o, "leader_recovery_state", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.leader_recovery_state
+    if x != 0:
         raise _p.cannot_write("leader_recovery_state", 5)
     w += _S0.pack(o.partition_index, o.controller_epoch, o.leader, o.leader_epoch)
     x = o.isr
@@ -2284,7 +2284,7 @@ def _w5_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -2295,7 +2295,7 @@ def _w5_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.AddingReplicas", 5)
@@ -2305,7 +2305,7 @@ def _w5_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.RemovingReplicas", 5)
@@ -2315,7 +2315,7 @@ def _w5_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S3.pack(o.is_new)
     w.append(0)
 
@@ -2537,11 +2537,11 @@ def _rt5_LeaderAndIsrRequest(b, p, count, o):
 
 
 def _w5_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 5)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 5)
     w += _S6.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     x = o.topic_states
@@ -2615,7 +2615,7 @@ def _r6_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -2632,7 +2632,7 @@ def _r6_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
@@ -2648,7 +2648,7 @@ def _r6_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
@@ -2664,7 +2664,7 @@ def _r6_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
     v0, v1 = _S7.unpack_from(b, p)
@@ -2700,7 +2700,7 @@ def _w6_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -2711,7 +2711,7 @@ def _w6_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.AddingReplicas", 6)
@@ -2721,7 +2721,7 @@ def _w6_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.RemovingReplicas", 6)
@@ -2731,7 +2731,7 @@ def _w6_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S7.pack(o.is_new, o.leader_recovery_state)
     w.append(0)
 
@@ -2953,11 +2953,11 @@ def _rt6_LeaderAndIsrRequest(b, p, count, o):
 
 
 def _w6_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 6)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 6)
     w += _S6.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.type)
     x = o.topic_states
@@ -3031,7 +3031,7 @@ def _r7_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -3048,7 +3048,7 @@ def _r7_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
@@ -3064,7 +3064,7 @@ def _r7_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
@@ -3080,7 +3080,7 @@ def _r7_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
     v0, v1 = _S7.unpack_from(b, p)
@@ -3116,7 +3116,7 @@ def _w7_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.partition_epoch)
     x = o.replicas
     if x is None:
@@ -3127,7 +3127,7 @@ def _w7_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.AddingReplicas", 7)
@@ -3137,7 +3137,7 @@ def _w7_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("LeaderAndIsrPartitionState.RemovingReplicas", 7)
@@ -3147,7 +3147,7 @@ def _w7_LeaderAndIsrPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S7.pack(o.is_new, o.leader_recovery_state)
     w.append(0)
 
@@ -3369,8 +3369,8 @@ def _rt7_LeaderAndIsrRequest(b, p, count, o):
 
 
 def _w7_LeaderAndIsrRequest(o, w):
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 7)
     w += _S8.pack(
         o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch, o.type

@@ -429,8 +429,8 @@ _DF_LeaderAndIsrResponse_topics = ()
 
 
 def _w0_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 0)
     w += _S1.pack(o.error_code)
     x = o.partition_errors
@@ -532,8 +532,8 @@ def _r1_LeaderAndIsrResponse(b, p):
 
 
 def _w1_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 1)
     w += _S1.pack(o.error_code)
     x = o.partition_errors
@@ -635,8 +635,8 @@ def _r2_LeaderAndIsrResponse(b, p):
 
 
 def _w2_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 2)
     w += _S1.pack(o.error_code)
     x = o.partition_errors
@@ -738,8 +738,8 @@ def _r3_LeaderAndIsrResponse(b, p):
 
 
 def _w3_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 3)
     w += _S1.pack(o.error_code)
     x = o.partition_errors
@@ -881,8 +881,8 @@ def _rt4_LeaderAndIsrResponse(b, p, count, o):
 
 
 def _w4_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 4)
     w += _S1.pack(o.error_code)
     x = o.partition_errors
@@ -1061,8 +1061,8 @@ def _rt5_LeaderAndIsrResponse(b, p, count, o):
 
 
 def _w5_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "partition_errors", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.partition_errors
+    if x is None or len(x) != 0:
         raise _p.cannot_write("partition_errors", 5)
     w += _S1.pack(o.error_code)
     x = o.topics
@@ -1233,8 +1233,8 @@ def _rt6_LeaderAndIsrResponse(b, p, count, o):
 
 
 def _w6_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "partition_errors", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.partition_errors
+    if x is None or len(x) != 0:
         raise _p.cannot_write("partition_errors", 6)
     w += _S1.pack(o.error_code)
     x = o.topics
@@ -1405,8 +1405,8 @@ def _rt7_LeaderAndIsrResponse(b, p, count, o):
 
 
 def _w7_LeaderAndIsrResponse(o, w):
-    x = getattr(o, "partition_errors", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.partition_errors
+    if x is None or len(x) != 0:
         raise _p.cannot_write("partition_errors", 7)
     w += _S1.pack(o.error_code)
     x = o.topics

@@ -150,8 +150,8 @@ _DF_Voter_voter_directory_id = UUID(int=0x0)
 
 
 def _w0_Voter(o, w):
-    x = getattr(o, "voter_directory_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.voter_directory_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("voter_directory_id", 0)
     w += _S0.pack(o.voter_id)
     w.append(0)

@@ -563,14 +563,14 @@ _DF_MetadataRequest_include_topic_authorized_operations = False
 
 
 def _w0_MetadataRequest(o, w):
-    x = getattr(o, "allow_auto_topic_creation", _MISSING)
-    if x is not _MISSING and x != True:
+    x = o.allow_auto_topic_creation
+    if x != True:
         raise _p.cannot_write("allow_auto_topic_creation", 0)
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 0)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 0)
     x = o.topics
     if x is None:
@@ -668,14 +668,14 @@ def _r1_MetadataRequest(b, p):
 
 
 def _w1_MetadataRequest(o, w):
-    x = getattr(o, "allow_auto_topic_creation", _MISSING)
-    if x is not _MISSING and x != True:
+    x = o.allow_auto_topic_creation
+    if x != True:
         raise _p.cannot_write("allow_auto_topic_creation", 1)
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 1)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 1)
     x = o.topics
     if x is None:
@@ -773,14 +773,14 @@ def _r2_MetadataRequest(b, p):
 
 
 def _w2_MetadataRequest(o, w):
-    x = getattr(o, "allow_auto_topic_creation", _MISSING)
-    if x is not _MISSING and x != True:
+    x = o.allow_auto_topic_creation
+    if x != True:
         raise _p.cannot_write("allow_auto_topic_creation", 2)
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 2)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 2)
     x = o.topics
     if x is None:
@@ -878,14 +878,14 @@ def _r3_MetadataRequest(b, p):
 
 
 def _w3_MetadataRequest(o, w):
-    x = getattr(o, "allow_auto_topic_creation", _MISSING)
-    if x is not _MISSING and x != True:
+    x = o.allow_auto_topic_creation
+    if x != True:
         raise _p.cannot_write("allow_auto_topic_creation", 3)
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 3)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 3)
     x = o.topics
     if x is None:
@@ -985,11 +985,11 @@ def _r4_MetadataRequest(b, p):
 
 
 def _w4_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 4)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 4)
     x = o.topics
     if x is None:
@@ -1090,11 +1090,11 @@ def _r5_MetadataRequest(b, p):
 
 
 def _w5_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 5)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 5)
     x = o.topics
     if x is None:
@@ -1195,11 +1195,11 @@ def _r6_MetadataRequest(b, p):
 
 
 def _w6_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 6)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 6)
     x = o.topics
     if x is None:
@@ -1300,11 +1300,11 @@ def _r7_MetadataRequest(b, p):
 
 
 def _w7_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 7)
-    x = getattr(o, "include_topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_topic_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_topic_authorized_operations", 7)
     x = o.topics
     if x is None:
@@ -1834,8 +1834,8 @@ def _rt11_MetadataRequest(b, p, count, o):
 
 
 def _w11_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 11)
     x = o.topics
     if x is None:
@@ -1981,8 +1981,8 @@ def _rt12_MetadataRequest(b, p, count, o):
 
 
 def _w12_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 12)
     x = o.topics
     if x is None:
@@ -2128,8 +2128,8 @@ def _rt13_MetadataRequest(b, p, count, o):
 
 
 def _w13_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 13)
     x = o.topics
     if x is None:
@@ -2275,8 +2275,8 @@ def _rt14_MetadataRequest(b, p, count, o):
 
 
 def _w14_MetadataRequest(o, w):
-    x = getattr(o, "include_cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.include_cluster_authorized_operations
+    if x != False:
         raise _p.cannot_write("include_cluster_authorized_operations", 14)
     x = o.topics
     if x is None:

@@ -1236,7 +1236,7 @@ def _r0_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1246,7 +1246,7 @@ def _r0_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -1289,8 +1289,8 @@ _DF_MetadataResponsePartition_chunks = ()
 
 
 def _w0_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 0)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -1299,14 +1299,14 @@ def _w0_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 0)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r0_MetadataResponseTopic(b, p):
@@ -1366,8 +1366,8 @@ _DF_MetadataResponseTopic_topic_authorized_operations = -2147483648
 
 
 def _w0_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 0)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -1449,8 +1449,8 @@ _DF_MetadataResponse_error_code = 0
 
 
 def _w0_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 0)
     x = o.brokers
     if x is None:
@@ -1573,7 +1573,7 @@ def _r1_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1583,7 +1583,7 @@ def _r1_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -1596,8 +1596,8 @@ def _r1_MetadataResponsePartition(b, p):
 
 
 def _w1_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 1)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -1606,14 +1606,14 @@ def _w1_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 1)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r1_MetadataResponseTopic(b, p):
@@ -1659,8 +1659,8 @@ def _r1_MetadataResponseTopic(b, p):
 
 
 def _w1_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 1)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -1727,8 +1727,8 @@ def _r1_MetadataResponse(b, p):
 
 
 def _w1_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 1)
     x = o.brokers
     if x is None:
@@ -1852,7 +1852,7 @@ def _r2_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1862,7 +1862,7 @@ def _r2_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -1875,8 +1875,8 @@ def _r2_MetadataResponsePartition(b, p):
 
 
 def _w2_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 2)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -1885,14 +1885,14 @@ def _w2_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 2)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r2_MetadataResponseTopic(b, p):
@@ -1938,8 +1938,8 @@ def _r2_MetadataResponseTopic(b, p):
 
 
 def _w2_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 2)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -2018,8 +2018,8 @@ def _r2_MetadataResponse(b, p):
 
 
 def _w2_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 2)
     x = o.brokers
     if x is None:
@@ -2153,7 +2153,7 @@ def _r3_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -2163,7 +2163,7 @@ def _r3_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -2176,8 +2176,8 @@ def _r3_MetadataResponsePartition(b, p):
 
 
 def _w3_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 3)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -2186,14 +2186,14 @@ def _w3_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 3)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r3_MetadataResponseTopic(b, p):
@@ -2239,8 +2239,8 @@ def _r3_MetadataResponseTopic(b, p):
 
 
 def _w3_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 3)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -2321,8 +2321,8 @@ def _r3_MetadataResponse(b, p):
 
 
 def _w3_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 3)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -2457,7 +2457,7 @@ def _r4_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -2467,7 +2467,7 @@ def _r4_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -2480,8 +2480,8 @@ def _r4_MetadataResponsePartition(b, p):
 
 
 def _w4_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 4)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -2490,14 +2490,14 @@ def _w4_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 4)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r4_MetadataResponseTopic(b, p):
@@ -2543,8 +2543,8 @@ def _r4_MetadataResponseTopic(b, p):
 
 
 def _w4_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 4)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -2625,8 +2625,8 @@ def _r4_MetadataResponse(b, p):
 
 
 def _w4_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 4)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -2761,7 +2761,7 @@ def _r5_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -2771,7 +2771,7 @@ def _r5_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -2783,7 +2783,7 @@ def _r5_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -2793,8 +2793,8 @@ def _r5_MetadataResponsePartition(b, p):
 
 
 def _w5_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 5)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -2803,21 +2803,21 @@ def _w5_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 5)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 5)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r5_MetadataResponseTopic(b, p):
@@ -2863,8 +2863,8 @@ def _r5_MetadataResponseTopic(b, p):
 
 
 def _w5_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 5)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -2945,8 +2945,8 @@ def _r5_MetadataResponse(b, p):
 
 
 def _w5_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 5)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -3081,7 +3081,7 @@ def _r6_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3091,7 +3091,7 @@ def _r6_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3103,7 +3103,7 @@ def _r6_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
@@ -3113,8 +3113,8 @@ def _r6_MetadataResponsePartition(b, p):
 
 
 def _w6_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 6)
     w += _S1.pack(o.error_code, o.partition_index, o.leader_id)
     x = o.replica_nodes
@@ -3123,21 +3123,21 @@ def _w6_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 6)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 6)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r6_MetadataResponseTopic(b, p):
@@ -3183,8 +3183,8 @@ def _r6_MetadataResponseTopic(b, p):
 
 
 def _w6_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 6)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -3265,8 +3265,8 @@ def _r6_MetadataResponse(b, p):
 
 
 def _w6_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 6)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -3402,7 +3402,7 @@ def _r7_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3412,7 +3412,7 @@ def _r7_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3424,7 +3424,7 @@ def _r7_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -3433,8 +3433,8 @@ def _r7_MetadataResponsePartition(b, p):
 
 
 def _w7_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 7)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -3443,21 +3443,21 @@ def _w7_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 7)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 7)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r7_MetadataResponseTopic(b, p):
@@ -3503,8 +3503,8 @@ def _r7_MetadataResponseTopic(b, p):
 
 
 def _w7_MetadataResponseTopic(o, w):
-    x = getattr(o, "topic_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.topic_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("topic_authorized_operations", 7)
     w += _S2.pack(o.error_code)
     x = o.name
@@ -3585,8 +3585,8 @@ def _r7_MetadataResponse(b, p):
 
 
 def _w7_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 7)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -3722,7 +3722,7 @@ def _r8_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3732,7 +3732,7 @@ def _r8_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -3744,7 +3744,7 @@ def _r8_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -3753,8 +3753,8 @@ def _r8_MetadataResponsePartition(b, p):
 
 
 def _w8_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 8)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -3763,21 +3763,21 @@ def _w8_MetadataResponsePartition(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 8)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 8)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r8_MetadataResponseTopic(b, p):
@@ -4071,7 +4071,7 @@ def _r9_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -4085,7 +4085,7 @@ def _r9_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -4101,7 +4101,7 @@ def _r9_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -4124,8 +4124,8 @@ def _rt9_MetadataResponsePartition(b, p, count, o):
 
 
 def _w9_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 9)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -4137,7 +4137,7 @@ def _w9_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 9)
@@ -4147,7 +4147,7 @@ def _w9_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 9)
@@ -4157,7 +4157,7 @@ def _w9_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -4517,7 +4517,7 @@ def _r10_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -4531,7 +4531,7 @@ def _r10_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -4547,7 +4547,7 @@ def _r10_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -4570,8 +4570,8 @@ def _rt10_MetadataResponsePartition(b, p, count, o):
 
 
 def _w10_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 10)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -4583,7 +4583,7 @@ def _w10_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 10)
@@ -4593,7 +4593,7 @@ def _w10_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 10)
@@ -4603,7 +4603,7 @@ def _w10_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -4963,7 +4963,7 @@ def _r11_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -4977,7 +4977,7 @@ def _r11_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -4993,7 +4993,7 @@ def _r11_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -5016,8 +5016,8 @@ def _rt11_MetadataResponsePartition(b, p, count, o):
 
 
 def _w11_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 11)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -5029,7 +5029,7 @@ def _w11_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 11)
@@ -5039,7 +5039,7 @@ def _w11_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 11)
@@ -5049,7 +5049,7 @@ def _w11_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -5231,8 +5231,8 @@ def _rt11_MetadataResponse(b, p, count, o):
 
 
 def _w11_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 11)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -5411,7 +5411,7 @@ def _r12_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -5425,7 +5425,7 @@ def _r12_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -5441,7 +5441,7 @@ def _r12_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -5464,8 +5464,8 @@ def _rt12_MetadataResponsePartition(b, p, count, o):
 
 
 def _w12_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 12)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -5477,7 +5477,7 @@ def _w12_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 12)
@@ -5487,7 +5487,7 @@ def _w12_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 12)
@@ -5497,7 +5497,7 @@ def _w12_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -5679,8 +5679,8 @@ def _rt12_MetadataResponse(b, p, count, o):
 
 
 def _w12_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 12)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -5859,7 +5859,7 @@ def _r13_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -5873,7 +5873,7 @@ def _r13_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -5889,7 +5889,7 @@ def _r13_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
@@ -5912,8 +5912,8 @@ def _rt13_MetadataResponsePartition(b, p, count, o):
 
 
 def _w13_MetadataResponsePartition(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 13)
     w += _S4.pack(o.error_code, o.partition_index, o.leader_id, o.leader_epoch)
     x = o.replica_nodes
@@ -5925,7 +5925,7 @@ def _w13_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 13)
@@ -5935,7 +5935,7 @@ def _w13_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 13)
@@ -5945,7 +5945,7 @@ def _w13_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -6129,8 +6129,8 @@ def _rt13_MetadataResponse(b, p, count, o):
 
 
 def _w13_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 13)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers
@@ -6310,7 +6310,7 @@ def _r14_MetadataResponseChunk(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponseChunk.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponseChunk_replica_nodes(o, x)
     n = b[p]
@@ -6324,7 +6324,7 @@ def _r14_MetadataResponseChunk(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponseChunk.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponseChunk_isr_nodes(o, x)
     n = b[p]
@@ -6371,7 +6371,7 @@ def _w14_MetadataResponseChunk(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponseChunk.IsrNodes", 14)
@@ -6381,7 +6381,7 @@ def _w14_MetadataResponseChunk(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -6404,7 +6404,7 @@ def _r14_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
@@ -6418,7 +6418,7 @@ def _r14_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
@@ -6434,7 +6434,7 @@ def _r14_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_MetadataResponsePartition_offline_replicas(o, x)
     (v0,) = _S7.unpack_from(b, p)
@@ -6486,7 +6486,7 @@ def _w14_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr_nodes
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.IsrNodes", 14)
@@ -6496,7 +6496,7 @@ def _w14_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("MetadataResponsePartition.OfflineReplicas", 14)
@@ -6506,7 +6506,7 @@ def _w14_MetadataResponsePartition(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S7.pack(o.start_offset)
     x = o.chunks
     if x is None:
@@ -6702,8 +6702,8 @@ def _rt14_MetadataResponse(b, p, count, o):
 
 
 def _w14_MetadataResponse(o, w):
-    x = getattr(o, "cluster_authorized_operations", _MISSING)
-    if x is not _MISSING and x != -2147483648:
+    x = o.cluster_authorized_operations
+    if x != -2147483648:
         raise _p.cannot_write("cluster_authorized_operations", 14)
     w += _S0.pack(o.throttle_time_ms)
     x = o.brokers

@@ -252,7 +252,7 @@ def _rt0_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Isr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_isr(o, x)
         elif tag == 1:
@@ -271,7 +271,7 @@ def _rt0_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Replicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_replicas(o, x)
         elif tag == 3:
@@ -288,7 +288,7 @@ def _rt0_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.RemovingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_removing_replicas(o, x)
         elif tag == 4:
@@ -305,7 +305,7 @@ def _rt0_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.AddingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_adding_replicas(o, x)
         elif tag == 5:
@@ -358,20 +358,20 @@ _DF_PartitionChangeRecord_start_timestamp = -1
 
 
 def _w0_PartitionChangeRecord(o, w):
-    x = getattr(o, "directories", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.directories
+    if x is not None:
         raise _p.cannot_write("directories", 0)
-    x = getattr(o, "eligible_leader_replicas", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.eligible_leader_replicas
+    if x is not None:
         raise _p.cannot_write("eligible_leader_replicas", 0)
-    x = getattr(o, "last_known_elr", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.last_known_elr
+    if x is not None:
         raise _p.cannot_write("last_known_elr", 0)
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 0)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 0)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     tg = None
@@ -386,7 +386,7 @@ def _w0_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((0, tb))
@@ -408,7 +408,7 @@ def _w0_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -423,7 +423,7 @@ def _w0_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((3, tb))
@@ -438,7 +438,7 @@ def _w0_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((4, tb))
@@ -532,7 +532,7 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Isr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_isr(o, x)
         elif tag == 1:
@@ -551,7 +551,7 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Replicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_replicas(o, x)
         elif tag == 3:
@@ -568,7 +568,7 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.RemovingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_removing_replicas(o, x)
         elif tag == 4:
@@ -585,7 +585,7 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.AddingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_adding_replicas(o, x)
         elif tag == 5:
@@ -624,17 +624,17 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
 
 
 def _w1_PartitionChangeRecord(o, w):
-    x = getattr(o, "eligible_leader_replicas", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.eligible_leader_replicas
+    if x is not None:
         raise _p.cannot_write("eligible_leader_replicas", 1)
-    x = getattr(o, "last_known_elr", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.last_known_elr
+    if x is not None:
         raise _p.cannot_write("last_known_elr", 1)
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 1)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 1)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     tg = None
@@ -649,7 +649,7 @@ def _w1_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((0, tb))
@@ -671,7 +671,7 @@ def _w1_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -686,7 +686,7 @@ def _w1_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((3, tb))
@@ -701,7 +701,7 @@ def _w1_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((4, tb))
@@ -811,7 +811,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Isr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_isr(o, x)
         elif tag == 1:
@@ -830,7 +830,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Replicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_replicas(o, x)
         elif tag == 3:
@@ -847,7 +847,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.RemovingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_removing_replicas(o, x)
         elif tag == 4:
@@ -864,7 +864,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.AddingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_adding_replicas(o, x)
         elif tag == 5:
@@ -885,7 +885,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.EligibleLeaderReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_eligible_leader_replicas(o, x)
         elif tag == 7:
@@ -902,7 +902,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.LastKnownElr", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_last_known_elr(o, x)
         elif tag == 8:
@@ -937,11 +937,11 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
 
 
 def _w2_PartitionChangeRecord(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 2)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 2)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     tg = None
@@ -956,7 +956,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((0, tb))
@@ -978,7 +978,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -993,7 +993,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((3, tb))
@@ -1008,7 +1008,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((4, tb))
@@ -1030,7 +1030,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((6, tb))
@@ -1045,7 +1045,7 @@ def _w2_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((7, tb))
@@ -1148,7 +1148,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Isr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_isr(o, x)
         elif tag == 1:
@@ -1167,7 +1167,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionChangeRecord.Replicas", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_replicas(o, x)
         elif tag == 3:
@@ -1184,7 +1184,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.RemovingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_removing_replicas(o, x)
         elif tag == 4:
@@ -1201,7 +1201,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.AddingReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_adding_replicas(o, x)
         elif tag == 5:
@@ -1222,7 +1222,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.EligibleLeaderReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_eligible_leader_replicas(o, x)
         elif tag == 7:
@@ -1239,7 +1239,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionChangeRecord.LastKnownElr", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionChangeRecord_last_known_elr(o, x)
         elif tag == 8:
@@ -1293,7 +1293,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((0, tb))
@@ -1315,7 +1315,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -1330,7 +1330,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((3, tb))
@@ -1345,7 +1345,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((4, tb))
@@ -1367,7 +1367,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((6, tb))
@@ -1382,7 +1382,7 @@ def _w3_PartitionChangeRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((7, tb))

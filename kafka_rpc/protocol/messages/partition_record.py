@@ -197,7 +197,7 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_replicas(o, x)
     n = b[p]
@@ -211,7 +211,7 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_isr(o, x)
     n = b[p]
@@ -225,7 +225,7 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
@@ -239,7 +239,7 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_adding_replicas(o, x)
     v0, v1, v2 = _S1.unpack_from(b, p)
@@ -314,20 +314,20 @@ _DF_PartitionRecord_start_timestamp = -1
 
 
 def _w0_PartitionRecord(o, w):
-    x = getattr(o, "directories", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.directories
+    if x is None or len(x) != 0:
         raise _p.cannot_write("directories", 0)
-    x = getattr(o, "eligible_leader_replicas", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.eligible_leader_replicas
+    if x is not None:
         raise _p.cannot_write("eligible_leader_replicas", 0)
-    x = getattr(o, "last_known_elr", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.last_known_elr
+    if x is not None:
         raise _p.cannot_write("last_known_elr", 0)
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 0)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 0)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     x = o.replicas
@@ -339,7 +339,7 @@ def _w0_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.Isr", 0)
@@ -349,7 +349,7 @@ def _w0_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.RemovingReplicas", 0)
@@ -359,7 +359,7 @@ def _w0_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.AddingReplicas", 0)
@@ -369,7 +369,7 @@ def _w0_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     tg = None
     x = o.leader_recovery_state
@@ -433,7 +433,7 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_replicas(o, x)
     n = b[p]
@@ -447,7 +447,7 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_isr(o, x)
     n = b[p]
@@ -461,7 +461,7 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
@@ -475,7 +475,7 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_adding_replicas(o, x)
     v0, v1, v2 = _S1.unpack_from(b, p)
@@ -534,17 +534,17 @@ def _rt1_PartitionRecord(b, p, count, o):
 
 
 def _w1_PartitionRecord(o, w):
-    x = getattr(o, "eligible_leader_replicas", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.eligible_leader_replicas
+    if x is not None:
         raise _p.cannot_write("eligible_leader_replicas", 1)
-    x = getattr(o, "last_known_elr", _MISSING)
-    if x is not _MISSING and x is not None:
+    x = o.last_known_elr
+    if x is not None:
         raise _p.cannot_write("last_known_elr", 1)
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 1)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 1)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     x = o.replicas
@@ -556,7 +556,7 @@ def _w1_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.Isr", 1)
@@ -566,7 +566,7 @@ def _w1_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.RemovingReplicas", 1)
@@ -576,7 +576,7 @@ def _w1_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.AddingReplicas", 1)
@@ -586,7 +586,7 @@ def _w1_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     x = o.directories
     if x is None:
@@ -661,7 +661,7 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_replicas(o, x)
     n = b[p]
@@ -675,7 +675,7 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_isr(o, x)
     n = b[p]
@@ -689,7 +689,7 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
@@ -703,7 +703,7 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_adding_replicas(o, x)
     v0, v1, v2 = _S1.unpack_from(b, p)
@@ -768,7 +768,7 @@ def _rt2_PartitionRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionRecord.EligibleLeaderReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionRecord_eligible_leader_replicas(o, x)
         elif tag == 2:
@@ -783,7 +783,7 @@ def _rt2_PartitionRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionRecord.LastKnownElr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionRecord_last_known_elr(o, x)
         elif tag in (3, 4):
@@ -794,11 +794,11 @@ def _rt2_PartitionRecord(b, p, count, o):
 
 
 def _w2_PartitionRecord(o, w):
-    x = getattr(o, "start_offset", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_offset
+    if x != -1:
         raise _p.cannot_write("start_offset", 2)
-    x = getattr(o, "start_timestamp", _MISSING)
-    if x is not _MISSING and x != -1:
+    x = o.start_timestamp
+    if x != -1:
         raise _p.cannot_write("start_timestamp", 2)
     w += _S0.pack(o.partition_id, _ub(o.topic_id))
     x = o.replicas
@@ -810,7 +810,7 @@ def _w2_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.Isr", 2)
@@ -820,7 +820,7 @@ def _w2_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.RemovingReplicas", 2)
@@ -830,7 +830,7 @@ def _w2_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.AddingReplicas", 2)
@@ -840,7 +840,7 @@ def _w2_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     x = o.directories
     if x is None:
@@ -872,7 +872,7 @@ def _w2_PartitionRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((1, tb))
@@ -887,7 +887,7 @@ def _w2_PartitionRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))
@@ -945,7 +945,7 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_replicas(o, x)
     n = b[p]
@@ -959,7 +959,7 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_isr(o, x)
     n = b[p]
@@ -973,7 +973,7 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
@@ -987,7 +987,7 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_PartitionRecord_adding_replicas(o, x)
     v0, v1, v2 = _S1.unpack_from(b, p)
@@ -1052,7 +1052,7 @@ def _rt3_PartitionRecord(b, p, count, o):
                     raise _p.collection_too_large(
                         "PartitionRecord.EligibleLeaderReplicas", n, len(b) - p
                     )
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionRecord_eligible_leader_replicas(o, x)
         elif tag == 2:
@@ -1067,7 +1067,7 @@ def _rt3_PartitionRecord(b, p, count, o):
             else:
                 if n > len(b) - p:
                     raise _p.collection_too_large("PartitionRecord.LastKnownElr", n, len(b) - p)
-                x = _unpack_from(">%di" % n, b, p)
+                x = _p.array_struct("i", n).unpack_from(b, p)
                 p += 4 * n
             _set_PartitionRecord_last_known_elr(o, x)
         elif tag == 3:
@@ -1094,7 +1094,7 @@ def _w3_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.isr
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.Isr", 3)
@@ -1104,7 +1104,7 @@ def _w3_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.removing_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.RemovingReplicas", 3)
@@ -1114,7 +1114,7 @@ def _w3_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.adding_replicas
     if x is None:
         raise _p.null_not_allowed("PartitionRecord.AddingReplicas", 3)
@@ -1124,7 +1124,7 @@ def _w3_PartitionRecord(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.leader, o.leader_epoch, o.partition_epoch)
     x = o.directories
     if x is None:
@@ -1156,7 +1156,7 @@ def _w3_PartitionRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((1, tb))
@@ -1171,7 +1171,7 @@ def _w3_PartitionRecord(o, w):
                 tb.append(n + 1)
             else:
                 tb += _uvb(n + 1)
-            tb += _pack(">%di" % n, *x)
+            tb += _p.array_struct("i", n).pack(*x)
         if tg is None:
             tg = []
         tg.append((2, tb))

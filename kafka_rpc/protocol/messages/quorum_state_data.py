@@ -225,8 +225,8 @@ _DF_QuorumStateData_current_voters = ()
 
 
 def _w0_QuorumStateData(o, w):
-    x = getattr(o, "voted_directory_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.voted_directory_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("voted_directory_id", 0)
     x = o.cluster_id
     if x is None:
@@ -312,14 +312,14 @@ def _rt1_QuorumStateData(b, p, count, o):
 
 
 def _w1_QuorumStateData(o, w):
-    x = getattr(o, "cluster_id", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.cluster_id
+    if x != "":
         raise _p.cannot_write("cluster_id", 1)
-    x = getattr(o, "applied_offset", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.applied_offset
+    if x != 0:
         raise _p.cannot_write("applied_offset", 1)
-    x = getattr(o, "current_voters", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.current_voters
+    if x is None or len(x) != 0:
         raise _p.cannot_write("current_voters", 1)
     w += _S2.pack(o.leader_id, o.leader_epoch, o.voted_id, _ub(o.voted_directory_id))
     w.append(0)

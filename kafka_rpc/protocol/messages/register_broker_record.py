@@ -566,14 +566,14 @@ _DF_RegisterBrokerRecord_log_dirs = ()
 
 
 def _w0_RegisterBrokerRecord(o, w):
-    x = getattr(o, "is_migrating_zk_broker", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_migrating_zk_broker
+    if x != False:
         raise _p.cannot_write("is_migrating_zk_broker", 0)
-    x = getattr(o, "in_controlled_shutdown", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.in_controlled_shutdown
+    if x != False:
         raise _p.cannot_write("in_controlled_shutdown", 0)
-    x = getattr(o, "log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("log_dirs", 0)
     w += _S2.pack(o.broker_id, _ub(o.incarnation_id), o.broker_epoch)
     x = o.end_points
@@ -877,11 +877,11 @@ def _rt1_RegisterBrokerRecord(b, p, count, o):
 
 
 def _w1_RegisterBrokerRecord(o, w):
-    x = getattr(o, "is_migrating_zk_broker", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_migrating_zk_broker
+    if x != False:
         raise _p.cannot_write("is_migrating_zk_broker", 1)
-    x = getattr(o, "log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("log_dirs", 1)
     w += _S2.pack(o.broker_id, _ub(o.incarnation_id), o.broker_epoch)
     x = o.end_points
@@ -1183,8 +1183,8 @@ def _rt2_RegisterBrokerRecord(b, p, count, o):
 
 
 def _w2_RegisterBrokerRecord(o, w):
-    x = getattr(o, "log_dirs", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.log_dirs
+    if x is None or len(x) != 0:
         raise _p.cannot_write("log_dirs", 2)
     w += _S5.pack(o.broker_id, o.is_migrating_zk_broker, _ub(o.incarnation_id), o.broker_epoch)
     x = o.end_points

@@ -391,14 +391,14 @@ _DF_StopReplicaRequest_topic_states = ()
 
 
 def _w0_StopReplicaRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 0)
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 0)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 0)
     w += _S1.pack(o.controller_id, o.controller_epoch, o.delete_partitions)
     x = o.ungrouped_partitions
@@ -460,7 +460,7 @@ def _r1_StopReplicaTopicV1(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("StopReplicaTopicV1.PartitionIndexes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_StopReplicaTopicV1_partition_indexes(o, x)
     return o, p
@@ -489,7 +489,7 @@ def _w1_StopReplicaTopicV1(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r1_StopReplicaRequest(b, p):
@@ -521,14 +521,14 @@ def _r1_StopReplicaRequest(b, p):
 
 
 def _w1_StopReplicaRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 1)
-    x = getattr(o, "ungrouped_partitions", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partitions
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partitions", 1)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 1)
     w += _S2.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     x = o.topics
@@ -598,7 +598,7 @@ def _r2_StopReplicaTopicV1(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("StopReplicaTopicV1.PartitionIndexes", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_StopReplicaTopicV1_partition_indexes(o, x)
     n = b[p]
@@ -641,7 +641,7 @@ def _w2_StopReplicaTopicV1(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -692,14 +692,14 @@ def _rt2_StopReplicaRequest(b, p, count, o):
 
 
 def _w2_StopReplicaRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 2)
-    x = getattr(o, "ungrouped_partitions", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partitions
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partitions", 2)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 2)
     w += _S2.pack(o.controller_id, o.controller_epoch, o.broker_epoch, o.delete_partitions)
     x = o.topics
@@ -925,17 +925,17 @@ def _rt3_StopReplicaRequest(b, p, count, o):
 
 
 def _w3_StopReplicaRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 3)
-    x = getattr(o, "delete_partitions", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.delete_partitions
+    if x != False:
         raise _p.cannot_write("delete_partitions", 3)
-    x = getattr(o, "ungrouped_partitions", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partitions
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partitions", 3)
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 3)
     w += _S3.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -1139,14 +1139,14 @@ def _rt4_StopReplicaRequest(b, p, count, o):
 
 
 def _w4_StopReplicaRequest(o, w):
-    x = getattr(o, "delete_partitions", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.delete_partitions
+    if x != False:
         raise _p.cannot_write("delete_partitions", 4)
-    x = getattr(o, "ungrouped_partitions", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partitions
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partitions", 4)
-    x = getattr(o, "topics", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topics
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topics", 4)
     w += _S4.pack(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch)
     x = o.topic_states

@@ -818,7 +818,7 @@ def _r0_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -831,7 +831,7 @@ def _r0_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     _set_UpdateMetadataPartitionState_offline_replicas(
@@ -892,7 +892,7 @@ def _w0_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -900,7 +900,7 @@ def _w0_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r0_UpdateMetadataBroker(b, p):
@@ -1024,14 +1024,14 @@ _DF_UpdateMetadataRequest_live_brokers = ()
 
 
 def _w0_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 0)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 0)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 0)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -1109,7 +1109,7 @@ def _r1_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1122,7 +1122,7 @@ def _r1_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     _set_UpdateMetadataPartitionState_offline_replicas(
@@ -1149,7 +1149,7 @@ def _w1_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -1157,7 +1157,7 @@ def _w1_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r1_UpdateMetadataEndpoint(b, p):
@@ -1293,14 +1293,14 @@ def _r1_UpdateMetadataRequest(b, p):
 
 
 def _w1_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 1)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 1)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 1)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -1378,7 +1378,7 @@ def _r2_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1391,7 +1391,7 @@ def _r2_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     _set_UpdateMetadataPartitionState_offline_replicas(
@@ -1418,7 +1418,7 @@ def _w2_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -1426,7 +1426,7 @@ def _w2_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r2_UpdateMetadataEndpoint(b, p):
@@ -1572,14 +1572,14 @@ def _r2_UpdateMetadataRequest(b, p):
 
 
 def _w2_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 2)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 2)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 2)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -1657,7 +1657,7 @@ def _r3_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1670,7 +1670,7 @@ def _r3_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     _set_UpdateMetadataPartitionState_offline_replicas(
@@ -1697,7 +1697,7 @@ def _w3_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -1705,7 +1705,7 @@ def _w3_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r3_UpdateMetadataEndpoint(b, p):
@@ -1875,14 +1875,14 @@ def _r3_UpdateMetadataRequest(b, p):
 
 
 def _w3_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 3)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 3)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 3)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -1960,7 +1960,7 @@ def _r4_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -1973,7 +1973,7 @@ def _r4_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -1985,7 +1985,7 @@ def _r4_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_offline_replicas(o, x)
     return o, p
@@ -2009,7 +2009,7 @@ def _w4_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -2017,14 +2017,14 @@ def _w4_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("UpdateMetadataPartitionState.OfflineReplicas", 4)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r4_UpdateMetadataEndpoint(b, p):
@@ -2194,14 +2194,14 @@ def _r4_UpdateMetadataRequest(b, p):
 
 
 def _w4_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 4)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 4)
-    x = getattr(o, "topic_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.topic_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("topic_states", 4)
     w += _S2.pack(o.controller_id, o.controller_epoch)
     x = o.ungrouped_partition_states
@@ -2264,7 +2264,7 @@ def _r5_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -2277,7 +2277,7 @@ def _r5_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
@@ -2289,7 +2289,7 @@ def _r5_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_offline_replicas(o, x)
     _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
@@ -2304,7 +2304,7 @@ def _w5_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -2312,14 +2312,14 @@ def _w5_UpdateMetadataPartitionState(o, w):
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("UpdateMetadataPartitionState.OfflineReplicas", 5)
     else:
         n = len(x)
         w += _s_i.pack(n)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
 
 
 def _r5_UpdateMetadataTopicState(b, p):
@@ -2555,14 +2555,14 @@ def _r5_UpdateMetadataRequest(b, p):
 
 
 def _w5_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 5)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 5)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 5)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -2629,7 +2629,7 @@ def _r6_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -2646,7 +2646,7 @@ def _r6_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
@@ -2662,7 +2662,7 @@ def _r6_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_offline_replicas(o, x)
     _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
@@ -2694,7 +2694,7 @@ def _w6_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -2705,7 +2705,7 @@ def _w6_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("UpdateMetadataPartitionState.OfflineReplicas", 6)
@@ -2715,7 +2715,7 @@ def _w6_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -3054,14 +3054,14 @@ def _rt6_UpdateMetadataRequest(b, p, count, o):
 
 
 def _w6_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 6)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 6)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 6)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -3135,7 +3135,7 @@ def _r7_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -3152,7 +3152,7 @@ def _r7_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
@@ -3168,7 +3168,7 @@ def _r7_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_offline_replicas(o, x)
     _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
@@ -3200,7 +3200,7 @@ def _w7_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -3211,7 +3211,7 @@ def _w7_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("UpdateMetadataPartitionState.OfflineReplicas", 7)
@@ -3221,7 +3221,7 @@ def _w7_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -3563,14 +3563,14 @@ def _rt7_UpdateMetadataRequest(b, p, count, o):
 
 
 def _w7_UpdateMetadataRequest(o, w):
-    x = getattr(o, "is_kraft_controller", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.is_kraft_controller
+    if x != False:
         raise _p.cannot_write("is_kraft_controller", 7)
-    x = getattr(o, "type", _MISSING)
-    if x is not _MISSING and x != 0:
+    x = o.type
+    if x != 0:
         raise _p.cannot_write("type", 7)
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 7)
     w += _S4.pack(o.controller_id, o.controller_epoch, o.broker_epoch)
     x = o.topic_states
@@ -3644,7 +3644,7 @@ def _r8_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_isr(o, x)
     (v0,) = _S1.unpack_from(b, p)
@@ -3661,7 +3661,7 @@ def _r8_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
@@ -3677,7 +3677,7 @@ def _r8_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _unpack_from(">%di" % n, b, p)
+        x = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
     _set_UpdateMetadataPartitionState_offline_replicas(o, x)
     _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
@@ -3709,7 +3709,7 @@ def _w8_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w += _S1.pack(o.zk_version)
     x = o.replicas
     if x is None:
@@ -3720,7 +3720,7 @@ def _w8_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     x = o.offline_replicas
     if x is None:
         raise _p.null_not_allowed("UpdateMetadataPartitionState.OfflineReplicas", 8)
@@ -3730,7 +3730,7 @@ def _w8_UpdateMetadataPartitionState(o, w):
             w.append(n + 1)
         else:
             w += _uvb(n + 1)
-        w += _pack(">%di" % n, *x)
+        w += _p.array_struct("i", n).pack(*x)
     w.append(0)
 
 
@@ -4074,8 +4074,8 @@ def _rt8_UpdateMetadataRequest(b, p, count, o):
 
 
 def _w8_UpdateMetadataRequest(o, w):
-    x = getattr(o, "ungrouped_partition_states", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.ungrouped_partition_states
+    if x is None or len(x) != 0:
         raise _p.cannot_write("ungrouped_partition_states", 8)
     w += _S6.pack(o.controller_id, o.is_kraft_controller, o.controller_epoch, o.broker_epoch)
     x = o.topic_states

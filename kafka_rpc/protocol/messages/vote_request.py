@@ -311,8 +311,8 @@ _DF_PartitionData_pre_vote = False
 
 
 def _w0_PartitionData(o, w):
-    x = getattr(o, "pre_vote", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.pre_vote
+    if x != False:
         raise _p.cannot_write("pre_vote", 0)
     w += _S0.pack(
         o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset
@@ -384,8 +384,8 @@ _DF_TopicData_partitions = ()
 
 
 def _w0_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 0)
     x = o.topic_name
     if x is None:
@@ -562,8 +562,8 @@ def _rt1_PartitionData(b, p, count, o):
 
 
 def _w1_PartitionData(o, w):
-    x = getattr(o, "pre_vote", _MISSING)
-    if x is not _MISSING and x != False:
+    x = o.pre_vote
+    if x != False:
         raise _p.cannot_write("pre_vote", 1)
     w += _S1.pack(
         o.partition_index,
@@ -633,8 +633,8 @@ def _rt1_TopicData(b, p, count, o):
 
 
 def _w1_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 1)
     x = o.topic_name
     if x is None:
@@ -875,8 +875,8 @@ def _rt2_TopicData(b, p, count, o):
 
 
 def _w2_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 2)
     x = o.topic_name
     if x is None:
@@ -1103,8 +1103,8 @@ def _rt3_TopicData(b, p, count, o):
 
 
 def _w3_TopicData(o, w):
-    x = getattr(o, "topic_name", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.topic_name
+    if x != "":
         raise _p.cannot_write("topic_name", 3)
     w += _S4.pack(_ub(o.topic_id))
     x = o.partitions

@@ -418,8 +418,8 @@ _DF_TopicData_partitions = ()
 
 
 def _w0_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 0)
     x = o.topic_name
     if x is None:
@@ -501,8 +501,8 @@ _DF_VoteResponse_node_endpoints = ()
 
 
 def _w0_VoteResponse(o, w):
-    x = getattr(o, "node_endpoints", _MISSING)
-    if x is not _MISSING and (x is None or len(x) != 0):
+    x = o.node_endpoints
+    if x is None or len(x) != 0:
         raise _p.cannot_write("node_endpoints", 0)
     w += _S1.pack(o.error_code)
     x = o.topics
@@ -633,8 +633,8 @@ def _rt1_TopicData(b, p, count, o):
 
 
 def _w1_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 1)
     x = o.topic_name
     if x is None:
@@ -947,8 +947,8 @@ def _rt2_TopicData(b, p, count, o):
 
 
 def _w2_TopicData(o, w):
-    x = getattr(o, "topic_id", _MISSING)
-    if x is not _MISSING and (x is not None and x.int != 0x0):
+    x = o.topic_id
+    if x is not None and x.int != 0x0:
         raise _p.cannot_write("topic_id", 2)
     x = o.topic_name
     if x is None:
@@ -1239,8 +1239,8 @@ def _rt3_TopicData(b, p, count, o):
 
 
 def _w3_TopicData(o, w):
-    x = getattr(o, "topic_name", _MISSING)
-    if x is not _MISSING and x != "":
+    x = o.topic_name
+    if x != "":
         raise _p.cannot_write("topic_name", 3)
     w += _S4.pack(_ub(o.topic_id))
     x = o.partitions
