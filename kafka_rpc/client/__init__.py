@@ -1,0 +1,277 @@
+"""asyncio Kafka protocol client: bootstrap, ApiVersions negotiation, pipelined requests.
+
+    client = await KafkaRpcClient.connect("127.0.0.1:9092", client_id="me")
+    resp = await client.request(FindCoordinatorRequest(key_type=3, coordinator_keys=(...)))
+    await client.close()
+
+Requests are pipelined on one connection and matched by correlation id. ``request`` picks the
+highest version both sides support (or ``version=``), enforces a per-request timeout, and raises
+:class:`~kafka_rpc.protocol.errors.KafkaError` for a non-zero top-level ErrorCode only with
+``raise_on_error=True``. A lost connection fails the requests in flight with
+:class:`KafkaConnectionError`; the next request reconnects (bootstrap list, exponential backoff)
+and negotiates again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import struct
+from typing import Any
+
+from kafka_rpc.protocol import codec, frames
+from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+from kafka_rpc.protocol.primitives import read_tag_header, read_uvarint
+
+__all__ = ["KafkaConnectionError", "KafkaRpcClient", "parse_bootstrap"]
+
+_size = struct.Struct(">i")
+_API_VERSIONS = 18
+CLIENT_SOFTWARE_NAME = "kafka-rpc"
+CLIENT_SOFTWARE_VERSION = "0.1.0"
+
+
+class KafkaConnectionError(ConnectionError):
+    """The connection to the server failed or was lost."""
+
+
+def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
+    items = bootstrap.split(",") if isinstance(bootstrap, str) else list(bootstrap)
+    out = []
+    for item in items:
+        host, _, port = item.strip().rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"bad bootstrap address {item!r} (expected host:port)")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("empty bootstrap list")
+    return out
+
+
+class _Protocol(asyncio.Protocol):
+    def __init__(self, client: KafkaRpcClient) -> None:
+        self.client = client
+        self.transport = None
+        self.buf = bytearray()
+        self.pending: dict[int, tuple[asyncio.Future, int, int]] = {}
+        self.lost = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        err = KafkaConnectionError(f"connection lost: {exc}" if exc else "connection closed")
+        for fut, _, _ in self.pending.values():
+            if not fut.done():
+                fut.set_exception(err)
+        self.pending.clear()
+        if not self.lost.done():
+            self.lost.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        pos = 0
+        n = len(buf)
+        while n - pos >= 4:
+            size = _size.unpack_from(buf, pos)[0]
+            end = pos + 4 + size
+            if size < 0 or end > n:
+                break
+            self._response(bytes(buf[pos + 4 : end]))
+            pos = end
+        if pos:
+            del buf[:pos]
+
+    def _response(self, payload: bytes) -> None:
+        corr = _size.unpack_from(payload, 0)[0]
+        entry = self.pending.pop(corr, None)
+        if entry is None:
+            return
+        fut, api_key, version = entry
+        if fut.done():
+            return
+        try:
+            fut.set_result(decode_response(api_key, version, payload))
+        except Exception as e:  # noqa: BLE001 - delivered to the caller
+            fut.set_exception(e)
+
+
+def decode_response(api_key: int, version: int, payload: bytes) -> Any:
+    """Decode a response payload (header + body) of ``api_key`` at ``version``."""
+    pos = 4
+    if frames.response_header_version(api_key, version) == 1:
+        count, pos = read_uvarint(payload, pos)
+        for _ in range(count):
+            _tag, size, pos = read_tag_header(payload, pos)
+            pos += size
+    name = codec.RESPONSES_BY_KEY[api_key]
+    if api_key == _API_VERSIONS and version > 0 and len(payload) >= pos + 2:
+        # an unsupported-version answer is always in the v0 format (KIP-511)
+        if _size.unpack_from(b"\0\0" + payload[pos : pos + 2])[0] == ErrorCode.UNSUPPORTED_VERSION:
+            version = 0
+    return codec.decode_from(name, version, payload, pos)[0]
+
+
+class KafkaRpcClient:
+    def __init__(
+        self,
+        bootstrap: str | list[str],
+        client_id: str | None = "kafka-rpc",
+        request_timeout: float = 30.0,
+        connect_timeout: float = 10.0,
+        backoff: float = 0.05,
+        max_backoff: float = 1.0,
+    ) -> None:
+        self.addresses = parse_bootstrap(bootstrap)
+        self.client_id = client_id
+        self.request_timeout = request_timeout
+        self.connect_timeout = connect_timeout
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.server_versions: dict[int, tuple[int, int]] = {}
+        self.versions: dict[int, int] = {}  # negotiated: api key -> highest common version
+        self._proto: _Protocol | None = None
+        self._corr = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self.connected_to: tuple[str, int] | None = None
+
+    @classmethod
+    async def connect(cls, bootstrap: str | list[str], **kwargs: Any) -> KafkaRpcClient:
+        client = cls(bootstrap, **kwargs)
+        await client._ensure_connected()
+        return client
+
+    async def __aenter__(self) -> KafkaRpcClient:
+        await self._ensure_connected()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ connection
+    async def _ensure_connected(self) -> _Protocol:
+        proto = self._proto
+        if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
+            return proto
+        async with self._lock:
+            proto = self._proto
+            if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
+                return proto
+            self._drop()
+            if self._closed:
+                raise KafkaConnectionError("client is closed")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.connect_timeout
+            delay = self.backoff
+            last: Exception | None = None
+            for host, port in itertools.cycle(self.addresses):
+                try:
+                    _, proto = await asyncio.wait_for(
+                        loop.create_connection(lambda: _Protocol(self), host, port),
+                        max(0.01, deadline - loop.time()),
+                    )
+                    self._proto = proto
+                    self.connected_to = (host, port)
+                    await self._negotiate(proto)
+                    return proto
+                except (TimeoutError, OSError, KafkaConnectionError) as e:
+                    last = e
+                    self._drop()
+                if loop.time() + delay > deadline:
+                    break
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.max_backoff)
+            raise KafkaConnectionError(f"cannot connect to {self.addresses}: {last}")
+
+    def _drop(self) -> None:
+        if self._proto is not None and self._proto.transport is not None:
+            self._proto.transport.abort()
+        self._proto = None
+
+    async def _negotiate(self, proto: _Protocol) -> None:
+        req_cls = codec.message_class("ApiVersionsRequest")
+        req = req_cls(
+            client_software_name=CLIENT_SOFTWARE_NAME,
+            client_software_version=CLIENT_SOFTWARE_VERSION,
+        )
+        resp = await self._send(proto, req, _API_VERSIONS, 3, self.connect_timeout)
+        if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
+            mine = codec.valid_versions("ApiVersionsRequest")
+            theirs = {k.api_key: k.max_version for k in resp.api_keys}.get(_API_VERSIONS, 0)
+            v = min(mine[1], theirs) if theirs else 0
+            resp = await self._send(proto, req, _API_VERSIONS, v, self.connect_timeout)
+        if resp.error_code != 0:
+            raise KafkaError(resp.error_code, "ApiVersions failed")
+        self.server_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        self.versions = {}
+        for key, (lo, hi) in self.server_versions.items():
+            name = codec.REQUESTS_BY_KEY.get(key)
+            if name is None:
+                continue
+            mine = codec.valid_versions(name)
+            if mine is None:
+                continue
+            top = min(hi, mine[1])
+            if top >= max(lo, mine[0]):
+                self.versions[key] = top
+
+    def _send(self, proto: _Protocol, msg: Any, api_key: int, version: int, timeout: float):
+        corr = next(self._corr) & 0x7FFFFFFF
+        name = codec.REQUESTS_BY_KEY[api_key]
+        w = bytearray(4)
+        w += frames.request_header_bytes(api_key, version, corr, self.client_id)
+        codec.writer(name, version)(msg, w)
+        _size.pack_into(w, 0, len(w) - 4)
+        fut = asyncio.get_running_loop().create_future()
+        proto.pending[corr] = (fut, api_key, version)
+        proto.transport.write(w)
+        return self._wait(proto, corr, fut, timeout)
+
+    async def _wait(self, proto, corr, fut, timeout):
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            proto.pending.pop(corr, None)
+            raise
+
+    # ------------------------------------------------------------------ API
+    def version_for(self, api_key: int) -> int:
+        try:
+            return self.versions[api_key]
+        except KeyError:
+            raise KafkaError(
+                ErrorCode.UNSUPPORTED_VERSION, f"the server does not serve api key {api_key}"
+            ) from None
+
+    async def request(
+        self,
+        msg: Any,
+        version: int | None = None,
+        timeout: float | None = None,
+        raise_on_error: bool = False,
+    ) -> Any:
+        """Send a request message and return the decoded response."""
+        api_key = type(msg).__api_key__
+        proto = await self._ensure_connected()
+        if version is None:
+            version = self.version_for(api_key)
+        resp = await self._send(
+            proto, msg, api_key, version, self.request_timeout if timeout is None else timeout
+        )
+        if raise_on_error:
+            code = getattr(resp, "error_code", 0)
+            if code:
+                raise KafkaError(code, getattr(resp, "error_message", None) or None)
+        return resp
+
+    async def close(self) -> None:
+        self._closed = True
+        proto = self._proto
+        self._proto = None
+        if proto is not None and proto.transport is not None:
+            proto.transport.close()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proto.lost), 1.0)

@@ -1,0 +1,196 @@
+"""TCP server benchmark: kafka-rpc (ApiVersions v3) vs a bare uvloop echo floor, side by side.
+
+Both servers run pinned to CPU 1 (``taskset -c 1``); this process is the load generator, pinned
+to CPU 0: a pipelining uvloop client keeping C connections x W requests in flight, measuring
+every request's latency. Cells: C in (1, 16, 64) x W in (1, 16), each run for ``--duration``
+seconds after a short warm-up (``--quick``: 1 s). Prints a table and writes JSON to
+bench/results/server-<timestamp>.json.
+
+    python bench/server.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+_size = struct.Struct(">i")
+
+# ApiVersions v3 request (header v2, client id "bench", software "bench"/"1"), corr patched in
+_BODY = bytes.fromhex("0012000300000000") + b"\x00\x05bench\x00" + b"\x06bench\x021\x00"
+
+
+def request(corr: int) -> bytes:
+    payload = bytearray(_BODY)
+    struct.pack_into(">i", payload, 4, corr)
+    return _size.pack(len(payload)) + bytes(payload)
+
+
+class LoadConn(asyncio.Protocol):
+    def __init__(self, window: int, stats: dict) -> None:
+        self.window = window
+        self.stats = stats
+        self.sent: list[int] = []  # send times, FIFO (responses are in order)
+        self.head = 0
+        self.rest = b""
+        self.corr = 0
+        self.ready = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.ready.set_result(None)
+
+    def start(self) -> None:
+        now = time.perf_counter_ns()
+        out = []
+        for _ in range(self.window):
+            self.corr += 1
+            out.append(request(self.corr))
+            self.sent.append(now)
+        self.transport.write(b"".join(out))
+
+    def data_received(self, data: bytes) -> None:
+        if self.rest:
+            data = self.rest + data
+        pos, n = 0, len(data)
+        now = time.perf_counter_ns()
+        stats = self.stats
+        lat = stats["lat"]
+        done = 0
+        while n - pos >= 4:
+            end = pos + 4 + _size.unpack_from(data, pos)[0]
+            if end > n:
+                break
+            pos = end
+            if stats["recording"]:
+                lat.append(now - self.sent[self.head])
+            self.head += 1
+            done += 1
+        self.rest = data[pos:]
+        if self.head > 4096:
+            del self.sent[: self.head]
+            self.head = 0
+        if done and not stats["stop"]:
+            out = []
+            for _ in range(done):
+                self.corr += 1
+                out.append(request(self.corr))
+                self.sent.append(now)
+            self.transport.write(b"".join(out))
+
+
+async def run_cell(port: int, conns: int, window: int, duration: float, warmup: float) -> dict:
+    loop = asyncio.get_running_loop()
+    stats = {"lat": [], "recording": False, "stop": False}
+    protos = []
+    for _ in range(conns):
+        _, p = await loop.create_connection(lambda: LoadConn(window, stats), "127.0.0.1", port)
+        protos.append(p)
+    for p in protos:
+        p.start()
+    await asyncio.sleep(warmup)
+    stats["recording"] = True
+    t0 = time.perf_counter()
+    await asyncio.sleep(duration)
+    stats["recording"] = False
+    elapsed = time.perf_counter() - t0
+    stats["stop"] = True
+    for p in protos:
+        p.transport.close()
+    lat = sorted(stats["lat"])
+    n = len(lat)
+    return {
+        "conns": conns,
+        "inflight": window,
+        "requests": n,
+        "rps": n / elapsed,
+        "p50_us": lat[n // 2] / 1000 if n else None,
+        "p99_us": lat[min(n - 1, int(n * 0.99))] / 1000 if n else None,
+    }
+
+
+def _start(cmd: list[str], pattern: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
+    if shutil.which("taskset") and (os.cpu_count() or 1) > 1:
+        cmd = ["taskset", "-c", "1", *cmd]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env=env)  # fmt: skip
+    deadline = time.monotonic() + 20
+    for line in proc.stdout:
+        m = re.search(pattern, line)
+        if m:
+            return proc, int(m.group(1))
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    raise RuntimeError(f"{cmd} did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="1 s per cell")
+    ap.add_argument("--duration", type=float, default=3.0)
+    ap.add_argument("--conns", default="1,16,64")
+    ap.add_argument("--inflight", default="1,16")
+    a = ap.parse_args()
+    duration = 1.0 if a.quick else a.duration
+    warmup = 0.3 if a.quick else 0.5
+    if (os.cpu_count() or 1) > 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+    import uvloop
+
+    data_dir = tempfile.mkdtemp(prefix="kafka-rpc-bench-")
+    ours, our_port = _start(
+        [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+         "--override", f"log.dirs={data_dir}"],
+        r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
+    )  # fmt: skip
+    echo, echo_port = _start([sys.executable, str(HERE / "echo_server.py")], r":(\d+)$")
+    rows = []
+    try:
+        for conns in [int(x) for x in a.conns.split(",")]:
+            for window in [int(x) for x in a.inflight.split(",")]:
+                r_ours = uvloop.run(run_cell(our_port, conns, window, duration, warmup))
+                r_echo = uvloop.run(run_cell(echo_port, conns, window, duration, warmup))
+                rows.append({"kafka_rpc": r_ours, "echo": r_echo,
+                             "ratio": r_ours["rps"] / r_echo["rps"]})  # fmt: skip
+                print(f"  {conns}x{window}: ours {r_ours['rps']:,.0f}/s echo "
+                      f"{r_echo['rps']:,.0f}/s", file=sys.stderr, flush=True)  # fmt: skip
+    finally:
+        for p in (ours, echo):
+            p.terminate()
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+    print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor; {duration:g} s per cell, "
+          f"servers on CPU 1, load generator on CPU 0\n")  # fmt: skip
+    print("| conns x in-flight | kafka-rpc req/s | p50 µs | p99 µs | echo req/s | p50 µs | p99 µs "
+          "| ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        o, e = row["kafka_rpc"], row["echo"]
+        print(f"| {o['conns']} x {o['inflight']} | {o['rps']:,.0f} | {o['p50_us']:.0f} | "
+              f"{o['p99_us']:.0f} | {e['rps']:,.0f} | {e['p50_us']:.0f} | {e['p99_us']:.0f} | "
+              f"{row['ratio']:.2f} |")  # fmt: skip
+    out = HERE / "results" / f"server-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"duration_s": duration, "cells": rows}, indent=2))
+    print(f"\nJSON: {out.relative_to(HERE.parent)}")
+
+
+if __name__ == "__main__":
+    main()

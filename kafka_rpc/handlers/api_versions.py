@@ -1,0 +1,46 @@
+"""ApiVersions (key 18).
+
+API: versions 0-4 on every listener.
+Behavior: lists exactly the APIs the request's listener serves (derived from the registry and the
+specs' ``listeners``, the same table the connection dispatches with). No supported or finalized
+features. Versions the server does not support are answered by the connection itself (v0,
+UNSUPPORTED_VERSION, ``[{18, min, max}]``), never by this handler.
+Errors: INVALID_REQUEST (42) with empty ApiKeys when v3+ ClientSoftwareName or
+ClientSoftwareVersion does not match ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.server.registry import handles
+
+ApiVersionsResponse = codec.message_class("ApiVersionsResponse")
+ApiVersion = codec.module("ApiVersionsResponse").ApiVersion
+
+_SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _ok_response(listener) -> object:
+    resp = getattr(listener, "_api_versions_response", None)
+    if resp is None:
+        resp = ApiVersionsResponse(
+            api_keys=tuple(
+                ApiVersion(api_key=k, min_version=lo, max_version=hi)
+                for k, lo, hi in listener.api_versions
+            )
+        )
+        listener._api_versions_response = resp
+    return resp
+
+
+@handles("ApiVersionsRequest")
+def api_versions(ctx, request):
+    if ctx.api_version >= 3 and not (
+        _SOFTWARE_RE.fullmatch(request.client_software_name)
+        and _SOFTWARE_RE.fullmatch(request.client_software_version)
+    ):
+        return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
+    return _ok_response(ctx.listener)

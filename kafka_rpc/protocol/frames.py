@@ -1,0 +1,145 @@
+"""Framing and request/response headers (sans-io, hand-written hot path).
+
+A frame is an int32 big-endian size (excluding itself) followed by the payload. The request
+header is v1 (api key, api version, correlation id, nullable int16-length client id) or v2 (v1 plus
+a tagged section) when the api version is in the request spec's flexible versions. The response
+header is v0 (correlation id) or v1 (plus an empty tagged section) when the response is flexible,
+except ApiVersions (18), whose responses always use header v0 (KIP-511).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from kafka_rpc.protocol.errors import DecodeError
+from kafka_rpc.protocol.messages import SPECS
+from kafka_rpc.protocol.primitives import read_tag_header, read_uvarint
+
+__all__ = [
+    "API_VERSIONS_KEY",
+    "HeaderError",
+    "UnknownApiKeyError",
+    "frame",
+    "parse_request_header",
+    "request_header_bytes",
+    "request_header_version",
+    "response_header_bytes",
+    "response_header_version",
+]
+
+API_VERSIONS_KEY = 18
+
+_HDR = struct.Struct(">hhih")
+_hdr_unpack = _HDR.unpack_from
+_SIZE = struct.Struct(">i")
+_size_pack = _SIZE.pack
+_CORR = struct.Struct(">i")
+_corr_pack = _CORR.pack
+
+
+class HeaderError(DecodeError):
+    """The request header cannot be parsed."""
+
+
+class UnknownApiKeyError(HeaderError):
+    """The api key names no API with valid versions (Kafka closes the connection)."""
+
+
+# api_key -> flexible-from version (or a huge number when never flexible)
+_NEVER = 1 << 30
+_REQ_FLEX: dict[int, int] = {}
+_RESP_FLEX: dict[int, int] = {}
+for _name, _s in SPECS.items():
+    if _s[3] is None:
+        continue
+    if _s[1] == "request":
+        _REQ_FLEX[_s[2]] = _NEVER if _s[4] is None else _s[4]
+    elif _s[1] == "response":
+        _RESP_FLEX[_s[2]] = _NEVER if _s[4] is None else _s[4]
+
+
+def request_header_version(api_key: int, version: int) -> int:
+    """2 if ``version`` is a flexible version of the request, else 1 (threshold rule, so it also
+    answers above the highest valid version). Raises UnknownApiKeyError for an unknown key."""
+    flex = _REQ_FLEX.get(api_key)
+    if flex is None:
+        raise UnknownApiKeyError(f"unknown api key {api_key}")
+    return 2 if version >= flex else 1
+
+
+def response_header_version(api_key: int, version: int) -> int:
+    """1 if the response is flexible at ``version``, else 0; always 0 for ApiVersions."""
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    flex = _RESP_FLEX.get(api_key)
+    if flex is None:
+        raise UnknownApiKeyError(f"unknown api key {api_key}")
+    return 1 if version >= flex else 0
+
+
+def parse_request_header(buf: bytes, pos: int = 0) -> tuple[int, int, int, str, int]:
+    """Parse a request header at ``buf[pos:]``.
+
+    Returns ``(api_key, api_version, correlation_id, client_id, body_pos)``; a null client id
+    becomes ``""``. Raises UnknownApiKeyError for an unknown api key and HeaderError for a
+    truncated or malformed header. The version is *not* checked against the valid range here.
+    """
+    try:
+        api_key, version, corr, n = _hdr_unpack(buf, pos)
+    except struct.error:
+        raise HeaderError("truncated request header") from None
+    flex = _REQ_FLEX.get(api_key)
+    if flex is None:
+        raise UnknownApiKeyError(f"unknown api key {api_key}")
+    p = pos + 10
+    if n < 0:
+        if n != -1:
+            raise HeaderError("negative client id length")
+        client_id = ""
+    else:
+        end = p + n
+        if end > len(buf):
+            raise HeaderError("client id runs past the end of the frame")
+        try:
+            client_id = buf[p:end].decode()
+        except UnicodeDecodeError:
+            raise HeaderError("client id is not valid UTF-8") from None
+        p = end
+    if version >= flex:
+        try:
+            count, p = read_uvarint(buf, p)
+            if count < 0:
+                raise HeaderError("negative tagged field count")
+            for _ in range(count):
+                _tag, size, p = read_tag_header(buf, p)
+                p += size
+        except IndexError:
+            raise HeaderError("truncated header tagged fields") from None
+    return api_key, version, corr, client_id, p
+
+
+def request_header_bytes(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None
+) -> bytes:
+    """Encode a request header at the version the api/version pair calls for (clients)."""
+    if client_id is None:
+        cid = b"\xff\xff"
+    else:
+        raw = client_id.encode()
+        cid = len(raw).to_bytes(2, "big") + raw
+    out = struct.pack(">hhi", api_key, api_version, correlation_id) + cid
+    if request_header_version(api_key, api_version) == 2:
+        out += b"\x00"
+    return out
+
+
+def response_header_bytes(api_key: int, api_version: int, correlation_id: int) -> bytes:
+    """The response header for ``correlation_id`` at the version the api/version calls for."""
+    if response_header_version(api_key, api_version) == 1:
+        return _corr_pack(correlation_id) + b"\x00"
+    return _corr_pack(correlation_id)
+
+
+def frame(payload: bytes) -> bytes:
+    """Prefix ``payload`` with its int32 big-endian size."""
+    return _size_pack(len(payload)) + payload

@@ -1,0 +1,370 @@
+"""One ``asyncio.Protocol`` per client connection, with Kafka's broker semantics.
+
+* Frames: int32 signed size; negative or above ``socket.request.max.bytes`` closes the connection.
+* Every complete frame of a read is parsed in ``data_received``; the responses that are ready
+  are written with one ``transport.write`` per read.
+* Header failures (unknown api key, unsupported version, API not served on this listener, body
+  that does not decode) close the connection without a response, except ApiVersions with an
+  unsupported version: answered at v0 (header v0) with UNSUPPORTED_VERSION and ``[{18, min, max}]``.
+* Responses leave in request order even when a later request's handler finishes first.
+  Synchronous handlers, and async handlers that finish without suspending, are answered inline;
+  only handlers that really await become tasks.
+* A handler exception becomes that request's error response (every ErrorCode field of the
+  version set to the KafkaError's code or UNKNOWN_SERVER_ERROR), logged; the connection lives on.
+* Backpressure: reading pauses while ``max_inflight`` requests are unanswered or the transport's
+  write buffer is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import struct
+import time
+import types
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import DecodeError, EncodeError, ErrorCode, KafkaError
+from kafka_rpc.protocol.frames import API_VERSIONS_KEY, parse_request_header
+
+if TYPE_CHECKING:
+    from kafka_rpc.server.registry import ApiEntry
+    from kafka_rpc.server.server import ListenerState
+
+log = logging.getLogger("kafka_rpc.server")
+
+_size_unpack = struct.Struct(">i").unpack_from
+_size_pack_into = struct.Struct(">i").pack_into
+_corr_pack = struct.Struct(">i").pack
+
+
+class RequestContext:
+    """What a handler sees besides the request: the listener, the server and the header."""
+
+    __slots__ = ("api_key", "api_version", "client_id", "correlation_id", "listener", "server")
+
+    def __init__(self, listener, api_key, api_version, correlation_id, client_id):
+        self.listener = listener
+        self.server = listener.server
+        self.api_key = api_key
+        self.api_version = api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+
+@types.coroutine
+def _resume(coro, yielded):
+    """Continue a coroutine that was started inline and suspended on ``yielded`` (so a task is
+    only created when a handler really awaits)."""
+    while True:
+        try:
+            yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - forwarded into the coroutine
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as e:
+                return e.value
+            continue
+        try:
+            yielded = coro.send(None)
+        except StopIteration as e:
+            return e.value
+
+
+def unsupported_api_versions_response(correlation_id: int, lo: int, hi: int) -> bytes:
+    """Kafka's answer to an ApiVersions version it does not support (reference F.2)."""
+    body = struct.pack(">ihihhh", correlation_id, ErrorCode.UNSUPPORTED_VERSION, 1, 18, lo, hi)
+    return struct.pack(">i", len(body)) + body
+
+
+def error_response(entry: ApiEntry, request: Any, version: int, code: int) -> Any:
+    """The error response of ``request``: the handler's own builder, or a default response with
+    every ErrorCode field that exists at ``version`` set to ``code`` (nested arrays included)."""
+    if entry.error_response is not None:
+        return entry.error_response(request, version, code)
+    mod = codec.module(entry.response_name)
+    return _set_codes(codec.message_class(entry.response_name)(), mod, version, code)
+
+
+def _set_codes(obj: Any, mod: Any, version: int, code: int) -> Any:
+    vcls = getattr(mod, f"{type(obj).__name__}V{version}", None)
+    present = vcls.__dataclass_fields__ if vcls is not None else {}
+    changes = {}
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "error_code" and f.name in present:
+            changes[f.name] = code
+        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
+            changes[f.name] = tuple(_set_codes(x, mod, version, code) for x in value)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            changes[f.name] = _set_codes(value, mod, version, code)
+    return dataclasses.replace(obj, **changes) if changes else obj
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, listener: ListenerState) -> None:
+        self.listener = listener
+        self.table = listener.table
+        self.max_bytes = listener.max_request_bytes
+        self.max_inflight = listener.max_inflight
+        self.metrics = listener.metrics
+        self.transport: asyncio.Transport | None = None
+        self.peer = None
+        self._rest = bytearray()
+        self._need = 4
+        self._pending: deque = deque()  # bytes (ready) or [bytes | None] slots
+        self._tasks: set[asyncio.Task] = set()
+        self._paused = False
+        self._write_paused = False
+        self._closed = False
+        self._closing = False
+        self._drained: asyncio.Future | None = None
+
+    # -------------------------------------------------------------------------- transport events
+    def connection_made(self, transport) -> None:
+        self.transport = transport
+        self.peer = transport.get_extra_info("peername")
+        self.listener.connections.add(self)
+
+    def connection_lost(self, exc) -> None:
+        self._closed = True
+        self.listener.connections.discard(self)
+        for t in list(self._tasks):
+            t.cancel()
+        self._pending.clear()
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed or self._closing:
+            return
+        if self._rest:
+            self._rest += data
+            if len(self._rest) < self._need or self._paused:
+                return
+            data = bytes(self._rest)
+            self._rest = bytearray()
+        elif self._paused:
+            self._rest += data
+            return
+        self._process(data)
+
+    # -------------------------------------------------------------------------- frames
+    def _process(self, buf: bytes) -> None:
+        pos = 0
+        n = len(buf)
+        max_bytes = self.max_bytes
+        pending = self._pending
+        while n - pos >= 4:
+            if len(pending) >= self.max_inflight:
+                self._update_reading()
+                break
+            size = _size_unpack(buf, pos)[0]
+            if size < 0 or size > max_bytes:
+                log.info("closing %s: frame size %d outside [0, %d]", self.peer, size, max_bytes)
+                self._abort()
+                return
+            end = pos + 4 + size
+            if end > n:
+                break
+            if pos == 0 and end == n:
+                self._request(buf, 4)
+            else:
+                self._request(buf[pos:end], 4)
+            pos = end
+            if self._closed:
+                return
+        if pos < n:
+            self._rest = bytearray(buf[pos:]) if pos else bytearray(buf)
+            self._need = 4 if n - pos < 4 else 4 + _size_unpack(self._rest, 0)[0]
+        self._flush()
+
+    def _request(self, buf: bytes, start: int) -> None:
+        try:
+            api_key, version, corr, client_id, body_pos = parse_request_header(buf, start)
+        except DecodeError as e:
+            log.info("closing %s: bad request header: %s", self.peer, e)
+            self._abort()
+            return
+        entry = self.table.get(api_key)
+        if entry is None:
+            log.info("closing %s: api key %d not served on %s", self.peer, api_key,
+                     self.listener.name)  # fmt: skip
+            self._abort()
+            return
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == API_VERSIONS_KEY:
+                self._pending.append(
+                    unsupported_api_versions_response(corr, entry.min_version, entry.max_version)
+                )
+                return
+            log.info("closing %s: %s version %d unsupported", self.peer, entry.name, version)
+            self._abort()
+            return
+        try:
+            request = entry.readers[version](buf, body_pos)[0]
+        except Exception as e:  # noqa: BLE001 - any decode failure closes, as Kafka does
+            log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, e)
+            self._abort()
+            return
+        ctx = RequestContext(self.listener, api_key, version, corr, client_id)
+        t0 = time.perf_counter() if self.metrics is not None else 0.0
+        try:
+            result = entry.handler(ctx, request)
+            if entry.is_async:
+                try:
+                    yielded = result.send(None)
+                except StopIteration as stop:
+                    result = stop.value
+                else:
+                    slot = [None]
+                    self._pending.append(slot)
+                    task = asyncio.get_running_loop().create_task(_resume(result, yielded))
+                    self._tasks.add(task)
+                    task.add_done_callback(
+                        lambda t: self._task_done(t, slot, entry, ctx, request, t0)
+                    )
+                    return
+            data = self._encode(entry, ctx, result)
+        except Exception as exc:  # noqa: BLE001 - becomes the request's error response
+            data = self._error(entry, ctx, request, exc)
+            if data is None:
+                self._abort()
+                return
+        if self.metrics is not None:
+            self.metrics.observe(api_key, time.perf_counter() - t0, False)
+        self._pending.append(data)
+
+    def _encode(self, entry: ApiEntry, ctx: RequestContext, response: Any) -> bytearray:
+        w = bytearray(4)
+        w += _corr_pack(ctx.correlation_id)
+        if ctx.api_version >= entry.resp_header_flex:
+            w.append(0)
+        entry.writers[ctx.api_version](response, w)
+        _size_pack_into(w, 0, len(w) - 4)
+        return w
+
+    def _error(self, entry, ctx, request, exc) -> bytearray | None:
+        code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
+        log.error(
+            "error handling %s v%d (api key %d) correlation id %d client id %r from %s -> %s",
+            entry.name, ctx.api_version, entry.api_key, ctx.correlation_id, ctx.client_id,
+            self.peer, ErrorCode.for_code(int(code)).name,
+            exc_info=not isinstance(exc, KafkaError),
+        )  # fmt: skip
+        if self.metrics is not None:
+            self.metrics.observe(entry.api_key, 0.0, True)
+        try:
+            return self._encode(entry, ctx, error_response(entry, request, ctx.api_version, code))
+        except (EncodeError, Exception):
+            log.exception("cannot build the error response of %s; closing", entry.name)
+            return None
+
+    def _task_done(self, task, slot, entry, ctx, request, t0) -> None:
+        self._tasks.discard(task)
+        if self._closed or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is None:
+            try:
+                data = self._encode(entry, ctx, task.result())
+                if self.metrics is not None:
+                    self.metrics.observe(entry.api_key, time.perf_counter() - t0, False)
+            except Exception as e:  # noqa: BLE001
+                data = self._error(entry, ctx, request, e)
+        else:
+            data = self._error(entry, ctx, request, exc)
+        if data is None:
+            self._abort()
+            return
+        slot[0] = data
+        self._flush()
+
+    # -------------------------------------------------------------------------- output
+    def _flush(self) -> None:
+        pending = self._pending
+        out = []
+        while pending:
+            item = pending[0]
+            if type(item) is list:
+                item = item[0]
+                if item is None:
+                    break
+            out.append(item)
+            pending.popleft()
+        if out and not self._closed:
+            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self._update_reading()
+        if self._closing and not pending and self._drained is not None:
+            if not self._drained.done():
+                self._drained.set_result(None)
+
+    def _update_reading(self) -> None:
+        if self._closed or self.transport is None:
+            return
+        want_pause = self._closing or self._write_paused or len(self._pending) >= self.max_inflight
+        if want_pause and not self._paused:
+            self._paused = True
+            self.transport.pause_reading()
+        elif not want_pause and self._paused:
+            self._paused = False
+            self.transport.resume_reading()
+            if self._rest and len(self._rest) >= self._need:
+                data = bytes(self._rest)
+                self._rest = bytearray()
+                self._process(data)
+
+    def _abort(self) -> None:
+        """Close after writing the responses that are already complete (earlier requests)."""
+        if self._closed:
+            return
+        out = []
+        for item in self._pending:
+            if type(item) is list:
+                item = item[0]
+                if item is None:
+                    break
+            out.append(item)
+        if out:
+            self.transport.write(b"".join(out))
+        self._closed = True
+        self._pending.clear()
+        for t in list(self._tasks):
+            t.cancel()
+        self.transport.close()
+
+    # -------------------------------------------------------------------------- shutdown
+    async def drain_and_close(self) -> None:
+        """Stop reading, let in-flight requests finish and their responses go out, then close."""
+        if self._closed:
+            return
+        self._closing = True
+        self._update_reading()
+        if self._pending:
+            self._drained = asyncio.get_running_loop().create_future()
+            await self._drained
+        if not self._closed:
+            self._closed = True
+            self.transport.close()
+
+    def force_close(self) -> None:
+        for t in list(self._tasks):
+            t.cancel()
+        self._closed = True
+        self._pending.clear()
+        if self.transport is not None:
+            self.transport.abort()

@@ -1,0 +1,230 @@
+"""Listeners, lifecycle and metrics (modelled on uvicorn's ``Server``).
+
+``Server(config).serve()`` binds one listener per configured listener whose role this process
+plays, sets ``started`` (bound ports in ``bound``; port 0 picks a free port), runs until
+``should_exit`` (SIGTERM/SIGINT when ``install_signals``), then shuts down: stop accepting, let
+every connection finish its in-flight requests within ``shutdown.timeout.ms``, force-close the
+rest (a second signal forces at once). Per-API request/error counters and latency histograms
+are kept with prometheus-client when ``metrics.port`` >= 0 (served over HTTP on that port).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_rpc.config import Config, Endpoint
+from kafka_rpc.server.connection import KafkaConnection
+from kafka_rpc.server.registry import ApiEntry, Registry, default_registry
+
+log = logging.getLogger("kafka_rpc.server")
+
+__all__ = ["ListenerState", "Server", "install_uvloop"]
+
+
+def install_uvloop() -> bool:
+    """Use uvloop's event loop policy if it is importable."""
+    try:
+        import uvloop
+    except ImportError:
+        return False
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
+
+
+class ApiMetrics:
+    """Pre-bound prometheus children per api key for one listener."""
+
+    def __init__(self, listener: str, table: dict[int, ApiEntry], reqs, errs, lat) -> None:
+        self._children = {
+            key: (
+                reqs.labels(listener, e.name[: -len("Request")]),
+                errs.labels(listener, e.name[: -len("Request")]),
+                lat.labels(listener, e.name[: -len("Request")]),
+            )
+            for key, e in table.items()
+        }
+
+    def observe(self, api_key: int, seconds: float, error: bool) -> None:
+        r, e, h = self._children[api_key]
+        if error:
+            e.inc()
+        else:
+            r.inc()
+            h.observe(seconds)
+
+
+@dataclass(eq=False)
+class ListenerState:
+    name: str
+    role: str
+    host: str
+    port: int  # the bound port once started
+    server: Server
+    table: dict[int, ApiEntry]
+    max_request_bytes: int
+    max_inflight: int
+    metrics: ApiMetrics | None = None
+    connections: set = field(default_factory=set)
+    asyncio_server: Any = None
+
+    @property
+    def api_versions(self) -> list[tuple[int, int, int]]:
+        return [(e.api_key, e.min_version, e.max_version) for e in self.table.values()]
+
+
+class Server:
+    def __init__(self, config: Config, registry: Registry | None = None) -> None:
+        self.config = config
+        self.registry = registry or default_registry
+        self.node_id = config.node_id
+        self.cluster_id: str | None = None
+        self.listeners: dict[str, ListenerState] = {}
+        self.started = asyncio.Event()
+        self.should_exit = asyncio.Event()
+        self.force_exit = False
+        self.metrics_registry = None
+        self.metrics_port: int | None = None
+        self._metrics_httpd = None
+
+    # ------------------------------------------------------------------ addresses
+    @property
+    def bound(self) -> dict[str, tuple[str, int]]:
+        """Listener name -> (host, bound port)."""
+        return {n: (ls.host, ls.port) for n, ls in self.listeners.items()}
+
+    def advertised(self, listener_name: str | None = None) -> Endpoint:
+        """The advertised endpoint of a broker listener (the named one if advertised), with
+        port 0 replaced by the bound port and a wildcard host by this machine's name."""
+        adv = {e.name: e for e in self.config.advertised_listeners}
+        ep = adv.get(listener_name) if listener_name else None
+        if ep is None:
+            ep = next(iter(adv.values()), None)
+        if ep is None:
+            return Endpoint("", "", -1)
+        host, port = ep.host, ep.port
+        ls = self.listeners.get(ep.name)
+        if port == 0 and ls is not None:
+            port = ls.port
+        if host in ("", "0.0.0.0", "::"):
+            host = socket.getfqdn()
+        return Endpoint(ep.name, host, port)
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.cluster_id is None:
+            self.cluster_id = self.config.ensure_cluster_id()
+        reqs = errs = lat = None
+        if self.config.metrics_port >= 0:
+            import prometheus_client as prom
+
+            self.metrics_registry = prom.CollectorRegistry()
+            labels = ["listener", "api"]
+            reqs = prom.Counter("kafka_rpc_requests", "Requests answered", labels,
+                                registry=self.metrics_registry)  # fmt: skip
+            errs = prom.Counter("kafka_rpc_request_errors", "Requests answered with a handler "
+                                "error", labels, registry=self.metrics_registry)  # fmt: skip
+            lat = prom.Histogram("kafka_rpc_request_seconds", "Handler latency", labels,
+                                 registry=self.metrics_registry,
+                                 buckets=(1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05,
+                                          0.1, 0.5, 1.0, 5.0))  # fmt: skip
+            self._metrics_httpd, _ = prom.start_http_server(
+                self.config.metrics_port, self.config.metrics_host, registry=self.metrics_registry
+            )
+            self.metrics_port = self._metrics_httpd.server_port
+        loop = asyncio.get_running_loop()
+        try:
+            for ep in self.config.served_listeners():
+                role = self.config.role_of(ep.name)
+                table = self.registry.table(role)
+                ls = ListenerState(
+                    name=ep.name,
+                    role=role,
+                    host=ep.host,
+                    port=ep.port,
+                    server=self,
+                    table=table,
+                    max_request_bytes=self.config.socket_request_max_bytes,
+                    max_inflight=self.config.max_inflight_requests_per_connection,
+                )
+                if reqs is not None:
+                    ls.metrics = ApiMetrics(ep.name, table, reqs, errs, lat)
+                srv = await loop.create_server(
+                    lambda ls=ls: KafkaConnection(ls),
+                    host=ep.host or None,
+                    port=ep.port,
+                    reuse_address=True,
+                    backlog=1024,
+                )
+                ls.asyncio_server = srv
+                ls.port = srv.sockets[0].getsockname()[1]
+                self.listeners[ep.name] = ls
+        except BaseException:
+            await self._close_listeners()
+            raise
+        self.started.set()
+
+    async def serve(self, install_signals: bool = False) -> None:
+        await self.start()
+        if install_signals:
+            self._install_signals()
+        try:
+            await self.should_exit.wait()
+        finally:
+            await self.shutdown()
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.handle_exit)
+
+    def handle_exit(self) -> None:
+        """First call: graceful shutdown. Second call: force."""
+        if self.should_exit.is_set():
+            self.force_exit = True
+            for ls in self.listeners.values():
+                for conn in list(ls.connections):
+                    conn.force_close()
+        self.should_exit.set()
+
+    async def _close_listeners(self) -> None:
+        for ls in self.listeners.values():
+            if ls.asyncio_server is not None:
+                ls.asyncio_server.close()
+
+    async def shutdown(self, timeout: float | None = None) -> None:
+        if timeout is None:
+            timeout = self.config.shutdown_timeout_ms / 1000
+        await self._close_listeners()
+        conns = [c for ls in self.listeners.values() for c in ls.connections]
+        if conns and not self.force_exit:
+            drains = [asyncio.ensure_future(c.drain_and_close()) for c in conns]
+            _done, not_done = await asyncio.wait(drains, timeout=timeout)
+            if not_done:
+                log.warning("shutdown: %d connection(s) still busy after %.1fs; closing them",
+                            len(not_done), timeout)  # fmt: skip
+                for d in not_done:
+                    d.cancel()
+        for ls in self.listeners.values():
+            for c in list(ls.connections):
+                c.force_close()
+        for ls in self.listeners.values():
+            if ls.asyncio_server is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(ls.asyncio_server.wait_closed(), 1.0)
+        if self._metrics_httpd is not None:
+            self._metrics_httpd.shutdown()
+            self._metrics_httpd = None
+
+
+def handlers_registry() -> Registry:
+    """The default registry with every handler module imported."""
+    import kafka_rpc.handlers  # noqa: F401
+
+    return default_registry

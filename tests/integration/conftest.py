@@ -1,0 +1,98 @@
+"""Helpers: an in-process server on ephemeral ports and a raw-socket Kafka peer."""
+
+import asyncio
+import struct
+
+import pytest
+
+from kafka_rpc.config import load_config
+from kafka_rpc.protocol import codec, frames
+from kafka_rpc.server.server import Server, handlers_registry
+
+TIMEOUT = 5.0
+
+
+def make_config(tmp_path, **extra):
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "log.dirs": str(tmp_path / "data"),
+        "shutdown.timeout.ms": "3000",
+    }
+    overrides.update(extra)
+    return load_config(overrides=overrides)
+
+
+class Running:
+    def __init__(self, server, task):
+        self.server = server
+        self.task = task
+
+    def port(self, name="PLAINTEXT"):
+        return self.server.bound[name][1]
+
+    async def stop(self):
+        self.server.should_exit.set()
+        await asyncio.wait_for(self.task, TIMEOUT)
+
+
+async def start_server(tmp_path, registry=None, **extra):
+    server = Server(make_config(tmp_path, **extra), registry or handlers_registry())
+    task = asyncio.create_task(server.serve())
+    started = asyncio.create_task(server.started.wait())
+    await asyncio.wait({task, started}, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        task.result()
+    assert server.started.is_set()
+    return Running(server, task)
+
+
+@pytest.fixture
+async def server(tmp_path):
+    running = await start_server(tmp_path)
+    yield running
+    await running.stop()
+
+
+class Peer:
+    """A raw Kafka peer on one connection."""
+
+    def __init__(self, reader, writer):
+        self.reader = reader
+        self.writer = writer
+
+    @classmethod
+    async def open(cls, port):
+        r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), TIMEOUT)
+        return cls(r, w)
+
+    def send_raw(self, data: bytes):
+        self.writer.write(data)
+
+    def send(self, msg, version, corr, client_id="test", api_key=None):
+        api_key = api_key if api_key is not None else type(msg).__api_key__
+        body = codec.encode(msg, version)
+        self.writer.write(
+            frames.frame(frames.request_header_bytes(api_key, version, corr, client_id) + body)
+        )
+
+    async def read_frame(self) -> bytes:
+        n = struct.unpack(">i", await asyncio.wait_for(self.reader.readexactly(4), TIMEOUT))[0]
+        return await asyncio.wait_for(self.reader.readexactly(n), TIMEOUT)
+
+    async def read_response(self, name, version):
+        from kafka_rpc.client import decode_response
+
+        payload = await self.read_frame()
+        corr = struct.unpack_from(">i", payload)[0]
+        return corr, decode_response(codec.SPECS[name][2], version, payload)
+
+    async def assert_closed(self):
+        data = await asyncio.wait_for(self.reader.read(65536), TIMEOUT)
+        assert data == b"", f"expected close, got {data!r}"
+
+    async def close(self):
+        self.writer.close()
+        try:
+            await asyncio.wait_for(self.writer.wait_closed(), TIMEOUT)
+        except (TimeoutError, ConnectionError):
+            pass
