@@ -91,6 +91,9 @@ class Server:
         self.metrics_registry = None
         self.metrics_port: int | None = None
         self._metrics_httpd = None
+        #: The KIP-1164 Batch Coordinator this node serves (broker role), started with the
+        #: server from ``diskless.coordinator.url`` and closed after connections drain.
+        self.coordinator = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -138,6 +141,12 @@ class Server:
             )
             self.metrics_port = self._metrics_httpd.server_port
         loop = asyncio.get_running_loop()
+        if self.coordinator is None and "broker" in self.config.process_roles:
+            from kafka_rpc.coordinator import create_coordinator
+
+            coordinator = create_coordinator(self.config.diskless_coordinator_url)
+            await coordinator.start()
+            self.coordinator = coordinator
         try:
             for ep in self.config.served_listeners():
                 role = self.config.role_of(ep.name)
@@ -166,8 +175,14 @@ class Server:
                 self.listeners[ep.name] = ls
         except BaseException:
             await self._close_listeners()
+            await self._close_coordinator()
             raise
         self.started.set()
+
+    async def _close_coordinator(self) -> None:
+        if self.coordinator is not None:
+            coordinator, self.coordinator = self.coordinator, None
+            await coordinator.close()
 
     async def serve(self, install_signals: bool = False) -> None:
         await self.start()
@@ -218,6 +233,7 @@ class Server:
             if ls.asyncio_server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ls.asyncio_server.wait_closed(), 1.0)
+        await self._close_coordinator()
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None

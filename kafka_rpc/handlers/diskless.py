@@ -1,0 +1,613 @@
+"""Wire handlers of the KIP-1164 diskless RPCs (keys 93-98) and our object-cleanup RPCs (102-103).
+
+Each handler is a plain coroutine ``handle_x(coordinator, request, *, broker_id=None)`` that takes
+the decoded *full* request object and returns the full response object. There is no socket or
+registry code here: the server registers thin wrappers (``@handles("XRequest")``) that call these
+with its ``BatchCoordinator``. The handlers only translate between the wire messages and the domain
+API (``kafka_rpc.coordinator.api``); validation lives in the coordinator and its error codes are
+mapped, not re-derived. ``broker_id`` is the id of the calling broker when the server knows it; it
+is used only in log messages (CommitBatches' uploader is the request's own ``BrokerId``).
+
+Conventions shared by every handler (DESIGN.md section 5):
+
+* Unknown topic id, unknown partition and the zero topic id answer UNKNOWN_TOPIC_OR_PARTITION (3).
+* Response topics mirror the request's topic entries, in request order (CommitBatches: see below);
+  every request entry gets its own answer, repeated partitions included.
+* A coordinator call that raises fails only the entries of that call: ``sqlite3.Error`` and
+  ``OSError`` map to KAFKA_STORAGE_ERROR (56), anything else to UNKNOWN_SERVER_ERROR (-1). Both
+  are logged (the latter with its traceback, as a probable bug). ``asyncio.CancelledError`` is
+  never caught. NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS are the server's business.
+
+InitDisklessTopics (93)
+    API: version 0.
+    Behavior: one ``create_topic_and_partitions`` call for all entries; partitions
+    ``0 .. NumPartitions - 1`` exist afterwards, existing ones untouched. The wire carries no topic
+    name, so the topic id's string form is stored as the name.
+    Errors: the coordinator's INVALID_REQUEST is mapped to UNKNOWN_TOPIC_OR_PARTITION for the zero
+    topic id and INVALID_PARTITIONS (37) for a negative NumPartitions, as the spec says.
+
+CommitBatches (94)
+    API: version 0.
+    Behavior: entries of all ``Batches`` / ``Topics`` are grouped by ObjectKey, one ``commit_file``
+    per object, objects in order of first appearance; the object's size is the largest
+    ``ByteOffset + Size`` of its entries; the uploader is the request's BrokerId. The response has
+    one topic per distinct TopicId (order of first appearance in the request) and, in it, one
+    partition entry per request entry of that topic, in request order. Magic is not on the wire:
+    batches are committed as magic 2.
+    Errors: per entry, as ``commit_file`` answers (UNKNOWN_TOPIC_OR_PARTITION, INVALID_REQUEST for
+    bad fields or a bad/known/empty object key, INVALID_PRODUCER_EPOCH,
+    OUT_OF_ORDER_SEQUENCE_NUMBER); a failing ``commit_file`` fails that object's entries only.
+    A rejected entry answers AssignedBaseOffset, LogAppendTime and LogStartOffset -1, IsDuplicate
+    false.
+
+DeleteDisklessTopics (95)
+    API: version 0.
+    Behavior: the coordinator's ``delete_topics`` ignores unknown ids, so each distinct id is first
+    probed (``list_offsets`` LATEST on partition 0, which exists whenever the topic has any
+    partition); known ids are deleted in one call.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION for an unknown or zero id, and for a repetition of an id
+    already deleted by an earlier entry of the same request; a failing probe or delete fails the
+    entries it covered.
+
+DeleteDisklessRecords (96)
+    API: version 0.
+    Behavior: one ``delete_records`` call; Offset -1 means the high watermark. LowWatermark (tagged)
+    is the log start offset afterwards.
+    Errors: as the coordinator answers (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION), with
+    LowWatermark -1.
+
+FindDisklessBatches (97)
+    API: version 0.
+    Behavior: one ``find_batches`` call with the request's MaxBytes and each entry's MaxBytes (the
+    coordinator applies Kafka's fetch budget rule). One partition entry per batch found, in offset
+    order, carrying the partition's log start offset and high watermark; an entry with no batch
+    (caught up, over budget, error) answers one partition entry with its error, log start offset,
+    high watermark, ObjectKey "" and every batch field -1. BatchMaxTimestamp is the effective
+    timestamp (the commit time for LogAppendTime batches).
+    Errors: OFFSET_OUT_OF_RANGE (real LSO / HW), UNKNOWN_TOPIC_OR_PARTITION (-1 / -1).
+
+ListDisklessOffsets (98)
+    API: version 0.
+    Behavior: one ``list_offsets`` call; sentinels as the coordinator implements them.
+    Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_SERVER_ERROR for an unsupported negative timestamp;
+    Timestamp and Offset -1 on error.
+
+ListDisklessFilesToDelete (102)
+    API: version 0.
+    Behavior: ``get_files_to_delete(cutoff, MaxObjects + 1, AfterObjectKey)``; the extra row only
+    sets HasMore. MarkedForDeletionBeforeMs -1 means no cutoff. MaxObjects 0 lists nothing (the
+    coordinator's limit 0 would mean "all", so it is not called). Each ObjectKeys entry is answered
+    by ``is_safe_to_delete_file``, in request order.
+    Errors: INVALID_REQUEST for a cutoff below -1 or a negative MaxObjects; on a whole-request
+    error Files is empty, HasMore false and every SafeToDelete entry carries the code with
+    IsSafeToDelete false. A key whose check fails gets its own mapped code, IsSafeToDelete false.
+
+DeleteDisklessFiles (103)
+    API: version 0.
+    Behavior: the coordinator's ``delete_files`` answers NONE for unknown keys too, so each distinct
+    key is first checked with ``is_safe_to_delete_file`` (true = the coordinator has no record);
+    the recorded keys are passed to ``delete_files`` in one call, in request order.
+    Errors: per key RESOURCE_NOT_FOUND (91) for an unknown key (and for a repetition of a key
+    forgotten by its earlier occurrence), INVALID_REQUEST for an object still referenced by
+    batches (as ``delete_files`` answers; a repetition answers the same), NONE when forgotten. If a
+    call raises, the top-level ErrorCode and every result carry the mapped code. A key forgotten by
+    another broker between the check and the delete answers NONE (both mean "done").
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from kafka_rpc.coordinator.api import (
+    LATEST_TIMESTAMP,
+    ZERO_UUID,
+    BatchCoordinator,
+    BatchInfo,
+    CommitBatchRequest,
+    CommitBatchResponse,
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    FindBatchRequest,
+    FindBatchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    TopicIdPartition,
+)
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+
+__all__ = [
+    "handle_commit_batches",
+    "handle_delete_diskless_files",
+    "handle_delete_diskless_records",
+    "handle_delete_diskless_topics",
+    "handle_find_diskless_batches",
+    "handle_init_diskless_topics",
+    "handle_list_diskless_files_to_delete",
+    "handle_list_diskless_offsets",
+]
+
+logger = logging.getLogger(__name__)
+
+_NONE = int(ErrorCode.NONE)
+_UNKNOWN_TP = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+_INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+
+# Wire modules (generated); nested classes are module attributes.
+_init_resp = codec.module("InitDisklessTopicsResponse")
+_commit_resp = codec.module("CommitBatchesResponse")
+_del_topics_resp = codec.module("DeleteDisklessTopicsResponse")
+_del_records_resp = codec.module("DeleteDisklessRecordsResponse")
+_find_resp = codec.module("FindDisklessBatchesResponse")
+_list_offsets_resp = codec.module("ListDisklessOffsetsResponse")
+_files_resp = codec.module("ListDisklessFilesToDeleteResponse")
+_del_files_resp = codec.module("DeleteDisklessFilesResponse")
+
+
+def _failure_code(exc: Exception, api: str, broker_id: int | None) -> int:
+    """Map an exception raised by a coordinator call to a Kafka error code, and log it."""
+    if isinstance(exc, sqlite3.Error | OSError):
+        logger.error("%s (broker %s): storage failure: %r", api, broker_id, exc, exc_info=exc)
+        return int(ErrorCode.KAFKA_STORAGE_ERROR)
+    logger.error("%s (broker %s): unexpected coordinator failure", api, broker_id, exc_info=exc)
+    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def _checked(results: Sequence[Any], expected: int, api: str) -> Sequence[Any]:
+    """A coordinator must answer one result per request; anything else is a bug (raised)."""
+    if len(results) != expected:
+        raise RuntimeError(f"{api}: coordinator answered {len(results)} results for {expected}")
+    return results
+
+
+# -- InitDisklessTopics (93) -------------------------------------------------------------------
+
+
+async def handle_init_diskless_topics(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """InitDisklessTopicsRequest -> InitDisklessTopicsResponse."""
+    topics = request.topics
+    reqs = [
+        CreateTopicAndPartitionsRequest(t.topic_id, str(t.topic_id), t.num_partitions)
+        for t in topics
+    ]
+    codes: Sequence[int]
+    if not reqs:
+        codes = []
+    else:
+        try:
+            codes = await coordinator.create_topic_and_partitions(reqs)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            codes = [_failure_code(exc, "InitDisklessTopics", broker_id)] * len(reqs)
+        codes = _checked(codes, len(reqs), "InitDisklessTopics")
+    results = []
+    for t, code in zip(topics, codes, strict=True):
+        code = int(code)
+        if code == _INVALID_REQUEST:
+            if t.topic_id == ZERO_UUID:
+                code = _UNKNOWN_TP
+            elif t.num_partitions < 0:
+                code = int(ErrorCode.INVALID_PARTITIONS)
+        results.append(_init_resp.InitDisklessTopicResult(topic_id=t.topic_id, error_code=code))
+    return _init_resp.InitDisklessTopicsResponse(responses=tuple(results))
+
+
+# -- CommitBatches (94) ------------------------------------------------------------------------
+
+
+def _to_commit_request(topic_id: uuid.UUID, p: Any) -> CommitBatchRequest:
+    return CommitBatchRequest(
+        topic_id_partition=TopicIdPartition(topic_id, p.partition_index),
+        byte_offset=p.byte_offset,
+        size=p.size,
+        base_offset=p.base_offset,
+        last_offset=p.last_offset,
+        batch_max_timestamp=p.batch_max_timestamp,
+        timestamp_type=p.message_timestamp_type,
+        producer_id=p.producer_id,
+        producer_epoch=p.producer_epoch,
+        base_sequence=p.base_sequence,
+        last_sequence=p.last_sequence,
+    )
+
+
+async def handle_commit_batches(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """CommitBatchesRequest -> CommitBatchesResponse (one ``commit_file`` per object)."""
+    entries: list[tuple[uuid.UUID, Any]] = [
+        (topic.topic_id, p)
+        for group in request.batches
+        for topic in group.topics
+        for p in topic.partitions
+    ]
+    by_object: dict[str, list[int]] = {}
+    for i, (_, p) in enumerate(entries):
+        by_object.setdefault(p.object_key, []).append(i)
+
+    answers: list[CommitBatchResponse | None] = [None] * len(entries)
+    for object_key, indexes in by_object.items():
+        reqs = [_to_commit_request(*entries[i]) for i in indexes]
+        file_size = max(r.byte_offset + r.size for r in reqs)
+        try:
+            out = await coordinator.commit_file(object_key, request.broker_id, file_size, reqs)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            code = _failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
+            out = [CommitBatchResponse.of_error(code)] * len(reqs)
+        for i, answer in zip(indexes, _checked(out, len(reqs), "CommitBatches"), strict=True):
+            answers[i] = answer
+
+    per_topic: dict[uuid.UUID, list[Any]] = {}
+    for (topic_id, p), a in zip(entries, answers, strict=True):
+        assert a is not None
+        ok = a.error == _NONE
+        per_topic.setdefault(topic_id, []).append(
+            _commit_resp.CommitBatchesTopicPartitionResults(
+                partition_index=p.partition_index,
+                error_code=int(a.error),
+                assigned_base_offset=a.assigned_base_offset if ok else -1,
+                log_append_time=a.log_append_time if ok else -1,
+                log_start_offset=a.log_start_offset if ok else -1,
+                is_duplicate=bool(a.is_duplicate) if ok else False,
+            )
+        )
+    return _commit_resp.CommitBatchesResponse(
+        topics=tuple(
+            _commit_resp.CommitBatchesTopicResults(topic_id=tid, partitions=tuple(parts))
+            for tid, parts in per_topic.items()
+        )
+    )
+
+
+# -- DeleteDisklessTopics (95) -----------------------------------------------------------------
+
+
+async def handle_delete_diskless_topics(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """DeleteDisklessTopicsRequest -> DeleteDisklessTopicsResponse."""
+    ids = [t.topic_id for t in request.topics]
+    distinct = [tid for tid in dict.fromkeys(ids) if tid != ZERO_UUID]
+    code_of: dict[uuid.UUID, int] = {}
+    if distinct:
+        try:
+            probes = await coordinator.list_offsets(
+                [ListOffsetsRequest(TopicIdPartition(tid, 0), LATEST_TIMESTAMP) for tid in distinct]
+            )
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            code = _failure_code(exc, "DeleteDisklessTopics (probe)", broker_id)
+            probes = [ListOffsetsResponse(code, TopicIdPartition(t, 0), -1, -1) for t in distinct]
+        known = []
+        for tid, probe in zip(
+            distinct, _checked(probes, len(distinct), "DeleteDisklessTopics"), strict=True
+        ):
+            if probe.error == _NONE:
+                known.append(tid)
+            else:
+                code_of[tid] = int(probe.error)
+        if known:
+            try:
+                await coordinator.delete_topics(known)
+                code = _NONE
+            except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+                code = _failure_code(exc, "DeleteDisklessTopics", broker_id)
+            for tid in known:
+                code_of[tid] = code
+
+    results = []
+    seen: set[uuid.UUID] = set()
+    for tid in ids:
+        code = code_of.get(tid, _UNKNOWN_TP)
+        if tid in seen and code == _NONE:
+            code = _UNKNOWN_TP  # already deleted by an earlier entry of this request
+        seen.add(tid)
+        results.append(_del_topics_resp.DeleteDisklessTopicResult(topic_id=tid, error_code=code))
+    return _del_topics_resp.DeleteDisklessTopicsResponse(responses=tuple(results))
+
+
+# -- DeleteDisklessRecords (96) ----------------------------------------------------------------
+
+
+async def handle_delete_diskless_records(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """DeleteDisklessRecordsRequest -> DeleteDisklessRecordsResponse."""
+    reqs = [
+        DeleteRecordsRequest(TopicIdPartition(t.topic_id, p.partition_index), p.offset)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    out: Sequence[DeleteRecordsResponse] = []
+    if reqs:
+        try:
+            out = await coordinator.delete_records(reqs)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            code = _failure_code(exc, "DeleteDisklessRecords", broker_id)
+            out = [DeleteRecordsResponse(code, -1)] * len(reqs)
+        out = _checked(out, len(reqs), "DeleteDisklessRecords")
+    it = iter(out)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            r = next(it)
+            ok = r.error == _NONE
+            parts.append(
+                _del_records_resp.DeleteDisklessPartitionRecordsResult(
+                    partition_index=p.partition_index,
+                    error_code=int(r.error),
+                    low_watermark=r.low_watermark if ok else -1,
+                )
+            )
+        topics.append(
+            _del_records_resp.DeleteDisklessRecordsResult(
+                topic_id=t.topic_id, partitions=tuple(parts)
+            )
+        )
+    return _del_records_resp.DeleteDisklessRecordsResponse(responses=tuple(topics))
+
+
+# -- FindDisklessBatches (97) ------------------------------------------------------------------
+
+
+def _batch_entry(partition: int, lso: int, hw: int, b: BatchInfo) -> Any:
+    return _find_resp.FindDisklessBatchTopicPartitionResult(
+        partition_index=partition,
+        error_code=_NONE,
+        log_start_offset=lso,
+        high_watermark=hw,
+        object_key=b.object_key,
+        byte_offset=b.byte_offset,
+        size=b.byte_size,
+        base_offset=b.base_offset,
+        last_offset=b.last_offset,
+        batch_max_timestamp=b.timestamp,
+        message_timestamp_type=b.timestamp_type,
+        producer_id=b.producer_id,
+        producer_epoch=b.producer_epoch,
+        base_sequence=b.base_sequence,
+        last_sequence=b.last_sequence,
+    )
+
+
+def _no_batch_entry(partition: int, error: int, lso: int, hw: int) -> Any:
+    return _find_resp.FindDisklessBatchTopicPartitionResult(
+        partition_index=partition,
+        error_code=error,
+        log_start_offset=lso,
+        high_watermark=hw,
+        object_key="",
+        byte_offset=-1,
+        size=-1,
+        base_offset=-1,
+        last_offset=-1,
+        batch_max_timestamp=-1,
+        message_timestamp_type=-1,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        last_sequence=-1,
+    )
+
+
+async def handle_find_diskless_batches(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """FindDisklessBatchesRequest -> FindDisklessBatchesResponse (flat, one entry per batch)."""
+    reqs = [
+        FindBatchRequest(TopicIdPartition(t.topic_id, p.partition_index), p.offset, p.max_bytes)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    out: Sequence[FindBatchResponse] = []
+    if reqs:
+        try:
+            out = await coordinator.find_batches(reqs, request.max_bytes)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            code = _failure_code(exc, "FindDisklessBatches", broker_id)
+            out = [FindBatchResponse(code, (), -1, -1)] * len(reqs)
+        out = _checked(out, len(reqs), "FindDisklessBatches")
+    it = iter(out)
+    topics = []
+    for t in request.topics:
+        parts: list[Any] = []
+        for p in t.partitions:
+            r = next(it)
+            lso, hw = r.log_start_offset, r.high_watermark
+            if r.error == _NONE and r.batches:
+                parts.extend(_batch_entry(p.partition_index, lso, hw, b) for b in r.batches)
+            else:
+                parts.append(_no_batch_entry(p.partition_index, int(r.error), lso, hw))
+        topics.append(
+            _find_resp.FindDisklessBatchTopicResult(topic_id=t.topic_id, partitions=tuple(parts))
+        )
+    return _find_resp.FindDisklessBatchesResponse(responses=tuple(topics))
+
+
+# -- ListDisklessOffsets (98) ------------------------------------------------------------------
+
+
+async def handle_list_diskless_offsets(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """ListDisklessOffsetsRequest -> ListDisklessOffsetsResponse."""
+    reqs = [
+        ListOffsetsRequest(TopicIdPartition(t.topic_id, p.partition_index), p.timestamp)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    out: Sequence[ListOffsetsResponse] = []
+    if reqs:
+        try:
+            out = await coordinator.list_offsets(reqs)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            code = _failure_code(exc, "ListDisklessOffsets", broker_id)
+            out = [ListOffsetsResponse(code, r.topic_id_partition, -1, -1) for r in reqs]
+        out = _checked(out, len(reqs), "ListDisklessOffsets")
+    it = iter(out)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            r = next(it)
+            ok = r.error == _NONE
+            parts.append(
+                _list_offsets_resp.ListDisklessOffsetsTopicPartitionResult(
+                    partition_index=p.partition_index,
+                    error_code=int(r.error),
+                    timestamp=r.timestamp if ok else -1,
+                    offset=r.offset if ok else -1,
+                )
+            )
+        topics.append(
+            _list_offsets_resp.ListDisklessOffsetsTopicResult(
+                topic_id=t.topic_id, partitions=tuple(parts)
+            )
+        )
+    return _list_offsets_resp.ListDisklessOffsetsResponse(responses=tuple(topics))
+
+
+# -- ListDisklessFilesToDelete (102) -----------------------------------------------------------
+
+
+async def handle_list_diskless_files_to_delete(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """ListDisklessFilesToDeleteRequest -> ListDisklessFilesToDeleteResponse."""
+    keys = request.object_keys
+    cutoff = request.marked_for_deletion_before_ms
+    max_objects = request.max_objects
+
+    def whole_request_error(code: int) -> Any:
+        return _files_resp.ListDisklessFilesToDeleteResponse(
+            error_code=code,
+            files=(),
+            has_more=False,
+            safe_to_delete=tuple(
+                _files_resp.DisklessFileSafetyResult(
+                    object_key=k, is_safe_to_delete=False, error_code=code
+                )
+                for k in keys
+            ),
+        )
+
+    if cutoff < -1 or max_objects < 0:
+        return whole_request_error(_INVALID_REQUEST)
+
+    files: list[Any] = []
+    has_more = False
+    if max_objects > 0:
+        try:
+            found = await coordinator.get_files_to_delete(
+                marked_before_ms=None if cutoff == -1 else cutoff,
+                limit=max_objects + 1,
+                after_object_key=request.after_object_key,
+            )
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            return whole_request_error(_failure_code(exc, "ListDisklessFilesToDelete", broker_id))
+        has_more = len(found) > max_objects
+        files = [
+            _files_resp.DisklessFileToDelete(
+                object_key=f.object_key,
+                marked_for_deletion_at_ms=f.marked_for_deletion_at_ms,
+                size_in_bytes=f.size,
+            )
+            for f in found[:max_objects]
+        ]
+
+    safety = []
+    for k in keys:
+        try:
+            safe, code = bool(await coordinator.is_safe_to_delete_file(k)), _NONE
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+            safe, code = False, _failure_code(exc, "ListDisklessFilesToDelete (safety)", broker_id)
+        safety.append(
+            _files_resp.DisklessFileSafetyResult(
+                object_key=k, is_safe_to_delete=safe, error_code=code
+            )
+        )
+    return _files_resp.ListDisklessFilesToDeleteResponse(
+        error_code=_NONE, files=tuple(files), has_more=has_more, safe_to_delete=tuple(safety)
+    )
+
+
+# -- DeleteDisklessFiles (103) -----------------------------------------------------------------
+
+
+async def handle_delete_diskless_files(
+    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+) -> Any:
+    """DeleteDisklessFilesRequest -> DeleteDisklessFilesResponse."""
+    keys = request.object_keys
+    distinct = list(dict.fromkeys(keys))
+    code_of: dict[str, int] = {}
+    try:
+        recorded = []
+        for k in distinct:
+            if await coordinator.is_safe_to_delete_file(k):
+                code_of[k] = int(ErrorCode.RESOURCE_NOT_FOUND)
+            else:
+                recorded.append(k)
+        if recorded:
+            codes = await coordinator.delete_files(recorded)
+            for k, c in zip(
+                recorded, _checked(codes, len(recorded), "DeleteDisklessFiles"), strict=True
+            ):
+                code_of[k] = int(c)
+    except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+        code = _failure_code(exc, "DeleteDisklessFiles", broker_id)
+        return _del_files_resp.DeleteDisklessFilesResponse(
+            error_code=code,
+            results=tuple(
+                _del_files_resp.DeleteDisklessFileResult(object_key=k, error_code=code)
+                for k in keys
+            ),
+        )
+
+    results = []
+    seen: set[str] = set()
+    for k in keys:
+        code = code_of[k]
+        if k in seen and code == _NONE:
+            code = int(ErrorCode.RESOURCE_NOT_FOUND)  # forgotten by its earlier occurrence
+        seen.add(k)
+        results.append(_del_files_resp.DeleteDisklessFileResult(object_key=k, error_code=code))
+    return _del_files_resp.DeleteDisklessFilesResponse(error_code=_NONE, results=tuple(results))
+
+
+# ---------------------------------------------------------------------------- server registration
+def _register() -> None:
+    """Register every diskless RPC with the server's default registry; each handler calls the
+    server's Batch Coordinator (``Server.coordinator``), and answers COORDINATOR_NOT_AVAILABLE
+    on every ErrorCode field when this node runs none (no broker role)."""
+    from kafka_rpc.protocol.errors import KafkaError
+    from kafka_rpc.server.registry import default_registry
+
+    table = {
+        "InitDisklessTopicsRequest": handle_init_diskless_topics,
+        "CommitBatchesRequest": handle_commit_batches,
+        "DeleteDisklessTopicsRequest": handle_delete_diskless_topics,
+        "DeleteDisklessRecordsRequest": handle_delete_diskless_records,
+        "FindDisklessBatchesRequest": handle_find_diskless_batches,
+        "ListDisklessOffsetsRequest": handle_list_diskless_offsets,
+        "ListDisklessFilesToDeleteRequest": handle_list_diskless_files_to_delete,
+        "DeleteDisklessFilesRequest": handle_delete_diskless_files,
+    }
+    for name, fn in table.items():
+
+        async def handler(ctx: Any, request: Any, _fn=fn) -> Any:
+            coordinator = ctx.server.coordinator
+            if coordinator is None:
+                raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return await _fn(coordinator, request, broker_id=ctx.server.node_id)
+
+        default_registry.register(name, handler)
+
+
+_register()
