@@ -37,6 +37,8 @@ import aiosqlite
 from . import _rules
 from ._rules import ProducerEntry
 from .api import (
+    _COMMIT_INVALID,
+    _COMMIT_UNKNOWN,
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
     LATEST_TIERED_TIMESTAMP,
@@ -196,28 +198,61 @@ class _Failure:
         self.exc = exc
 
 
-def _run_write_group(conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]]) -> list:
-    """One write transaction for a group of operations, each isolated by a SAVEPOINT."""
+class _NoCache:
+    """Write-group hooks for operations that keep no writer-side cache."""
+
+    @staticmethod
+    def keeps(fn: Callable[..., Any]) -> bool:
+        return True
+
+    @staticmethod
+    def flush(conn: sqlite3.Connection) -> None:
+        pass
+
+    @staticmethod
+    def drop() -> None:
+        pass
+
+
+def _run_write_group(
+    conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]], cache: Any = _NoCache
+) -> list:
+    """One write transaction for a group of operations, each isolated by a SAVEPOINT.
+
+    ``cache`` is the writer-side cache of rows (see ``_Ops``): ``cache.flush(conn)`` writes its
+    deferred changes, ``cache.keeps(fn)`` tells whether operation ``fn`` keeps it exact (else it
+    is flushed before and dropped after ``fn``, outside ``fn``'s SAVEPOINT so a rollback of ``fn``
+    cannot undo the flush), ``cache.drop()`` forgets it. It is flushed before ``COMMIT`` and
+    dropped when the group transaction rolls back."""
     results: list[Any] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
         single = len(ops) == 1
         for fn, args in ops:
-            if single:
-                results.append(fn(conn, *args))  # a failure rolls back the whole transaction
-                continue
-            conn.execute("SAVEPOINT op")
+            keeps = cache.keeps(fn)
+            if not keeps:
+                cache.flush(conn)
             try:
-                res = fn(conn, *args)
-            except Exception as exc:  # noqa: BLE001 - isolate this operation only
-                conn.execute("ROLLBACK TO op")
-                conn.execute("RELEASE op")
-                results.append(_Failure(exc))
-            else:
-                conn.execute("RELEASE op")
-                results.append(res)
+                if single:
+                    results.append(fn(conn, *args))  # a failure rolls back the whole transaction
+                    continue
+                conn.execute("SAVEPOINT op")
+                try:
+                    res = fn(conn, *args)
+                except Exception as exc:  # noqa: BLE001 - isolate this operation only
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    results.append(_Failure(exc))
+                else:
+                    conn.execute("RELEASE op")
+                    results.append(res)
+            finally:
+                if not keeps:
+                    cache.drop()
+        cache.flush(conn)
         conn.execute("COMMIT")
     except BaseException:
+        cache.drop()
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
@@ -312,6 +347,37 @@ class _Ops:
     def __init__(self, time_ms: Callable[[], int], producer_id_expiration_ms: int) -> None:
         self.time_ms = time_ms
         self.expiration_ms = producer_id_expiration_ms
+        # Writer-side cache of ``logs`` rows: (topic id as int, partition) ->
+        # [log_id, log_start_offset, high_watermark, byte_size]. Valid because the writer
+        # connection is the only writer of the database and every change to a cached row is made
+        # through it: commit_file keeps the entries current; any other operation that changes
+        # ``logs`` (deleteRecords, retention, deleteTopics) and any rollback drop the whole cache.
+        self.logs: dict[tuple[int, int], list[int]] = {}
+        # Entries of ``logs`` whose high watermark / byte size changed since the last flush:
+        # written with ONE ``UPDATE`` per partition per group, just before COMMIT (or before an
+        # operation that reads ``logs`` from the database).
+        self.dirty: dict[int, list[int]] = {}
+
+    def keeps(self, fn: Callable[..., Any]) -> bool:
+        """Whether write operation ``fn`` keeps the cache exact (it changes no ``logs`` row
+        except through the cache)."""
+        return getattr(fn, "__func__", fn) in _CACHE_AWARE
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        if self.dirty:
+            conn.executemany(
+                Q.update_log_head, [(st[2], st[3], st[0]) for st in self.dirty.values()]
+            )
+            self.dirty.clear()
+
+    def drop(self) -> None:
+        self.logs.clear()
+        self.dirty.clear()
+
+    def run_write_group(
+        self, conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]]
+    ) -> list:
+        return _run_write_group(conn, ops, self)
 
     # writes ------------------------------------------------------------------------------
 
@@ -351,116 +417,136 @@ class _Ops:
             Q.insert_file, (object_key, uploader_broker_id, now, file_size)
         ).lastrowid
         expiration_ms = self.expiration_ms
-        validate = _rules.validate_commit_request
-        logs: dict[Any, Any] = {}  # tp -> [log_id, lso, hw, byte_size, hw_at_start] | None
+        valid = _rules.is_valid_commit_request
+        cache = self.logs
+        select_log = Q.select_log
+        response = CommitBatchResponse
+        none = Errors.NONE
+        # Log rows changed by this call: id(cache entry) -> (entry, hw, byte_size at start).
+        touched: dict[int, tuple] = {}
         pstates: dict[tuple[int, int], list] = {}  # (log_id, pid) -> [entries, stored row ids]
         batch_rows: list[tuple] = []
+        append_row = batch_rows.append
         out: list[CommitBatchResponse] = []
-        for r in requests:
-            tp = r.topic_id_partition
-            st = logs.get(tp, _MISSING)
-            if st is _MISSING:
-                row = None
-                if tp.topic_id != ZERO_UUID:
-                    row = conn.execute(Q.select_log, (tp.topic_id.bytes, tp.partition)).fetchone()
-                st = logs[tp] = [*row, row[2]] if row is not None else None
-            if st is None:
-                out.append(CommitBatchResponse.unknown_topic_or_partition())
-                continue
-            if validate(r, file_size) != Errors.NONE:
-                out.append(CommitBatchResponse.invalid_request())
-                continue
-            entries = None
-            if r.producer_id >= 0 and r.producer_epoch >= 0:
-                key = (st[0], r.producer_id)
-                ps = pstates.get(key)
-                if ps is None:
-                    stored = [
-                        ProducerEntry(e, bs, ls, ao, ts, ca, rid)
-                        for rid, e, bs, ls, ao, ts, ca in conn.execute(Q.select_producer_state, key)
-                    ]
-                    ps = pstates[key] = [stored, [e.row_id for e in stored]]
-                entries = ps[0]
-                if _rules.producer_state_expired(entries, now, expiration_ms):
-                    entries = ps[0] = []
-                err, dup = _rules.check_sequence(entries, r)
-                if err != Errors.NONE:
-                    out.append(CommitBatchResponse.of_error(err))
+        append_out = out.append
+        last_tp: Any = None
+        st: Any = None
+        try:
+            for r in requests:
+                tp = r.topic_id_partition
+                if tp is not last_tp:
+                    last_tp = tp
+                    tid = tp.topic_id
+                    key = (tid.int, tp.partition)
+                    st = cache.get(key)
+                    if st is None and tid.int != 0:
+                        row = conn.execute(select_log, (tid.bytes, tp.partition)).fetchone()
+                        if row is not None:
+                            st = cache[key] = list(row)
+                if st is None:
+                    append_out(_COMMIT_UNKNOWN)
                     continue
-                if dup is not None:
-                    out.append(
-                        CommitBatchResponse.duplicate(
-                            dup.assigned_offset, dup.batch_timestamp, st[1]
+                if not valid(r, file_size):
+                    append_out(_COMMIT_INVALID)
+                    continue
+                if id(st) not in touched:
+                    touched[id(st)] = (st, st[2], st[3])
+                entries = None
+                if r.producer_id >= 0 and r.producer_epoch >= 0:
+                    pkey = (st[0], r.producer_id)
+                    ps = pstates.get(pkey)
+                    if ps is None:
+                        stored = [
+                            ProducerEntry(e, bs, ls, ao, ts, ca, rid)
+                            for rid, e, bs, ls, ao, ts, ca in conn.execute(
+                                Q.select_producer_state, pkey
+                            )
+                        ]
+                        ps = pstates[pkey] = [stored, [e.row_id for e in stored]]
+                    entries = ps[0]
+                    if _rules.producer_state_expired(entries, now, expiration_ms):
+                        entries = ps[0] = []
+                    err, dup = _rules.check_sequence(entries, r)
+                    if err != none:
+                        append_out(CommitBatchResponse.of_error(err))
+                        continue
+                    if dup is not None:
+                        append_out(
+                            CommitBatchResponse.duplicate(
+                                dup.assigned_offset, dup.batch_timestamp, st[1]
+                            )
                         )
-                    )
-                    continue
-            assigned = st[2]
-            last = assigned + r.last_offset - r.base_offset
-            st[2] = last + 1
-            st[3] += r.size
-            batch_rows.append(
-                (
-                    st[0],
-                    assigned,
-                    last,
-                    file_id,
-                    r.byte_offset,
-                    r.size,
-                    r.magic,
-                    r.timestamp_type,
-                    now,
-                    r.batch_max_timestamp,
-                    r.producer_id,
-                    r.producer_epoch,
-                    r.base_sequence,
-                    r.last_sequence,
-                )
-            )
-            if entries is not None:
-                ts = now if r.timestamp_type == LOG_APPEND_TIME else r.batch_max_timestamp
-                _rules.remember(
-                    entries,
-                    ProducerEntry(
-                        r.producer_epoch, r.base_sequence, r.last_sequence, assigned, ts, now
-                    ),
-                )
-            out.append(CommitBatchResponse.success(assigned, now, st[1]))
-        if batch_rows:
-            conn.executemany(Q.insert_batch, batch_rows)
-            conn.executemany(
-                Q.update_log_head,
-                [
-                    (st[2], st[3], st[0])
-                    for st in logs.values()
-                    if st is not None and st[2] != st[4]
-                ],
-            )
-        else:
-            conn.execute(Q.mark_file_deleting, (now, file_id))
-        if pstates:
-            stale: list[tuple[int]] = []
-            fresh: list[tuple] = []
-            for (log_id, pid), (entries, stored_ids) in pstates.items():
-                kept = {e.row_id for e in entries}
-                stale.extend((rid,) for rid in stored_ids if rid not in kept)
-                fresh.extend(
+                        continue
+                assigned = st[2]
+                size = r.size
+                last = assigned + r.last_offset - r.base_offset
+                st[2] = last + 1
+                st[3] += size
+                append_row(
                     (
-                        log_id,
-                        pid,
-                        e.producer_epoch,
-                        e.base_sequence,
-                        e.last_sequence,
-                        e.assigned_offset,
-                        e.batch_timestamp,
-                        e.committed_at_ms,
+                        st[0],
+                        assigned,
+                        last,
+                        file_id,
+                        r.byte_offset,
+                        size,
+                        r.magic,
+                        r.timestamp_type,
+                        now,
+                        r.batch_max_timestamp,
+                        r.producer_id,
+                        r.producer_epoch,
+                        r.base_sequence,
+                        r.last_sequence,
                     )
-                    for e in entries
-                    if e.row_id is None
                 )
-            if stale:
-                conn.executemany(Q.delete_producer_state_row, stale)
-            if fresh:
-                conn.executemany(Q.insert_producer_state, fresh)
+                if entries is not None:
+                    ts = now if r.timestamp_type == LOG_APPEND_TIME else r.batch_max_timestamp
+                    _rules.remember(
+                        entries,
+                        ProducerEntry(
+                            r.producer_epoch, r.base_sequence, r.last_sequence, assigned, ts, now
+                        ),
+                    )
+                append_out(response(none, assigned, now, st[1], False))
+            if batch_rows:
+                conn.executemany(Q.insert_batch, batch_rows)
+            else:
+                conn.execute(Q.mark_file_deleting, (now, file_id))
+            if pstates:
+                stale: list[tuple[int]] = []
+                fresh: list[tuple] = []
+                for (log_id, pid), (entries, stored_ids) in pstates.items():
+                    kept = {e.row_id for e in entries}
+                    stale.extend((rid,) for rid in stored_ids if rid not in kept)
+                    fresh.extend(
+                        (
+                            log_id,
+                            pid,
+                            e.producer_epoch,
+                            e.base_sequence,
+                            e.last_sequence,
+                            e.assigned_offset,
+                            e.batch_timestamp,
+                            e.committed_at_ms,
+                        )
+                        for e in entries
+                        if e.row_id is None
+                    )
+                if stale:
+                    conn.executemany(Q.delete_producer_state_row, stale)
+                if fresh:
+                    conn.executemany(Q.insert_producer_state, fresh)
+        except BaseException:
+            for st, hw0, size0 in touched.values():  # undo this call's cache changes
+                st[2] = hw0
+                st[3] = size0
+            raise
+        # The logs rows themselves are written by flush(), once per partition per group.
+        dirty = self.dirty
+        for key, (st, hw0, _) in touched.items():
+            if st[2] != hw0:
+                dirty[key] = st
         return out
 
     def _delete_below(
@@ -681,6 +767,13 @@ class _Ops:
         return [FileToDelete(k, at, size) for k, at, size in rows]
 
 
+_CACHE_AWARE = frozenset(
+    {_Ops.commit_file, _Ops.is_safe_to_delete_file, _Ops.delete_files}
+)
+"""Write operations that keep ``_Ops.logs`` exact; any other one is run with the cache flushed
+before and dropped after it."""
+
+
 # -- the coordinator -------------------------------------------------------------------------
 
 
@@ -692,12 +785,15 @@ def _init_writer(conn: sqlite3.Connection, synchronous: str, now_ms: int) -> int
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA busy_timeout=10000")
     conn.execute("PRAGMA temp_store=MEMORY")
+    # 64 MiB page cache (default 2 MiB): keeps the hot index pages of batches in memory.
+    conn.execute("PRAGMA cache_size=-65536")
     return apply_migrations(conn, now_ms)
 
 
 def _init_reader(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA query_only=ON")
     conn.execute("PRAGMA busy_timeout=10000")
+    conn.execute("PRAGMA cache_size=-65536")
 
 
 class SqliteBatchCoordinator(BatchCoordinator):
@@ -748,7 +844,7 @@ class SqliteBatchCoordinator(BatchCoordinator):
             raise
         await _run_on_db_thread(reader, _init_reader)
         self._writer_db, self._reader_db = writer, reader
-        self._writer = _GroupRunner(writer, _run_write_group, self._cap)
+        self._writer = _GroupRunner(writer, self._ops.run_write_group, self._cap)
         self._reader = _GroupRunner(reader, _run_read_group, self._cap)
 
     async def close(self) -> None:
