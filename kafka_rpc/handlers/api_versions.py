@@ -23,17 +23,22 @@ ApiVersion = codec.module("ApiVersionsResponse").ApiVersion
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 
 
-def _ok_response(listener) -> object:
-    resp = getattr(listener, "_api_versions_response", None)
-    if resp is None:
+def _ok_body(listener, version: int) -> bytes:
+    """The encoded answer for this listener at ``version``: constant for the listener's life, so
+    it is built once per version and reused (Kafka's ApiVersionManager also precomputes it)."""
+    cache = getattr(listener, "_api_versions_bodies", None)
+    if cache is None:
+        cache = listener._api_versions_bodies = {}
+    body = cache.get(version)
+    if body is None:
         resp = ApiVersionsResponse(
             api_keys=tuple(
                 ApiVersion(api_key=k, min_version=lo, max_version=hi)
                 for k, lo, hi in listener.api_versions
             )
         )
-        listener._api_versions_response = resp
-    return resp
+        body = cache[version] = codec.encode(resp, version)
+    return body
 
 
 @handles("ApiVersionsRequest")
@@ -43,4 +48,4 @@ def api_versions(ctx, request):
         and _SOFTWARE_RE.fullmatch(request.client_software_version)
     ):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return _ok_response(ctx.listener)
+    return _ok_body(ctx.listener, ctx.api_version)

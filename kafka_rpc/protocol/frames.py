@@ -106,6 +106,8 @@ def parse_request_header(buf: bytes, pos: int = 0) -> tuple[int, int, int, str, 
             raise HeaderError("client id is not valid UTF-8") from None
         p = end
     if version >= flex:
+        if p < len(buf) and buf[p] == 0:  # no tagged fields: the common case
+            return api_key, version, corr, client_id, p + 1
         try:
             count, p = read_uvarint(buf, p)
             if count < 0:

@@ -254,7 +254,10 @@ class KafkaConnection(asyncio.Protocol):
         w += _corr_pack(ctx.correlation_id)
         if ctx.api_version >= entry.resp_header_flex:
             w.append(0)
-        entry.writers[ctx.api_version](response, w)
+        if type(response) is bytes:
+            w += response  # a body the handler encoded (and may cache) at ctx.api_version
+        else:
+            entry.writers[ctx.api_version](response, w)
         _size_pack_into(w, 0, len(w) - 4)
         return w
 
