@@ -126,6 +126,21 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "Batch coordinator store. Default: sqlite:///<log.dirs>/coordinator.db.",
     ),
     "shutdown.timeout.ms": (_int, "5000", "Time to finish in-flight requests on shutdown."),
+    "log.retention.ms": (
+        _int,
+        "604800000",
+        "Diskless retention by time, ms (Kafka's default 7 days); -1 keeps batches forever.",
+    ),
+    "log.retention.bytes": (
+        _int,
+        "-1",
+        "Diskless retention by size per partition, bytes; -1 (Kafka's default) disables it.",
+    ),
+    "log.retention.check.interval.ms": (
+        _int,
+        "300000",
+        "How often the retention task runs, ms (Kafka's default 5 minutes); 0 disables it.",
+    ),
     "max.inflight.requests.per.connection": (
         _int,
         "128",
@@ -153,6 +168,9 @@ class Config:
     diskless_coordinator_url: str
     shutdown_timeout_ms: int
     max_inflight_requests_per_connection: int
+    log_retention_ms: int = 604800000
+    log_retention_bytes: int = -1
+    log_retention_check_interval_ms: int = 300000
 
     @property
     def data_dir(self) -> Path:
@@ -260,6 +278,11 @@ def load_config(
     for key in ("socket.request.max.bytes", "shutdown.timeout.ms"):
         if vals[key] < 0:
             raise ConfigError(f"{key}: must not be negative")
+    if vals["log.retention.check.interval.ms"] < 0:
+        raise ConfigError("log.retention.check.interval.ms: must not be negative")
+    for key in ("log.retention.ms", "log.retention.bytes"):
+        if vals[key] < -1:
+            raise ConfigError(f"{key}: must be -1 (unlimited) or at least 0")
     if vals["max.inflight.requests.per.connection"] < 1:
         raise ConfigError("max.inflight.requests.per.connection: must be at least 1")
     if not vals["log.dirs"]:
@@ -283,4 +306,7 @@ def load_config(
         diskless_coordinator_url=url,
         shutdown_timeout_ms=vals["shutdown.timeout.ms"],
         max_inflight_requests_per_connection=vals["max.inflight.requests.per.connection"],
+        log_retention_ms=vals["log.retention.ms"],
+        log_retention_bytes=vals["log.retention.bytes"],
+        log_retention_check_interval_ms=vals["log.retention.check.interval.ms"],
     )

@@ -537,6 +537,11 @@ class BatchCoordinator(abc.ABC):
         before it deletes its uploaded object (Inkless ``SafeDeleteFileCheckJob``)."""
 
     @abc.abstractmethod
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        """Every partition the coordinator holds, ordered by (topic id, partition); used by the
+        broker's periodic retention task to build its ``enforce_retention`` requests."""
+
+    @abc.abstractmethod
     async def enforce_retention(
         self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
     ) -> list[EnforceRetentionResponse]:

@@ -115,6 +115,9 @@ class InMemoryBatchCoordinator(BatchCoordinator):
             out.append(Errors.NONE)
         return out
 
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        return sorted(self._logs, key=lambda tp: (tp.topic_id.bytes, tp.partition))
+
     async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
         ids = set(topic_ids)
         now = self._time_ms()

@@ -61,6 +61,7 @@ from .api import (
     FindBatchResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    TopicIdPartition,
 )
 from .memory import wall_clock_ms
 
@@ -750,6 +751,12 @@ class _Ops:
         return out
 
     @staticmethod
+    def list_partitions(conn: sqlite3.Connection) -> list[TopicIdPartition]:
+        return [
+            TopicIdPartition(uuid.UUID(bytes=t), p) for t, p in conn.execute(Q.list_partitions)
+        ]
+
+    @staticmethod
     def files_to_delete(
         conn: sqlite3.Connection,
         marked_before_ms: int | None,
@@ -910,6 +917,9 @@ class SqliteBatchCoordinator(BatchCoordinator):
         self, requests: Sequence[DeleteRecordsRequest]
     ) -> list[DeleteRecordsResponse]:
         return await self._require_writer().submit(self._ops.delete_records, list(requests))
+
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        return await self._require_reader().submit(self._ops.list_partitions)
 
     async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
         await self._require_writer().submit(self._ops.delete_topics, list(topic_ids))

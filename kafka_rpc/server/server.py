@@ -94,6 +94,7 @@ class Server:
         #: The KIP-1164 Batch Coordinator this node serves (broker role), started with the
         #: server from ``diskless.coordinator.url`` and closed after connections drain.
         self.coordinator = None
+        self._retention_task: asyncio.Future | None = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -147,6 +148,8 @@ class Server:
             coordinator = create_coordinator(self.config.diskless_coordinator_url)
             await coordinator.start()
             self.coordinator = coordinator
+            if self.config.log_retention_check_interval_ms > 0:
+                self._retention_task = asyncio.ensure_future(self._retention_loop())
         try:
             for ep in self.config.served_listeners():
                 role = self.config.role_of(ep.name)
@@ -179,7 +182,47 @@ class Server:
             raise
         self.started.set()
 
+    async def enforce_retention_once(self) -> int:
+        """Apply ``log.retention.ms`` / ``log.retention.bytes`` to every diskless partition (whole
+        batches, Inkless ``enforce_retention_v2`` semantics); returns batches deleted. Per-topic
+        overrides arrive with the controller's topic configs."""
+        coordinator = self.coordinator
+        if coordinator is None:
+            return 0
+        from kafka_rpc.coordinator.api import EnforceRetentionRequest
+
+        ms, nbytes = self.config.log_retention_ms, self.config.log_retention_bytes
+        if ms < 0 and nbytes < 0:
+            return 0
+        partitions = await coordinator.list_partitions()
+        deleted = 0
+        for i in range(0, len(partitions), 500):
+            reqs = [EnforceRetentionRequest(tp, nbytes, ms) for tp in partitions[i : i + 500]]
+            for r in await coordinator.enforce_retention(reqs, max_batches_per_request=2000):
+                deleted += max(r.batches_deleted, 0)
+        return deleted
+
+    async def _retention_loop(self) -> None:
+        interval = self.config.log_retention_check_interval_ms / 1000
+        while not self.should_exit.is_set():
+            try:
+                await asyncio.wait_for(self.should_exit.wait(), interval)
+                return
+            except TimeoutError:
+                pass
+            try:
+                deleted = await self.enforce_retention_once()
+                if deleted:
+                    log.info("retention: deleted %d diskless batches", deleted)
+            except Exception:
+                log.exception("retention task failed; retrying next interval")
+
     async def _close_coordinator(self) -> None:
+        task, self._retention_task = self._retention_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
         if self.coordinator is not None:
             coordinator, self.coordinator = self.coordinator, None
             await coordinator.close()

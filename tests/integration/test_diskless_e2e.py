@@ -4,6 +4,7 @@ list offsets, delete records, files to delete, delete files, delete topic)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 from kafka_rpc.client import KafkaRpcClient
@@ -149,3 +150,37 @@ def _first_elem(module, field_name, cls=None):
         arg = typing.get_args(hint)[0]
     inner = typing.get_args(arg) if typing.get_origin(arg) is tuple else (arg,)
     return inner[0]
+
+
+async def test_retention_task_applies_log_retention_bytes(tmp_path):
+    # 100-byte batches, keep at most 250 bytes per partition: the periodic task (every 50 ms)
+    # deletes whole batches from the front until the rest fits, as Kafka/Inkless do.
+    # Time retention off: the test batches carry timestamps from 1970, which 7 days would expire.
+    running = await start_server(tmp_path, **{"log.retention.bytes": "250",
+                                              "log.retention.ms": "-1",
+                                              "log.retention.check.interval.ms": "50"})  # fmt: skip
+    client = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}")
+    try:
+        topic = uuid.uuid4()
+        mi = mod("InitDisklessTopicsRequest")
+        await client.request(M("InitDisklessTopicsRequest")(
+            topics=(_first_elem(mi, "topics")(topic_id=topic, num_partitions=1),)))  # fmt: skip
+        for i in range(5):
+            await client.request(_commit(topic, f"r{i}", [(0, 10, -1, -1)]))
+        ml = mod("ListDisklessOffsetsRequest")
+        lt = _first_elem(ml, "topics")
+        lp = _first_elem(ml, "partitions", lt)
+        earliest = M("ListDisklessOffsetsRequest")(topics=(lt(
+            topic_id=topic, partitions=(lp(partition_index=0, timestamp=-2),)),))  # fmt: skip
+        lso = 0
+        for _ in range(100):  # bounded: at most ~5 s
+            r = await client.request(earliest)
+            lso = r.responses[0].partitions[0].offset
+            if lso == 30:
+                break
+            await asyncio.sleep(0.05)
+        assert lso == 30  # 5 batches x 100 bytes, 250 kept -> the 2 newest (offsets 30-49) stay
+        assert await running.server.enforce_retention_once() == 0  # nothing more to delete
+    finally:
+        await client.close()
+        await running.stop()

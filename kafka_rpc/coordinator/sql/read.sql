@@ -34,3 +34,6 @@ ORDER BY last_offset LIMIT 1;
 SELECT object_key, marked_for_deletion_at_ms, size FROM files
 WHERE state = 'deleting' AND object_key > ? AND marked_for_deletion_at_ms < ?
 ORDER BY object_key LIMIT ?;
+
+-- name: list_partitions
+SELECT topic_id, partition FROM logs ORDER BY topic_id, partition;
