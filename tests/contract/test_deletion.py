@@ -194,3 +194,15 @@ async def test_retention_does_not_move_lso_back(topic):
 
 async def test_retention_unknown(topic):
     assert await ret(topic.c, TopicIdPartition(uuid.uuid4(), 0), rb=1) == (3, -1, -1, -1)
+
+
+async def test_list_partitions_follows_create_and_delete(coord):
+    a, b = uuid.UUID(int=2), uuid.UUID(int=1)
+    await coord.create_topic_and_partitions(
+        [CreateTopicAndPartitionsRequest(a, "a", 2), CreateTopicAndPartitionsRequest(b, "b", 1)]
+    )
+    assert await coord.list_partitions() == [
+        TopicIdPartition(b, 0), TopicIdPartition(a, 0), TopicIdPartition(a, 1)
+    ]
+    await coord.delete_topics([a])
+    assert await coord.list_partitions() == [TopicIdPartition(b, 0)]
