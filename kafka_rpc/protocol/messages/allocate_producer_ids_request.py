@@ -50,6 +50,14 @@ class AllocateProducerIdsRequest:
 _D_AllocateProducerIdsRequest = AllocateProducerIdsRequest()
 
 
+class _M_AllocateProducerIdsRequest:
+    __slots__ = ("broker_id", "broker_epoch")
+
+    def __init__(self, broker_id, broker_epoch):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllocateProducerIdsRequestV0:
     """AllocateProducerIdsRequest at version 0 (kio entity conventions)."""
@@ -63,11 +71,10 @@ class AllocateProducerIdsRequestV0:
 
 
 def _r0_AllocateProducerIdsRequest(b, p):
-    o = _new(AllocateProducerIdsRequest)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_AllocateProducerIdsRequest_broker_id(o, v0)
-    _set_AllocateProducerIdsRequest_broker_epoch(o, v1)
+    o = _M_AllocateProducerIdsRequest(f_broker_id, f_broker_epoch)
+    o.__class__ = AllocateProducerIdsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -54,6 +54,16 @@ class AllocateProducerIdsResponse:
 _D_AllocateProducerIdsResponse = AllocateProducerIdsResponse()
 
 
+class _M_AllocateProducerIdsResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "producer_id_start", "producer_id_len")
+
+    def __init__(self, throttle_time_ms, error_code, producer_id_start, producer_id_len):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.producer_id_start = producer_id_start
+        self.producer_id_len = producer_id_len
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AllocateProducerIdsResponseV0:
     """AllocateProducerIdsResponse at version 0 (kio entity conventions)."""
@@ -69,13 +79,12 @@ class AllocateProducerIdsResponseV0:
 
 
 def _r0_AllocateProducerIdsResponse(b, p):
-    o = _new(AllocateProducerIdsResponse)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len = _S0.unpack_from(b, p)
     p += 18
-    _set_AllocateProducerIdsResponse_throttle_time_ms(o, v0)
-    _set_AllocateProducerIdsResponse_error_code(o, v1)
-    _set_AllocateProducerIdsResponse_producer_id_start(o, v2)
-    _set_AllocateProducerIdsResponse_producer_id_len(o, v3)
+    o = _M_AllocateProducerIdsResponse(
+        f_throttle_time_ms, f_error_code, f_producer_id_start, f_producer_id_len
+    )
+    o.__class__ = AllocateProducerIdsResponse
     n = b[p]
     if n < 0x80:
         p += 1

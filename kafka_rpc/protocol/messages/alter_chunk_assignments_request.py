@@ -52,6 +52,17 @@ class AlterChunkAssignment:
 _D_AlterChunkAssignment = AlterChunkAssignment()
 
 
+class _M_AlterChunkAssignment:
+    __slots__ = ("topic_name", "partition_id", "start_offset", "chunk_epoch", "broker_ids")
+
+    def __init__(self, topic_name, partition_id, start_offset, chunk_epoch, broker_ids):
+        self.topic_name = topic_name
+        self.partition_id = partition_id
+        self.start_offset = start_offset
+        self.chunk_epoch = chunk_epoch
+        self.broker_ids = broker_ids
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlterChunkAssignmentsRequest:
     """AlterChunkAssignmentsRequest: all fields of versions 0 with Kafka's
@@ -65,6 +76,13 @@ class AlterChunkAssignmentsRequest:
 
 
 _D_AlterChunkAssignmentsRequest = AlterChunkAssignmentsRequest()
+
+
+class _M_AlterChunkAssignmentsRequest:
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks):
+        self.chunks = chunks
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +114,6 @@ class AlterChunkAssignmentsRequestV0:
 
 
 def _r0_AlterChunkAssignment(b, p):
-    o = _new(AlterChunkAssignment)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -113,14 +130,10 @@ def _r0_AlterChunkAssignment(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("AlterChunkAssignment.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_AlterChunkAssignment_topic_name(o, x)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_id, f_start_offset, f_chunk_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_AlterChunkAssignment_partition_id(o, v0)
-    _set_AlterChunkAssignment_start_offset(o, v1)
-    _set_AlterChunkAssignment_chunk_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -132,9 +145,12 @@ def _r0_AlterChunkAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("AlterChunkAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_AlterChunkAssignment_broker_ids(o, x)
+    o = _M_AlterChunkAssignment(
+        f_topic_name, f_partition_id, f_start_offset, f_chunk_epoch, f_broker_ids
+    )
+    o.__class__ = AlterChunkAssignment
     n = b[p]
     if n < 0x80:
         p += 1
@@ -193,7 +209,6 @@ def _w0_AlterChunkAssignment(o, w):
 
 
 def _r0_AlterChunkAssignmentsRequest(b, p):
-    o = _new(AlterChunkAssignmentsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -210,8 +225,9 @@ def _r0_AlterChunkAssignmentsRequest(b, p):
         for _ in range(n):
             y, p = _r0_AlterChunkAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AlterChunkAssignmentsRequest_chunks(o, x)
+        f_chunks = tuple(a)
+    o = _M_AlterChunkAssignmentsRequest(f_chunks)
+    o.__class__ = AlterChunkAssignmentsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -53,6 +53,17 @@ class AlterChunkAssignmentResult:
 _D_AlterChunkAssignmentResult = AlterChunkAssignmentResult()
 
 
+class _M_AlterChunkAssignmentResult:
+    __slots__ = ("topic_name", "partition_id", "start_offset", "error_code", "error_message")
+
+    def __init__(self, topic_name, partition_id, start_offset, error_code, error_message):
+        self.topic_name = topic_name
+        self.partition_id = partition_id
+        self.start_offset = start_offset
+        self.error_code = error_code
+        self.error_message = error_message
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AlterChunkAssignmentsResponse:
     """AlterChunkAssignmentsResponse: all fields of versions 0 with Kafka's
@@ -70,6 +81,14 @@ class AlterChunkAssignmentsResponse:
 
 
 _D_AlterChunkAssignmentsResponse = AlterChunkAssignmentsResponse()
+
+
+class _M_AlterChunkAssignmentsResponse:
+    __slots__ = ("throttle_time_ms", "results")
+
+    def __init__(self, throttle_time_ms, results):
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +121,6 @@ class AlterChunkAssignmentsResponseV0:
 
 
 def _r0_AlterChunkAssignmentResult(b, p):
-    o = _new(AlterChunkAssignmentResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -119,14 +137,10 @@ def _r0_AlterChunkAssignmentResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("AlterChunkAssignmentResult.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_AlterChunkAssignmentResult_topic_name(o, x)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_id, f_start_offset, f_error_code = _S0.unpack_from(b, p)
     p += 14
-    _set_AlterChunkAssignmentResult_partition_id(o, v0)
-    _set_AlterChunkAssignmentResult_start_offset(o, v1)
-    _set_AlterChunkAssignmentResult_error_code(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -134,7 +148,7 @@ def _r0_AlterChunkAssignmentResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -143,9 +157,12 @@ def _r0_AlterChunkAssignmentResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("AlterChunkAssignmentResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_AlterChunkAssignmentResult_error_message(o, x)
+    o = _M_AlterChunkAssignmentResult(
+        f_topic_name, f_partition_id, f_start_offset, f_error_code, f_error_message
+    )
+    o.__class__ = AlterChunkAssignmentResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -217,10 +234,8 @@ def _w0_AlterChunkAssignmentResult(o, w):
 
 
 def _r0_AlterChunkAssignmentsResponse(b, p):
-    o = _new(AlterChunkAssignmentsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_AlterChunkAssignmentsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -237,8 +252,9 @@ def _r0_AlterChunkAssignmentsResponse(b, p):
         for _ in range(n):
             y, p = _r0_AlterChunkAssignmentResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AlterChunkAssignmentsResponse_results(o, x)
+        f_results = tuple(a)
+    o = _M_AlterChunkAssignmentsResponse(f_throttle_time_ms, f_results)
+    o.__class__ = AlterChunkAssignmentsResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -49,6 +49,14 @@ class ApiVersionsRequest:
 _D_ApiVersionsRequest = ApiVersionsRequest()
 
 
+class _M_ApiVersionsRequest:
+    __slots__ = ("client_software_name", "client_software_version")
+
+    def __init__(self, client_software_name, client_software_version):
+        self.client_software_name = client_software_name
+        self.client_software_version = client_software_version
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiVersionsRequestV0:
     """ApiVersionsRequest at version 0 (kio entity conventions)."""
@@ -104,11 +112,10 @@ class ApiVersionsRequestV4:
 
 
 def _r0_ApiVersionsRequest(b, p):
-    o = _new(ApiVersionsRequest)
-    _set_ApiVersionsRequest_client_software_name(o, _DF_ApiVersionsRequest_client_software_name)
-    _set_ApiVersionsRequest_client_software_version(
-        o, _DF_ApiVersionsRequest_client_software_version
+    o = _M_ApiVersionsRequest(
+        _DF_ApiVersionsRequest_client_software_name, _DF_ApiVersionsRequest_client_software_version
     )
+    o.__class__ = ApiVersionsRequest
     return o, p
 
 
@@ -154,11 +161,10 @@ def write_v0(o: ApiVersionsRequest, w: bytearray) -> None:
 
 
 def _r1_ApiVersionsRequest(b, p):
-    o = _new(ApiVersionsRequest)
-    _set_ApiVersionsRequest_client_software_name(o, _DF_ApiVersionsRequest_client_software_name)
-    _set_ApiVersionsRequest_client_software_version(
-        o, _DF_ApiVersionsRequest_client_software_version
+    o = _M_ApiVersionsRequest(
+        _DF_ApiVersionsRequest_client_software_name, _DF_ApiVersionsRequest_client_software_version
     )
+    o.__class__ = ApiVersionsRequest
     return o, p
 
 
@@ -194,11 +200,10 @@ def write_v1(o: ApiVersionsRequest, w: bytearray) -> None:
 
 
 def _r2_ApiVersionsRequest(b, p):
-    o = _new(ApiVersionsRequest)
-    _set_ApiVersionsRequest_client_software_name(o, _DF_ApiVersionsRequest_client_software_name)
-    _set_ApiVersionsRequest_client_software_version(
-        o, _DF_ApiVersionsRequest_client_software_version
+    o = _M_ApiVersionsRequest(
+        _DF_ApiVersionsRequest_client_software_name, _DF_ApiVersionsRequest_client_software_version
     )
+    o.__class__ = ApiVersionsRequest
     return o, p
 
 
@@ -234,7 +239,6 @@ def write_v2(o: ApiVersionsRequest, w: bytearray) -> None:
 
 
 def _r3_ApiVersionsRequest(b, p):
-    o = _new(ApiVersionsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -251,9 +255,8 @@ def _r3_ApiVersionsRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ApiVersionsRequest.ClientSoftwareName")
-        x = b[p:e].decode()
+        f_client_software_name = b[p:e].decode()
         p = e
-    _set_ApiVersionsRequest_client_software_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -270,9 +273,10 @@ def _r3_ApiVersionsRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ApiVersionsRequest.ClientSoftwareVersion")
-        x = b[p:e].decode()
+        f_client_software_version = b[p:e].decode()
         p = e
-    _set_ApiVersionsRequest_client_software_version(o, x)
+    o = _M_ApiVersionsRequest(f_client_software_name, f_client_software_version)
+    o.__class__ = ApiVersionsRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -348,7 +352,6 @@ def write_v3(o: ApiVersionsRequest, w: bytearray) -> None:
 
 
 def _r4_ApiVersionsRequest(b, p):
-    o = _new(ApiVersionsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -365,9 +368,8 @@ def _r4_ApiVersionsRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ApiVersionsRequest.ClientSoftwareName")
-        x = b[p:e].decode()
+        f_client_software_name = b[p:e].decode()
         p = e
-    _set_ApiVersionsRequest_client_software_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -384,9 +386,10 @@ def _r4_ApiVersionsRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ApiVersionsRequest.ClientSoftwareVersion")
-        x = b[p:e].decode()
+        f_client_software_version = b[p:e].decode()
         p = e
-    _set_ApiVersionsRequest_client_software_version(o, x)
+    o = _M_ApiVersionsRequest(f_client_software_name, f_client_software_version)
+    o.__class__ = ApiVersionsRequest
     n = b[p]
     if n < 0x80:
         p += 1

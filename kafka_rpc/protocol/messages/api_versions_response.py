@@ -53,6 +53,15 @@ class ApiVersion:
 _D_ApiVersion = ApiVersion()
 
 
+class _M_ApiVersion:
+    __slots__ = ("api_key", "min_version", "max_version")
+
+    def __init__(self, api_key, min_version, max_version):
+        self.api_key = api_key
+        self.min_version = min_version
+        self.max_version = max_version
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SupportedFeatureKey:
     """Struct SupportedFeatureKey of ApiVersionsResponse (all versions)."""
@@ -68,6 +77,15 @@ class SupportedFeatureKey:
 _D_SupportedFeatureKey = SupportedFeatureKey()
 
 
+class _M_SupportedFeatureKey:
+    __slots__ = ("name", "min_version", "max_version")
+
+    def __init__(self, name, min_version, max_version):
+        self.name = name
+        self.min_version = min_version
+        self.max_version = max_version
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinalizedFeatureKey:
     """Struct FinalizedFeatureKey of ApiVersionsResponse (all versions)."""
@@ -81,6 +99,15 @@ class FinalizedFeatureKey:
 
 
 _D_FinalizedFeatureKey = FinalizedFeatureKey()
+
+
+class _M_FinalizedFeatureKey:
+    __slots__ = ("name", "max_version_level", "min_version_level")
+
+    def __init__(self, name, max_version_level, min_version_level):
+        self.name = name
+        self.max_version_level = max_version_level
+        self.min_version_level = min_version_level
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +139,36 @@ class ApiVersionsResponse:
 
 
 _D_ApiVersionsResponse = ApiVersionsResponse()
+
+
+class _M_ApiVersionsResponse:
+    __slots__ = (
+        "error_code",
+        "api_keys",
+        "throttle_time_ms",
+        "supported_features",
+        "finalized_features_epoch",
+        "finalized_features",
+        "zk_migration_ready",
+    )
+
+    def __init__(
+        self,
+        error_code,
+        api_keys,
+        throttle_time_ms,
+        supported_features,
+        finalized_features_epoch,
+        finalized_features,
+        zk_migration_ready,
+    ):
+        self.error_code = error_code
+        self.api_keys = api_keys
+        self.throttle_time_ms = throttle_time_ms
+        self.supported_features = supported_features
+        self.finalized_features_epoch = finalized_features_epoch
+        self.finalized_features = finalized_features
+        self.zk_migration_ready = zk_migration_ready
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,12 +369,10 @@ class ApiVersionsResponseV4:
 
 
 def _r0_ApiVersion(b, p):
-    o = _new(ApiVersion)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
-    _set_ApiVersion_api_key(o, v0)
-    _set_ApiVersion_min_version(o, v1)
-    _set_ApiVersion_max_version(o, v2)
+    o = _M_ApiVersion(f_api_key, f_min_version, f_max_version)
+    o.__class__ = ApiVersion
     return o, p
 
 
@@ -334,10 +389,8 @@ def _w0_ApiVersion(o, w):
 
 
 def _r0_ApiVersionsResponse(b, p):
-    o = _new(ApiVersionsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_ApiVersionsResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -350,15 +403,17 @@ def _r0_ApiVersionsResponse(b, p):
         for _ in range(n):
             y, p = _r0_ApiVersion(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ApiVersionsResponse_api_keys(o, x)
-    _set_ApiVersionsResponse_throttle_time_ms(o, _DF_ApiVersionsResponse_throttle_time_ms)
-    _set_ApiVersionsResponse_supported_features(o, _DF_ApiVersionsResponse_supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        o, _DF_ApiVersionsResponse_finalized_features_epoch
+        f_api_keys = tuple(a)
+    o = _M_ApiVersionsResponse(
+        f_error_code,
+        f_api_keys,
+        _DF_ApiVersionsResponse_throttle_time_ms,
+        _DF_ApiVersionsResponse_supported_features,
+        _DF_ApiVersionsResponse_finalized_features_epoch,
+        _DF_ApiVersionsResponse_finalized_features,
+        _DF_ApiVersionsResponse_zk_migration_ready,
     )
-    _set_ApiVersionsResponse_finalized_features(o, _DF_ApiVersionsResponse_finalized_features)
-    _set_ApiVersionsResponse_zk_migration_ready(o, _DF_ApiVersionsResponse_zk_migration_ready)
+    o.__class__ = ApiVersionsResponse
     return o, p
 
 
@@ -426,12 +481,10 @@ def write_v0(o: ApiVersionsResponse, w: bytearray) -> None:
 
 
 def _r1_ApiVersion(b, p):
-    o = _new(ApiVersion)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
-    _set_ApiVersion_api_key(o, v0)
-    _set_ApiVersion_min_version(o, v1)
-    _set_ApiVersion_max_version(o, v2)
+    o = _M_ApiVersion(f_api_key, f_min_version, f_max_version)
+    o.__class__ = ApiVersion
     return o, p
 
 
@@ -440,10 +493,8 @@ def _w1_ApiVersion(o, w):
 
 
 def _r1_ApiVersionsResponse(b, p):
-    o = _new(ApiVersionsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_ApiVersionsResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -456,17 +507,19 @@ def _r1_ApiVersionsResponse(b, p):
         for _ in range(n):
             y, p = _r1_ApiVersion(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ApiVersionsResponse_api_keys(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_api_keys = tuple(a)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_ApiVersionsResponse_throttle_time_ms(o, v0)
-    _set_ApiVersionsResponse_supported_features(o, _DF_ApiVersionsResponse_supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        o, _DF_ApiVersionsResponse_finalized_features_epoch
+    o = _M_ApiVersionsResponse(
+        f_error_code,
+        f_api_keys,
+        f_throttle_time_ms,
+        _DF_ApiVersionsResponse_supported_features,
+        _DF_ApiVersionsResponse_finalized_features_epoch,
+        _DF_ApiVersionsResponse_finalized_features,
+        _DF_ApiVersionsResponse_zk_migration_ready,
     )
-    _set_ApiVersionsResponse_finalized_features(o, _DF_ApiVersionsResponse_finalized_features)
-    _set_ApiVersionsResponse_zk_migration_ready(o, _DF_ApiVersionsResponse_zk_migration_ready)
+    o.__class__ = ApiVersionsResponse
     return o, p
 
 
@@ -511,12 +564,10 @@ def write_v1(o: ApiVersionsResponse, w: bytearray) -> None:
 
 
 def _r2_ApiVersion(b, p):
-    o = _new(ApiVersion)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
-    _set_ApiVersion_api_key(o, v0)
-    _set_ApiVersion_min_version(o, v1)
-    _set_ApiVersion_max_version(o, v2)
+    o = _M_ApiVersion(f_api_key, f_min_version, f_max_version)
+    o.__class__ = ApiVersion
     return o, p
 
 
@@ -525,10 +576,8 @@ def _w2_ApiVersion(o, w):
 
 
 def _r2_ApiVersionsResponse(b, p):
-    o = _new(ApiVersionsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_ApiVersionsResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -541,17 +590,19 @@ def _r2_ApiVersionsResponse(b, p):
         for _ in range(n):
             y, p = _r2_ApiVersion(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ApiVersionsResponse_api_keys(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_api_keys = tuple(a)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_ApiVersionsResponse_throttle_time_ms(o, v0)
-    _set_ApiVersionsResponse_supported_features(o, _DF_ApiVersionsResponse_supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        o, _DF_ApiVersionsResponse_finalized_features_epoch
+    o = _M_ApiVersionsResponse(
+        f_error_code,
+        f_api_keys,
+        f_throttle_time_ms,
+        _DF_ApiVersionsResponse_supported_features,
+        _DF_ApiVersionsResponse_finalized_features_epoch,
+        _DF_ApiVersionsResponse_finalized_features,
+        _DF_ApiVersionsResponse_zk_migration_ready,
     )
-    _set_ApiVersionsResponse_finalized_features(o, _DF_ApiVersionsResponse_finalized_features)
-    _set_ApiVersionsResponse_zk_migration_ready(o, _DF_ApiVersionsResponse_zk_migration_ready)
+    o.__class__ = ApiVersionsResponse
     return o, p
 
 
@@ -596,12 +647,10 @@ def write_v2(o: ApiVersionsResponse, w: bytearray) -> None:
 
 
 def _r3_ApiVersion(b, p):
-    o = _new(ApiVersion)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
-    _set_ApiVersion_api_key(o, v0)
-    _set_ApiVersion_min_version(o, v1)
-    _set_ApiVersion_max_version(o, v2)
+    o = _M_ApiVersion(f_api_key, f_min_version, f_max_version)
+    o.__class__ = ApiVersion
     n = b[p]
     if n < 0x80:
         p += 1
@@ -625,7 +674,6 @@ def _w3_ApiVersion(o, w):
 
 
 def _r3_SupportedFeatureKey(b, p):
-    o = _new(SupportedFeatureKey)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -640,13 +688,12 @@ def _r3_SupportedFeatureKey(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("SupportedFeatureKey.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_SupportedFeatureKey_name(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_min_version, f_max_version = _S3.unpack_from(b, p)
     p += 4
-    _set_SupportedFeatureKey_min_version(o, v0)
-    _set_SupportedFeatureKey_max_version(o, v1)
+    o = _M_SupportedFeatureKey(f_name, f_min_version, f_max_version)
+    o.__class__ = SupportedFeatureKey
     n = b[p]
     if n < 0x80:
         p += 1
@@ -691,7 +738,6 @@ def _w3_SupportedFeatureKey(o, w):
 
 
 def _r3_FinalizedFeatureKey(b, p):
-    o = _new(FinalizedFeatureKey)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -706,13 +752,12 @@ def _r3_FinalizedFeatureKey(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FinalizedFeatureKey.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_FinalizedFeatureKey_name(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_max_version_level, f_min_version_level = _S3.unpack_from(b, p)
     p += 4
-    _set_FinalizedFeatureKey_max_version_level(o, v0)
-    _set_FinalizedFeatureKey_min_version_level(o, v1)
+    o = _M_FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level)
+    o.__class__ = FinalizedFeatureKey
     n = b[p]
     if n < 0x80:
         p += 1
@@ -761,10 +806,8 @@ def _w3_FinalizedFeatureKey(o, w):
 
 
 def _r3_ApiVersionsResponse(b, p):
-    o = _new(ApiVersionsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_ApiVersionsResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -781,17 +824,19 @@ def _r3_ApiVersionsResponse(b, p):
         for _ in range(n):
             y, p = _r3_ApiVersion(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ApiVersionsResponse_api_keys(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_api_keys = tuple(a)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_ApiVersionsResponse_throttle_time_ms(o, v0)
-    _set_ApiVersionsResponse_supported_features(o, _DF_ApiVersionsResponse_supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        o, _DF_ApiVersionsResponse_finalized_features_epoch
+    o = _M_ApiVersionsResponse(
+        f_error_code,
+        f_api_keys,
+        f_throttle_time_ms,
+        _DF_ApiVersionsResponse_supported_features,
+        _DF_ApiVersionsResponse_finalized_features_epoch,
+        _DF_ApiVersionsResponse_finalized_features,
+        _DF_ApiVersionsResponse_zk_migration_ready,
     )
-    _set_ApiVersionsResponse_finalized_features(o, _DF_ApiVersionsResponse_finalized_features)
-    _set_ApiVersionsResponse_zk_migration_ready(o, _DF_ApiVersionsResponse_zk_migration_ready)
+    o.__class__ = ApiVersionsResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -959,12 +1004,10 @@ def write_v3(o: ApiVersionsResponse, w: bytearray) -> None:
 
 
 def _r4_ApiVersion(b, p):
-    o = _new(ApiVersion)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
-    _set_ApiVersion_api_key(o, v0)
-    _set_ApiVersion_min_version(o, v1)
-    _set_ApiVersion_max_version(o, v2)
+    o = _M_ApiVersion(f_api_key, f_min_version, f_max_version)
+    o.__class__ = ApiVersion
     n = b[p]
     if n < 0x80:
         p += 1
@@ -988,7 +1031,6 @@ def _w4_ApiVersion(o, w):
 
 
 def _r4_SupportedFeatureKey(b, p):
-    o = _new(SupportedFeatureKey)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1003,13 +1045,12 @@ def _r4_SupportedFeatureKey(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("SupportedFeatureKey.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_SupportedFeatureKey_name(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_min_version, f_max_version = _S3.unpack_from(b, p)
     p += 4
-    _set_SupportedFeatureKey_min_version(o, v0)
-    _set_SupportedFeatureKey_max_version(o, v1)
+    o = _M_SupportedFeatureKey(f_name, f_min_version, f_max_version)
+    o.__class__ = SupportedFeatureKey
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1046,7 +1087,6 @@ def _w4_SupportedFeatureKey(o, w):
 
 
 def _r4_FinalizedFeatureKey(b, p):
-    o = _new(FinalizedFeatureKey)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1061,13 +1101,12 @@ def _r4_FinalizedFeatureKey(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FinalizedFeatureKey.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_FinalizedFeatureKey_name(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_max_version_level, f_min_version_level = _S3.unpack_from(b, p)
     p += 4
-    _set_FinalizedFeatureKey_max_version_level(o, v0)
-    _set_FinalizedFeatureKey_min_version_level(o, v1)
+    o = _M_FinalizedFeatureKey(f_name, f_max_version_level, f_min_version_level)
+    o.__class__ = FinalizedFeatureKey
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1104,10 +1143,8 @@ def _w4_FinalizedFeatureKey(o, w):
 
 
 def _r4_ApiVersionsResponse(b, p):
-    o = _new(ApiVersionsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_ApiVersionsResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1124,17 +1161,19 @@ def _r4_ApiVersionsResponse(b, p):
         for _ in range(n):
             y, p = _r4_ApiVersion(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ApiVersionsResponse_api_keys(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_api_keys = tuple(a)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_ApiVersionsResponse_throttle_time_ms(o, v0)
-    _set_ApiVersionsResponse_supported_features(o, _DF_ApiVersionsResponse_supported_features)
-    _set_ApiVersionsResponse_finalized_features_epoch(
-        o, _DF_ApiVersionsResponse_finalized_features_epoch
+    o = _M_ApiVersionsResponse(
+        f_error_code,
+        f_api_keys,
+        f_throttle_time_ms,
+        _DF_ApiVersionsResponse_supported_features,
+        _DF_ApiVersionsResponse_finalized_features_epoch,
+        _DF_ApiVersionsResponse_finalized_features,
+        _DF_ApiVersionsResponse_zk_migration_ready,
     )
-    _set_ApiVersionsResponse_finalized_features(o, _DF_ApiVersionsResponse_finalized_features)
-    _set_ApiVersionsResponse_zk_migration_ready(o, _DF_ApiVersionsResponse_zk_migration_ready)
+    o.__class__ = ApiVersionsResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -47,6 +47,14 @@ class AssignTopicPartitionToBatchCoordinator:
 _D_AssignTopicPartitionToBatchCoordinator = AssignTopicPartitionToBatchCoordinator()
 
 
+class _M_AssignTopicPartitionToBatchCoordinator:
+    __slots__ = ("partition_index", "batch_coordinator_partition_index")
+
+    def __init__(self, partition_index, batch_coordinator_partition_index):
+        self.partition_index = partition_index
+        self.batch_coordinator_partition_index = batch_coordinator_partition_index
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssignTopicToBatchCoordinator:
     """Struct AssignTopicToBatchCoordinator of AssignPartitionToBatchCoordinatorRequest (all versions)."""
@@ -60,6 +68,14 @@ class AssignTopicToBatchCoordinator:
 
 
 _D_AssignTopicToBatchCoordinator = AssignTopicToBatchCoordinator()
+
+
+class _M_AssignTopicToBatchCoordinator:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +93,13 @@ class AssignPartitionToBatchCoordinatorRequest:
 
 
 _D_AssignPartitionToBatchCoordinatorRequest = AssignPartitionToBatchCoordinatorRequest()
+
+
+class _M_AssignPartitionToBatchCoordinatorRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,11 +142,12 @@ class AssignPartitionToBatchCoordinatorRequestV0:
 
 
 def _r0_AssignTopicPartitionToBatchCoordinator(b, p):
-    o = _new(AssignTopicPartitionToBatchCoordinator)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_batch_coordinator_partition_index = _S0.unpack_from(b, p)
     p += 8
-    _set_AssignTopicPartitionToBatchCoordinator_partition_index(o, v0)
-    _set_AssignTopicPartitionToBatchCoordinator_batch_coordinator_partition_index(o, v1)
+    o = _M_AssignTopicPartitionToBatchCoordinator(
+        f_partition_index, f_batch_coordinator_partition_index
+    )
+    o.__class__ = AssignTopicPartitionToBatchCoordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -157,10 +181,8 @@ def _w0_AssignTopicPartitionToBatchCoordinator(o, w):
 
 
 def _r0_AssignTopicToBatchCoordinator(b, p):
-    o = _new(AssignTopicToBatchCoordinator)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_AssignTopicToBatchCoordinator_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -177,8 +199,9 @@ def _r0_AssignTopicToBatchCoordinator(b, p):
         for _ in range(n):
             y, p = _r0_AssignTopicPartitionToBatchCoordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AssignTopicToBatchCoordinator_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_AssignTopicToBatchCoordinator(_uuid(f_topic_id), f_partitions)
+    o.__class__ = AssignTopicToBatchCoordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -223,7 +246,6 @@ def _w0_AssignTopicToBatchCoordinator(o, w):
 
 
 def _r0_AssignPartitionToBatchCoordinatorRequest(b, p):
-    o = _new(AssignPartitionToBatchCoordinatorRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -242,8 +264,9 @@ def _r0_AssignPartitionToBatchCoordinatorRequest(b, p):
         for _ in range(n):
             y, p = _r0_AssignTopicToBatchCoordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AssignPartitionToBatchCoordinatorRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_AssignPartitionToBatchCoordinatorRequest(f_topics)
+    o.__class__ = AssignPartitionToBatchCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1

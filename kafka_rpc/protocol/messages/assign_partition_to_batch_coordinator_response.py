@@ -47,6 +47,14 @@ class AssignTopicPartitionToBatchCoordinatorResult:
 _D_AssignTopicPartitionToBatchCoordinatorResult = AssignTopicPartitionToBatchCoordinatorResult()
 
 
+class _M_AssignTopicPartitionToBatchCoordinatorResult:
+    __slots__ = ("partition_index", "error_code")
+
+    def __init__(self, partition_index, error_code):
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AssignTopicToBatchCoordinatorResult:
     """Struct AssignTopicToBatchCoordinatorResult of AssignPartitionToBatchCoordinatorResponse (all versions)."""
@@ -60,6 +68,14 @@ class AssignTopicToBatchCoordinatorResult:
 
 
 _D_AssignTopicToBatchCoordinatorResult = AssignTopicToBatchCoordinatorResult()
+
+
+class _M_AssignTopicToBatchCoordinatorResult:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +93,13 @@ class AssignPartitionToBatchCoordinatorResponse:
 
 
 _D_AssignPartitionToBatchCoordinatorResponse = AssignPartitionToBatchCoordinatorResponse()
+
+
+class _M_AssignPartitionToBatchCoordinatorResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,11 +142,10 @@ class AssignPartitionToBatchCoordinatorResponseV0:
 
 
 def _r0_AssignTopicPartitionToBatchCoordinatorResult(b, p):
-    o = _new(AssignTopicPartitionToBatchCoordinatorResult)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_AssignTopicPartitionToBatchCoordinatorResult_partition_index(o, v0)
-    _set_AssignTopicPartitionToBatchCoordinatorResult_error_code(o, v1)
+    o = _M_AssignTopicPartitionToBatchCoordinatorResult(f_partition_index, f_error_code)
+    o.__class__ = AssignTopicPartitionToBatchCoordinatorResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -157,10 +179,8 @@ def _w0_AssignTopicPartitionToBatchCoordinatorResult(o, w):
 
 
 def _r0_AssignTopicToBatchCoordinatorResult(b, p):
-    o = _new(AssignTopicToBatchCoordinatorResult)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_AssignTopicToBatchCoordinatorResult_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -179,8 +199,9 @@ def _r0_AssignTopicToBatchCoordinatorResult(b, p):
         for _ in range(n):
             y, p = _r0_AssignTopicPartitionToBatchCoordinatorResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AssignTopicToBatchCoordinatorResult_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_AssignTopicToBatchCoordinatorResult(_uuid(f_topic_id), f_partitions)
+    o.__class__ = AssignTopicToBatchCoordinatorResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -225,7 +246,6 @@ def _w0_AssignTopicToBatchCoordinatorResult(o, w):
 
 
 def _r0_AssignPartitionToBatchCoordinatorResponse(b, p):
-    o = _new(AssignPartitionToBatchCoordinatorResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -244,8 +264,9 @@ def _r0_AssignPartitionToBatchCoordinatorResponse(b, p):
         for _ in range(n):
             y, p = _r0_AssignTopicToBatchCoordinatorResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_AssignPartitionToBatchCoordinatorResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_AssignPartitionToBatchCoordinatorResponse(f_responses)
+    o.__class__ = AssignPartitionToBatchCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1

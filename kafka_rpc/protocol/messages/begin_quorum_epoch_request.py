@@ -54,6 +54,16 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = ("partition_index", "voter_directory_id", "leader_id", "leader_epoch")
+
+    def __init__(self, partition_index, voter_directory_id, leader_id, leader_epoch):
+        self.partition_index = partition_index
+        self.voter_directory_id = voter_directory_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of BeginQuorumEpochRequest (all versions)."""
@@ -69,6 +79,15 @@ class TopicData:
 _D_TopicData = TopicData()
 
 
+class _M_TopicData:
+    __slots__ = ("topic_name", "topic_id", "partitions")
+
+    def __init__(self, topic_name, topic_id, partitions):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderEndpoint:
     """Struct LeaderEndpoint of BeginQuorumEpochRequest (all versions)."""
@@ -82,6 +101,15 @@ class LeaderEndpoint:
 
 
 _D_LeaderEndpoint = LeaderEndpoint()
+
+
+class _M_LeaderEndpoint:
+    __slots__ = ("name", "host", "port")
+
+    def __init__(self, name, host, port):
+        self.name = name
+        self.host = host
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +133,16 @@ class BeginQuorumEpochRequest:
 
 
 _D_BeginQuorumEpochRequest = BeginQuorumEpochRequest()
+
+
+class _M_BeginQuorumEpochRequest:
+    __slots__ = ("cluster_id", "voter_id", "topics", "leader_endpoints")
+
+    def __init__(self, cluster_id, voter_id, topics, leader_endpoints):
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = topics
+        self.leader_endpoints = leader_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,13 +293,12 @@ class BeginQuorumEpochRequestV2:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_leader_id(o, v1)
-    _set_PartitionData_leader_epoch(o, v2)
-    _set_PartitionData_voter_directory_id(o, _DF_PartitionData_voter_directory_id)
+    o = _M_PartitionData(
+        f_partition_index, _DF_PartitionData_voter_directory_id, f_leader_id, f_leader_epoch
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -280,7 +317,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -291,9 +327,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -306,9 +341,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     return o, p
 
 
@@ -345,11 +380,10 @@ def _w0_TopicData(o, w):
 
 
 def _r0_BeginQuorumEpochRequest(b, p):
-    o = _new(BeginQuorumEpochRequest)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -358,9 +392,8 @@ def _r0_BeginQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BeginQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BeginQuorumEpochRequest_cluster_id(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -373,10 +406,14 @@ def _r0_BeginQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BeginQuorumEpochRequest_topics(o, x)
-    _set_BeginQuorumEpochRequest_voter_id(o, _DF_BeginQuorumEpochRequest_voter_id)
-    _set_BeginQuorumEpochRequest_leader_endpoints(o, _DF_BeginQuorumEpochRequest_leader_endpoints)
+        f_topics = tuple(a)
+    o = _M_BeginQuorumEpochRequest(
+        f_cluster_id,
+        _DF_BeginQuorumEpochRequest_voter_id,
+        f_topics,
+        _DF_BeginQuorumEpochRequest_leader_endpoints,
+    )
+    o.__class__ = BeginQuorumEpochRequest
     return o, p
 
 
@@ -441,13 +478,12 @@ def write_v0(o: BeginQuorumEpochRequest, w: bytearray) -> None:
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S1.unpack_from(b, p)
+    f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 28
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_voter_directory_id(o, _uuid(v1))
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
+    o = _M_PartitionData(
+        f_partition_index, _uuid(f_voter_directory_id), f_leader_id, f_leader_epoch
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -471,7 +507,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -486,9 +521,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -505,9 +539,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -557,7 +591,6 @@ def _w1_TopicData(o, w):
 
 
 def _r1_LeaderEndpoint(b, p):
-    o = _new(LeaderEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -572,9 +605,8 @@ def _r1_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -589,12 +621,12 @@ def _r1_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 2
-    _set_LeaderEndpoint_port(o, v0)
+    o = _M_LeaderEndpoint(f_name, f_host, f_port)
+    o.__class__ = LeaderEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -652,7 +684,6 @@ def _w1_LeaderEndpoint(o, w):
 
 
 def _r1_BeginQuorumEpochRequest(b, p):
-    o = _new(BeginQuorumEpochRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -660,7 +691,7 @@ def _r1_BeginQuorumEpochRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -669,12 +700,10 @@ def _r1_BeginQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BeginQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BeginQuorumEpochRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_voter_id,) = _S3.unpack_from(b, p)
     p += 4
-    _set_BeginQuorumEpochRequest_voter_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -691,8 +720,7 @@ def _r1_BeginQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BeginQuorumEpochRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -709,8 +737,9 @@ def _r1_BeginQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r1_LeaderEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BeginQuorumEpochRequest_leader_endpoints(o, x)
+        f_leader_endpoints = tuple(a)
+    o = _M_BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints)
+    o.__class__ = BeginQuorumEpochRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -796,13 +825,12 @@ def write_v1(o: BeginQuorumEpochRequest, w: bytearray) -> None:
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S1.unpack_from(b, p)
+    f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 28
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_voter_directory_id(o, _uuid(v1))
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
+    o = _M_PartitionData(
+        f_partition_index, _uuid(f_voter_directory_id), f_leader_id, f_leader_epoch
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -826,10 +854,8 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_topic_id,) = _S4.unpack_from(b, p)
     p += 16
-    _set_TopicData_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -846,9 +872,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_name(o, _DF_TopicData_topic_name)
+        f_partitions = tuple(a)
+    o = _M_TopicData(_DF_TopicData_topic_name, _uuid(f_topic_id), f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -886,7 +912,6 @@ def _w2_TopicData(o, w):
 
 
 def _r2_LeaderEndpoint(b, p):
-    o = _new(LeaderEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -901,9 +926,8 @@ def _r2_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -918,12 +942,12 @@ def _r2_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 2
-    _set_LeaderEndpoint_port(o, v0)
+    o = _M_LeaderEndpoint(f_name, f_host, f_port)
+    o.__class__ = LeaderEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -973,7 +997,6 @@ def _w2_LeaderEndpoint(o, w):
 
 
 def _r2_BeginQuorumEpochRequest(b, p):
-    o = _new(BeginQuorumEpochRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -981,7 +1004,7 @@ def _r2_BeginQuorumEpochRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -990,12 +1013,10 @@ def _r2_BeginQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BeginQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BeginQuorumEpochRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_voter_id,) = _S3.unpack_from(b, p)
     p += 4
-    _set_BeginQuorumEpochRequest_voter_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1012,8 +1033,7 @@ def _r2_BeginQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BeginQuorumEpochRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1030,8 +1050,9 @@ def _r2_BeginQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r2_LeaderEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BeginQuorumEpochRequest_leader_endpoints(o, x)
+        f_leader_endpoints = tuple(a)
+    o = _M_BeginQuorumEpochRequest(f_cluster_id, f_voter_id, f_topics, f_leader_endpoints)
+    o.__class__ = BeginQuorumEpochRequest
     n = b[p]
     if n < 0x80:
         p += 1

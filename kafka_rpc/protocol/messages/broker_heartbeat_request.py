@@ -60,6 +60,33 @@ class BrokerHeartbeatRequest:
 _D_BrokerHeartbeatRequest = BrokerHeartbeatRequest()
 
 
+class _M_BrokerHeartbeatRequest:
+    __slots__ = (
+        "broker_id",
+        "broker_epoch",
+        "current_metadata_offset",
+        "want_fence",
+        "want_shut_down",
+        "offline_log_dirs",
+    )
+
+    def __init__(
+        self,
+        broker_id,
+        broker_epoch,
+        current_metadata_offset,
+        want_fence,
+        want_shut_down,
+        offline_log_dirs,
+    ):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.current_metadata_offset = current_metadata_offset
+        self.want_fence = want_fence
+        self.want_shut_down = want_shut_down
+        self.offline_log_dirs = offline_log_dirs
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerHeartbeatRequestV0:
     """BrokerHeartbeatRequest at version 0 (kio entity conventions)."""
@@ -94,15 +121,19 @@ class BrokerHeartbeatRequestV1:
 
 
 def _r0_BrokerHeartbeatRequest(b, p):
-    o = _new(BrokerHeartbeatRequest)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = (
+        _S0.unpack_from(b, p)
+    )
     p += 22
-    _set_BrokerHeartbeatRequest_broker_id(o, v0)
-    _set_BrokerHeartbeatRequest_broker_epoch(o, v1)
-    _set_BrokerHeartbeatRequest_current_metadata_offset(o, v2)
-    _set_BrokerHeartbeatRequest_want_fence(o, v3)
-    _set_BrokerHeartbeatRequest_want_shut_down(o, v4)
-    _set_BrokerHeartbeatRequest_offline_log_dirs(o, _DF_BrokerHeartbeatRequest_offline_log_dirs)
+    o = _M_BrokerHeartbeatRequest(
+        f_broker_id,
+        f_broker_epoch,
+        f_current_metadata_offset,
+        f_want_fence,
+        f_want_shut_down,
+        _DF_BrokerHeartbeatRequest_offline_log_dirs,
+    )
+    o.__class__ = BrokerHeartbeatRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -181,15 +212,19 @@ def write_v0(o: BrokerHeartbeatRequest, w: bytearray) -> None:
 
 
 def _r1_BrokerHeartbeatRequest(b, p):
-    o = _new(BrokerHeartbeatRequest)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = (
+        _S0.unpack_from(b, p)
+    )
     p += 22
-    _set_BrokerHeartbeatRequest_broker_id(o, v0)
-    _set_BrokerHeartbeatRequest_broker_epoch(o, v1)
-    _set_BrokerHeartbeatRequest_current_metadata_offset(o, v2)
-    _set_BrokerHeartbeatRequest_want_fence(o, v3)
-    _set_BrokerHeartbeatRequest_want_shut_down(o, v4)
-    _set_BrokerHeartbeatRequest_offline_log_dirs(o, _DF_BrokerHeartbeatRequest_offline_log_dirs)
+    o = _M_BrokerHeartbeatRequest(
+        f_broker_id,
+        f_broker_epoch,
+        f_current_metadata_offset,
+        f_want_fence,
+        f_want_shut_down,
+        _DF_BrokerHeartbeatRequest_offline_log_dirs,
+    )
+    o.__class__ = BrokerHeartbeatRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -56,6 +56,17 @@ class BrokerHeartbeatResponse:
 _D_BrokerHeartbeatResponse = BrokerHeartbeatResponse()
 
 
+class _M_BrokerHeartbeatResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "is_caught_up", "is_fenced", "should_shut_down")
+
+    def __init__(self, throttle_time_ms, error_code, is_caught_up, is_fenced, should_shut_down):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.is_caught_up = is_caught_up
+        self.is_fenced = is_fenced
+        self.should_shut_down = should_shut_down
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerHeartbeatResponseV0:
     """BrokerHeartbeatResponse at version 0 (kio entity conventions)."""
@@ -87,14 +98,14 @@ class BrokerHeartbeatResponseV1:
 
 
 def _r0_BrokerHeartbeatResponse(b, p):
-    o = _new(BrokerHeartbeatResponse)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down = (
+        _S0.unpack_from(b, p)
+    )
     p += 9
-    _set_BrokerHeartbeatResponse_throttle_time_ms(o, v0)
-    _set_BrokerHeartbeatResponse_error_code(o, v1)
-    _set_BrokerHeartbeatResponse_is_caught_up(o, v2)
-    _set_BrokerHeartbeatResponse_is_fenced(o, v3)
-    _set_BrokerHeartbeatResponse_should_shut_down(o, v4)
+    o = _M_BrokerHeartbeatResponse(
+        f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down
+    )
+    o.__class__ = BrokerHeartbeatResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -161,14 +172,14 @@ def write_v0(o: BrokerHeartbeatResponse, w: bytearray) -> None:
 
 
 def _r1_BrokerHeartbeatResponse(b, p):
-    o = _new(BrokerHeartbeatResponse)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down = (
+        _S0.unpack_from(b, p)
+    )
     p += 9
-    _set_BrokerHeartbeatResponse_throttle_time_ms(o, v0)
-    _set_BrokerHeartbeatResponse_error_code(o, v1)
-    _set_BrokerHeartbeatResponse_is_caught_up(o, v2)
-    _set_BrokerHeartbeatResponse_is_fenced(o, v3)
-    _set_BrokerHeartbeatResponse_should_shut_down(o, v4)
+    o = _M_BrokerHeartbeatResponse(
+        f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down
+    )
+    o.__class__ = BrokerHeartbeatResponse
     n = b[p]
     if n < 0x80:
         p += 1

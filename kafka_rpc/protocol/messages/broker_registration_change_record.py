@@ -57,6 +57,17 @@ class BrokerRegistrationChangeRecord:
 _D_BrokerRegistrationChangeRecord = BrokerRegistrationChangeRecord()
 
 
+class _M_BrokerRegistrationChangeRecord:
+    __slots__ = ("broker_id", "broker_epoch", "fenced", "in_controlled_shutdown", "log_dirs")
+
+    def __init__(self, broker_id, broker_epoch, fenced, in_controlled_shutdown, log_dirs):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.fenced = fenced
+        self.in_controlled_shutdown = in_controlled_shutdown
+        self.log_dirs = log_dirs
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRegistrationChangeRecordV0:
     """BrokerRegistrationChangeRecord at version 0 (kio entity conventions)."""
@@ -100,16 +111,16 @@ class BrokerRegistrationChangeRecordV2:
 
 
 def _r0_BrokerRegistrationChangeRecord(b, p):
-    o = _new(BrokerRegistrationChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_BrokerRegistrationChangeRecord_broker_id(o, v0)
-    _set_BrokerRegistrationChangeRecord_broker_epoch(o, v1)
-    _set_BrokerRegistrationChangeRecord_in_controlled_shutdown(
-        o, _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown
+    o = _M_BrokerRegistrationChangeRecord(
+        f_broker_id,
+        f_broker_epoch,
+        _DF_BrokerRegistrationChangeRecord_fenced,
+        _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown,
+        _DF_BrokerRegistrationChangeRecord_log_dirs,
     )
-    _set_BrokerRegistrationChangeRecord_log_dirs(o, _DF_BrokerRegistrationChangeRecord_log_dirs)
-    _set_BrokerRegistrationChangeRecord_fenced(o, _DF_BrokerRegistrationChangeRecord_fenced)
+    o.__class__ = BrokerRegistrationChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -210,16 +221,16 @@ def write_v0(o: BrokerRegistrationChangeRecord, w: bytearray) -> None:
 
 
 def _r1_BrokerRegistrationChangeRecord(b, p):
-    o = _new(BrokerRegistrationChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_BrokerRegistrationChangeRecord_broker_id(o, v0)
-    _set_BrokerRegistrationChangeRecord_broker_epoch(o, v1)
-    _set_BrokerRegistrationChangeRecord_log_dirs(o, _DF_BrokerRegistrationChangeRecord_log_dirs)
-    _set_BrokerRegistrationChangeRecord_fenced(o, _DF_BrokerRegistrationChangeRecord_fenced)
-    _set_BrokerRegistrationChangeRecord_in_controlled_shutdown(
-        o, _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown
+    o = _M_BrokerRegistrationChangeRecord(
+        f_broker_id,
+        f_broker_epoch,
+        _DF_BrokerRegistrationChangeRecord_fenced,
+        _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown,
+        _DF_BrokerRegistrationChangeRecord_log_dirs,
     )
+    o.__class__ = BrokerRegistrationChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -306,16 +317,16 @@ def write_v1(o: BrokerRegistrationChangeRecord, w: bytearray) -> None:
 
 
 def _r2_BrokerRegistrationChangeRecord(b, p):
-    o = _new(BrokerRegistrationChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_BrokerRegistrationChangeRecord_broker_id(o, v0)
-    _set_BrokerRegistrationChangeRecord_broker_epoch(o, v1)
-    _set_BrokerRegistrationChangeRecord_fenced(o, _DF_BrokerRegistrationChangeRecord_fenced)
-    _set_BrokerRegistrationChangeRecord_in_controlled_shutdown(
-        o, _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown
+    o = _M_BrokerRegistrationChangeRecord(
+        f_broker_id,
+        f_broker_epoch,
+        _DF_BrokerRegistrationChangeRecord_fenced,
+        _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown,
+        _DF_BrokerRegistrationChangeRecord_log_dirs,
     )
-    _set_BrokerRegistrationChangeRecord_log_dirs(o, _DF_BrokerRegistrationChangeRecord_log_dirs)
+    o.__class__ = BrokerRegistrationChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1

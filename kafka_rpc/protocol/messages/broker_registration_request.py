@@ -55,6 +55,16 @@ class Listener:
 _D_Listener = Listener()
 
 
+class _M_Listener:
+    __slots__ = ("name", "host", "port", "security_protocol")
+
+    def __init__(self, name, host, port, security_protocol):
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Feature:
     """Struct Feature of BrokerRegistrationRequest (all versions)."""
@@ -68,6 +78,15 @@ class Feature:
 
 
 _D_Feature = Feature()
+
+
+class _M_Feature:
+    __slots__ = ("name", "min_supported_version", "max_supported_version")
+
+    def __init__(self, name, min_supported_version, max_supported_version):
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +118,42 @@ class BrokerRegistrationRequest:
 
 
 _D_BrokerRegistrationRequest = BrokerRegistrationRequest()
+
+
+class _M_BrokerRegistrationRequest:
+    __slots__ = (
+        "broker_id",
+        "cluster_id",
+        "incarnation_id",
+        "listeners",
+        "features",
+        "rack",
+        "is_migrating_zk_broker",
+        "log_dirs",
+        "previous_broker_epoch",
+    )
+
+    def __init__(
+        self,
+        broker_id,
+        cluster_id,
+        incarnation_id,
+        listeners,
+        features,
+        rack,
+        is_migrating_zk_broker,
+        log_dirs,
+        previous_broker_epoch,
+    ):
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.incarnation_id = incarnation_id
+        self.listeners = listeners
+        self.features = features
+        self.rack = rack
+        self.is_migrating_zk_broker = is_migrating_zk_broker
+        self.log_dirs = log_dirs
+        self.previous_broker_epoch = previous_broker_epoch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -326,7 +381,6 @@ class BrokerRegistrationRequestV4:
 
 
 def _r0_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -341,9 +395,8 @@ def _r0_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -358,13 +411,12 @@ def _r0_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_Listener_port(o, v0)
-    _set_Listener_security_protocol(o, v1)
+    o = _M_Listener(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -424,7 +476,6 @@ def _w0_Listener(o, w):
 
 
 def _r0_Feature(b, p):
-    o = _new(Feature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -439,13 +490,12 @@ def _r0_Feature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Feature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Feature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_Feature_min_supported_version(o, v0)
-    _set_Feature_max_supported_version(o, v1)
+    o = _M_Feature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = Feature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -490,10 +540,8 @@ def _w0_Feature(o, w):
 
 
 def _r0_BrokerRegistrationRequest(b, p):
-    o = _new(BrokerRegistrationRequest)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_broker_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_BrokerRegistrationRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -510,12 +558,10 @@ def _r0_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_incarnation_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_BrokerRegistrationRequest_incarnation_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -532,8 +578,7 @@ def _r0_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r0_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_listeners(o, x)
+        f_listeners = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -550,8 +595,7 @@ def _r0_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r0_Feature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -559,7 +603,7 @@ def _r0_BrokerRegistrationRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -568,16 +612,20 @@ def _r0_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_rack(o, x)
-    _set_BrokerRegistrationRequest_is_migrating_zk_broker(
-        o, _DF_BrokerRegistrationRequest_is_migrating_zk_broker
+    o = _M_BrokerRegistrationRequest(
+        f_broker_id,
+        f_cluster_id,
+        _uuid(f_incarnation_id),
+        f_listeners,
+        f_features,
+        f_rack,
+        _DF_BrokerRegistrationRequest_is_migrating_zk_broker,
+        _DF_BrokerRegistrationRequest_log_dirs,
+        _DF_BrokerRegistrationRequest_previous_broker_epoch,
     )
-    _set_BrokerRegistrationRequest_log_dirs(o, _DF_BrokerRegistrationRequest_log_dirs)
-    _set_BrokerRegistrationRequest_previous_broker_epoch(
-        o, _DF_BrokerRegistrationRequest_previous_broker_epoch
-    )
+    o.__class__ = BrokerRegistrationRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -706,7 +754,6 @@ def write_v0(o: BrokerRegistrationRequest, w: bytearray) -> None:
 
 
 def _r1_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -721,9 +768,8 @@ def _r1_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -738,13 +784,12 @@ def _r1_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_Listener_port(o, v0)
-    _set_Listener_security_protocol(o, v1)
+    o = _M_Listener(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -794,7 +839,6 @@ def _w1_Listener(o, w):
 
 
 def _r1_Feature(b, p):
-    o = _new(Feature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -809,13 +853,12 @@ def _r1_Feature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Feature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Feature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_Feature_min_supported_version(o, v0)
-    _set_Feature_max_supported_version(o, v1)
+    o = _M_Feature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = Feature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -852,10 +895,8 @@ def _w1_Feature(o, w):
 
 
 def _r1_BrokerRegistrationRequest(b, p):
-    o = _new(BrokerRegistrationRequest)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_broker_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_BrokerRegistrationRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -872,12 +913,10 @@ def _r1_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_incarnation_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_BrokerRegistrationRequest_incarnation_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -894,8 +933,7 @@ def _r1_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r1_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_listeners(o, x)
+        f_listeners = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -912,8 +950,7 @@ def _r1_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r1_Feature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -921,7 +958,7 @@ def _r1_BrokerRegistrationRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -930,16 +967,22 @@ def _r1_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_rack(o, x)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_is_migrating_zk_broker,) = _S4.unpack_from(b, p)
     p += 1
-    _set_BrokerRegistrationRequest_is_migrating_zk_broker(o, v0)
-    _set_BrokerRegistrationRequest_log_dirs(o, _DF_BrokerRegistrationRequest_log_dirs)
-    _set_BrokerRegistrationRequest_previous_broker_epoch(
-        o, _DF_BrokerRegistrationRequest_previous_broker_epoch
+    o = _M_BrokerRegistrationRequest(
+        f_broker_id,
+        f_cluster_id,
+        _uuid(f_incarnation_id),
+        f_listeners,
+        f_features,
+        f_rack,
+        f_is_migrating_zk_broker,
+        _DF_BrokerRegistrationRequest_log_dirs,
+        _DF_BrokerRegistrationRequest_previous_broker_epoch,
     )
+    o.__class__ = BrokerRegistrationRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1040,7 +1083,6 @@ def write_v1(o: BrokerRegistrationRequest, w: bytearray) -> None:
 
 
 def _r2_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1055,9 +1097,8 @@ def _r2_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1072,13 +1113,12 @@ def _r2_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_Listener_port(o, v0)
-    _set_Listener_security_protocol(o, v1)
+    o = _M_Listener(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1128,7 +1168,6 @@ def _w2_Listener(o, w):
 
 
 def _r2_Feature(b, p):
-    o = _new(Feature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1143,13 +1182,12 @@ def _r2_Feature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Feature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Feature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_Feature_min_supported_version(o, v0)
-    _set_Feature_max_supported_version(o, v1)
+    o = _M_Feature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = Feature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1186,10 +1224,8 @@ def _w2_Feature(o, w):
 
 
 def _r2_BrokerRegistrationRequest(b, p):
-    o = _new(BrokerRegistrationRequest)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_broker_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_BrokerRegistrationRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1206,12 +1242,10 @@ def _r2_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_incarnation_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_BrokerRegistrationRequest_incarnation_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1228,8 +1262,7 @@ def _r2_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r2_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_listeners(o, x)
+        f_listeners = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1246,8 +1279,7 @@ def _r2_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r2_Feature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1255,7 +1287,7 @@ def _r2_BrokerRegistrationRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1264,12 +1296,10 @@ def _r2_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_rack(o, x)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_is_migrating_zk_broker,) = _S4.unpack_from(b, p)
     p += 1
-    _set_BrokerRegistrationRequest_is_migrating_zk_broker(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1289,11 +1319,19 @@ def _r2_BrokerRegistrationRequest(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_log_dirs(o, x)
-    _set_BrokerRegistrationRequest_previous_broker_epoch(
-        o, _DF_BrokerRegistrationRequest_previous_broker_epoch
+        f_log_dirs = tuple(a)
+    o = _M_BrokerRegistrationRequest(
+        f_broker_id,
+        f_cluster_id,
+        _uuid(f_incarnation_id),
+        f_listeners,
+        f_features,
+        f_rack,
+        f_is_migrating_zk_broker,
+        f_log_dirs,
+        _DF_BrokerRegistrationRequest_previous_broker_epoch,
     )
+    o.__class__ = BrokerRegistrationRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1405,7 +1443,6 @@ def write_v2(o: BrokerRegistrationRequest, w: bytearray) -> None:
 
 
 def _r3_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1420,9 +1457,8 @@ def _r3_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1437,13 +1473,12 @@ def _r3_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_Listener_port(o, v0)
-    _set_Listener_security_protocol(o, v1)
+    o = _M_Listener(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1493,7 +1528,6 @@ def _w3_Listener(o, w):
 
 
 def _r3_Feature(b, p):
-    o = _new(Feature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1508,13 +1542,12 @@ def _r3_Feature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Feature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Feature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_Feature_min_supported_version(o, v0)
-    _set_Feature_max_supported_version(o, v1)
+    o = _M_Feature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = Feature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1551,10 +1584,8 @@ def _w3_Feature(o, w):
 
 
 def _r3_BrokerRegistrationRequest(b, p):
-    o = _new(BrokerRegistrationRequest)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_broker_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_BrokerRegistrationRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1571,12 +1602,10 @@ def _r3_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_incarnation_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_BrokerRegistrationRequest_incarnation_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1593,8 +1622,7 @@ def _r3_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r3_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_listeners(o, x)
+        f_listeners = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1611,8 +1639,7 @@ def _r3_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r3_Feature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1620,7 +1647,7 @@ def _r3_BrokerRegistrationRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1629,12 +1656,10 @@ def _r3_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_rack(o, x)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_is_migrating_zk_broker,) = _S4.unpack_from(b, p)
     p += 1
-    _set_BrokerRegistrationRequest_is_migrating_zk_broker(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1654,11 +1679,21 @@ def _r3_BrokerRegistrationRequest(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_log_dirs(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+        f_log_dirs = tuple(a)
+    (f_previous_broker_epoch,) = _S5.unpack_from(b, p)
     p += 8
-    _set_BrokerRegistrationRequest_previous_broker_epoch(o, v0)
+    o = _M_BrokerRegistrationRequest(
+        f_broker_id,
+        f_cluster_id,
+        _uuid(f_incarnation_id),
+        f_listeners,
+        f_features,
+        f_rack,
+        f_is_migrating_zk_broker,
+        f_log_dirs,
+        f_previous_broker_epoch,
+    )
+    o.__class__ = BrokerRegistrationRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1771,7 +1806,6 @@ def write_v3(o: BrokerRegistrationRequest, w: bytearray) -> None:
 
 
 def _r4_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1786,9 +1820,8 @@ def _r4_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1803,13 +1836,12 @@ def _r4_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_Listener_port(o, v0)
-    _set_Listener_security_protocol(o, v1)
+    o = _M_Listener(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1859,7 +1891,6 @@ def _w4_Listener(o, w):
 
 
 def _r4_Feature(b, p):
-    o = _new(Feature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1874,13 +1905,12 @@ def _r4_Feature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Feature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Feature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_Feature_min_supported_version(o, v0)
-    _set_Feature_max_supported_version(o, v1)
+    o = _M_Feature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = Feature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1917,10 +1947,8 @@ def _w4_Feature(o, w):
 
 
 def _r4_BrokerRegistrationRequest(b, p):
-    o = _new(BrokerRegistrationRequest)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_broker_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_BrokerRegistrationRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1937,12 +1965,10 @@ def _r4_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_cluster_id(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_incarnation_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_BrokerRegistrationRequest_incarnation_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1959,8 +1985,7 @@ def _r4_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r4_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_listeners(o, x)
+        f_listeners = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1977,8 +2002,7 @@ def _r4_BrokerRegistrationRequest(b, p):
         for _ in range(n):
             y, p = _r4_Feature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1986,7 +2010,7 @@ def _r4_BrokerRegistrationRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1995,12 +2019,10 @@ def _r4_BrokerRegistrationRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerRegistrationRequest.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_BrokerRegistrationRequest_rack(o, x)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_is_migrating_zk_broker,) = _S4.unpack_from(b, p)
     p += 1
-    _set_BrokerRegistrationRequest_is_migrating_zk_broker(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2020,11 +2042,21 @@ def _r4_BrokerRegistrationRequest(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_BrokerRegistrationRequest_log_dirs(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+        f_log_dirs = tuple(a)
+    (f_previous_broker_epoch,) = _S5.unpack_from(b, p)
     p += 8
-    _set_BrokerRegistrationRequest_previous_broker_epoch(o, v0)
+    o = _M_BrokerRegistrationRequest(
+        f_broker_id,
+        f_cluster_id,
+        _uuid(f_incarnation_id),
+        f_listeners,
+        f_features,
+        f_rack,
+        f_is_migrating_zk_broker,
+        f_log_dirs,
+        f_previous_broker_epoch,
+    )
+    o.__class__ = BrokerRegistrationRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -52,6 +52,15 @@ class BrokerRegistrationResponse:
 _D_BrokerRegistrationResponse = BrokerRegistrationResponse()
 
 
+class _M_BrokerRegistrationResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "broker_epoch")
+
+    def __init__(self, throttle_time_ms, error_code, broker_epoch):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.broker_epoch = broker_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerRegistrationResponseV0:
     """BrokerRegistrationResponse at version 0 (kio entity conventions)."""
@@ -118,12 +127,10 @@ class BrokerRegistrationResponseV4:
 
 
 def _r0_BrokerRegistrationResponse(b, p):
-    o = _new(BrokerRegistrationResponse)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_BrokerRegistrationResponse_throttle_time_ms(o, v0)
-    _set_BrokerRegistrationResponse_error_code(o, v1)
-    _set_BrokerRegistrationResponse_broker_epoch(o, v2)
+    o = _M_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch)
+    o.__class__ = BrokerRegistrationResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -188,12 +195,10 @@ def write_v0(o: BrokerRegistrationResponse, w: bytearray) -> None:
 
 
 def _r1_BrokerRegistrationResponse(b, p):
-    o = _new(BrokerRegistrationResponse)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_BrokerRegistrationResponse_throttle_time_ms(o, v0)
-    _set_BrokerRegistrationResponse_error_code(o, v1)
-    _set_BrokerRegistrationResponse_broker_epoch(o, v2)
+    o = _M_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch)
+    o.__class__ = BrokerRegistrationResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -244,12 +249,10 @@ def write_v1(o: BrokerRegistrationResponse, w: bytearray) -> None:
 
 
 def _r2_BrokerRegistrationResponse(b, p):
-    o = _new(BrokerRegistrationResponse)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_BrokerRegistrationResponse_throttle_time_ms(o, v0)
-    _set_BrokerRegistrationResponse_error_code(o, v1)
-    _set_BrokerRegistrationResponse_broker_epoch(o, v2)
+    o = _M_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch)
+    o.__class__ = BrokerRegistrationResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -300,12 +303,10 @@ def write_v2(o: BrokerRegistrationResponse, w: bytearray) -> None:
 
 
 def _r3_BrokerRegistrationResponse(b, p):
-    o = _new(BrokerRegistrationResponse)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_BrokerRegistrationResponse_throttle_time_ms(o, v0)
-    _set_BrokerRegistrationResponse_error_code(o, v1)
-    _set_BrokerRegistrationResponse_broker_epoch(o, v2)
+    o = _M_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch)
+    o.__class__ = BrokerRegistrationResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -356,12 +357,10 @@ def write_v3(o: BrokerRegistrationResponse, w: bytearray) -> None:
 
 
 def _r4_BrokerRegistrationResponse(b, p):
-    o = _new(BrokerRegistrationResponse)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_BrokerRegistrationResponse_throttle_time_ms(o, v0)
-    _set_BrokerRegistrationResponse_error_code(o, v1)
-    _set_BrokerRegistrationResponse_broker_epoch(o, v2)
+    o = _M_BrokerRegistrationResponse(f_throttle_time_ms, f_error_code, f_broker_epoch)
+    o.__class__ = BrokerRegistrationResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -68,6 +68,42 @@ class ChunkChangeRecord:
 _D_ChunkChangeRecord = ChunkChangeRecord()
 
 
+class _M_ChunkChangeRecord:
+    __slots__ = (
+        "partition_id",
+        "topic_id",
+        "start_offset",
+        "replicas",
+        "directories",
+        "isr",
+        "removing_replicas",
+        "adding_replicas",
+        "epoch",
+    )
+
+    def __init__(
+        self,
+        partition_id,
+        topic_id,
+        start_offset,
+        replicas,
+        directories,
+        isr,
+        removing_replicas,
+        adding_replicas,
+        epoch,
+    ):
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.start_offset = start_offset
+        self.replicas = replicas
+        self.directories = directories
+        self.isr = isr
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkChangeRecordV0:
     """ChunkChangeRecord at version 0 (kio entity conventions)."""
@@ -92,18 +128,20 @@ class ChunkChangeRecordV0:
 
 
 def _r0_ChunkChangeRecord(b, p):
-    o = _new(ChunkChangeRecord)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id, f_start_offset, f_epoch = _S0.unpack_from(b, p)
     p += 32
-    _set_ChunkChangeRecord_partition_id(o, v0)
-    _set_ChunkChangeRecord_topic_id(o, _uuid(v1))
-    _set_ChunkChangeRecord_start_offset(o, v2)
-    _set_ChunkChangeRecord_epoch(o, v3)
-    _set_ChunkChangeRecord_replicas(o, _DF_ChunkChangeRecord_replicas)
-    _set_ChunkChangeRecord_directories(o, _DF_ChunkChangeRecord_directories)
-    _set_ChunkChangeRecord_isr(o, _DF_ChunkChangeRecord_isr)
-    _set_ChunkChangeRecord_removing_replicas(o, _DF_ChunkChangeRecord_removing_replicas)
-    _set_ChunkChangeRecord_adding_replicas(o, _DF_ChunkChangeRecord_adding_replicas)
+    o = _M_ChunkChangeRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_start_offset,
+        _DF_ChunkChangeRecord_replicas,
+        _DF_ChunkChangeRecord_directories,
+        _DF_ChunkChangeRecord_isr,
+        _DF_ChunkChangeRecord_removing_replicas,
+        _DF_ChunkChangeRecord_adding_replicas,
+        f_epoch,
+    )
+    o.__class__ = ChunkChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -73,6 +73,54 @@ class ChunkRecord:
 _D_ChunkRecord = ChunkRecord()
 
 
+class _M_ChunkRecord:
+    __slots__ = (
+        "partition_id",
+        "topic_id",
+        "start_offset",
+        "start_timestamp",
+        "stop_offset",
+        "end_offset",
+        "chunk_epoch",
+        "replicas",
+        "directories",
+        "isr",
+        "removing_replicas",
+        "adding_replicas",
+        "epoch",
+    )
+
+    def __init__(
+        self,
+        partition_id,
+        topic_id,
+        start_offset,
+        start_timestamp,
+        stop_offset,
+        end_offset,
+        chunk_epoch,
+        replicas,
+        directories,
+        isr,
+        removing_replicas,
+        adding_replicas,
+        epoch,
+    ):
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.start_offset = start_offset
+        self.start_timestamp = start_timestamp
+        self.stop_offset = stop_offset
+        self.end_offset = end_offset
+        self.chunk_epoch = chunk_epoch
+        self.replicas = replicas
+        self.directories = directories
+        self.isr = isr
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ChunkRecordV0:
     """ChunkRecord at version 0 (kio entity conventions)."""
@@ -97,16 +145,16 @@ class ChunkRecordV0:
 
 
 def _r0_ChunkRecord(b, p):
-    o = _new(ChunkRecord)
-    v0, v1, v2, v3, v4, v5, v6 = _S0.unpack_from(b, p)
+    (
+        f_partition_id,
+        f_topic_id,
+        f_start_offset,
+        f_start_timestamp,
+        f_stop_offset,
+        f_end_offset,
+        f_chunk_epoch,
+    ) = _S0.unpack_from(b, p)
     p += 56
-    _set_ChunkRecord_partition_id(o, v0)
-    _set_ChunkRecord_topic_id(o, _uuid(v1))
-    _set_ChunkRecord_start_offset(o, v2)
-    _set_ChunkRecord_start_timestamp(o, v3)
-    _set_ChunkRecord_stop_offset(o, v4)
-    _set_ChunkRecord_end_offset(o, v5)
-    _set_ChunkRecord_chunk_epoch(o, v6)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -118,9 +166,8 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ChunkRecord_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -140,8 +187,7 @@ def _r0_ChunkRecord(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_ChunkRecord_directories(o, x)
+        f_directories = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -153,9 +199,8 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ChunkRecord_isr(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -167,9 +212,8 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.RemovingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ChunkRecord_removing_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -181,12 +225,26 @@ def _r0_ChunkRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ChunkRecord.AddingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ChunkRecord_adding_replicas(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_ChunkRecord_epoch(o, v0)
+    o = _M_ChunkRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_start_offset,
+        f_start_timestamp,
+        f_stop_offset,
+        f_end_offset,
+        f_chunk_epoch,
+        f_replicas,
+        f_directories,
+        f_isr,
+        f_removing_replicas,
+        f_adding_replicas,
+        f_epoch,
+    )
+    o.__class__ = ChunkRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -68,6 +68,51 @@ class CommitBatchesTopicPartition:
 _D_CommitBatchesTopicPartition = CommitBatchesTopicPartition()
 
 
+class _M_CommitBatchesTopicPartition:
+    __slots__ = (
+        "partition_index",
+        "object_key",
+        "byte_offset",
+        "size",
+        "base_offset",
+        "last_offset",
+        "batch_max_timestamp",
+        "message_timestamp_type",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "last_sequence",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        object_key,
+        byte_offset,
+        size,
+        base_offset,
+        last_offset,
+        batch_max_timestamp,
+        message_timestamp_type,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        last_sequence,
+    ):
+        self.partition_index = partition_index
+        self.object_key = object_key
+        self.byte_offset = byte_offset
+        self.size = size
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.batch_max_timestamp = batch_max_timestamp
+        self.message_timestamp_type = message_timestamp_type
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.last_sequence = last_sequence
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommitBatchesTopic:
     """Struct CommitBatchesTopic of CommitBatchesRequest (all versions)."""
@@ -83,6 +128,14 @@ class CommitBatchesTopic:
 _D_CommitBatchesTopic = CommitBatchesTopic()
 
 
+class _M_CommitBatchesTopic:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batches:
     """Struct Batches of CommitBatchesRequest (all versions)."""
@@ -92,6 +145,13 @@ class Batches:
 
 
 _D_Batches = Batches()
+
+
+class _M_Batches:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +169,14 @@ class CommitBatchesRequest:
 
 
 _D_CommitBatchesRequest = CommitBatchesRequest()
+
+
+class _M_CommitBatchesRequest:
+    __slots__ = ("broker_id", "batches")
+
+    def __init__(self, broker_id, batches):
+        self.broker_id = broker_id
+        self.batches = batches
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -171,10 +239,8 @@ class CommitBatchesRequestV0:
 
 
 def _r0_CommitBatchesTopicPartition(b, p):
-    o = _new(CommitBatchesTopicPartition)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CommitBatchesTopicPartition_partition_index(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -191,21 +257,36 @@ def _r0_CommitBatchesTopicPartition(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CommitBatchesTopicPartition.ObjectKey")
-        x = b[p:e].decode()
+        f_object_key = b[p:e].decode()
         p = e
-    _set_CommitBatchesTopicPartition_object_key(o, x)
-    v0, v1, v2, v3, v4, v5, v6, v7, v8, v9 = _S1.unpack_from(b, p)
+    (
+        f_byte_offset,
+        f_size,
+        f_base_offset,
+        f_last_offset,
+        f_batch_max_timestamp,
+        f_message_timestamp_type,
+        f_producer_id,
+        f_producer_epoch,
+        f_base_sequence,
+        f_last_sequence,
+    ) = _S1.unpack_from(b, p)
     p += 55
-    _set_CommitBatchesTopicPartition_byte_offset(o, v0)
-    _set_CommitBatchesTopicPartition_size(o, v1)
-    _set_CommitBatchesTopicPartition_base_offset(o, v2)
-    _set_CommitBatchesTopicPartition_last_offset(o, v3)
-    _set_CommitBatchesTopicPartition_batch_max_timestamp(o, v4)
-    _set_CommitBatchesTopicPartition_message_timestamp_type(o, v5)
-    _set_CommitBatchesTopicPartition_producer_id(o, v6)
-    _set_CommitBatchesTopicPartition_producer_epoch(o, v7)
-    _set_CommitBatchesTopicPartition_base_sequence(o, v8)
-    _set_CommitBatchesTopicPartition_last_sequence(o, v9)
+    o = _M_CommitBatchesTopicPartition(
+        f_partition_index,
+        f_object_key,
+        f_byte_offset,
+        f_size,
+        f_base_offset,
+        f_last_offset,
+        f_batch_max_timestamp,
+        f_message_timestamp_type,
+        f_producer_id,
+        f_producer_epoch,
+        f_base_sequence,
+        f_last_sequence,
+    )
+    o.__class__ = CommitBatchesTopicPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -302,10 +383,8 @@ def _w0_CommitBatchesTopicPartition(o, w):
 
 
 def _r0_CommitBatchesTopic(b, p):
-    o = _new(CommitBatchesTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_CommitBatchesTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -322,8 +401,9 @@ def _r0_CommitBatchesTopic(b, p):
         for _ in range(n):
             y, p = _r0_CommitBatchesTopicPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CommitBatchesTopic_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_CommitBatchesTopic(_uuid(f_topic_id), f_partitions)
+    o.__class__ = CommitBatchesTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -364,7 +444,6 @@ def _w0_CommitBatchesTopic(o, w):
 
 
 def _r0_Batches(b, p):
-    o = _new(Batches)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -381,8 +460,9 @@ def _r0_Batches(b, p):
         for _ in range(n):
             y, p = _r0_CommitBatchesTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_Batches_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_Batches(f_topics)
+    o.__class__ = Batches
     n = b[p]
     if n < 0x80:
         p += 1
@@ -420,10 +500,8 @@ def _w0_Batches(o, w):
 
 
 def _r0_CommitBatchesRequest(b, p):
-    o = _new(CommitBatchesRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_broker_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CommitBatchesRequest_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -440,8 +518,9 @@ def _r0_CommitBatchesRequest(b, p):
         for _ in range(n):
             y, p = _r0_Batches(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CommitBatchesRequest_batches(o, x)
+        f_batches = tuple(a)
+    o = _M_CommitBatchesRequest(f_broker_id, f_batches)
+    o.__class__ = CommitBatchesRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -55,6 +55,33 @@ class CommitBatchesTopicPartitionResults:
 _D_CommitBatchesTopicPartitionResults = CommitBatchesTopicPartitionResults()
 
 
+class _M_CommitBatchesTopicPartitionResults:
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "assigned_base_offset",
+        "log_append_time",
+        "log_start_offset",
+        "is_duplicate",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        error_code,
+        assigned_base_offset,
+        log_append_time,
+        log_start_offset,
+        is_duplicate,
+    ):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.assigned_base_offset = assigned_base_offset
+        self.log_append_time = log_append_time
+        self.log_start_offset = log_start_offset
+        self.is_duplicate = is_duplicate
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommitBatchesTopicResults:
     """Struct CommitBatchesTopicResults of CommitBatchesResponse (all versions)."""
@@ -68,6 +95,14 @@ class CommitBatchesTopicResults:
 
 
 _D_CommitBatchesTopicResults = CommitBatchesTopicResults()
+
+
+class _M_CommitBatchesTopicResults:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,6 +120,13 @@ class CommitBatchesResponse:
 
 
 _D_CommitBatchesResponse = CommitBatchesResponse()
+
+
+class _M_CommitBatchesResponse:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,15 +173,24 @@ class CommitBatchesResponseV0:
 
 
 def _r0_CommitBatchesTopicPartitionResults(b, p):
-    o = _new(CommitBatchesTopicPartitionResults)
-    v0, v1, v2, v3, v4, v5 = _S0.unpack_from(b, p)
+    (
+        f_partition_index,
+        f_error_code,
+        f_assigned_base_offset,
+        f_log_append_time,
+        f_log_start_offset,
+        f_is_duplicate,
+    ) = _S0.unpack_from(b, p)
     p += 31
-    _set_CommitBatchesTopicPartitionResults_partition_index(o, v0)
-    _set_CommitBatchesTopicPartitionResults_error_code(o, v1)
-    _set_CommitBatchesTopicPartitionResults_assigned_base_offset(o, v2)
-    _set_CommitBatchesTopicPartitionResults_log_append_time(o, v3)
-    _set_CommitBatchesTopicPartitionResults_log_start_offset(o, v4)
-    _set_CommitBatchesTopicPartitionResults_is_duplicate(o, v5)
+    o = _M_CommitBatchesTopicPartitionResults(
+        f_partition_index,
+        f_error_code,
+        f_assigned_base_offset,
+        f_log_append_time,
+        f_log_start_offset,
+        f_is_duplicate,
+    )
+    o.__class__ = CommitBatchesTopicPartitionResults
     n = b[p]
     if n < 0x80:
         p += 1
@@ -196,10 +247,8 @@ def _w0_CommitBatchesTopicPartitionResults(o, w):
 
 
 def _r0_CommitBatchesTopicResults(b, p):
-    o = _new(CommitBatchesTopicResults)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_CommitBatchesTopicResults_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -216,8 +265,9 @@ def _r0_CommitBatchesTopicResults(b, p):
         for _ in range(n):
             y, p = _r0_CommitBatchesTopicPartitionResults(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CommitBatchesTopicResults_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_CommitBatchesTopicResults(_uuid(f_topic_id), f_partitions)
+    o.__class__ = CommitBatchesTopicResults
     n = b[p]
     if n < 0x80:
         p += 1
@@ -258,7 +308,6 @@ def _w0_CommitBatchesTopicResults(o, w):
 
 
 def _r0_CommitBatchesResponse(b, p):
-    o = _new(CommitBatchesResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -275,8 +324,9 @@ def _r0_CommitBatchesResponse(b, p):
         for _ in range(n):
             y, p = _r0_CommitBatchesTopicResults(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CommitBatchesResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CommitBatchesResponse(f_topics)
+    o.__class__ = CommitBatchesResponse
     n = b[p]
     if n < 0x80:
         p += 1

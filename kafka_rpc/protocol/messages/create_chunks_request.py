@@ -55,6 +55,27 @@ class CreateChunksTopicPartition:
 _D_CreateChunksTopicPartition = CreateChunksTopicPartition()
 
 
+class _M_CreateChunksTopicPartition:
+    __slots__ = (
+        "topic_name",
+        "partition_id",
+        "broker_ids",
+        "start_offset",
+        "start_timestamp",
+        "prev_stop_offset",
+    )
+
+    def __init__(
+        self, topic_name, partition_id, broker_ids, start_offset, start_timestamp, prev_stop_offset
+    ):
+        self.topic_name = topic_name
+        self.partition_id = partition_id
+        self.broker_ids = broker_ids
+        self.start_offset = start_offset
+        self.start_timestamp = start_timestamp
+        self.prev_stop_offset = prev_stop_offset
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateChunksRequest:
     """CreateChunksRequest: all fields of versions 0 with Kafka's
@@ -70,6 +91,13 @@ class CreateChunksRequest:
 
 
 _D_CreateChunksRequest = CreateChunksRequest()
+
+
+class _M_CreateChunksRequest:
+    __slots__ = ("topic_partitions",)
+
+    def __init__(self, topic_partitions):
+        self.topic_partitions = topic_partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,7 +130,6 @@ class CreateChunksRequestV0:
 
 
 def _r0_CreateChunksTopicPartition(b, p):
-    o = _new(CreateChunksTopicPartition)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -119,12 +146,10 @@ def _r0_CreateChunksTopicPartition(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreateChunksTopicPartition.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_CreateChunksTopicPartition_topic_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreateChunksTopicPartition_partition_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -136,14 +161,19 @@ def _r0_CreateChunksTopicPartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreateChunksTopicPartition.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreateChunksTopicPartition_broker_ids(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_start_offset, f_start_timestamp, f_prev_stop_offset = _S1.unpack_from(b, p)
     p += 24
-    _set_CreateChunksTopicPartition_start_offset(o, v0)
-    _set_CreateChunksTopicPartition_start_timestamp(o, v1)
-    _set_CreateChunksTopicPartition_prev_stop_offset(o, v2)
+    o = _M_CreateChunksTopicPartition(
+        f_topic_name,
+        f_partition_id,
+        f_broker_ids,
+        f_start_offset,
+        f_start_timestamp,
+        f_prev_stop_offset,
+    )
+    o.__class__ = CreateChunksTopicPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -217,7 +247,6 @@ def _w0_CreateChunksTopicPartition(o, w):
 
 
 def _r0_CreateChunksRequest(b, p):
-    o = _new(CreateChunksRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -234,8 +263,9 @@ def _r0_CreateChunksRequest(b, p):
         for _ in range(n):
             y, p = _r0_CreateChunksTopicPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateChunksRequest_topic_partitions(o, x)
+        f_topic_partitions = tuple(a)
+    o = _M_CreateChunksRequest(f_topic_partitions)
+    o.__class__ = CreateChunksRequest
     n = b[p]
     if n < 0x80:
         p += 1

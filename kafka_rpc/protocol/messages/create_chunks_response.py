@@ -51,6 +51,16 @@ class CreateChunksTopicPartitionResult:
 _D_CreateChunksTopicPartitionResult = CreateChunksTopicPartitionResult()
 
 
+class _M_CreateChunksTopicPartitionResult:
+    __slots__ = ("topic_name", "partition_id", "error_code", "error_message")
+
+    def __init__(self, topic_name, partition_id, error_code, error_message):
+        self.topic_name = topic_name
+        self.partition_id = partition_id
+        self.error_code = error_code
+        self.error_message = error_message
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateChunksResponse:
     """CreateChunksResponse: all fields of versions 0 with Kafka's
@@ -68,6 +78,14 @@ class CreateChunksResponse:
 
 
 _D_CreateChunksResponse = CreateChunksResponse()
+
+
+class _M_CreateChunksResponse:
+    __slots__ = ("throttle_time_ms", "results")
+
+    def __init__(self, throttle_time_ms, results):
+        self.throttle_time_ms = throttle_time_ms
+        self.results = results
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,7 +117,6 @@ class CreateChunksResponseV0:
 
 
 def _r0_CreateChunksTopicPartitionResult(b, p):
-    o = _new(CreateChunksTopicPartitionResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -116,13 +133,10 @@ def _r0_CreateChunksTopicPartitionResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreateChunksTopicPartitionResult.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_CreateChunksTopicPartitionResult_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_CreateChunksTopicPartitionResult_partition_id(o, v0)
-    _set_CreateChunksTopicPartitionResult_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -130,7 +144,7 @@ def _r0_CreateChunksTopicPartitionResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -139,9 +153,12 @@ def _r0_CreateChunksTopicPartitionResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreateChunksTopicPartitionResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreateChunksTopicPartitionResult_error_message(o, x)
+    o = _M_CreateChunksTopicPartitionResult(
+        f_topic_name, f_partition_id, f_error_code, f_error_message
+    )
+    o.__class__ = CreateChunksTopicPartitionResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -209,10 +226,8 @@ def _w0_CreateChunksTopicPartitionResult(o, w):
 
 
 def _r0_CreateChunksResponse(b, p):
-    o = _new(CreateChunksResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateChunksResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -229,8 +244,9 @@ def _r0_CreateChunksResponse(b, p):
         for _ in range(n):
             y, p = _r0_CreateChunksTopicPartitionResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateChunksResponse_results(o, x)
+        f_results = tuple(a)
+    o = _M_CreateChunksResponse(f_throttle_time_ms, f_results)
+    o.__class__ = CreateChunksResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -48,6 +48,14 @@ class CreatableReplicaAssignment:
 _D_CreatableReplicaAssignment = CreatableReplicaAssignment()
 
 
+class _M_CreatableReplicaAssignment:
+    __slots__ = ("partition_index", "broker_ids")
+
+    def __init__(self, partition_index, broker_ids):
+        self.partition_index = partition_index
+        self.broker_ids = broker_ids
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreatableTopicConfig:
     """Struct CreatableTopicConfig of CreateTopicsRequest (all versions)."""
@@ -59,6 +67,14 @@ class CreatableTopicConfig:
 
 
 _D_CreatableTopicConfig = CreatableTopicConfig()
+
+
+class _M_CreatableTopicConfig:
+    __slots__ = ("name", "value")
+
+    def __init__(self, name, value):
+        self.name = name
+        self.value = value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +98,17 @@ class CreatableTopic:
 _D_CreatableTopic = CreatableTopic()
 
 
+class _M_CreatableTopic:
+    __slots__ = ("name", "num_partitions", "replication_factor", "assignments", "configs")
+
+    def __init__(self, name, num_partitions, replication_factor, assignments, configs):
+        self.name = name
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.assignments = assignments
+        self.configs = configs
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateTopicsRequest:
     """CreateTopicsRequest: all fields of versions 2-7 with Kafka's
@@ -99,6 +126,15 @@ class CreateTopicsRequest:
 
 
 _D_CreateTopicsRequest = CreateTopicsRequest()
+
+
+class _M_CreateTopicsRequest:
+    __slots__ = ("topics", "timeout_ms", "validate_only")
+
+    def __init__(self, topics, timeout_ms, validate_only):
+        self.topics = topics
+        self.timeout_ms = timeout_ms
+        self.validate_only = validate_only
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -438,10 +474,8 @@ class CreateTopicsRequestV7:
 
 
 def _r2_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -449,9 +483,10 @@ def _r2_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     return o, p
 
 
@@ -477,7 +512,6 @@ def _w2_CreatableReplicaAssignment(o, w):
 
 
 def _r2_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -488,22 +522,22 @@ def _r2_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     return o, p
 
 
@@ -537,7 +571,6 @@ def _w2_CreatableTopicConfig(o, w):
 
 
 def _r2_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -548,13 +581,10 @@ def _r2_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -567,8 +597,7 @@ def _r2_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r2_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -581,8 +610,9 @@ def _r2_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r2_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     return o, p
 
 
@@ -629,7 +659,6 @@ def _w2_CreatableTopic(o, w):
 
 
 def _r2_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -642,12 +671,11 @@ def _r2_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r2_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     return o, p
 
 
@@ -699,10 +727,8 @@ def write_v2(o: CreateTopicsRequest, w: bytearray) -> None:
 
 
 def _r3_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -710,9 +736,10 @@ def _r3_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     return o, p
 
 
@@ -728,7 +755,6 @@ def _w3_CreatableReplicaAssignment(o, w):
 
 
 def _r3_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -739,22 +765,22 @@ def _r3_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     return o, p
 
 
@@ -782,7 +808,6 @@ def _w3_CreatableTopicConfig(o, w):
 
 
 def _r3_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -793,13 +818,10 @@ def _r3_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -812,8 +834,7 @@ def _r3_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r3_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -826,8 +847,9 @@ def _r3_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r3_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     return o, p
 
 
@@ -862,7 +884,6 @@ def _w3_CreatableTopic(o, w):
 
 
 def _r3_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -875,12 +896,11 @@ def _r3_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r3_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     return o, p
 
 
@@ -924,10 +944,8 @@ def write_v3(o: CreateTopicsRequest, w: bytearray) -> None:
 
 
 def _r4_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -935,9 +953,10 @@ def _r4_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     return o, p
 
 
@@ -953,7 +972,6 @@ def _w4_CreatableReplicaAssignment(o, w):
 
 
 def _r4_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -964,22 +982,22 @@ def _r4_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     return o, p
 
 
@@ -1007,7 +1025,6 @@ def _w4_CreatableTopicConfig(o, w):
 
 
 def _r4_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1018,13 +1035,10 @@ def _r4_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1037,8 +1051,7 @@ def _r4_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r4_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1051,8 +1064,9 @@ def _r4_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r4_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     return o, p
 
 
@@ -1087,7 +1101,6 @@ def _w4_CreatableTopic(o, w):
 
 
 def _r4_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1100,12 +1113,11 @@ def _r4_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r4_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     return o, p
 
 
@@ -1149,10 +1161,8 @@ def write_v4(o: CreateTopicsRequest, w: bytearray) -> None:
 
 
 def _r5_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1164,9 +1174,10 @@ def _r5_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1200,7 +1211,6 @@ def _w5_CreatableReplicaAssignment(o, w):
 
 
 def _r5_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1215,9 +1225,8 @@ def _r5_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1225,16 +1234,17 @@ def _r5_CreatableTopicConfig(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1283,7 +1293,6 @@ def _w5_CreatableTopicConfig(o, w):
 
 
 def _r5_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1298,13 +1307,10 @@ def _r5_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1321,8 +1327,7 @@ def _r5_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r5_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1339,8 +1344,9 @@ def _r5_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r5_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1399,7 +1405,6 @@ def _w5_CreatableTopic(o, w):
 
 
 def _r5_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1416,12 +1421,11 @@ def _r5_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r5_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1483,10 +1487,8 @@ def write_v5(o: CreateTopicsRequest, w: bytearray) -> None:
 
 
 def _r6_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1498,9 +1500,10 @@ def _r6_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1534,7 +1537,6 @@ def _w6_CreatableReplicaAssignment(o, w):
 
 
 def _r6_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1549,9 +1551,8 @@ def _r6_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1559,16 +1560,17 @@ def _r6_CreatableTopicConfig(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1617,7 +1619,6 @@ def _w6_CreatableTopicConfig(o, w):
 
 
 def _r6_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1632,13 +1633,10 @@ def _r6_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1655,8 +1653,7 @@ def _r6_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r6_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1673,8 +1670,9 @@ def _r6_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r6_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1733,7 +1731,6 @@ def _w6_CreatableTopic(o, w):
 
 
 def _r6_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1750,12 +1747,11 @@ def _r6_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r6_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1817,10 +1813,8 @@ def write_v6(o: CreateTopicsRequest, w: bytearray) -> None:
 
 
 def _r7_CreatableReplicaAssignment(b, p):
-    o = _new(CreatableReplicaAssignment)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_CreatableReplicaAssignment_partition_index(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1832,9 +1826,10 @@ def _r7_CreatableReplicaAssignment(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableReplicaAssignment.BrokerIds", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_broker_ids = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_CreatableReplicaAssignment_broker_ids(o, x)
+    o = _M_CreatableReplicaAssignment(f_partition_index, f_broker_ids)
+    o.__class__ = CreatableReplicaAssignment
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1868,7 +1863,6 @@ def _w7_CreatableReplicaAssignment(o, w):
 
 
 def _r7_CreatableTopicConfig(b, p):
-    o = _new(CreatableTopicConfig)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1883,9 +1877,8 @@ def _r7_CreatableTopicConfig(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1893,16 +1886,17 @@ def _r7_CreatableTopicConfig(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfig.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfig.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfig_value(o, x)
+    o = _M_CreatableTopicConfig(f_name, f_value)
+    o.__class__ = CreatableTopicConfig
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1951,7 +1945,6 @@ def _w7_CreatableTopicConfig(o, w):
 
 
 def _r7_CreatableTopic(b, p):
-    o = _new(CreatableTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1966,13 +1959,10 @@ def _r7_CreatableTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopic_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S1.unpack_from(b, p)
     p += 6
-    _set_CreatableTopic_num_partitions(o, v0)
-    _set_CreatableTopic_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1989,8 +1979,7 @@ def _r7_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r7_CreatableReplicaAssignment(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_assignments(o, x)
+        f_assignments = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2007,8 +1996,9 @@ def _r7_CreatableTopic(b, p):
         for _ in range(n):
             y, p = _r7_CreatableTopicConfig(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopic_configs(o, x)
+        f_configs = tuple(a)
+    o = _M_CreatableTopic(f_name, f_num_partitions, f_replication_factor, f_assignments, f_configs)
+    o.__class__ = CreatableTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2067,7 +2057,6 @@ def _w7_CreatableTopic(o, w):
 
 
 def _r7_CreateTopicsRequest(b, p):
-    o = _new(CreateTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2084,12 +2073,11 @@ def _r7_CreateTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r7_CreatableTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsRequest_topics(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_timeout_ms, f_validate_only = _S2.unpack_from(b, p)
     p += 5
-    _set_CreateTopicsRequest_timeout_ms(o, v0)
-    _set_CreateTopicsRequest_validate_only(o, v1)
+    o = _M_CreateTopicsRequest(f_topics, f_timeout_ms, f_validate_only)
+    o.__class__ = CreateTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -56,6 +56,17 @@ class CreatableTopicConfigs:
 _D_CreatableTopicConfigs = CreatableTopicConfigs()
 
 
+class _M_CreatableTopicConfigs:
+    __slots__ = ("name", "value", "read_only", "config_source", "is_sensitive")
+
+    def __init__(self, name, value, read_only, config_source, is_sensitive):
+        self.name = name
+        self.value = value
+        self.read_only = read_only
+        self.config_source = config_source
+        self.is_sensitive = is_sensitive
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreatableTopicResult:
     """Struct CreatableTopicResult of CreateTopicsResponse (all versions)."""
@@ -83,6 +94,39 @@ class CreatableTopicResult:
 _D_CreatableTopicResult = CreatableTopicResult()
 
 
+class _M_CreatableTopicResult:
+    __slots__ = (
+        "name",
+        "topic_id",
+        "error_code",
+        "error_message",
+        "topic_config_error_code",
+        "num_partitions",
+        "replication_factor",
+        "configs",
+    )
+
+    def __init__(
+        self,
+        name,
+        topic_id,
+        error_code,
+        error_message,
+        topic_config_error_code,
+        num_partitions,
+        replication_factor,
+        configs,
+    ):
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topic_config_error_code = topic_config_error_code
+        self.num_partitions = num_partitions
+        self.replication_factor = replication_factor
+        self.configs = configs
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CreateTopicsResponse:
     """CreateTopicsResponse: all fields of versions 2-7 with Kafka's
@@ -98,6 +142,14 @@ class CreateTopicsResponse:
 
 
 _D_CreateTopicsResponse = CreateTopicsResponse()
+
+
+class _M_CreateTopicsResponse:
+    __slots__ = ("throttle_time_ms", "topics")
+
+    def __init__(self, throttle_time_ms, topics):
+        self.throttle_time_ms = throttle_time_ms
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -327,7 +379,6 @@ class CreateTopicsResponseV7:
 
 
 def _r2_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -338,16 +389,14 @@ def _r2_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_CreatableTopicResult_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -356,16 +405,19 @@ def _r2_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    _set_CreatableTopicResult_topic_id(o, _DF_CreatableTopicResult_topic_id)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+    o = _M_CreatableTopicResult(
+        f_name,
+        _DF_CreatableTopicResult_topic_id,
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        _DF_CreatableTopicResult_num_partitions,
+        _DF_CreatableTopicResult_replication_factor,
+        _DF_CreatableTopicResult_configs,
     )
-    _set_CreatableTopicResult_num_partitions(o, _DF_CreatableTopicResult_num_partitions)
-    _set_CreatableTopicResult_replication_factor(o, _DF_CreatableTopicResult_replication_factor)
-    _set_CreatableTopicResult_configs(o, _DF_CreatableTopicResult_configs)
+    o.__class__ = CreatableTopicResult
     return o, p
 
 
@@ -416,10 +468,8 @@ def _w2_CreatableTopicResult(o, w):
 
 
 def _r2_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -432,8 +482,9 @@ def _r2_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r2_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     return o, p
 
 
@@ -485,7 +536,6 @@ def write_v2(o: CreateTopicsResponse, w: bytearray) -> None:
 
 
 def _r3_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -496,16 +546,14 @@ def _r3_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_CreatableTopicResult_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -514,16 +562,19 @@ def _r3_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    _set_CreatableTopicResult_topic_id(o, _DF_CreatableTopicResult_topic_id)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+    o = _M_CreatableTopicResult(
+        f_name,
+        _DF_CreatableTopicResult_topic_id,
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        _DF_CreatableTopicResult_num_partitions,
+        _DF_CreatableTopicResult_replication_factor,
+        _DF_CreatableTopicResult_configs,
     )
-    _set_CreatableTopicResult_num_partitions(o, _DF_CreatableTopicResult_num_partitions)
-    _set_CreatableTopicResult_replication_factor(o, _DF_CreatableTopicResult_replication_factor)
-    _set_CreatableTopicResult_configs(o, _DF_CreatableTopicResult_configs)
+    o.__class__ = CreatableTopicResult
     return o, p
 
 
@@ -552,10 +603,8 @@ def _w3_CreatableTopicResult(o, w):
 
 
 def _r3_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -568,8 +617,9 @@ def _r3_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r3_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     return o, p
 
 
@@ -613,7 +663,6 @@ def write_v3(o: CreateTopicsResponse, w: bytearray) -> None:
 
 
 def _r4_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -624,16 +673,14 @@ def _r4_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_CreatableTopicResult_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -642,16 +689,19 @@ def _r4_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    _set_CreatableTopicResult_topic_id(o, _DF_CreatableTopicResult_topic_id)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+    o = _M_CreatableTopicResult(
+        f_name,
+        _DF_CreatableTopicResult_topic_id,
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        _DF_CreatableTopicResult_num_partitions,
+        _DF_CreatableTopicResult_replication_factor,
+        _DF_CreatableTopicResult_configs,
     )
-    _set_CreatableTopicResult_num_partitions(o, _DF_CreatableTopicResult_num_partitions)
-    _set_CreatableTopicResult_replication_factor(o, _DF_CreatableTopicResult_replication_factor)
-    _set_CreatableTopicResult_configs(o, _DF_CreatableTopicResult_configs)
+    o.__class__ = CreatableTopicResult
     return o, p
 
 
@@ -680,10 +730,8 @@ def _w4_CreatableTopicResult(o, w):
 
 
 def _r4_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -696,8 +744,9 @@ def _r4_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r4_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     return o, p
 
 
@@ -741,7 +790,6 @@ def write_v4(o: CreateTopicsResponse, w: bytearray) -> None:
 
 
 def _r5_CreatableTopicConfigs(b, p):
-    o = _new(CreatableTopicConfigs)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -756,9 +804,8 @@ def _r5_CreatableTopicConfigs(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -766,21 +813,19 @@ def _r5_CreatableTopicConfigs(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfigs.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_value(o, x)
-    v0, v1, v2 = _S2.unpack_from(b, p)
+    f_read_only, f_config_source, f_is_sensitive = _S2.unpack_from(b, p)
     p += 3
-    _set_CreatableTopicConfigs_read_only(o, v0)
-    _set_CreatableTopicConfigs_config_source(o, v1)
-    _set_CreatableTopicConfigs_is_sensitive(o, v2)
+    o = _M_CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive)
+    o.__class__ = CreatableTopicConfigs
     n = b[p]
     if n < 0x80:
         p += 1
@@ -842,7 +887,6 @@ def _w5_CreatableTopicConfigs(o, w):
 
 
 def _r5_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -857,12 +901,10 @@ def _r5_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_CreatableTopicResult_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -870,7 +912,7 @@ def _r5_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -879,13 +921,10 @@ def _r5_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S3.unpack_from(b, p)
     p += 6
-    _set_CreatableTopicResult_num_partitions(o, v0)
-    _set_CreatableTopicResult_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -893,7 +932,7 @@ def _r5_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_configs = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableTopicResult.Configs", n, len(b) - p)
@@ -902,12 +941,18 @@ def _r5_CreatableTopicResult(b, p):
         for _ in range(n):
             y, p = _r5_CreatableTopicConfigs(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopicResult_configs(o, x)
-    _set_CreatableTopicResult_topic_id(o, _DF_CreatableTopicResult_topic_id)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+        f_configs = tuple(a)
+    o = _M_CreatableTopicResult(
+        f_name,
+        _DF_CreatableTopicResult_topic_id,
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        f_num_partitions,
+        f_replication_factor,
+        f_configs,
     )
+    o.__class__ = CreatableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -989,10 +1034,8 @@ def _w5_CreatableTopicResult(o, w):
 
 
 def _r5_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1009,8 +1052,9 @@ def _r5_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r5_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1072,7 +1116,6 @@ def write_v5(o: CreateTopicsResponse, w: bytearray) -> None:
 
 
 def _r6_CreatableTopicConfigs(b, p):
-    o = _new(CreatableTopicConfigs)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1087,9 +1130,8 @@ def _r6_CreatableTopicConfigs(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1097,21 +1139,19 @@ def _r6_CreatableTopicConfigs(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfigs.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_value(o, x)
-    v0, v1, v2 = _S2.unpack_from(b, p)
+    f_read_only, f_config_source, f_is_sensitive = _S2.unpack_from(b, p)
     p += 3
-    _set_CreatableTopicConfigs_read_only(o, v0)
-    _set_CreatableTopicConfigs_config_source(o, v1)
-    _set_CreatableTopicConfigs_is_sensitive(o, v2)
+    o = _M_CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive)
+    o.__class__ = CreatableTopicConfigs
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1161,7 +1201,6 @@ def _w6_CreatableTopicConfigs(o, w):
 
 
 def _r6_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1176,12 +1215,10 @@ def _r6_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_CreatableTopicResult_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1189,7 +1226,7 @@ def _r6_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1198,13 +1235,10 @@ def _r6_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S3.unpack_from(b, p)
     p += 6
-    _set_CreatableTopicResult_num_partitions(o, v0)
-    _set_CreatableTopicResult_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1212,7 +1246,7 @@ def _r6_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_configs = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableTopicResult.Configs", n, len(b) - p)
@@ -1221,12 +1255,18 @@ def _r6_CreatableTopicResult(b, p):
         for _ in range(n):
             y, p = _r6_CreatableTopicConfigs(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopicResult_configs(o, x)
-    _set_CreatableTopicResult_topic_id(o, _DF_CreatableTopicResult_topic_id)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+        f_configs = tuple(a)
+    o = _M_CreatableTopicResult(
+        f_name,
+        _DF_CreatableTopicResult_topic_id,
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        f_num_partitions,
+        f_replication_factor,
+        f_configs,
     )
+    o.__class__ = CreatableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1308,10 +1348,8 @@ def _w6_CreatableTopicResult(o, w):
 
 
 def _r6_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1328,8 +1366,9 @@ def _r6_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r6_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1391,7 +1430,6 @@ def write_v6(o: CreateTopicsResponse, w: bytearray) -> None:
 
 
 def _r7_CreatableTopicConfigs(b, p):
-    o = _new(CreatableTopicConfigs)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1406,9 +1444,8 @@ def _r7_CreatableTopicConfigs(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1416,21 +1453,19 @@ def _r7_CreatableTopicConfigs(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_value = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("CreatableTopicConfigs.Value" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicConfigs.Value")
-        x = b[p:e].decode()
+        f_value = b[p:e].decode()
         p = e
-    _set_CreatableTopicConfigs_value(o, x)
-    v0, v1, v2 = _S2.unpack_from(b, p)
+    f_read_only, f_config_source, f_is_sensitive = _S2.unpack_from(b, p)
     p += 3
-    _set_CreatableTopicConfigs_read_only(o, v0)
-    _set_CreatableTopicConfigs_config_source(o, v1)
-    _set_CreatableTopicConfigs_is_sensitive(o, v2)
+    o = _M_CreatableTopicConfigs(f_name, f_value, f_read_only, f_config_source, f_is_sensitive)
+    o.__class__ = CreatableTopicConfigs
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1480,7 +1515,6 @@ def _w7_CreatableTopicConfigs(o, w):
 
 
 def _r7_CreatableTopicResult(b, p):
-    o = _new(CreatableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1495,13 +1529,10 @@ def _r7_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_name(o, x)
-    v0, v1 = _S4.unpack_from(b, p)
+    f_topic_id, f_error_code = _S4.unpack_from(b, p)
     p += 18
-    _set_CreatableTopicResult_topic_id(o, _uuid(v0))
-    _set_CreatableTopicResult_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1509,7 +1540,7 @@ def _r7_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1518,13 +1549,10 @@ def _r7_CreatableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("CreatableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_CreatableTopicResult_error_message(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_num_partitions, f_replication_factor = _S3.unpack_from(b, p)
     p += 6
-    _set_CreatableTopicResult_num_partitions(o, v0)
-    _set_CreatableTopicResult_replication_factor(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1532,7 +1560,7 @@ def _r7_CreatableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_configs = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("CreatableTopicResult.Configs", n, len(b) - p)
@@ -1541,11 +1569,18 @@ def _r7_CreatableTopicResult(b, p):
         for _ in range(n):
             y, p = _r7_CreatableTopicConfigs(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreatableTopicResult_configs(o, x)
-    _set_CreatableTopicResult_topic_config_error_code(
-        o, _DF_CreatableTopicResult_topic_config_error_code
+        f_configs = tuple(a)
+    o = _M_CreatableTopicResult(
+        f_name,
+        _uuid(f_topic_id),
+        f_error_code,
+        f_error_message,
+        _DF_CreatableTopicResult_topic_config_error_code,
+        f_num_partitions,
+        f_replication_factor,
+        f_configs,
     )
+    o.__class__ = CreatableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1627,10 +1662,8 @@ def _w7_CreatableTopicResult(o, w):
 
 
 def _r7_CreateTopicsResponse(b, p):
-    o = _new(CreateTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_CreateTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1647,8 +1680,9 @@ def _r7_CreateTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r7_CreatableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_CreateTopicsResponse_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_CreateTopicsResponse(f_throttle_time_ms, f_topics)
+    o.__class__ = CreateTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1

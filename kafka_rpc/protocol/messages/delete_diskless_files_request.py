@@ -47,6 +47,13 @@ class DeleteDisklessFilesRequest:
 _D_DeleteDisklessFilesRequest = DeleteDisklessFilesRequest()
 
 
+class _M_DeleteDisklessFilesRequest:
+    __slots__ = ("object_keys",)
+
+    def __init__(self, object_keys):
+        self.object_keys = object_keys
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessFilesRequestV0:
     """DeleteDisklessFilesRequest at version 0 (kio entity conventions)."""
@@ -59,7 +66,6 @@ class DeleteDisklessFilesRequestV0:
 
 
 def _r0_DeleteDisklessFilesRequest(b, p):
-    o = _new(DeleteDisklessFilesRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -93,8 +99,9 @@ def _r0_DeleteDisklessFilesRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessFilesRequest_object_keys(o, x)
+        f_object_keys = tuple(a)
+    o = _M_DeleteDisklessFilesRequest(f_object_keys)
+    o.__class__ = DeleteDisklessFilesRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -47,6 +47,14 @@ class DeleteDisklessFileResult:
 _D_DeleteDisklessFileResult = DeleteDisklessFileResult()
 
 
+class _M_DeleteDisklessFileResult:
+    __slots__ = ("object_key", "error_code")
+
+    def __init__(self, object_key, error_code):
+        self.object_key = object_key
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessFilesResponse:
     """DeleteDisklessFilesResponse: all fields of versions 0 with Kafka's
@@ -66,6 +74,15 @@ class DeleteDisklessFilesResponse:
 
 
 _D_DeleteDisklessFilesResponse = DeleteDisklessFilesResponse()
+
+
+class _M_DeleteDisklessFilesResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "results")
+
+    def __init__(self, throttle_time_ms, error_code, results):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.results = results
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,7 +113,6 @@ class DeleteDisklessFilesResponseV0:
 
 
 def _r0_DeleteDisklessFileResult(b, p):
-    o = _new(DeleteDisklessFileResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -113,12 +129,12 @@ def _r0_DeleteDisklessFileResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeleteDisklessFileResult.ObjectKey")
-        x = b[p:e].decode()
+        f_object_key = b[p:e].decode()
         p = e
-    _set_DeleteDisklessFileResult_object_key(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeleteDisklessFileResult_error_code(o, v0)
+    o = _M_DeleteDisklessFileResult(f_object_key, f_error_code)
+    o.__class__ = DeleteDisklessFileResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -161,11 +177,8 @@ def _w0_DeleteDisklessFileResult(o, w):
 
 
 def _r0_DeleteDisklessFilesResponse(b, p):
-    o = _new(DeleteDisklessFilesResponse)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S1.unpack_from(b, p)
     p += 6
-    _set_DeleteDisklessFilesResponse_throttle_time_ms(o, v0)
-    _set_DeleteDisklessFilesResponse_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -182,8 +195,9 @@ def _r0_DeleteDisklessFilesResponse(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessFileResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessFilesResponse_results(o, x)
+        f_results = tuple(a)
+    o = _M_DeleteDisklessFilesResponse(f_throttle_time_ms, f_error_code, f_results)
+    o.__class__ = DeleteDisklessFilesResponse
     n = b[p]
     if n < 0x80:
         p += 1

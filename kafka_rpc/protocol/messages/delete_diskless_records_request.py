@@ -47,6 +47,14 @@ class DeleteDisklessPartitionRecords:
 _D_DeleteDisklessPartitionRecords = DeleteDisklessPartitionRecords()
 
 
+class _M_DeleteDisklessPartitionRecords:
+    __slots__ = ("partition_index", "offset")
+
+    def __init__(self, partition_index, offset):
+        self.partition_index = partition_index
+        self.offset = offset
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessTopicRecords:
     """Struct DeleteDisklessTopicRecords of DeleteDisklessRecordsRequest (all versions)."""
@@ -60,6 +68,14 @@ class DeleteDisklessTopicRecords:
 
 
 _D_DeleteDisklessTopicRecords = DeleteDisklessTopicRecords()
+
+
+class _M_DeleteDisklessTopicRecords:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +93,13 @@ class DeleteDisklessRecordsRequest:
 
 
 _D_DeleteDisklessRecordsRequest = DeleteDisklessRecordsRequest()
+
+
+class _M_DeleteDisklessRecordsRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,11 +142,10 @@ class DeleteDisklessRecordsRequestV0:
 
 
 def _r0_DeleteDisklessPartitionRecords(b, p):
-    o = _new(DeleteDisklessPartitionRecords)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_offset = _S0.unpack_from(b, p)
     p += 12
-    _set_DeleteDisklessPartitionRecords_partition_index(o, v0)
-    _set_DeleteDisklessPartitionRecords_offset(o, v1)
+    o = _M_DeleteDisklessPartitionRecords(f_partition_index, f_offset)
+    o.__class__ = DeleteDisklessPartitionRecords
     n = b[p]
     if n < 0x80:
         p += 1
@@ -157,10 +179,8 @@ def _w0_DeleteDisklessPartitionRecords(o, w):
 
 
 def _r0_DeleteDisklessTopicRecords(b, p):
-    o = _new(DeleteDisklessTopicRecords)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_DeleteDisklessTopicRecords_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -177,8 +197,9 @@ def _r0_DeleteDisklessTopicRecords(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessPartitionRecords(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessTopicRecords_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_DeleteDisklessTopicRecords(_uuid(f_topic_id), f_partitions)
+    o.__class__ = DeleteDisklessTopicRecords
     n = b[p]
     if n < 0x80:
         p += 1
@@ -221,7 +242,6 @@ def _w0_DeleteDisklessTopicRecords(o, w):
 
 
 def _r0_DeleteDisklessRecordsRequest(b, p):
-    o = _new(DeleteDisklessRecordsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -238,8 +258,9 @@ def _r0_DeleteDisklessRecordsRequest(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessTopicRecords(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessRecordsRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_DeleteDisklessRecordsRequest(f_topics)
+    o.__class__ = DeleteDisklessRecordsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -50,6 +50,15 @@ class DeleteDisklessPartitionRecordsResult:
 _D_DeleteDisklessPartitionRecordsResult = DeleteDisklessPartitionRecordsResult()
 
 
+class _M_DeleteDisklessPartitionRecordsResult:
+    __slots__ = ("partition_index", "error_code", "low_watermark")
+
+    def __init__(self, partition_index, error_code, low_watermark):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.low_watermark = low_watermark
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessRecordsResult:
     """Struct DeleteDisklessRecordsResult of DeleteDisklessRecordsResponse (all versions)."""
@@ -63,6 +72,14 @@ class DeleteDisklessRecordsResult:
 
 
 _D_DeleteDisklessRecordsResult = DeleteDisklessRecordsResult()
+
+
+class _M_DeleteDisklessRecordsResult:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +97,13 @@ class DeleteDisklessRecordsResponse:
 
 
 _D_DeleteDisklessRecordsResponse = DeleteDisklessRecordsResponse()
+
+
+class _M_DeleteDisklessRecordsResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,14 +147,12 @@ class DeleteDisklessRecordsResponseV0:
 
 
 def _r0_DeleteDisklessPartitionRecordsResult(b, p):
-    o = _new(DeleteDisklessPartitionRecordsResult)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_DeleteDisklessPartitionRecordsResult_partition_index(o, v0)
-    _set_DeleteDisklessPartitionRecordsResult_error_code(o, v1)
-    _set_DeleteDisklessPartitionRecordsResult_low_watermark(
-        o, _DF_DeleteDisklessPartitionRecordsResult_low_watermark
+    o = _M_DeleteDisklessPartitionRecordsResult(
+        f_partition_index, f_error_code, _DF_DeleteDisklessPartitionRecordsResult_low_watermark
     )
+    o.__class__ = DeleteDisklessPartitionRecordsResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -188,10 +210,8 @@ def _w0_DeleteDisklessPartitionRecordsResult(o, w):
 
 
 def _r0_DeleteDisklessRecordsResult(b, p):
-    o = _new(DeleteDisklessRecordsResult)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_DeleteDisklessRecordsResult_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -208,8 +228,9 @@ def _r0_DeleteDisklessRecordsResult(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessPartitionRecordsResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessRecordsResult_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_DeleteDisklessRecordsResult(_uuid(f_topic_id), f_partitions)
+    o.__class__ = DeleteDisklessRecordsResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -252,7 +273,6 @@ def _w0_DeleteDisklessRecordsResult(o, w):
 
 
 def _r0_DeleteDisklessRecordsResponse(b, p):
-    o = _new(DeleteDisklessRecordsResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -269,8 +289,9 @@ def _r0_DeleteDisklessRecordsResponse(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessRecordsResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessRecordsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteDisklessRecordsResponse(f_responses)
+    o.__class__ = DeleteDisklessRecordsResponse
     n = b[p]
     if n < 0x80:
         p += 1

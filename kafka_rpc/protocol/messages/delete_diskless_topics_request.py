@@ -44,6 +44,13 @@ class DeleteDisklessTopic:
 _D_DeleteDisklessTopic = DeleteDisklessTopic()
 
 
+class _M_DeleteDisklessTopic:
+    __slots__ = ("topic_id",)
+
+    def __init__(self, topic_id):
+        self.topic_id = topic_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessTopicsRequest:
     """DeleteDisklessTopicsRequest: all fields of versions 0 with Kafka's
@@ -57,6 +64,13 @@ class DeleteDisklessTopicsRequest:
 
 
 _D_DeleteDisklessTopicsRequest = DeleteDisklessTopicsRequest()
+
+
+class _M_DeleteDisklessTopicsRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,10 +96,10 @@ class DeleteDisklessTopicsRequestV0:
 
 
 def _r0_DeleteDisklessTopic(b, p):
-    o = _new(DeleteDisklessTopic)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_topic_id,) = _S0.unpack_from(b, p)
     p += 16
-    _set_DeleteDisklessTopic_topic_id(o, _uuid(v0))
+    o = _M_DeleteDisklessTopic(_uuid(f_topic_id))
+    o.__class__ = DeleteDisklessTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -113,7 +127,6 @@ def _w0_DeleteDisklessTopic(o, w):
 
 
 def _r0_DeleteDisklessTopicsRequest(b, p):
-    o = _new(DeleteDisklessTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -130,8 +143,9 @@ def _r0_DeleteDisklessTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessTopicsRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_DeleteDisklessTopicsRequest(f_topics)
+    o.__class__ = DeleteDisklessTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -46,6 +46,14 @@ class DeleteDisklessTopicResult:
 _D_DeleteDisklessTopicResult = DeleteDisklessTopicResult()
 
 
+class _M_DeleteDisklessTopicResult:
+    __slots__ = ("topic_id", "error_code")
+
+    def __init__(self, topic_id, error_code):
+        self.topic_id = topic_id
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteDisklessTopicsResponse:
     """DeleteDisklessTopicsResponse: all fields of versions 0 with Kafka's
@@ -61,6 +69,13 @@ class DeleteDisklessTopicsResponse:
 
 
 _D_DeleteDisklessTopicsResponse = DeleteDisklessTopicsResponse()
+
+
+class _M_DeleteDisklessTopicsResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,11 +104,10 @@ class DeleteDisklessTopicsResponseV0:
 
 
 def _r0_DeleteDisklessTopicResult(b, p):
-    o = _new(DeleteDisklessTopicResult)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_topic_id, f_error_code = _S0.unpack_from(b, p)
     p += 18
-    _set_DeleteDisklessTopicResult_topic_id(o, _uuid(v0))
-    _set_DeleteDisklessTopicResult_error_code(o, v1)
+    o = _M_DeleteDisklessTopicResult(_uuid(f_topic_id), f_error_code)
+    o.__class__ = DeleteDisklessTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -123,7 +137,6 @@ def _w0_DeleteDisklessTopicResult(o, w):
 
 
 def _r0_DeleteDisklessTopicsResponse(b, p):
-    o = _new(DeleteDisklessTopicsResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -140,8 +153,9 @@ def _r0_DeleteDisklessTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r0_DeleteDisklessTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteDisklessTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteDisklessTopicsResponse(f_responses)
+    o.__class__ = DeleteDisklessTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1

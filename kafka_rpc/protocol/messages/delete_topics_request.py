@@ -47,6 +47,14 @@ class DeleteTopicState:
 _D_DeleteTopicState = DeleteTopicState()
 
 
+class _M_DeleteTopicState:
+    __slots__ = ("name", "topic_id")
+
+    def __init__(self, name, topic_id):
+        self.name = name
+        self.topic_id = topic_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteTopicsRequest:
     """DeleteTopicsRequest: all fields of versions 1-6 with Kafka's
@@ -64,6 +72,15 @@ class DeleteTopicsRequest:
 
 
 _D_DeleteTopicsRequest = DeleteTopicsRequest()
+
+
+class _M_DeleteTopicsRequest:
+    __slots__ = ("topics", "topic_names", "timeout_ms")
+
+    def __init__(self, topics, topic_names, timeout_ms):
+        self.topics = topics
+        self.topic_names = topic_names
+        self.timeout_ms = timeout_ms
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -151,7 +168,6 @@ class DeleteTopicsRequestV6:
 
 
 def _r1_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -177,12 +193,11 @@ def _r1_DeleteTopicsRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topic_names(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topic_names = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topics(o, _DF_DeleteTopicsRequest_topics)
+    o = _M_DeleteTopicsRequest(_DF_DeleteTopicsRequest_topics, f_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     return o, p
 
 
@@ -242,7 +257,6 @@ def write_v1(o: DeleteTopicsRequest, w: bytearray) -> None:
 
 
 def _r2_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -268,12 +282,11 @@ def _r2_DeleteTopicsRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topic_names(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topic_names = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topics(o, _DF_DeleteTopicsRequest_topics)
+    o = _M_DeleteTopicsRequest(_DF_DeleteTopicsRequest_topics, f_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     return o, p
 
 
@@ -325,7 +338,6 @@ def write_v2(o: DeleteTopicsRequest, w: bytearray) -> None:
 
 
 def _r3_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -351,12 +363,11 @@ def _r3_DeleteTopicsRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topic_names(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topic_names = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topics(o, _DF_DeleteTopicsRequest_topics)
+    o = _M_DeleteTopicsRequest(_DF_DeleteTopicsRequest_topics, f_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     return o, p
 
 
@@ -408,7 +419,6 @@ def write_v3(o: DeleteTopicsRequest, w: bytearray) -> None:
 
 
 def _r4_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -442,12 +452,11 @@ def _r4_DeleteTopicsRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topic_names(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topic_names = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topics(o, _DF_DeleteTopicsRequest_topics)
+    o = _M_DeleteTopicsRequest(_DF_DeleteTopicsRequest_topics, f_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -520,7 +529,6 @@ def write_v4(o: DeleteTopicsRequest, w: bytearray) -> None:
 
 
 def _r5_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -554,12 +562,11 @@ def _r5_DeleteTopicsRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topic_names(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topic_names = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topics(o, _DF_DeleteTopicsRequest_topics)
+    o = _M_DeleteTopicsRequest(_DF_DeleteTopicsRequest_topics, f_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -632,7 +639,6 @@ def write_v5(o: DeleteTopicsRequest, w: bytearray) -> None:
 
 
 def _r6_DeleteTopicState(b, p):
-    o = _new(DeleteTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -640,19 +646,19 @@ def _r6_DeleteTopicState(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("DeleteTopicState.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("DeleteTopicState.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeleteTopicState_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_DeleteTopicState_topic_id(o, _uuid(v0))
+    o = _M_DeleteTopicState(f_name, _uuid(f_topic_id))
+    o.__class__ = DeleteTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -695,7 +701,6 @@ def _w6_DeleteTopicState(o, w):
 
 
 def _r6_DeleteTopicsRequest(b, p):
-    o = _new(DeleteTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -712,12 +717,11 @@ def _r6_DeleteTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r6_DeleteTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsRequest_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_timeout_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsRequest_timeout_ms(o, v0)
-    _set_DeleteTopicsRequest_topic_names(o, _DF_DeleteTopicsRequest_topic_names)
+    o = _M_DeleteTopicsRequest(f_topics, _DF_DeleteTopicsRequest_topic_names, f_timeout_ms)
+    o.__class__ = DeleteTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -52,6 +52,16 @@ class DeletableTopicResult:
 _D_DeletableTopicResult = DeletableTopicResult()
 
 
+class _M_DeletableTopicResult:
+    __slots__ = ("name", "topic_id", "error_code", "error_message")
+
+    def __init__(self, name, topic_id, error_code, error_message):
+        self.name = name
+        self.topic_id = topic_id
+        self.error_code = error_code
+        self.error_message = error_message
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DeleteTopicsResponse:
     """DeleteTopicsResponse: all fields of versions 1-6 with Kafka's
@@ -69,6 +79,14 @@ class DeleteTopicsResponse:
 
 
 _D_DeleteTopicsResponse = DeleteTopicsResponse()
+
+
+class _M_DeleteTopicsResponse:
+    __slots__ = ("throttle_time_ms", "responses")
+
+    def __init__(self, throttle_time_ms, responses):
+        self.throttle_time_ms = throttle_time_ms
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,7 +249,6 @@ class DeleteTopicsResponseV6:
 
 
 def _r1_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -242,14 +259,17 @@ def _r1_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeletableTopicResult_error_code(o, v0)
-    _set_DeletableTopicResult_topic_id(o, _DF_DeletableTopicResult_topic_id)
-    _set_DeletableTopicResult_error_message(o, _DF_DeletableTopicResult_error_message)
+    o = _M_DeletableTopicResult(
+        f_name,
+        _DF_DeletableTopicResult_topic_id,
+        f_error_code,
+        _DF_DeletableTopicResult_error_message,
+    )
+    o.__class__ = DeletableTopicResult
     return o, p
 
 
@@ -278,10 +298,8 @@ def _w1_DeletableTopicResult(o, w):
 
 
 def _r1_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -294,8 +312,9 @@ def _r1_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r1_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     return o, p
 
 
@@ -347,7 +366,6 @@ def write_v1(o: DeleteTopicsResponse, w: bytearray) -> None:
 
 
 def _r2_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -358,14 +376,17 @@ def _r2_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeletableTopicResult_error_code(o, v0)
-    _set_DeletableTopicResult_topic_id(o, _DF_DeletableTopicResult_topic_id)
-    _set_DeletableTopicResult_error_message(o, _DF_DeletableTopicResult_error_message)
+    o = _M_DeletableTopicResult(
+        f_name,
+        _DF_DeletableTopicResult_topic_id,
+        f_error_code,
+        _DF_DeletableTopicResult_error_message,
+    )
+    o.__class__ = DeletableTopicResult
     return o, p
 
 
@@ -384,10 +405,8 @@ def _w2_DeletableTopicResult(o, w):
 
 
 def _r2_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -400,8 +419,9 @@ def _r2_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r2_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     return o, p
 
 
@@ -445,7 +465,6 @@ def write_v2(o: DeleteTopicsResponse, w: bytearray) -> None:
 
 
 def _r3_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -456,14 +475,17 @@ def _r3_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeletableTopicResult_error_code(o, v0)
-    _set_DeletableTopicResult_topic_id(o, _DF_DeletableTopicResult_topic_id)
-    _set_DeletableTopicResult_error_message(o, _DF_DeletableTopicResult_error_message)
+    o = _M_DeletableTopicResult(
+        f_name,
+        _DF_DeletableTopicResult_topic_id,
+        f_error_code,
+        _DF_DeletableTopicResult_error_message,
+    )
+    o.__class__ = DeletableTopicResult
     return o, p
 
 
@@ -482,10 +504,8 @@ def _w3_DeletableTopicResult(o, w):
 
 
 def _r3_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -498,8 +518,9 @@ def _r3_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r3_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     return o, p
 
 
@@ -543,7 +564,6 @@ def write_v3(o: DeleteTopicsResponse, w: bytearray) -> None:
 
 
 def _r4_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -558,14 +578,17 @@ def _r4_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeletableTopicResult_error_code(o, v0)
-    _set_DeletableTopicResult_topic_id(o, _DF_DeletableTopicResult_topic_id)
-    _set_DeletableTopicResult_error_message(o, _DF_DeletableTopicResult_error_message)
+    o = _M_DeletableTopicResult(
+        f_name,
+        _DF_DeletableTopicResult_topic_id,
+        f_error_code,
+        _DF_DeletableTopicResult_error_message,
+    )
+    o.__class__ = DeletableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -602,10 +625,8 @@ def _w4_DeletableTopicResult(o, w):
 
 
 def _r4_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -622,8 +643,9 @@ def _r4_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r4_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -685,7 +707,6 @@ def write_v4(o: DeleteTopicsResponse, w: bytearray) -> None:
 
 
 def _r5_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -700,12 +721,10 @@ def _r5_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_DeletableTopicResult_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -713,7 +732,7 @@ def _r5_DeletableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -722,10 +741,12 @@ def _r5_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_error_message(o, x)
-    _set_DeletableTopicResult_topic_id(o, _DF_DeletableTopicResult_topic_id)
+    o = _M_DeletableTopicResult(
+        f_name, _DF_DeletableTopicResult_topic_id, f_error_code, f_error_message
+    )
+    o.__class__ = DeletableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -775,10 +796,8 @@ def _w5_DeletableTopicResult(o, w):
 
 
 def _r5_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -795,8 +814,9 @@ def _r5_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r5_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -858,7 +878,6 @@ def write_v5(o: DeleteTopicsResponse, w: bytearray) -> None:
 
 
 def _r6_DeletableTopicResult(b, p):
-    o = _new(DeletableTopicResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -866,20 +885,17 @@ def _r6_DeletableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("DeletableTopicResult.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_name(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_topic_id, f_error_code = _S2.unpack_from(b, p)
     p += 18
-    _set_DeletableTopicResult_topic_id(o, _uuid(v0))
-    _set_DeletableTopicResult_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -887,7 +903,7 @@ def _r6_DeletableTopicResult(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -896,9 +912,10 @@ def _r6_DeletableTopicResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DeletableTopicResult.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_DeletableTopicResult_error_message(o, x)
+    o = _M_DeletableTopicResult(f_name, _uuid(f_topic_id), f_error_code, f_error_message)
+    o.__class__ = DeletableTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -948,10 +965,8 @@ def _w6_DeletableTopicResult(o, w):
 
 
 def _r6_DeleteTopicsResponse(b, p):
-    o = _new(DeleteTopicsResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_DeleteTopicsResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -968,8 +983,9 @@ def _r6_DeleteTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r6_DeletableTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DeleteTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_DeleteTopicsResponse(f_throttle_time_ms, f_responses)
+    o.__class__ = DeleteTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1

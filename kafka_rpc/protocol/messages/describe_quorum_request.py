@@ -44,6 +44,13 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = ("partition_index",)
+
+    def __init__(self, partition_index):
+        self.partition_index = partition_index
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of DescribeQuorumRequest (all versions)."""
@@ -55,6 +62,14 @@ class TopicData:
 
 
 _D_TopicData = TopicData()
+
+
+class _M_TopicData:
+    __slots__ = ("topic_name", "partitions")
+
+    def __init__(self, topic_name, partitions):
+        self.topic_name = topic_name
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +85,13 @@ class DescribeQuorumRequest:
 
 
 _D_DescribeQuorumRequest = DescribeQuorumRequest()
+
+
+class _M_DescribeQuorumRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,10 +197,10 @@ class DescribeQuorumRequestV2:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_PartitionData_partition_index(o, v0)
+    o = _M_PartitionData(f_partition_index)
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -206,7 +228,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -221,9 +242,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -240,8 +260,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -294,7 +315,6 @@ def _w0_TopicData(o, w):
 
 
 def _r0_DescribeQuorumRequest(b, p):
-    o = _new(DescribeQuorumRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -311,8 +331,9 @@ def _r0_DescribeQuorumRequest(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_DescribeQuorumRequest(f_topics)
+    o.__class__ = DescribeQuorumRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -377,10 +398,10 @@ def write_v0(o: DescribeQuorumRequest, w: bytearray) -> None:
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_PartitionData_partition_index(o, v0)
+    o = _M_PartitionData(f_partition_index)
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -404,7 +425,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -419,9 +439,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -438,8 +457,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -486,7 +506,6 @@ def _w1_TopicData(o, w):
 
 
 def _r1_DescribeQuorumRequest(b, p):
-    o = _new(DescribeQuorumRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -503,8 +522,9 @@ def _r1_DescribeQuorumRequest(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_DescribeQuorumRequest(f_topics)
+    o.__class__ = DescribeQuorumRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -565,10 +585,10 @@ def write_v1(o: DescribeQuorumRequest, w: bytearray) -> None:
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_PartitionData_partition_index(o, v0)
+    o = _M_PartitionData(f_partition_index)
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -592,7 +612,6 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -607,9 +626,8 @@ def _r2_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -626,8 +644,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -674,7 +693,6 @@ def _w2_TopicData(o, w):
 
 
 def _r2_DescribeQuorumRequest(b, p):
-    o = _new(DescribeQuorumRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -691,8 +709,9 @@ def _r2_DescribeQuorumRequest(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_DescribeQuorumRequest(f_topics)
+    o.__class__ = DescribeQuorumRequest
     n = b[p]
     if n < 0x80:
         p += 1

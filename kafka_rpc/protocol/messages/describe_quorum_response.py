@@ -60,6 +60,30 @@ class ReplicaState:
 _D_ReplicaState = ReplicaState()
 
 
+class _M_ReplicaState:
+    __slots__ = (
+        "replica_id",
+        "replica_directory_id",
+        "log_end_offset",
+        "last_fetch_timestamp",
+        "last_caught_up_timestamp",
+    )
+
+    def __init__(
+        self,
+        replica_id,
+        replica_directory_id,
+        log_end_offset,
+        last_fetch_timestamp,
+        last_caught_up_timestamp,
+    ):
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.log_end_offset = log_end_offset
+        self.last_fetch_timestamp = last_fetch_timestamp
+        self.last_caught_up_timestamp = last_caught_up_timestamp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionData:
     """Struct PartitionData of DescribeQuorumResponse (all versions)."""
@@ -85,6 +109,39 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "error_message",
+        "leader_id",
+        "leader_epoch",
+        "high_watermark",
+        "current_voters",
+        "observers",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        error_code,
+        error_message,
+        leader_id,
+        leader_epoch,
+        high_watermark,
+        current_voters,
+        observers,
+    ):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.error_message = error_message
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.high_watermark = high_watermark
+        self.current_voters = current_voters
+        self.observers = observers
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of DescribeQuorumResponse (all versions)."""
@@ -96,6 +153,14 @@ class TopicData:
 
 
 _D_TopicData = TopicData()
+
+
+class _M_TopicData:
+    __slots__ = ("topic_name", "partitions")
+
+    def __init__(self, topic_name, partitions):
+        self.topic_name = topic_name
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,6 +178,15 @@ class Listener:
 _D_Listener = Listener()
 
 
+class _M_Listener:
+    __slots__ = ("name", "host", "port")
+
+    def __init__(self, name, host, port):
+        self.name = name
+        self.host = host
+        self.port = port
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Node:
     """Struct Node of DescribeQuorumResponse (all versions)."""
@@ -124,6 +198,14 @@ class Node:
 
 
 _D_Node = Node()
+
+
+class _M_Node:
+    __slots__ = ("node_id", "listeners")
+
+    def __init__(self, node_id, listeners):
+        self.node_id = node_id
+        self.listeners = listeners
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -145,6 +227,16 @@ class DescribeQuorumResponse:
 
 
 _D_DescribeQuorumResponse = DescribeQuorumResponse()
+
+
+class _M_DescribeQuorumResponse:
+    __slots__ = ("error_code", "error_message", "topics", "nodes")
+
+    def __init__(self, error_code, error_message, topics, nodes):
+        self.error_code = error_code
+        self.error_message = error_message
+        self.topics = topics
+        self.nodes = nodes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -346,14 +438,16 @@ class DescribeQuorumResponseV2:
 
 
 def _r0_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_replica_id, f_log_end_offset = _S0.unpack_from(b, p)
     p += 12
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_log_end_offset(o, v1)
-    _set_ReplicaState_replica_directory_id(o, _DF_ReplicaState_replica_directory_id)
-    _set_ReplicaState_last_fetch_timestamp(o, _DF_ReplicaState_last_fetch_timestamp)
-    _set_ReplicaState_last_caught_up_timestamp(o, _DF_ReplicaState_last_caught_up_timestamp)
+    o = _M_ReplicaState(
+        f_replica_id,
+        _DF_ReplicaState_replica_directory_id,
+        f_log_end_offset,
+        _DF_ReplicaState_last_fetch_timestamp,
+        _DF_ReplicaState_last_caught_up_timestamp,
+    )
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -394,14 +488,10 @@ def _w0_ReplicaState(o, w):
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S1.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = (
+        _S1.unpack_from(b, p)
+    )
     p += 22
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_high_watermark(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -418,8 +508,7 @@ def _r0_PartitionData(b, p):
         for _ in range(n):
             y, p = _r0_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_current_voters(o, x)
+        f_current_voters = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -436,9 +525,18 @@ def _r0_PartitionData(b, p):
         for _ in range(n):
             y, p = _r0_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_observers(o, x)
-    _set_PartitionData_error_message(o, _DF_PartitionData_error_message)
+        f_observers = tuple(a)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        _DF_PartitionData_error_message,
+        f_leader_id,
+        f_leader_epoch,
+        f_high_watermark,
+        f_current_voters,
+        f_observers,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -502,7 +600,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -517,9 +614,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -536,8 +632,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -590,10 +687,8 @@ def _w0_TopicData(o, w):
 
 
 def _r0_DescribeQuorumResponse(b, p):
-    o = _new(DescribeQuorumResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_DescribeQuorumResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -610,10 +705,14 @@ def _r0_DescribeQuorumResponse(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumResponse_topics(o, x)
-    _set_DescribeQuorumResponse_error_message(o, _DF_DescribeQuorumResponse_error_message)
-    _set_DescribeQuorumResponse_nodes(o, _DF_DescribeQuorumResponse_nodes)
+        f_topics = tuple(a)
+    o = _M_DescribeQuorumResponse(
+        f_error_code,
+        _DF_DescribeQuorumResponse_error_message,
+        f_topics,
+        _DF_DescribeQuorumResponse_nodes,
+    )
+    o.__class__ = DescribeQuorumResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -688,14 +787,18 @@ def write_v0(o: DescribeQuorumResponse, w: bytearray) -> None:
 
 
 def _r1_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1, v2, v3 = _S3.unpack_from(b, p)
+    f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = (
+        _S3.unpack_from(b, p)
+    )
     p += 28
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_log_end_offset(o, v1)
-    _set_ReplicaState_last_fetch_timestamp(o, v2)
-    _set_ReplicaState_last_caught_up_timestamp(o, v3)
-    _set_ReplicaState_replica_directory_id(o, _DF_ReplicaState_replica_directory_id)
+    o = _M_ReplicaState(
+        f_replica_id,
+        _DF_ReplicaState_replica_directory_id,
+        f_log_end_offset,
+        f_last_fetch_timestamp,
+        f_last_caught_up_timestamp,
+    )
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -724,14 +827,10 @@ def _w1_ReplicaState(o, w):
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S1.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_high_watermark = (
+        _S1.unpack_from(b, p)
+    )
     p += 22
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_high_watermark(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -748,8 +847,7 @@ def _r1_PartitionData(b, p):
         for _ in range(n):
             y, p = _r1_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_current_voters(o, x)
+        f_current_voters = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -766,9 +864,18 @@ def _r1_PartitionData(b, p):
         for _ in range(n):
             y, p = _r1_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_observers(o, x)
-    _set_PartitionData_error_message(o, _DF_PartitionData_error_message)
+        f_observers = tuple(a)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        _DF_PartitionData_error_message,
+        f_leader_id,
+        f_leader_epoch,
+        f_high_watermark,
+        f_current_voters,
+        f_observers,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -814,7 +921,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -829,9 +935,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -848,8 +953,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -896,10 +1002,8 @@ def _w1_TopicData(o, w):
 
 
 def _r1_DescribeQuorumResponse(b, p):
-    o = _new(DescribeQuorumResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_DescribeQuorumResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -916,10 +1020,14 @@ def _r1_DescribeQuorumResponse(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumResponse_topics(o, x)
-    _set_DescribeQuorumResponse_error_message(o, _DF_DescribeQuorumResponse_error_message)
-    _set_DescribeQuorumResponse_nodes(o, _DF_DescribeQuorumResponse_nodes)
+        f_topics = tuple(a)
+    o = _M_DescribeQuorumResponse(
+        f_error_code,
+        _DF_DescribeQuorumResponse_error_message,
+        f_topics,
+        _DF_DescribeQuorumResponse_nodes,
+    )
+    o.__class__ = DescribeQuorumResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -984,14 +1092,22 @@ def write_v1(o: DescribeQuorumResponse, w: bytearray) -> None:
 
 
 def _r2_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1, v2, v3, v4 = _S4.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_replica_directory_id,
+        f_log_end_offset,
+        f_last_fetch_timestamp,
+        f_last_caught_up_timestamp,
+    ) = _S4.unpack_from(b, p)
     p += 44
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_replica_directory_id(o, _uuid(v1))
-    _set_ReplicaState_log_end_offset(o, v2)
-    _set_ReplicaState_last_fetch_timestamp(o, v3)
-    _set_ReplicaState_last_caught_up_timestamp(o, v4)
+    o = _M_ReplicaState(
+        f_replica_id,
+        _uuid(f_replica_directory_id),
+        f_log_end_offset,
+        f_last_fetch_timestamp,
+        f_last_caught_up_timestamp,
+    )
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1021,11 +1137,8 @@ def _w2_ReplicaState(o, w):
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_partition_index, f_error_code = _S5.unpack_from(b, p)
     p += 6
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1033,21 +1146,17 @@ def _r2_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("PartitionData.ErrorMessage" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_PartitionData_error_message(o, x)
-    v0, v1, v2 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch, f_high_watermark = _S6.unpack_from(b, p)
     p += 16
-    _set_PartitionData_leader_id(o, v0)
-    _set_PartitionData_leader_epoch(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1064,8 +1173,7 @@ def _r2_PartitionData(b, p):
         for _ in range(n):
             y, p = _r2_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_current_voters(o, x)
+        f_current_voters = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1082,8 +1190,18 @@ def _r2_PartitionData(b, p):
         for _ in range(n):
             y, p = _r2_ReplicaState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_observers(o, x)
+        f_observers = tuple(a)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_error_message,
+        f_leader_id,
+        f_leader_epoch,
+        f_high_watermark,
+        f_current_voters,
+        f_observers,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1143,7 +1261,6 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1158,9 +1275,8 @@ def _r2_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1177,8 +1293,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1225,7 +1342,6 @@ def _w2_TopicData(o, w):
 
 
 def _r2_Listener(b, p):
-    o = _new(Listener)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1240,9 +1356,8 @@ def _r2_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_Listener_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1257,12 +1372,12 @@ def _r2_Listener(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Listener.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Listener_host(o, x)
-    (v0,) = _S7.unpack_from(b, p)
+    (f_port,) = _S7.unpack_from(b, p)
     p += 2
-    _set_Listener_port(o, v0)
+    o = _M_Listener(f_name, f_host, f_port)
+    o.__class__ = Listener
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1320,10 +1435,8 @@ def _w2_Listener(o, w):
 
 
 def _r2_Node(b, p):
-    o = _new(Node)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_node_id,) = _S8.unpack_from(b, p)
     p += 4
-    _set_Node_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1340,8 +1453,9 @@ def _r2_Node(b, p):
         for _ in range(n):
             y, p = _r2_Listener(b, p)
             ap(y)
-        x = tuple(a)
-    _set_Node_listeners(o, x)
+        f_listeners = tuple(a)
+    o = _M_Node(f_node_id, f_listeners)
+    o.__class__ = Node
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1382,10 +1496,8 @@ def _w2_Node(o, w):
 
 
 def _r2_DescribeQuorumResponse(b, p):
-    o = _new(DescribeQuorumResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_DescribeQuorumResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1393,7 +1505,7 @@ def _r2_DescribeQuorumResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1402,9 +1514,8 @@ def _r2_DescribeQuorumResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DescribeQuorumResponse.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_DescribeQuorumResponse_error_message(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1421,8 +1532,7 @@ def _r2_DescribeQuorumResponse(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumResponse_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1439,8 +1549,9 @@ def _r2_DescribeQuorumResponse(b, p):
         for _ in range(n):
             y, p = _r2_Node(b, p)
             ap(y)
-        x = tuple(a)
-    _set_DescribeQuorumResponse_nodes(o, x)
+        f_nodes = tuple(a)
+    o = _M_DescribeQuorumResponse(f_error_code, f_error_message, f_topics, f_nodes)
+    o.__class__ = DescribeQuorumResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -49,6 +49,14 @@ class ReplicaInfo:
 _D_ReplicaInfo = ReplicaInfo()
 
 
+class _M_ReplicaInfo:
+    __slots__ = ("candidate_id", "candidate_directory_id")
+
+    def __init__(self, candidate_id, candidate_directory_id):
+        self.candidate_id = candidate_id
+        self.candidate_directory_id = candidate_directory_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionData:
     """Struct PartitionData of EndQuorumEpochRequest (all versions)."""
@@ -70,6 +78,25 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = (
+        "partition_index",
+        "leader_id",
+        "leader_epoch",
+        "preferred_successors",
+        "preferred_candidates",
+    )
+
+    def __init__(
+        self, partition_index, leader_id, leader_epoch, preferred_successors, preferred_candidates
+    ):
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.preferred_successors = preferred_successors
+        self.preferred_candidates = preferred_candidates
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of EndQuorumEpochRequest (all versions)."""
@@ -85,6 +112,15 @@ class TopicData:
 _D_TopicData = TopicData()
 
 
+class _M_TopicData:
+    __slots__ = ("topic_name", "topic_id", "partitions")
+
+    def __init__(self, topic_name, topic_id, partitions):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderEndpoint:
     """Struct LeaderEndpoint of EndQuorumEpochRequest (all versions)."""
@@ -98,6 +134,15 @@ class LeaderEndpoint:
 
 
 _D_LeaderEndpoint = LeaderEndpoint()
+
+
+class _M_LeaderEndpoint:
+    __slots__ = ("name", "host", "port")
+
+    def __init__(self, name, host, port):
+        self.name = name
+        self.host = host
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +164,15 @@ class EndQuorumEpochRequest:
 
 
 _D_EndQuorumEpochRequest = EndQuorumEpochRequest()
+
+
+class _M_EndQuorumEpochRequest:
+    __slots__ = ("cluster_id", "topics", "leader_endpoints")
+
+    def __init__(self, cluster_id, topics, leader_endpoints):
+        self.cluster_id = cluster_id
+        self.topics = topics
+        self.leader_endpoints = leader_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,12 +350,8 @@ class EndQuorumEpochRequestV2:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_leader_id(o, v1)
-    _set_PartitionData_leader_epoch(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -309,10 +359,16 @@ def _r0_PartitionData(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.PreferredSuccessors", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_preferred_successors = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionData_preferred_successors(o, x)
-    _set_PartitionData_preferred_candidates(o, _DF_PartitionData_preferred_candidates)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_preferred_successors,
+        _DF_PartitionData_preferred_candidates,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -340,7 +396,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -351,9 +406,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -366,9 +420,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     return o, p
 
 
@@ -405,11 +459,10 @@ def _w0_TopicData(o, w):
 
 
 def _r0_EndQuorumEpochRequest(b, p):
-    o = _new(EndQuorumEpochRequest)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -418,9 +471,8 @@ def _r0_EndQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("EndQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_EndQuorumEpochRequest_cluster_id(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -433,9 +485,9 @@ def _r0_EndQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochRequest_topics(o, x)
-    _set_EndQuorumEpochRequest_leader_endpoints(o, _DF_EndQuorumEpochRequest_leader_endpoints)
+        f_topics = tuple(a)
+    o = _M_EndQuorumEpochRequest(f_cluster_id, f_topics, _DF_EndQuorumEpochRequest_leader_endpoints)
+    o.__class__ = EndQuorumEpochRequest
     return o, p
 
 
@@ -498,11 +550,10 @@ def write_v0(o: EndQuorumEpochRequest, w: bytearray) -> None:
 
 
 def _r1_ReplicaInfo(b, p):
-    o = _new(ReplicaInfo)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_candidate_id, f_candidate_directory_id = _S1.unpack_from(b, p)
     p += 20
-    _set_ReplicaInfo_candidate_id(o, v0)
-    _set_ReplicaInfo_candidate_directory_id(o, _uuid(v1))
+    o = _M_ReplicaInfo(f_candidate_id, _uuid(f_candidate_directory_id))
+    o.__class__ = ReplicaInfo
     n = b[p]
     if n < 0x80:
         p += 1
@@ -532,12 +583,8 @@ def _w1_ReplicaInfo(o, w):
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_leader_id(o, v1)
-    _set_PartitionData_leader_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -554,9 +601,15 @@ def _r1_PartitionData(b, p):
         for _ in range(n):
             y, p = _r1_ReplicaInfo(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_preferred_candidates(o, x)
-    _set_PartitionData_preferred_successors(o, _DF_PartitionData_preferred_successors)
+        f_preferred_candidates = tuple(a)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        _DF_PartitionData_preferred_successors,
+        f_preferred_candidates,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -591,7 +644,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -606,9 +658,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -625,9 +676,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -677,7 +728,6 @@ def _w1_TopicData(o, w):
 
 
 def _r1_LeaderEndpoint(b, p):
-    o = _new(LeaderEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -692,9 +742,8 @@ def _r1_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -709,12 +758,12 @@ def _r1_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 2
-    _set_LeaderEndpoint_port(o, v0)
+    o = _M_LeaderEndpoint(f_name, f_host, f_port)
+    o.__class__ = LeaderEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -772,7 +821,6 @@ def _w1_LeaderEndpoint(o, w):
 
 
 def _r1_EndQuorumEpochRequest(b, p):
-    o = _new(EndQuorumEpochRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -780,7 +828,7 @@ def _r1_EndQuorumEpochRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -789,9 +837,8 @@ def _r1_EndQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("EndQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_EndQuorumEpochRequest_cluster_id(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -808,8 +855,7 @@ def _r1_EndQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -826,8 +872,9 @@ def _r1_EndQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r1_LeaderEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochRequest_leader_endpoints(o, x)
+        f_leader_endpoints = tuple(a)
+    o = _M_EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints)
+    o.__class__ = EndQuorumEpochRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -912,11 +959,10 @@ def write_v1(o: EndQuorumEpochRequest, w: bytearray) -> None:
 
 
 def _r2_ReplicaInfo(b, p):
-    o = _new(ReplicaInfo)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_candidate_id, f_candidate_directory_id = _S1.unpack_from(b, p)
     p += 20
-    _set_ReplicaInfo_candidate_id(o, v0)
-    _set_ReplicaInfo_candidate_directory_id(o, _uuid(v1))
+    o = _M_ReplicaInfo(f_candidate_id, _uuid(f_candidate_directory_id))
+    o.__class__ = ReplicaInfo
     n = b[p]
     if n < 0x80:
         p += 1
@@ -940,12 +986,8 @@ def _w2_ReplicaInfo(o, w):
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_leader_id(o, v1)
-    _set_PartitionData_leader_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -962,9 +1004,15 @@ def _r2_PartitionData(b, p):
         for _ in range(n):
             y, p = _r2_ReplicaInfo(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_preferred_candidates(o, x)
-    _set_PartitionData_preferred_successors(o, _DF_PartitionData_preferred_successors)
+        f_preferred_candidates = tuple(a)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        _DF_PartitionData_preferred_successors,
+        f_preferred_candidates,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -999,10 +1047,8 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_topic_id,) = _S3.unpack_from(b, p)
     p += 16
-    _set_TopicData_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1019,9 +1065,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_name(o, _DF_TopicData_topic_name)
+        f_partitions = tuple(a)
+    o = _M_TopicData(_DF_TopicData_topic_name, _uuid(f_topic_id), f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1059,7 +1105,6 @@ def _w2_TopicData(o, w):
 
 
 def _r2_LeaderEndpoint(b, p):
-    o = _new(LeaderEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1074,9 +1119,8 @@ def _r2_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1091,12 +1135,12 @@ def _r2_LeaderEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_LeaderEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 2
-    _set_LeaderEndpoint_port(o, v0)
+    o = _M_LeaderEndpoint(f_name, f_host, f_port)
+    o.__class__ = LeaderEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1146,7 +1190,6 @@ def _w2_LeaderEndpoint(o, w):
 
 
 def _r2_EndQuorumEpochRequest(b, p):
-    o = _new(EndQuorumEpochRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1154,7 +1197,7 @@ def _r2_EndQuorumEpochRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -1163,9 +1206,8 @@ def _r2_EndQuorumEpochRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("EndQuorumEpochRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_EndQuorumEpochRequest_cluster_id(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1182,8 +1224,7 @@ def _r2_EndQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1200,8 +1241,9 @@ def _r2_EndQuorumEpochRequest(b, p):
         for _ in range(n):
             y, p = _r2_LeaderEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochRequest_leader_endpoints(o, x)
+        f_leader_endpoints = tuple(a)
+    o = _M_EndQuorumEpochRequest(f_cluster_id, f_topics, f_leader_endpoints)
+    o.__class__ = EndQuorumEpochRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -54,6 +54,16 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = ("partition_index", "error_code", "leader_id", "leader_epoch")
+
+    def __init__(self, partition_index, error_code, leader_id, leader_epoch):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of EndQuorumEpochResponse (all versions)."""
@@ -69,6 +79,15 @@ class TopicData:
 _D_TopicData = TopicData()
 
 
+class _M_TopicData:
+    __slots__ = ("topic_name", "topic_id", "partitions")
+
+    def __init__(self, topic_name, topic_id, partitions):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeEndpoint:
     """Struct NodeEndpoint of EndQuorumEpochResponse (all versions)."""
@@ -82,6 +101,15 @@ class NodeEndpoint:
 
 
 _D_NodeEndpoint = NodeEndpoint()
+
+
+class _M_NodeEndpoint:
+    __slots__ = ("node_id", "host", "port")
+
+    def __init__(self, node_id, host, port):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,6 +131,15 @@ class EndQuorumEpochResponse:
 
 
 _D_EndQuorumEpochResponse = EndQuorumEpochResponse()
+
+
+class _M_EndQuorumEpochResponse:
+    __slots__ = ("error_code", "topics", "node_endpoints")
+
+    def __init__(self, error_code, topics, node_endpoints):
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -252,13 +289,10 @@ class EndQuorumEpochResponseV2:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
+    o = _M_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch)
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -277,7 +311,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -288,9 +321,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -303,9 +335,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     return o, p
 
 
@@ -342,10 +374,8 @@ def _w0_TopicData(o, w):
 
 
 def _r0_EndQuorumEpochResponse(b, p):
-    o = _new(EndQuorumEpochResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_EndQuorumEpochResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -358,9 +388,9 @@ def _r0_EndQuorumEpochResponse(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochResponse_topics(o, x)
-    _set_EndQuorumEpochResponse_node_endpoints(o, _DF_EndQuorumEpochResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_EndQuorumEpochResponse(f_error_code, f_topics, _DF_EndQuorumEpochResponse_node_endpoints)
+    o.__class__ = EndQuorumEpochResponse
     return o, p
 
 
@@ -417,13 +447,10 @@ def write_v0(o: EndQuorumEpochResponse, w: bytearray) -> None:
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
+    o = _M_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch)
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -447,7 +474,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -462,9 +488,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -481,9 +506,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -533,10 +558,8 @@ def _w1_TopicData(o, w):
 
 
 def _r1_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -551,12 +574,12 @@ def _r1_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_port,) = _S3.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -602,10 +625,8 @@ def _w1_NodeEndpoint(o, w):
 
 
 def _r1_EndQuorumEpochResponse(b, p):
-    o = _new(EndQuorumEpochResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_EndQuorumEpochResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -622,9 +643,9 @@ def _r1_EndQuorumEpochResponse(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochResponse_topics(o, x)
-    _set_EndQuorumEpochResponse_node_endpoints(o, _DF_EndQuorumEpochResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_EndQuorumEpochResponse(f_error_code, f_topics, _DF_EndQuorumEpochResponse_node_endpoints)
+    o.__class__ = EndQuorumEpochResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -732,13 +753,10 @@ def write_v1(o: EndQuorumEpochResponse, w: bytearray) -> None:
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 14
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
+    o = _M_PartitionData(f_partition_index, f_error_code, f_leader_id, f_leader_epoch)
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -762,10 +780,8 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_topic_id,) = _S4.unpack_from(b, p)
     p += 16
-    _set_TopicData_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -782,9 +798,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_name(o, _DF_TopicData_topic_name)
+        f_partitions = tuple(a)
+    o = _M_TopicData(_DF_TopicData_topic_name, _uuid(f_topic_id), f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -822,10 +838,8 @@ def _w2_TopicData(o, w):
 
 
 def _r2_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -840,12 +854,12 @@ def _r2_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_port,) = _S3.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -883,10 +897,8 @@ def _w2_NodeEndpoint(o, w):
 
 
 def _r2_EndQuorumEpochResponse(b, p):
-    o = _new(EndQuorumEpochResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_EndQuorumEpochResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -903,9 +915,9 @@ def _r2_EndQuorumEpochResponse(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_EndQuorumEpochResponse_topics(o, x)
-    _set_EndQuorumEpochResponse_node_endpoints(o, _DF_EndQuorumEpochResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_EndQuorumEpochResponse(f_error_code, f_topics, _DF_EndQuorumEpochResponse_node_endpoints)
+    o.__class__ = EndQuorumEpochResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -50,6 +50,14 @@ class FeatureLevelRecord:
 _D_FeatureLevelRecord = FeatureLevelRecord()
 
 
+class _M_FeatureLevelRecord:
+    __slots__ = ("name", "feature_level")
+
+    def __init__(self, name, feature_level):
+        self.name = name
+        self.feature_level = feature_level
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FeatureLevelRecordV0:
     """FeatureLevelRecord at version 0 (kio entity conventions)."""
@@ -63,7 +71,6 @@ class FeatureLevelRecordV0:
 
 
 def _r0_FeatureLevelRecord(b, p):
-    o = _new(FeatureLevelRecord)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -78,12 +85,12 @@ def _r0_FeatureLevelRecord(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FeatureLevelRecord.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_FeatureLevelRecord_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_feature_level,) = _S0.unpack_from(b, p)
     p += 2
-    _set_FeatureLevelRecord_feature_level(o, v0)
+    o = _M_FeatureLevelRecord(f_name, f_feature_level)
+    o.__class__ = FeatureLevelRecord
     n = b[p]
     if n < 0x80:
         p += 1

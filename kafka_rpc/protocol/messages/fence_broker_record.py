@@ -50,6 +50,14 @@ class FenceBrokerRecord:
 _D_FenceBrokerRecord = FenceBrokerRecord()
 
 
+class _M_FenceBrokerRecord:
+    __slots__ = ("id", "epoch")
+
+    def __init__(self, id, epoch):
+        self.id = id
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FenceBrokerRecordV0:
     """FenceBrokerRecord at version 0 (kio entity conventions)."""
@@ -63,11 +71,10 @@ class FenceBrokerRecordV0:
 
 
 def _r0_FenceBrokerRecord(b, p):
-    o = _new(FenceBrokerRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_id, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_FenceBrokerRecord_id(o, v0)
-    _set_FenceBrokerRecord_epoch(o, v1)
+    o = _M_FenceBrokerRecord(f_id, f_epoch)
+    o.__class__ = FenceBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1

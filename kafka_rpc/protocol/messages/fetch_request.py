@@ -55,6 +55,14 @@ class ReplicaState:
 _D_ReplicaState = ReplicaState()
 
 
+class _M_ReplicaState:
+    __slots__ = ("replica_id", "replica_epoch")
+
+    def __init__(self, replica_id, replica_epoch):
+        self.replica_id = replica_id
+        self.replica_epoch = replica_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchPartition:
     """Struct FetchPartition of FetchRequest (all versions)."""
@@ -84,6 +92,39 @@ class FetchPartition:
 _D_FetchPartition = FetchPartition()
 
 
+class _M_FetchPartition:
+    __slots__ = (
+        "partition",
+        "current_leader_epoch",
+        "fetch_offset",
+        "last_fetched_epoch",
+        "log_start_offset",
+        "partition_max_bytes",
+        "replica_directory_id",
+        "high_watermark",
+    )
+
+    def __init__(
+        self,
+        partition,
+        current_leader_epoch,
+        fetch_offset,
+        last_fetched_epoch,
+        log_start_offset,
+        partition_max_bytes,
+        replica_directory_id,
+        high_watermark,
+    ):
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.fetch_offset = fetch_offset
+        self.last_fetched_epoch = last_fetched_epoch
+        self.log_start_offset = log_start_offset
+        self.partition_max_bytes = partition_max_bytes
+        self.replica_directory_id = replica_directory_id
+        self.high_watermark = high_watermark
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchTopic:
     """Struct FetchTopic of FetchRequest (all versions)."""
@@ -99,6 +140,15 @@ class FetchTopic:
 _D_FetchTopic = FetchTopic()
 
 
+class _M_FetchTopic:
+    __slots__ = ("topic", "topic_id", "partitions")
+
+    def __init__(self, topic, topic_id, partitions):
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ForgottenTopic:
     """Struct ForgottenTopic of FetchRequest (all versions)."""
@@ -112,6 +162,15 @@ class ForgottenTopic:
 
 
 _D_ForgottenTopic = ForgottenTopic()
+
+
+class _M_ForgottenTopic:
+    __slots__ = ("topic", "topic_id", "partitions")
+
+    def __init__(self, topic, topic_id, partitions):
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -153,6 +212,51 @@ class FetchRequest:
 
 
 _D_FetchRequest = FetchRequest()
+
+
+class _M_FetchRequest:
+    __slots__ = (
+        "cluster_id",
+        "replica_id",
+        "replica_state",
+        "max_wait_ms",
+        "min_bytes",
+        "max_bytes",
+        "isolation_level",
+        "session_id",
+        "session_epoch",
+        "topics",
+        "forgotten_topics_data",
+        "rack_id",
+    )
+
+    def __init__(
+        self,
+        cluster_id,
+        replica_id,
+        replica_state,
+        max_wait_ms,
+        min_bytes,
+        max_bytes,
+        isolation_level,
+        session_id,
+        session_epoch,
+        topics,
+        forgotten_topics_data,
+        rack_id,
+    ):
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.replica_state = replica_state
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.isolation_level = isolation_level
+        self.session_id = session_id
+        self.session_epoch = session_epoch
+        self.topics = topics
+        self.forgotten_topics_data = forgotten_topics_data
+        self.rack_id = rack_id
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1086,17 +1190,19 @@ class FetchRequestV18:
 
 
 def _r4_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition, f_fetch_offset, f_partition_max_bytes = _S0.unpack_from(b, p)
     p += 16
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_fetch_offset(o, v1)
-    _set_FetchPartition_partition_max_bytes(o, v2)
-    _set_FetchPartition_current_leader_epoch(o, _DF_FetchPartition_current_leader_epoch)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_log_start_offset(o, _DF_FetchPartition_log_start_offset)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        _DF_FetchPartition_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        _DF_FetchPartition_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -1126,7 +1232,6 @@ def _w4_FetchPartition(o, w):
 
 
 def _r4_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1137,9 +1242,8 @@ def _r4_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1152,9 +1256,9 @@ def _r4_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r4_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -1188,14 +1292,8 @@ def _w4_FetchTopic(o, w):
 
 
 def _r4_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4 = _S1.unpack_from(b, p)
+    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S1.unpack_from(b, p)
     p += 17
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1208,14 +1306,22 @@ def _r4_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r4_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_session_id(o, _DF_FetchRequest_session_id)
-    _set_FetchRequest_session_epoch(o, _DF_FetchRequest_session_epoch)
-    _set_FetchRequest_forgotten_topics_data(o, _DF_FetchRequest_forgotten_topics_data)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_topics = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        _DF_FetchRequest_session_id,
+        _DF_FetchRequest_session_epoch,
+        f_topics,
+        _DF_FetchRequest_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -1291,17 +1397,19 @@ def write_v4(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r5_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_fetch_offset(o, v1)
-    _set_FetchPartition_log_start_offset(o, v2)
-    _set_FetchPartition_partition_max_bytes(o, v3)
-    _set_FetchPartition_current_leader_epoch(o, _DF_FetchPartition_current_leader_epoch)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        _DF_FetchPartition_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -1313,7 +1421,6 @@ def _w5_FetchPartition(o, w):
 
 
 def _r5_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1324,9 +1431,8 @@ def _r5_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1339,9 +1445,9 @@ def _r5_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r5_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -1367,14 +1473,8 @@ def _w5_FetchTopic(o, w):
 
 
 def _r5_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4 = _S1.unpack_from(b, p)
+    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S1.unpack_from(b, p)
     p += 17
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1387,14 +1487,22 @@ def _r5_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r5_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_session_id(o, _DF_FetchRequest_session_id)
-    _set_FetchRequest_session_epoch(o, _DF_FetchRequest_session_epoch)
-    _set_FetchRequest_forgotten_topics_data(o, _DF_FetchRequest_forgotten_topics_data)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_topics = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        _DF_FetchRequest_session_id,
+        _DF_FetchRequest_session_epoch,
+        f_topics,
+        _DF_FetchRequest_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -1444,17 +1552,19 @@ def write_v5(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r6_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_fetch_offset(o, v1)
-    _set_FetchPartition_log_start_offset(o, v2)
-    _set_FetchPartition_partition_max_bytes(o, v3)
-    _set_FetchPartition_current_leader_epoch(o, _DF_FetchPartition_current_leader_epoch)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        _DF_FetchPartition_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -1466,7 +1576,6 @@ def _w6_FetchPartition(o, w):
 
 
 def _r6_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1477,9 +1586,8 @@ def _r6_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1492,9 +1600,9 @@ def _r6_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r6_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -1520,14 +1628,8 @@ def _w6_FetchTopic(o, w):
 
 
 def _r6_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4 = _S1.unpack_from(b, p)
+    f_replica_id, f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level = _S1.unpack_from(b, p)
     p += 17
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1540,14 +1642,22 @@ def _r6_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r6_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_session_id(o, _DF_FetchRequest_session_id)
-    _set_FetchRequest_session_epoch(o, _DF_FetchRequest_session_epoch)
-    _set_FetchRequest_forgotten_topics_data(o, _DF_FetchRequest_forgotten_topics_data)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_topics = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        _DF_FetchRequest_session_id,
+        _DF_FetchRequest_session_epoch,
+        f_topics,
+        _DF_FetchRequest_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -1597,17 +1707,19 @@ def write_v6(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r7_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_fetch_offset(o, v1)
-    _set_FetchPartition_log_start_offset(o, v2)
-    _set_FetchPartition_partition_max_bytes(o, v3)
-    _set_FetchPartition_current_leader_epoch(o, _DF_FetchPartition_current_leader_epoch)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        _DF_FetchPartition_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -1619,7 +1731,6 @@ def _w7_FetchPartition(o, w):
 
 
 def _r7_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1630,9 +1741,8 @@ def _r7_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1645,9 +1755,9 @@ def _r7_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r7_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -1673,7 +1783,6 @@ def _w7_FetchTopic(o, w):
 
 
 def _r7_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1684,9 +1793,8 @@ def _r7_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1694,10 +1802,10 @@ def _r7_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     return o, p
 
 
@@ -1730,16 +1838,16 @@ def _w7_ForgottenTopic(o, w):
 
 
 def _r7_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1752,8 +1860,7 @@ def _r7_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r7_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1766,11 +1873,22 @@ def _r7_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r7_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_forgotten_topics_data = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -1833,17 +1951,19 @@ def write_v7(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r8_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_fetch_offset(o, v1)
-    _set_FetchPartition_log_start_offset(o, v2)
-    _set_FetchPartition_partition_max_bytes(o, v3)
-    _set_FetchPartition_current_leader_epoch(o, _DF_FetchPartition_current_leader_epoch)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        _DF_FetchPartition_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -1855,7 +1975,6 @@ def _w8_FetchPartition(o, w):
 
 
 def _r8_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1866,9 +1985,8 @@ def _r8_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1881,9 +1999,9 @@ def _r8_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r8_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -1909,7 +2027,6 @@ def _w8_FetchTopic(o, w):
 
 
 def _r8_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1920,9 +2037,8 @@ def _r8_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1930,10 +2046,10 @@ def _r8_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     return o, p
 
 
@@ -1958,16 +2074,16 @@ def _w8_ForgottenTopic(o, w):
 
 
 def _r8_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1980,8 +2096,7 @@ def _r8_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r8_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1994,11 +2109,22 @@ def _r8_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r8_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_forgotten_topics_data = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -2061,17 +2187,25 @@ def write_v8(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r9_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4 = _S4.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S4.unpack_from(b, p)
     p += 28
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_log_start_offset(o, v3)
-    _set_FetchPartition_partition_max_bytes(o, v4)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -2089,7 +2223,6 @@ def _w9_FetchPartition(o, w):
 
 
 def _r9_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2100,9 +2233,8 @@ def _r9_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2115,9 +2247,9 @@ def _r9_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r9_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -2143,7 +2275,6 @@ def _w9_FetchTopic(o, w):
 
 
 def _r9_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2154,9 +2285,8 @@ def _r9_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2164,10 +2294,10 @@ def _r9_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     return o, p
 
 
@@ -2192,16 +2322,16 @@ def _w9_ForgottenTopic(o, w):
 
 
 def _r9_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2214,8 +2344,7 @@ def _r9_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r9_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2228,11 +2357,22 @@ def _r9_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r9_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_forgotten_topics_data = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -2295,17 +2435,25 @@ def write_v9(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r10_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4 = _S4.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S4.unpack_from(b, p)
     p += 28
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_log_start_offset(o, v3)
-    _set_FetchPartition_partition_max_bytes(o, v4)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -2323,7 +2471,6 @@ def _w10_FetchPartition(o, w):
 
 
 def _r10_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2334,9 +2481,8 @@ def _r10_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2349,9 +2495,9 @@ def _r10_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r10_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -2377,7 +2523,6 @@ def _w10_FetchTopic(o, w):
 
 
 def _r10_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2388,9 +2533,8 @@ def _r10_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2398,10 +2542,10 @@ def _r10_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     return o, p
 
 
@@ -2426,16 +2570,16 @@ def _w10_ForgottenTopic(o, w):
 
 
 def _r10_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2448,8 +2592,7 @@ def _r10_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r10_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2462,11 +2605,22 @@ def _r10_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r10_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_rack_id(o, _DF_FetchRequest_rack_id)
+        f_forgotten_topics_data = tuple(a)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        _DF_FetchRequest_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -2529,17 +2683,25 @@ def write_v10(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r11_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4 = _S4.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S4.unpack_from(b, p)
     p += 28
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_log_start_offset(o, v3)
-    _set_FetchPartition_partition_max_bytes(o, v4)
-    _set_FetchPartition_last_fetched_epoch(o, _DF_FetchPartition_last_fetched_epoch)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        _DF_FetchPartition_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     return o, p
 
 
@@ -2557,7 +2719,6 @@ def _w11_FetchPartition(o, w):
 
 
 def _r11_FetchTopic(b, p):
-    o = _new(FetchTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2568,9 +2729,8 @@ def _r11_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2583,9 +2743,9 @@ def _r11_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r11_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     return o, p
 
 
@@ -2611,7 +2771,6 @@ def _w11_FetchTopic(o, w):
 
 
 def _r11_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2622,9 +2781,8 @@ def _r11_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2632,10 +2790,10 @@ def _r11_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     return o, p
 
 
@@ -2660,16 +2818,16 @@ def _w11_ForgottenTopic(o, w):
 
 
 def _r11_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2682,8 +2840,7 @@ def _r11_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r11_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2696,8 +2853,7 @@ def _r11_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r11_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2708,11 +2864,23 @@ def _r11_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     return o, p
 
 
@@ -2785,17 +2953,26 @@ def write_v11(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r12_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2829,7 +3006,6 @@ def _w12_FetchPartition(o, w):
 
 
 def _r12_FetchTopic(b, p):
-    o = _new(FetchTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2844,9 +3020,8 @@ def _r12_FetchTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchTopic_topic(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2863,9 +3038,9 @@ def _r12_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r12_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic_id(o, _DF_FetchTopic_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(f_topic, _DF_FetchTopic_topic_id, f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2912,7 +3087,6 @@ def _w12_FetchTopic(o, w):
 
 
 def _r12_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2927,9 +3101,8 @@ def _r12_ForgottenTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ForgottenTopic.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_ForgottenTopic_topic(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2941,10 +3114,10 @@ def _r12_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic_id(o, _DF_ForgottenTopic_topic_id)
+    o = _M_ForgottenTopic(f_topic, _DF_ForgottenTopic_topic_id, f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2990,16 +3163,16 @@ def _w12_ForgottenTopic(o, w):
 
 
 def _r12_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3016,8 +3189,7 @@ def _r12_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r12_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3034,8 +3206,7 @@ def _r12_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r12_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3050,11 +3221,23 @@ def _r12_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3200,17 +3383,26 @@ def write_v12(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r13_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3244,10 +3436,8 @@ def _w13_FetchPartition(o, w):
 
 
 def _r13_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3264,9 +3454,9 @@ def _r13_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r13_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3301,10 +3491,8 @@ def _w13_FetchTopic(o, w):
 
 
 def _r13_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3316,10 +3504,10 @@ def _r13_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3353,16 +3541,16 @@ def _w13_ForgottenTopic(o, w):
 
 
 def _r13_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3379,8 +3567,7 @@ def _r13_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r13_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3397,8 +3584,7 @@ def _r13_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r13_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3413,11 +3599,23 @@ def _r13_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3563,17 +3761,26 @@ def write_v13(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r14_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3607,10 +3814,8 @@ def _w14_FetchPartition(o, w):
 
 
 def _r14_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3627,9 +3832,9 @@ def _r14_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r14_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3664,10 +3869,8 @@ def _w14_FetchTopic(o, w):
 
 
 def _r14_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3679,10 +3882,10 @@ def _r14_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3716,16 +3919,16 @@ def _w14_ForgottenTopic(o, w):
 
 
 def _r14_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5, v6 = _S3.unpack_from(b, p)
+    (
+        f_replica_id,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+    ) = _S3.unpack_from(b, p)
     p += 25
-    _set_FetchRequest_replica_id(o, v0)
-    _set_FetchRequest_max_wait_ms(o, v1)
-    _set_FetchRequest_min_bytes(o, v2)
-    _set_FetchRequest_max_bytes(o, v3)
-    _set_FetchRequest_isolation_level(o, v4)
-    _set_FetchRequest_session_id(o, v5)
-    _set_FetchRequest_session_epoch(o, v6)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3742,8 +3945,7 @@ def _r14_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r14_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3760,8 +3962,7 @@ def _r14_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r14_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3776,11 +3977,23 @@ def _r14_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        f_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3926,11 +4139,10 @@ def write_v14(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r15_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_replica_id, f_replica_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_replica_epoch(o, v1)
+    o = _M_ReplicaState(f_replica_id, f_replica_epoch)
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3960,17 +4172,26 @@ def _w15_ReplicaState(o, w):
 
 
 def _r15_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4004,10 +4225,8 @@ def _w15_FetchPartition(o, w):
 
 
 def _r15_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4024,9 +4243,9 @@ def _r15_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r15_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4061,10 +4280,8 @@ def _w15_FetchTopic(o, w):
 
 
 def _r15_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4076,10 +4293,10 @@ def _r15_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4113,15 +4330,10 @@ def _w15_ForgottenTopic(o, w):
 
 
 def _r15_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5 = _S8.unpack_from(b, p)
+    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = (
+        _S8.unpack_from(b, p)
+    )
     p += 21
-    _set_FetchRequest_max_wait_ms(o, v0)
-    _set_FetchRequest_min_bytes(o, v1)
-    _set_FetchRequest_max_bytes(o, v2)
-    _set_FetchRequest_isolation_level(o, v3)
-    _set_FetchRequest_session_id(o, v4)
-    _set_FetchRequest_session_epoch(o, v5)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4138,8 +4350,7 @@ def _r15_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r15_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4156,8 +4367,7 @@ def _r15_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r15_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4172,12 +4382,23 @@ def _r15_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_id(o, _DF_FetchRequest_replica_id)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        _DF_FetchRequest_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4325,11 +4546,10 @@ def write_v15(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r16_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_replica_id, f_replica_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_replica_epoch(o, v1)
+    o = _M_ReplicaState(f_replica_id, f_replica_epoch)
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4353,17 +4573,26 @@ def _w16_ReplicaState(o, w):
 
 
 def _r16_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4397,10 +4626,8 @@ def _w16_FetchPartition(o, w):
 
 
 def _r16_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4417,9 +4644,9 @@ def _r16_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r16_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4454,10 +4681,8 @@ def _w16_FetchTopic(o, w):
 
 
 def _r16_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4469,10 +4694,10 @@ def _r16_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4506,15 +4731,10 @@ def _w16_ForgottenTopic(o, w):
 
 
 def _r16_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5 = _S8.unpack_from(b, p)
+    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = (
+        _S8.unpack_from(b, p)
+    )
     p += 21
-    _set_FetchRequest_max_wait_ms(o, v0)
-    _set_FetchRequest_min_bytes(o, v1)
-    _set_FetchRequest_max_bytes(o, v2)
-    _set_FetchRequest_isolation_level(o, v3)
-    _set_FetchRequest_session_id(o, v4)
-    _set_FetchRequest_session_epoch(o, v5)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4531,8 +4751,7 @@ def _r16_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r16_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4549,8 +4768,7 @@ def _r16_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r16_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4565,12 +4783,23 @@ def _r16_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_id(o, _DF_FetchRequest_replica_id)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        _DF_FetchRequest_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4718,11 +4947,10 @@ def write_v16(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r17_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_replica_id, f_replica_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_replica_epoch(o, v1)
+    o = _M_ReplicaState(f_replica_id, f_replica_epoch)
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4746,17 +4974,26 @@ def _w17_ReplicaState(o, w):
 
 
 def _r17_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4810,10 +5047,8 @@ def _w17_FetchPartition(o, w):
 
 
 def _r17_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4830,9 +5065,9 @@ def _r17_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r17_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4867,10 +5102,8 @@ def _w17_FetchTopic(o, w):
 
 
 def _r17_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4882,10 +5115,10 @@ def _r17_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4919,15 +5152,10 @@ def _w17_ForgottenTopic(o, w):
 
 
 def _r17_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5 = _S8.unpack_from(b, p)
+    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = (
+        _S8.unpack_from(b, p)
+    )
     p += 21
-    _set_FetchRequest_max_wait_ms(o, v0)
-    _set_FetchRequest_min_bytes(o, v1)
-    _set_FetchRequest_max_bytes(o, v2)
-    _set_FetchRequest_isolation_level(o, v3)
-    _set_FetchRequest_session_id(o, v4)
-    _set_FetchRequest_session_epoch(o, v5)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4944,8 +5172,7 @@ def _r17_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r17_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4962,8 +5189,7 @@ def _r17_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r17_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4978,12 +5204,23 @@ def _r17_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_id(o, _DF_FetchRequest_replica_id)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        _DF_FetchRequest_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5131,11 +5368,10 @@ def write_v17(o: FetchRequest, w: bytearray) -> None:
 
 
 def _r18_ReplicaState(b, p):
-    o = _new(ReplicaState)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_replica_id, f_replica_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_ReplicaState_replica_id(o, v0)
-    _set_ReplicaState_replica_epoch(o, v1)
+    o = _M_ReplicaState(f_replica_id, f_replica_epoch)
+    o.__class__ = ReplicaState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5159,17 +5395,26 @@ def _w18_ReplicaState(o, w):
 
 
 def _r18_FetchPartition(b, p):
-    o = _new(FetchPartition)
-    v0, v1, v2, v3, v4, v5 = _S5.unpack_from(b, p)
+    (
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+    ) = _S5.unpack_from(b, p)
     p += 32
-    _set_FetchPartition_partition(o, v0)
-    _set_FetchPartition_current_leader_epoch(o, v1)
-    _set_FetchPartition_fetch_offset(o, v2)
-    _set_FetchPartition_last_fetched_epoch(o, v3)
-    _set_FetchPartition_log_start_offset(o, v4)
-    _set_FetchPartition_partition_max_bytes(o, v5)
-    _set_FetchPartition_replica_directory_id(o, _DF_FetchPartition_replica_directory_id)
-    _set_FetchPartition_high_watermark(o, _DF_FetchPartition_high_watermark)
+    o = _M_FetchPartition(
+        f_partition,
+        f_current_leader_epoch,
+        f_fetch_offset,
+        f_last_fetched_epoch,
+        f_log_start_offset,
+        f_partition_max_bytes,
+        _DF_FetchPartition_replica_directory_id,
+        _DF_FetchPartition_high_watermark,
+    )
+    o.__class__ = FetchPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5232,10 +5477,8 @@ def _w18_FetchPartition(o, w):
 
 
 def _r18_FetchTopic(b, p):
-    o = _new(FetchTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_FetchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5252,9 +5495,9 @@ def _r18_FetchTopic(b, p):
         for _ in range(n):
             y, p = _r18_FetchPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchTopic_partitions(o, x)
-    _set_FetchTopic_topic(o, _DF_FetchTopic_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchTopic(_DF_FetchTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5289,10 +5532,8 @@ def _w18_FetchTopic(o, w):
 
 
 def _r18_ForgottenTopic(b, p):
-    o = _new(ForgottenTopic)
-    (v0,) = _S6.unpack_from(b, p)
+    (f_topic_id,) = _S6.unpack_from(b, p)
     p += 16
-    _set_ForgottenTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5304,10 +5545,10 @@ def _r18_ForgottenTopic(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("ForgottenTopic.Partitions", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partitions = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_ForgottenTopic_partitions(o, x)
-    _set_ForgottenTopic_topic(o, _DF_ForgottenTopic_topic)
+    o = _M_ForgottenTopic(_DF_ForgottenTopic_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = ForgottenTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5341,15 +5582,10 @@ def _w18_ForgottenTopic(o, w):
 
 
 def _r18_FetchRequest(b, p):
-    o = _new(FetchRequest)
-    v0, v1, v2, v3, v4, v5 = _S8.unpack_from(b, p)
+    f_max_wait_ms, f_min_bytes, f_max_bytes, f_isolation_level, f_session_id, f_session_epoch = (
+        _S8.unpack_from(b, p)
+    )
     p += 21
-    _set_FetchRequest_max_wait_ms(o, v0)
-    _set_FetchRequest_min_bytes(o, v1)
-    _set_FetchRequest_max_bytes(o, v2)
-    _set_FetchRequest_isolation_level(o, v3)
-    _set_FetchRequest_session_id(o, v4)
-    _set_FetchRequest_session_epoch(o, v5)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5366,8 +5602,7 @@ def _r18_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r18_FetchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_topics(o, x)
+        f_topics = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5384,8 +5619,7 @@ def _r18_FetchRequest(b, p):
         for _ in range(n):
             y, p = _r18_ForgottenTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchRequest_forgotten_topics_data(o, x)
+        f_forgotten_topics_data = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5400,12 +5634,23 @@ def _r18_FetchRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchRequest.RackId")
-        x = b[p:e].decode()
+        f_rack_id = b[p:e].decode()
         p = e
-    _set_FetchRequest_rack_id(o, x)
-    _set_FetchRequest_replica_id(o, _DF_FetchRequest_replica_id)
-    _set_FetchRequest_cluster_id(o, _DF_FetchRequest_cluster_id)
-    _set_FetchRequest_replica_state(o, _DF_FetchRequest_replica_state)
+    o = _M_FetchRequest(
+        _DF_FetchRequest_cluster_id,
+        _DF_FetchRequest_replica_id,
+        _DF_FetchRequest_replica_state,
+        f_max_wait_ms,
+        f_min_bytes,
+        f_max_bytes,
+        f_isolation_level,
+        f_session_id,
+        f_session_epoch,
+        f_topics,
+        f_forgotten_topics_data,
+        f_rack_id,
+    )
+    o.__class__ = FetchRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -54,6 +54,14 @@ class EpochEndOffset:
 _D_EpochEndOffset = EpochEndOffset()
 
 
+class _M_EpochEndOffset:
+    __slots__ = ("epoch", "end_offset")
+
+    def __init__(self, epoch, end_offset):
+        self.epoch = epoch
+        self.end_offset = end_offset
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderIdAndEpoch:
     """Struct LeaderIdAndEpoch of FetchResponse (all versions)."""
@@ -65,6 +73,14 @@ class LeaderIdAndEpoch:
 
 
 _D_LeaderIdAndEpoch = LeaderIdAndEpoch()
+
+
+class _M_LeaderIdAndEpoch:
+    __slots__ = ("leader_id", "leader_epoch")
+
+    def __init__(self, leader_id, leader_epoch):
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,6 +96,14 @@ class SnapshotId:
 _D_SnapshotId = SnapshotId()
 
 
+class _M_SnapshotId:
+    __slots__ = ("end_offset", "epoch")
+
+    def __init__(self, end_offset, epoch):
+        self.end_offset = end_offset
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AbortedTransaction:
     """Struct AbortedTransaction of FetchResponse (all versions)."""
@@ -91,6 +115,14 @@ class AbortedTransaction:
 
 
 _D_AbortedTransaction = AbortedTransaction()
+
+
+class _M_AbortedTransaction:
+    __slots__ = ("producer_id", "first_offset")
+
+    def __init__(self, producer_id, first_offset):
+        self.producer_id = producer_id
+        self.first_offset = first_offset
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -132,6 +164,48 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "high_watermark",
+        "last_stable_offset",
+        "log_start_offset",
+        "diverging_epoch",
+        "current_leader",
+        "snapshot_id",
+        "aborted_transactions",
+        "preferred_read_replica",
+        "records",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        error_code,
+        high_watermark,
+        last_stable_offset,
+        log_start_offset,
+        diverging_epoch,
+        current_leader,
+        snapshot_id,
+        aborted_transactions,
+        preferred_read_replica,
+        records,
+    ):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.high_watermark = high_watermark
+        self.last_stable_offset = last_stable_offset
+        self.log_start_offset = log_start_offset
+        self.diverging_epoch = diverging_epoch
+        self.current_leader = current_leader
+        self.snapshot_id = snapshot_id
+        self.aborted_transactions = aborted_transactions
+        self.preferred_read_replica = preferred_read_replica
+        self.records = records
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchableTopicResponse:
     """Struct FetchableTopicResponse of FetchResponse (all versions)."""
@@ -145,6 +219,15 @@ class FetchableTopicResponse:
 
 
 _D_FetchableTopicResponse = FetchableTopicResponse()
+
+
+class _M_FetchableTopicResponse:
+    __slots__ = ("topic", "topic_id", "partitions")
+
+    def __init__(self, topic, topic_id, partitions):
+        self.topic = topic
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -162,6 +245,16 @@ class NodeEndpoint:
 
 
 _D_NodeEndpoint = NodeEndpoint()
+
+
+class _M_NodeEndpoint:
+    __slots__ = ("node_id", "host", "port", "rack")
+
+    def __init__(self, node_id, host, port, rack):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,6 +282,17 @@ class FetchResponse:
 
 
 _D_FetchResponse = FetchResponse()
+
+
+class _M_FetchResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "session_id", "responses", "node_endpoints")
+
+    def __init__(self, throttle_time_ms, error_code, session_id, responses, node_endpoints):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.session_id = session_id
+        self.responses = responses
+        self.node_endpoints = node_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1444,11 +1548,10 @@ class FetchResponseV18:
 
 
 def _r4_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -1463,17 +1566,12 @@ def _w4_AbortedTransaction(o, w):
 
 
 def _r4_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3 = _S1.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset = _S1.unpack_from(b, p)
     p += 22
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -1482,24 +1580,31 @@ def _r4_PartitionData(b, p):
         for _ in range(n):
             y, p = _r4_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_log_start_offset(o, _DF_PartitionData_log_start_offset)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        _DF_PartitionData_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -1559,7 +1664,6 @@ def _w4_PartitionData(o, w):
 
 
 def _r4_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1570,9 +1674,8 @@ def _r4_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1585,9 +1688,9 @@ def _r4_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r4_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -1621,10 +1724,8 @@ def _w4_FetchableTopicResponse(o, w):
 
 
 def _r4_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_FetchResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1637,11 +1738,15 @@ def _r4_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r4_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_error_code(o, _DF_FetchResponse_error_code)
-    _set_FetchResponse_session_id(o, _DF_FetchResponse_session_id)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        _DF_FetchResponse_error_code,
+        _DF_FetchResponse_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -1703,11 +1808,10 @@ def write_v4(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r5_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -1716,18 +1820,14 @@ def _w5_AbortedTransaction(o, w):
 
 
 def _r5_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -1736,23 +1836,31 @@ def _r5_PartitionData(b, p):
         for _ in range(n):
             y, p = _r5_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -1790,7 +1898,6 @@ def _w5_PartitionData(o, w):
 
 
 def _r5_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1801,9 +1908,8 @@ def _r5_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1816,9 +1922,9 @@ def _r5_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r5_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -1844,10 +1950,8 @@ def _w5_FetchableTopicResponse(o, w):
 
 
 def _r5_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_FetchResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1860,11 +1964,15 @@ def _r5_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r5_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_error_code(o, _DF_FetchResponse_error_code)
-    _set_FetchResponse_session_id(o, _DF_FetchResponse_session_id)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        _DF_FetchResponse_error_code,
+        _DF_FetchResponse_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -1914,11 +2022,10 @@ def write_v5(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r6_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -1927,18 +2034,14 @@ def _w6_AbortedTransaction(o, w):
 
 
 def _r6_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -1947,23 +2050,31 @@ def _r6_PartitionData(b, p):
         for _ in range(n):
             y, p = _r6_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -2001,7 +2112,6 @@ def _w6_PartitionData(o, w):
 
 
 def _r6_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2012,9 +2122,8 @@ def _r6_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2027,9 +2136,9 @@ def _r6_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r6_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -2055,10 +2164,8 @@ def _w6_FetchableTopicResponse(o, w):
 
 
 def _r6_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S2.unpack_from(b, p)
     p += 4
-    _set_FetchResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2071,11 +2178,15 @@ def _r6_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r6_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_error_code(o, _DF_FetchResponse_error_code)
-    _set_FetchResponse_session_id(o, _DF_FetchResponse_session_id)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        _DF_FetchResponse_error_code,
+        _DF_FetchResponse_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -2125,11 +2236,10 @@ def write_v6(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r7_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -2138,18 +2248,14 @@ def _w7_AbortedTransaction(o, w):
 
 
 def _r7_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -2158,23 +2264,31 @@ def _r7_PartitionData(b, p):
         for _ in range(n):
             y, p = _r7_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -2212,7 +2326,6 @@ def _w7_PartitionData(o, w):
 
 
 def _r7_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2223,9 +2336,8 @@ def _r7_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2238,9 +2350,9 @@ def _r7_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r7_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -2266,12 +2378,8 @@ def _w7_FetchableTopicResponse(o, w):
 
 
 def _r7_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2284,9 +2392,15 @@ def _r7_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r7_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -2333,11 +2447,10 @@ def write_v7(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r8_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -2346,18 +2459,14 @@ def _w8_AbortedTransaction(o, w):
 
 
 def _r8_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -2366,23 +2475,31 @@ def _r8_PartitionData(b, p):
         for _ in range(n):
             y, p = _r8_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -2420,7 +2537,6 @@ def _w8_PartitionData(o, w):
 
 
 def _r8_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2431,9 +2547,8 @@ def _r8_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2446,9 +2561,9 @@ def _r8_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r8_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -2474,12 +2589,8 @@ def _w8_FetchableTopicResponse(o, w):
 
 
 def _r8_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2492,9 +2603,15 @@ def _r8_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r8_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -2541,11 +2658,10 @@ def write_v8(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r9_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -2554,18 +2670,14 @@ def _w9_AbortedTransaction(o, w):
 
 
 def _r9_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -2574,23 +2686,31 @@ def _r9_PartitionData(b, p):
         for _ in range(n):
             y, p = _r9_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -2628,7 +2748,6 @@ def _w9_PartitionData(o, w):
 
 
 def _r9_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2639,9 +2758,8 @@ def _r9_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2654,9 +2772,9 @@ def _r9_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r9_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -2682,12 +2800,8 @@ def _w9_FetchableTopicResponse(o, w):
 
 
 def _r9_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2700,9 +2814,15 @@ def _r9_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r9_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -2749,11 +2869,10 @@ def write_v9(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r10_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -2762,18 +2881,14 @@ def _w10_AbortedTransaction(o, w):
 
 
 def _r10_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -2782,23 +2897,31 @@ def _r10_PartitionData(b, p):
         for _ in range(n):
             y, p = _r10_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
+        f_aborted_transactions = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
-    _set_PartitionData_preferred_read_replica(o, _DF_PartitionData_preferred_read_replica)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        _DF_PartitionData_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -2836,7 +2959,6 @@ def _w10_PartitionData(o, w):
 
 
 def _r10_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2847,9 +2969,8 @@ def _r10_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2862,9 +2983,9 @@ def _r10_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r10_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -2890,12 +3011,8 @@ def _w10_FetchableTopicResponse(o, w):
 
 
 def _r10_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2908,9 +3025,15 @@ def _r10_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r10_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -2957,11 +3080,10 @@ def write_v10(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r11_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     return o, p
 
 
@@ -2970,18 +3092,14 @@ def _w11_AbortedTransaction(o, w):
 
 
 def _r11_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -2990,25 +3108,33 @@ def _r11_PartitionData(b, p):
         for _ in range(n):
             y, p = _r11_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     return o, p
 
 
@@ -3044,7 +3170,6 @@ def _w11_PartitionData(o, w):
 
 
 def _r11_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3055,9 +3180,8 @@ def _r11_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3070,9 +3194,9 @@ def _r11_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r11_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     return o, p
 
 
@@ -3098,12 +3222,8 @@ def _w11_FetchableTopicResponse(o, w):
 
 
 def _r11_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3116,9 +3236,15 @@ def _r11_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r11_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     return o, p
 
 
@@ -3165,11 +3291,10 @@ def write_v11(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r12_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3199,11 +3324,10 @@ def _w12_EpochEndOffset(o, w):
 
 
 def _r12_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3233,11 +3357,10 @@ def _w12_LeaderIdAndEpoch(o, w):
 
 
 def _r12_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3267,11 +3390,10 @@ def _w12_SnapshotId(o, w):
 
 
 def _r12_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3295,14 +3417,10 @@ def _w12_AbortedTransaction(o, w):
 
 
 def _r12_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3310,7 +3428,7 @@ def _r12_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -3319,11 +3437,9 @@ def _r12_PartitionData(b, p):
         for _ in range(n):
             y, p = _r12_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3331,17 +3447,27 @@ def _r12_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3428,7 +3554,6 @@ def _w12_PartitionData(o, w):
 
 
 def _r12_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3443,9 +3568,8 @@ def _r12_FetchableTopicResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FetchableTopicResponse.Topic")
-        x = b[p:e].decode()
+        f_topic = b[p:e].decode()
         p = e
-    _set_FetchableTopicResponse_topic(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3462,9 +3586,9 @@ def _r12_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r12_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic_id(o, _DF_FetchableTopicResponse_topic_id)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(f_topic, _DF_FetchableTopicResponse_topic_id, f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3511,12 +3635,8 @@ def _w12_FetchableTopicResponse(o, w):
 
 
 def _r12_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3533,9 +3653,15 @@ def _r12_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r12_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3603,11 +3729,10 @@ def write_v12(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r13_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3631,11 +3756,10 @@ def _w13_EpochEndOffset(o, w):
 
 
 def _r13_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3659,11 +3783,10 @@ def _w13_LeaderIdAndEpoch(o, w):
 
 
 def _r13_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3687,11 +3810,10 @@ def _w13_SnapshotId(o, w):
 
 
 def _r13_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3715,14 +3837,10 @@ def _w13_AbortedTransaction(o, w):
 
 
 def _r13_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3730,7 +3848,7 @@ def _r13_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -3739,11 +3857,9 @@ def _r13_PartitionData(b, p):
         for _ in range(n):
             y, p = _r13_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3751,17 +3867,27 @@ def _r13_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3848,10 +3974,8 @@ def _w13_PartitionData(o, w):
 
 
 def _r13_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3868,9 +3992,9 @@ def _r13_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r13_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3905,12 +4029,8 @@ def _w13_FetchableTopicResponse(o, w):
 
 
 def _r13_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3927,9 +4047,15 @@ def _r13_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r13_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3997,11 +4123,10 @@ def write_v13(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r14_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4025,11 +4150,10 @@ def _w14_EpochEndOffset(o, w):
 
 
 def _r14_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4053,11 +4177,10 @@ def _w14_LeaderIdAndEpoch(o, w):
 
 
 def _r14_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4081,11 +4204,10 @@ def _w14_SnapshotId(o, w):
 
 
 def _r14_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4109,14 +4231,10 @@ def _w14_AbortedTransaction(o, w):
 
 
 def _r14_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4124,7 +4242,7 @@ def _r14_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -4133,11 +4251,9 @@ def _r14_PartitionData(b, p):
         for _ in range(n):
             y, p = _r14_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4145,17 +4261,27 @@ def _r14_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4242,10 +4368,8 @@ def _w14_PartitionData(o, w):
 
 
 def _r14_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4262,9 +4386,9 @@ def _r14_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r14_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4299,12 +4423,8 @@ def _w14_FetchableTopicResponse(o, w):
 
 
 def _r14_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4321,9 +4441,15 @@ def _r14_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r14_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4391,11 +4517,10 @@ def write_v14(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r15_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4419,11 +4544,10 @@ def _w15_EpochEndOffset(o, w):
 
 
 def _r15_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4447,11 +4571,10 @@ def _w15_LeaderIdAndEpoch(o, w):
 
 
 def _r15_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4475,11 +4598,10 @@ def _w15_SnapshotId(o, w):
 
 
 def _r15_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4503,14 +4625,10 @@ def _w15_AbortedTransaction(o, w):
 
 
 def _r15_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4518,7 +4636,7 @@ def _r15_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -4527,11 +4645,9 @@ def _r15_PartitionData(b, p):
         for _ in range(n):
             y, p = _r15_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4539,17 +4655,27 @@ def _r15_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4636,10 +4762,8 @@ def _w15_PartitionData(o, w):
 
 
 def _r15_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4656,9 +4780,9 @@ def _r15_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r15_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4693,12 +4817,8 @@ def _w15_FetchableTopicResponse(o, w):
 
 
 def _r15_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4715,9 +4835,15 @@ def _r15_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r15_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4785,11 +4911,10 @@ def write_v15(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r16_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4813,11 +4938,10 @@ def _w16_EpochEndOffset(o, w):
 
 
 def _r16_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4841,11 +4965,10 @@ def _w16_LeaderIdAndEpoch(o, w):
 
 
 def _r16_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4869,11 +4992,10 @@ def _w16_SnapshotId(o, w):
 
 
 def _r16_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4897,14 +5019,10 @@ def _w16_AbortedTransaction(o, w):
 
 
 def _r16_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4912,7 +5030,7 @@ def _r16_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -4921,11 +5039,9 @@ def _r16_PartitionData(b, p):
         for _ in range(n):
             y, p = _r16_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4933,17 +5049,27 @@ def _r16_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5030,10 +5156,8 @@ def _w16_PartitionData(o, w):
 
 
 def _r16_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5050,9 +5174,9 @@ def _r16_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r16_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5087,10 +5211,8 @@ def _w16_FetchableTopicResponse(o, w):
 
 
 def _r16_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5105,12 +5227,10 @@ def _r16_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5118,16 +5238,17 @@ def _r16_NodeEndpoint(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("NodeEndpoint.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_rack(o, x)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5188,12 +5309,8 @@ def _w16_NodeEndpoint(o, w):
 
 
 def _r16_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5210,9 +5327,15 @@ def _r16_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r16_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5318,11 +5441,10 @@ def write_v16(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r17_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5346,11 +5468,10 @@ def _w17_EpochEndOffset(o, w):
 
 
 def _r17_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5374,11 +5495,10 @@ def _w17_LeaderIdAndEpoch(o, w):
 
 
 def _r17_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5402,11 +5522,10 @@ def _w17_SnapshotId(o, w):
 
 
 def _r17_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5430,14 +5549,10 @@ def _w17_AbortedTransaction(o, w):
 
 
 def _r17_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5445,7 +5560,7 @@ def _r17_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -5454,11 +5569,9 @@ def _r17_PartitionData(b, p):
         for _ in range(n):
             y, p = _r17_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5466,17 +5579,27 @@ def _r17_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5563,10 +5686,8 @@ def _w17_PartitionData(o, w):
 
 
 def _r17_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5583,9 +5704,9 @@ def _r17_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r17_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5620,10 +5741,8 @@ def _w17_FetchableTopicResponse(o, w):
 
 
 def _r17_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5638,12 +5757,10 @@ def _r17_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5651,16 +5768,17 @@ def _r17_NodeEndpoint(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("NodeEndpoint.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_rack(o, x)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5711,12 +5829,8 @@ def _w17_NodeEndpoint(o, w):
 
 
 def _r17_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5733,9 +5847,15 @@ def _r17_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r17_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5841,11 +5961,10 @@ def write_v17(o: FetchResponse, w: bytearray) -> None:
 
 
 def _r18_EpochEndOffset(b, p):
-    o = _new(EpochEndOffset)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
-    _set_EpochEndOffset_epoch(o, v0)
-    _set_EpochEndOffset_end_offset(o, v1)
+    o = _M_EpochEndOffset(f_epoch, f_end_offset)
+    o.__class__ = EpochEndOffset
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5869,11 +5988,10 @@ def _w18_EpochEndOffset(o, w):
 
 
 def _r18_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S6.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S6.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5897,11 +6015,10 @@ def _w18_LeaderIdAndEpoch(o, w):
 
 
 def _r18_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_end_offset, f_epoch = _S7.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5925,11 +6042,10 @@ def _w18_SnapshotId(o, w):
 
 
 def _r18_AbortedTransaction(b, p):
-    o = _new(AbortedTransaction)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
-    _set_AbortedTransaction_producer_id(o, v0)
-    _set_AbortedTransaction_first_offset(o, v1)
+    o = _M_AbortedTransaction(f_producer_id, f_first_offset)
+    o.__class__ = AbortedTransaction
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5953,14 +6069,10 @@ def _w18_AbortedTransaction(o, w):
 
 
 def _r18_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S3.unpack_from(b, p)
+    f_partition_index, f_error_code, f_high_watermark, f_last_stable_offset, f_log_start_offset = (
+        _S3.unpack_from(b, p)
+    )
     p += 30
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_high_watermark(o, v2)
-    _set_PartitionData_last_stable_offset(o, v3)
-    _set_PartitionData_log_start_offset(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5968,7 +6080,7 @@ def _r18_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_aborted_transactions = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionData.AbortedTransactions", n, len(b) - p)
@@ -5977,11 +6089,9 @@ def _r18_PartitionData(b, p):
         for _ in range(n):
             y, p = _r18_AbortedTransaction(b, p)
             ap(y)
-        x = tuple(a)
-    _set_PartitionData_aborted_transactions(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_aborted_transactions = tuple(a)
+    (f_preferred_read_replica,) = _S2.unpack_from(b, p)
     p += 4
-    _set_PartitionData_preferred_read_replica(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5989,17 +6099,27 @@ def _r18_PartitionData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_records = None
     else:
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionData.Records")
-        x = b[p:e]
+        f_records = b[p:e]
         p = e
-    _set_PartitionData_records(o, x)
-    _set_PartitionData_diverging_epoch(o, _DF_PartitionData_diverging_epoch)
-    _set_PartitionData_current_leader(o, _DF_PartitionData_current_leader)
-    _set_PartitionData_snapshot_id(o, _DF_PartitionData_snapshot_id)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_error_code,
+        f_high_watermark,
+        f_last_stable_offset,
+        f_log_start_offset,
+        _DF_PartitionData_diverging_epoch,
+        _DF_PartitionData_current_leader,
+        _DF_PartitionData_snapshot_id,
+        f_aborted_transactions,
+        f_preferred_read_replica,
+        f_records,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6086,10 +6206,8 @@ def _w18_PartitionData(o, w):
 
 
 def _r18_FetchableTopicResponse(b, p):
-    o = _new(FetchableTopicResponse)
-    (v0,) = _S8.unpack_from(b, p)
+    (f_topic_id,) = _S8.unpack_from(b, p)
     p += 16
-    _set_FetchableTopicResponse_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6106,9 +6224,9 @@ def _r18_FetchableTopicResponse(b, p):
         for _ in range(n):
             y, p = _r18_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchableTopicResponse_partitions(o, x)
-    _set_FetchableTopicResponse_topic(o, _DF_FetchableTopicResponse_topic)
+        f_partitions = tuple(a)
+    o = _M_FetchableTopicResponse(_DF_FetchableTopicResponse_topic, _uuid(f_topic_id), f_partitions)
+    o.__class__ = FetchableTopicResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6143,10 +6261,8 @@ def _w18_FetchableTopicResponse(o, w):
 
 
 def _r18_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6161,12 +6277,10 @@ def _r18_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_port,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6174,16 +6288,17 @@ def _r18_NodeEndpoint(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("NodeEndpoint.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_rack(o, x)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6234,12 +6349,8 @@ def _w18_NodeEndpoint(o, w):
 
 
 def _r18_FetchResponse(b, p):
-    o = _new(FetchResponse)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code, f_session_id = _S4.unpack_from(b, p)
     p += 10
-    _set_FetchResponse_throttle_time_ms(o, v0)
-    _set_FetchResponse_error_code(o, v1)
-    _set_FetchResponse_session_id(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6256,9 +6367,15 @@ def _r18_FetchResponse(b, p):
         for _ in range(n):
             y, p = _r18_FetchableTopicResponse(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchResponse_responses(o, x)
-    _set_FetchResponse_node_endpoints(o, _DF_FetchResponse_node_endpoints)
+        f_responses = tuple(a)
+    o = _M_FetchResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_session_id,
+        f_responses,
+        _DF_FetchResponse_node_endpoints,
+    )
+    o.__class__ = FetchResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -49,6 +49,14 @@ class SnapshotId:
 _D_SnapshotId = SnapshotId()
 
 
+class _M_SnapshotId:
+    __slots__ = ("end_offset", "epoch")
+
+    def __init__(self, end_offset, epoch):
+        self.end_offset = end_offset
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionSnapshot:
     """Struct PartitionSnapshot of FetchSnapshotRequest (all versions)."""
@@ -72,6 +80,25 @@ class PartitionSnapshot:
 _D_PartitionSnapshot = PartitionSnapshot()
 
 
+class _M_PartitionSnapshot:
+    __slots__ = (
+        "partition",
+        "current_leader_epoch",
+        "snapshot_id",
+        "position",
+        "replica_directory_id",
+    )
+
+    def __init__(
+        self, partition, current_leader_epoch, snapshot_id, position, replica_directory_id
+    ):
+        self.partition = partition
+        self.current_leader_epoch = current_leader_epoch
+        self.snapshot_id = snapshot_id
+        self.position = position
+        self.replica_directory_id = replica_directory_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSnapshot:
     """Struct TopicSnapshot of FetchSnapshotRequest (all versions)."""
@@ -83,6 +110,14 @@ class TopicSnapshot:
 
 
 _D_TopicSnapshot = TopicSnapshot()
+
+
+class _M_TopicSnapshot:
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, name, partitions):
+        self.name = name
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +139,16 @@ class FetchSnapshotRequest:
 
 
 _D_FetchSnapshotRequest = FetchSnapshotRequest()
+
+
+class _M_FetchSnapshotRequest:
+    __slots__ = ("cluster_id", "replica_id", "max_bytes", "topics")
+
+    def __init__(self, cluster_id, replica_id, max_bytes, topics):
+        self.cluster_id = cluster_id
+        self.replica_id = replica_id
+        self.max_bytes = max_bytes
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,11 +267,10 @@ class FetchSnapshotRequestV1:
 
 
 def _r0_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -256,17 +300,19 @@ def _w0_SnapshotId(o, w):
 
 
 def _r0_PartitionSnapshot(b, p):
-    o = _new(PartitionSnapshot)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_partition, f_current_leader_epoch = _S1.unpack_from(b, p)
     p += 8
-    _set_PartitionSnapshot_partition(o, v0)
-    _set_PartitionSnapshot_current_leader_epoch(o, v1)
-    x, p = _r0_SnapshotId(b, p)
-    _set_PartitionSnapshot_snapshot_id(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    f_snapshot_id, p = _r0_SnapshotId(b, p)
+    (f_position,) = _S2.unpack_from(b, p)
     p += 8
-    _set_PartitionSnapshot_position(o, v0)
-    _set_PartitionSnapshot_replica_directory_id(o, _DF_PartitionSnapshot_replica_directory_id)
+    o = _M_PartitionSnapshot(
+        f_partition,
+        f_current_leader_epoch,
+        f_snapshot_id,
+        f_position,
+        _DF_PartitionSnapshot_replica_directory_id,
+    )
+    o.__class__ = PartitionSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -312,7 +358,6 @@ def _w0_PartitionSnapshot(o, w):
 
 
 def _r0_TopicSnapshot(b, p):
-    o = _new(TopicSnapshot)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -327,9 +372,8 @@ def _r0_TopicSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicSnapshot.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_TopicSnapshot_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -346,8 +390,9 @@ def _r0_TopicSnapshot(b, p):
         for _ in range(n):
             y, p = _r0_PartitionSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicSnapshot_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicSnapshot(f_name, f_partitions)
+    o.__class__ = TopicSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -400,11 +445,8 @@ def _w0_TopicSnapshot(o, w):
 
 
 def _r0_FetchSnapshotRequest(b, p):
-    o = _new(FetchSnapshotRequest)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_replica_id, f_max_bytes = _S1.unpack_from(b, p)
     p += 8
-    _set_FetchSnapshotRequest_replica_id(o, v0)
-    _set_FetchSnapshotRequest_max_bytes(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -421,9 +463,11 @@ def _r0_FetchSnapshotRequest(b, p):
         for _ in range(n):
             y, p = _r0_TopicSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchSnapshotRequest_topics(o, x)
-    _set_FetchSnapshotRequest_cluster_id(o, _DF_FetchSnapshotRequest_cluster_id)
+        f_topics = tuple(a)
+    o = _M_FetchSnapshotRequest(
+        _DF_FetchSnapshotRequest_cluster_id, f_replica_id, f_max_bytes, f_topics
+    )
+    o.__class__ = FetchSnapshotRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -542,11 +586,10 @@ def write_v0(o: FetchSnapshotRequest, w: bytearray) -> None:
 
 
 def _r1_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -570,17 +613,19 @@ def _w1_SnapshotId(o, w):
 
 
 def _r1_PartitionSnapshot(b, p):
-    o = _new(PartitionSnapshot)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_partition, f_current_leader_epoch = _S1.unpack_from(b, p)
     p += 8
-    _set_PartitionSnapshot_partition(o, v0)
-    _set_PartitionSnapshot_current_leader_epoch(o, v1)
-    x, p = _r1_SnapshotId(b, p)
-    _set_PartitionSnapshot_snapshot_id(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    f_snapshot_id, p = _r1_SnapshotId(b, p)
+    (f_position,) = _S2.unpack_from(b, p)
     p += 8
-    _set_PartitionSnapshot_position(o, v0)
-    _set_PartitionSnapshot_replica_directory_id(o, _DF_PartitionSnapshot_replica_directory_id)
+    o = _M_PartitionSnapshot(
+        f_partition,
+        f_current_leader_epoch,
+        f_snapshot_id,
+        f_position,
+        _DF_PartitionSnapshot_replica_directory_id,
+    )
+    o.__class__ = PartitionSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -628,7 +673,6 @@ def _w1_PartitionSnapshot(o, w):
 
 
 def _r1_TopicSnapshot(b, p):
-    o = _new(TopicSnapshot)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -643,9 +687,8 @@ def _r1_TopicSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicSnapshot.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_TopicSnapshot_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -662,8 +705,9 @@ def _r1_TopicSnapshot(b, p):
         for _ in range(n):
             y, p = _r1_PartitionSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicSnapshot_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicSnapshot(f_name, f_partitions)
+    o.__class__ = TopicSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -710,11 +754,8 @@ def _w1_TopicSnapshot(o, w):
 
 
 def _r1_FetchSnapshotRequest(b, p):
-    o = _new(FetchSnapshotRequest)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_replica_id, f_max_bytes = _S1.unpack_from(b, p)
     p += 8
-    _set_FetchSnapshotRequest_replica_id(o, v0)
-    _set_FetchSnapshotRequest_max_bytes(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -731,9 +772,11 @@ def _r1_FetchSnapshotRequest(b, p):
         for _ in range(n):
             y, p = _r1_TopicSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchSnapshotRequest_topics(o, x)
-    _set_FetchSnapshotRequest_cluster_id(o, _DF_FetchSnapshotRequest_cluster_id)
+        f_topics = tuple(a)
+    o = _M_FetchSnapshotRequest(
+        _DF_FetchSnapshotRequest_cluster_id, f_replica_id, f_max_bytes, f_topics
+    )
+    o.__class__ = FetchSnapshotRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -51,6 +51,14 @@ class SnapshotId:
 _D_SnapshotId = SnapshotId()
 
 
+class _M_SnapshotId:
+    __slots__ = ("end_offset", "epoch")
+
+    def __init__(self, end_offset, epoch):
+        self.end_offset = end_offset
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderIdAndEpoch:
     """Struct LeaderIdAndEpoch of FetchSnapshotResponse (all versions)."""
@@ -62,6 +70,14 @@ class LeaderIdAndEpoch:
 
 
 _D_LeaderIdAndEpoch = LeaderIdAndEpoch()
+
+
+class _M_LeaderIdAndEpoch:
+    __slots__ = ("leader_id", "leader_epoch")
+
+    def __init__(self, leader_id, leader_epoch):
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +107,29 @@ class PartitionSnapshot:
 _D_PartitionSnapshot = PartitionSnapshot()
 
 
+class _M_PartitionSnapshot:
+    __slots__ = (
+        "index",
+        "error_code",
+        "snapshot_id",
+        "current_leader",
+        "size",
+        "position",
+        "unaligned_records",
+    )
+
+    def __init__(
+        self, index, error_code, snapshot_id, current_leader, size, position, unaligned_records
+    ):
+        self.index = index
+        self.error_code = error_code
+        self.snapshot_id = snapshot_id
+        self.current_leader = current_leader
+        self.size = size
+        self.position = position
+        self.unaligned_records = unaligned_records
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicSnapshot:
     """Struct TopicSnapshot of FetchSnapshotResponse (all versions)."""
@@ -102,6 +141,14 @@ class TopicSnapshot:
 
 
 _D_TopicSnapshot = TopicSnapshot()
+
+
+class _M_TopicSnapshot:
+    __slots__ = ("name", "partitions")
+
+    def __init__(self, name, partitions):
+        self.name = name
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,6 +164,15 @@ class NodeEndpoint:
 
 
 _D_NodeEndpoint = NodeEndpoint()
+
+
+class _M_NodeEndpoint:
+    __slots__ = ("node_id", "host", "port")
+
+    def __init__(self, node_id, host, port):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -140,6 +196,16 @@ class FetchSnapshotResponse:
 
 
 _D_FetchSnapshotResponse = FetchSnapshotResponse()
+
+
+class _M_FetchSnapshotResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "topics", "node_endpoints")
+
+    def __init__(self, throttle_time_ms, error_code, topics, node_endpoints):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -303,11 +369,10 @@ class FetchSnapshotResponseV1:
 
 
 def _r0_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -337,11 +402,10 @@ def _w0_SnapshotId(o, w):
 
 
 def _r0_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -371,17 +435,11 @@ def _w0_LeaderIdAndEpoch(o, w):
 
 
 def _r0_PartitionSnapshot(b, p):
-    o = _new(PartitionSnapshot)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_index, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_PartitionSnapshot_index(o, v0)
-    _set_PartitionSnapshot_error_code(o, v1)
-    x, p = _r0_SnapshotId(b, p)
-    _set_PartitionSnapshot_snapshot_id(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_snapshot_id, p = _r0_SnapshotId(b, p)
+    f_size, f_position = _S3.unpack_from(b, p)
     p += 16
-    _set_PartitionSnapshot_size(o, v0)
-    _set_PartitionSnapshot_position(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -394,10 +452,18 @@ def _r0_PartitionSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionSnapshot.UnalignedRecords")
-        x = b[p:e]
+        f_unaligned_records = b[p:e]
         p = e
-    _set_PartitionSnapshot_unaligned_records(o, x)
-    _set_PartitionSnapshot_current_leader(o, _DF_PartitionSnapshot_current_leader)
+    o = _M_PartitionSnapshot(
+        f_index,
+        f_error_code,
+        f_snapshot_id,
+        _DF_PartitionSnapshot_current_leader,
+        f_size,
+        f_position,
+        f_unaligned_records,
+    )
+    o.__class__ = PartitionSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -469,7 +535,6 @@ def _w0_PartitionSnapshot(o, w):
 
 
 def _r0_TopicSnapshot(b, p):
-    o = _new(TopicSnapshot)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -484,9 +549,8 @@ def _r0_TopicSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicSnapshot.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_TopicSnapshot_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -503,8 +567,9 @@ def _r0_TopicSnapshot(b, p):
         for _ in range(n):
             y, p = _r0_PartitionSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicSnapshot_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicSnapshot(f_name, f_partitions)
+    o.__class__ = TopicSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -557,11 +622,8 @@ def _w0_TopicSnapshot(o, w):
 
 
 def _r0_FetchSnapshotResponse(b, p):
-    o = _new(FetchSnapshotResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_FetchSnapshotResponse_throttle_time_ms(o, v0)
-    _set_FetchSnapshotResponse_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -578,9 +640,11 @@ def _r0_FetchSnapshotResponse(b, p):
         for _ in range(n):
             y, p = _r0_TopicSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchSnapshotResponse_topics(o, x)
-    _set_FetchSnapshotResponse_node_endpoints(o, _DF_FetchSnapshotResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_FetchSnapshotResponse(
+        f_throttle_time_ms, f_error_code, f_topics, _DF_FetchSnapshotResponse_node_endpoints
+    )
+    o.__class__ = FetchSnapshotResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -660,11 +724,10 @@ def write_v0(o: FetchSnapshotResponse, w: bytearray) -> None:
 
 
 def _r1_SnapshotId(b, p):
-    o = _new(SnapshotId)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_SnapshotId_end_offset(o, v0)
-    _set_SnapshotId_epoch(o, v1)
+    o = _M_SnapshotId(f_end_offset, f_epoch)
+    o.__class__ = SnapshotId
     n = b[p]
     if n < 0x80:
         p += 1
@@ -688,11 +751,10 @@ def _w1_SnapshotId(o, w):
 
 
 def _r1_LeaderIdAndEpoch(b, p):
-    o = _new(LeaderIdAndEpoch)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 8
-    _set_LeaderIdAndEpoch_leader_id(o, v0)
-    _set_LeaderIdAndEpoch_leader_epoch(o, v1)
+    o = _M_LeaderIdAndEpoch(f_leader_id, f_leader_epoch)
+    o.__class__ = LeaderIdAndEpoch
     n = b[p]
     if n < 0x80:
         p += 1
@@ -716,17 +778,11 @@ def _w1_LeaderIdAndEpoch(o, w):
 
 
 def _r1_PartitionSnapshot(b, p):
-    o = _new(PartitionSnapshot)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_index, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_PartitionSnapshot_index(o, v0)
-    _set_PartitionSnapshot_error_code(o, v1)
-    x, p = _r1_SnapshotId(b, p)
-    _set_PartitionSnapshot_snapshot_id(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+    f_snapshot_id, p = _r1_SnapshotId(b, p)
+    f_size, f_position = _S3.unpack_from(b, p)
     p += 16
-    _set_PartitionSnapshot_size(o, v0)
-    _set_PartitionSnapshot_position(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -739,10 +795,18 @@ def _r1_PartitionSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("PartitionSnapshot.UnalignedRecords")
-        x = b[p:e]
+        f_unaligned_records = b[p:e]
         p = e
-    _set_PartitionSnapshot_unaligned_records(o, x)
-    _set_PartitionSnapshot_current_leader(o, _DF_PartitionSnapshot_current_leader)
+    o = _M_PartitionSnapshot(
+        f_index,
+        f_error_code,
+        f_snapshot_id,
+        _DF_PartitionSnapshot_current_leader,
+        f_size,
+        f_position,
+        f_unaligned_records,
+    )
+    o.__class__ = PartitionSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -798,7 +862,6 @@ def _w1_PartitionSnapshot(o, w):
 
 
 def _r1_TopicSnapshot(b, p):
-    o = _new(TopicSnapshot)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -813,9 +876,8 @@ def _r1_TopicSnapshot(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicSnapshot.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_TopicSnapshot_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -832,8 +894,9 @@ def _r1_TopicSnapshot(b, p):
         for _ in range(n):
             y, p = _r1_PartitionSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicSnapshot_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_TopicSnapshot(f_name, f_partitions)
+    o.__class__ = TopicSnapshot
     n = b[p]
     if n < 0x80:
         p += 1
@@ -880,10 +943,8 @@ def _w1_TopicSnapshot(o, w):
 
 
 def _r1_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_node_id,) = _S4.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -898,12 +959,12 @@ def _r1_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_port,) = _S5.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -949,11 +1010,8 @@ def _w1_NodeEndpoint(o, w):
 
 
 def _r1_FetchSnapshotResponse(b, p):
-    o = _new(FetchSnapshotResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_FetchSnapshotResponse_throttle_time_ms(o, v0)
-    _set_FetchSnapshotResponse_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -970,9 +1028,11 @@ def _r1_FetchSnapshotResponse(b, p):
         for _ in range(n):
             y, p = _r1_TopicSnapshot(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FetchSnapshotResponse_topics(o, x)
-    _set_FetchSnapshotResponse_node_endpoints(o, _DF_FetchSnapshotResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_FetchSnapshotResponse(
+        f_throttle_time_ms, f_error_code, f_topics, _DF_FetchSnapshotResponse_node_endpoints
+    )
+    o.__class__ = FetchSnapshotResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -52,6 +52,15 @@ class FindCoordinatorRequest:
 _D_FindCoordinatorRequest = FindCoordinatorRequest()
 
 
+class _M_FindCoordinatorRequest:
+    __slots__ = ("key", "key_type", "coordinator_keys")
+
+    def __init__(self, key, key_type, coordinator_keys):
+        self.key = key
+        self.key_type = key_type
+        self.coordinator_keys = coordinator_keys
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindCoordinatorRequestV0:
     """FindCoordinatorRequest at version 0 (kio entity conventions)."""
@@ -148,7 +157,6 @@ class FindCoordinatorRequestV7:
 
 
 def _r0_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -159,11 +167,12 @@ def _r0_FindCoordinatorRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorRequest.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_FindCoordinatorRequest_key(o, x)
-    _set_FindCoordinatorRequest_key_type(o, _DF_FindCoordinatorRequest_key_type)
-    _set_FindCoordinatorRequest_coordinator_keys(o, _DF_FindCoordinatorRequest_coordinator_keys)
+    o = _M_FindCoordinatorRequest(
+        f_key, _DF_FindCoordinatorRequest_key_type, _DF_FindCoordinatorRequest_coordinator_keys
+    )
+    o.__class__ = FindCoordinatorRequest
     return o, p
 
 
@@ -224,7 +233,6 @@ def write_v0(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r1_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -235,13 +243,12 @@ def _r1_FindCoordinatorRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorRequest.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_FindCoordinatorRequest_key(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
-    _set_FindCoordinatorRequest_coordinator_keys(o, _DF_FindCoordinatorRequest_coordinator_keys)
+    o = _M_FindCoordinatorRequest(f_key, f_key_type, _DF_FindCoordinatorRequest_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     return o, p
 
 
@@ -290,7 +297,6 @@ def write_v1(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r2_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -301,13 +307,12 @@ def _r2_FindCoordinatorRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorRequest.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_FindCoordinatorRequest_key(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
-    _set_FindCoordinatorRequest_coordinator_keys(o, _DF_FindCoordinatorRequest_coordinator_keys)
+    o = _M_FindCoordinatorRequest(f_key, f_key_type, _DF_FindCoordinatorRequest_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     return o, p
 
 
@@ -356,7 +361,6 @@ def write_v2(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r3_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -371,13 +375,12 @@ def _r3_FindCoordinatorRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorRequest.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_FindCoordinatorRequest_key(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
-    _set_FindCoordinatorRequest_coordinator_keys(o, _DF_FindCoordinatorRequest_coordinator_keys)
+    o = _M_FindCoordinatorRequest(f_key, f_key_type, _DF_FindCoordinatorRequest_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -444,10 +447,8 @@ def write_v3(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r4_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -481,9 +482,9 @@ def _r4_FindCoordinatorRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorRequest_coordinator_keys(o, x)
-    _set_FindCoordinatorRequest_key(o, _DF_FindCoordinatorRequest_key)
+        f_coordinator_keys = tuple(a)
+    o = _M_FindCoordinatorRequest(_DF_FindCoordinatorRequest_key, f_key_type, f_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -556,10 +557,8 @@ def write_v4(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r5_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -593,9 +592,9 @@ def _r5_FindCoordinatorRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorRequest_coordinator_keys(o, x)
-    _set_FindCoordinatorRequest_key(o, _DF_FindCoordinatorRequest_key)
+        f_coordinator_keys = tuple(a)
+    o = _M_FindCoordinatorRequest(_DF_FindCoordinatorRequest_key, f_key_type, f_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -668,10 +667,8 @@ def write_v5(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r6_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -705,9 +702,9 @@ def _r6_FindCoordinatorRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorRequest_coordinator_keys(o, x)
-    _set_FindCoordinatorRequest_key(o, _DF_FindCoordinatorRequest_key)
+        f_coordinator_keys = tuple(a)
+    o = _M_FindCoordinatorRequest(_DF_FindCoordinatorRequest_key, f_key_type, f_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -780,10 +777,8 @@ def write_v6(o: FindCoordinatorRequest, w: bytearray) -> None:
 
 
 def _r7_FindCoordinatorRequest(b, p):
-    o = _new(FindCoordinatorRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
-    _set_FindCoordinatorRequest_key_type(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -817,9 +812,9 @@ def _r7_FindCoordinatorRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorRequest_coordinator_keys(o, x)
-    _set_FindCoordinatorRequest_key(o, _DF_FindCoordinatorRequest_key)
+        f_coordinator_keys = tuple(a)
+    o = _M_FindCoordinatorRequest(_DF_FindCoordinatorRequest_key, f_key_type, f_coordinator_keys)
+    o.__class__ = FindCoordinatorRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -56,6 +56,18 @@ class Coordinator:
 _D_Coordinator = Coordinator()
 
 
+class _M_Coordinator:
+    __slots__ = ("key", "node_id", "host", "port", "error_code", "error_message")
+
+    def __init__(self, key, node_id, host, port, error_code, error_message):
+        self.key = key
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.error_code = error_code
+        self.error_message = error_message
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindCoordinatorResponse:
     """FindCoordinatorResponse: all fields of versions 0-7 with Kafka's
@@ -81,6 +93,29 @@ class FindCoordinatorResponse:
 
 
 _D_FindCoordinatorResponse = FindCoordinatorResponse()
+
+
+class _M_FindCoordinatorResponse:
+    __slots__ = (
+        "throttle_time_ms",
+        "error_code",
+        "error_message",
+        "node_id",
+        "host",
+        "port",
+        "coordinators",
+    )
+
+    def __init__(
+        self, throttle_time_ms, error_code, error_message, node_id, host, port, coordinators
+    ):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.error_message = error_message
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.coordinators = coordinators
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -258,11 +293,8 @@ class FindCoordinatorResponseV7:
 
 
 def _r0_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_error_code, f_node_id = _S0.unpack_from(b, p)
     p += 6
-    _set_FindCoordinatorResponse_error_code(o, v0)
-    _set_FindCoordinatorResponse_node_id(o, v1)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -273,15 +305,20 @@ def _r0_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_host(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_port(o, v0)
-    _set_FindCoordinatorResponse_throttle_time_ms(o, _DF_FindCoordinatorResponse_throttle_time_ms)
-    _set_FindCoordinatorResponse_error_message(o, _DF_FindCoordinatorResponse_error_message)
-    _set_FindCoordinatorResponse_coordinators(o, _DF_FindCoordinatorResponse_coordinators)
+    o = _M_FindCoordinatorResponse(
+        _DF_FindCoordinatorResponse_throttle_time_ms,
+        f_error_code,
+        _DF_FindCoordinatorResponse_error_message,
+        f_node_id,
+        f_host,
+        f_port,
+        _DF_FindCoordinatorResponse_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     return o, p
 
 
@@ -351,15 +388,12 @@ def write_v0(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r1_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
-    _set_FindCoordinatorResponse_error_code(o, v1)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -368,12 +402,10 @@ def _r1_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_error_message(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -384,13 +416,20 @@ def _r1_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_host(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_port(o, v0)
-    _set_FindCoordinatorResponse_coordinators(o, _DF_FindCoordinatorResponse_coordinators)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_error_message,
+        f_node_id,
+        f_host,
+        f_port,
+        _DF_FindCoordinatorResponse_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     return o, p
 
 
@@ -451,15 +490,12 @@ def write_v1(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r2_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
-    _set_FindCoordinatorResponse_error_code(o, v1)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -468,12 +504,10 @@ def _r2_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_error_message(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -484,13 +518,20 @@ def _r2_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_host(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_port(o, v0)
-    _set_FindCoordinatorResponse_coordinators(o, _DF_FindCoordinatorResponse_coordinators)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_error_message,
+        f_node_id,
+        f_host,
+        f_port,
+        _DF_FindCoordinatorResponse_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     return o, p
 
 
@@ -551,11 +592,8 @@ def write_v2(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r3_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
-    _set_FindCoordinatorResponse_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -563,7 +601,7 @@ def _r3_FindCoordinatorResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -572,12 +610,10 @@ def _r3_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_error_message(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -592,13 +628,20 @@ def _r3_FindCoordinatorResponse(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindCoordinatorResponse.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_FindCoordinatorResponse_host(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_port(o, v0)
-    _set_FindCoordinatorResponse_coordinators(o, _DF_FindCoordinatorResponse_coordinators)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        f_error_code,
+        f_error_message,
+        f_node_id,
+        f_host,
+        f_port,
+        _DF_FindCoordinatorResponse_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -680,7 +723,6 @@ def write_v3(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r4_Coordinator(b, p):
-    o = _new(Coordinator)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -695,12 +737,10 @@ def _r4_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_Coordinator_key(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_Coordinator_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -715,13 +755,10 @@ def _r4_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Coordinator_host(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_port, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_Coordinator_port(o, v0)
-    _set_Coordinator_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -729,16 +766,17 @@ def _r4_Coordinator(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("Coordinator.ErrorMessage" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_Coordinator_error_message(o, x)
+    o = _M_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message)
+    o.__class__ = Coordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -816,10 +854,8 @@ def _w4_Coordinator(o, w):
 
 
 def _r4_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -836,13 +872,17 @@ def _r4_FindCoordinatorResponse(b, p):
         for _ in range(n):
             y, p = _r4_Coordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorResponse_coordinators(o, x)
-    _set_FindCoordinatorResponse_error_code(o, _DF_FindCoordinatorResponse_error_code)
-    _set_FindCoordinatorResponse_error_message(o, _DF_FindCoordinatorResponse_error_message)
-    _set_FindCoordinatorResponse_node_id(o, _DF_FindCoordinatorResponse_node_id)
-    _set_FindCoordinatorResponse_host(o, _DF_FindCoordinatorResponse_host)
-    _set_FindCoordinatorResponse_port(o, _DF_FindCoordinatorResponse_port)
+        f_coordinators = tuple(a)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        _DF_FindCoordinatorResponse_error_code,
+        _DF_FindCoordinatorResponse_error_message,
+        _DF_FindCoordinatorResponse_node_id,
+        _DF_FindCoordinatorResponse_host,
+        _DF_FindCoordinatorResponse_port,
+        f_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -916,7 +956,6 @@ def write_v4(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r5_Coordinator(b, p):
-    o = _new(Coordinator)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -931,12 +970,10 @@ def _r5_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_Coordinator_key(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_Coordinator_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -951,13 +988,10 @@ def _r5_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Coordinator_host(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_port, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_Coordinator_port(o, v0)
-    _set_Coordinator_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -965,16 +999,17 @@ def _r5_Coordinator(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("Coordinator.ErrorMessage" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_Coordinator_error_message(o, x)
+    o = _M_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message)
+    o.__class__ = Coordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1038,10 +1073,8 @@ def _w5_Coordinator(o, w):
 
 
 def _r5_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1058,13 +1091,17 @@ def _r5_FindCoordinatorResponse(b, p):
         for _ in range(n):
             y, p = _r5_Coordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorResponse_coordinators(o, x)
-    _set_FindCoordinatorResponse_error_code(o, _DF_FindCoordinatorResponse_error_code)
-    _set_FindCoordinatorResponse_error_message(o, _DF_FindCoordinatorResponse_error_message)
-    _set_FindCoordinatorResponse_node_id(o, _DF_FindCoordinatorResponse_node_id)
-    _set_FindCoordinatorResponse_host(o, _DF_FindCoordinatorResponse_host)
-    _set_FindCoordinatorResponse_port(o, _DF_FindCoordinatorResponse_port)
+        f_coordinators = tuple(a)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        _DF_FindCoordinatorResponse_error_code,
+        _DF_FindCoordinatorResponse_error_message,
+        _DF_FindCoordinatorResponse_node_id,
+        _DF_FindCoordinatorResponse_host,
+        _DF_FindCoordinatorResponse_port,
+        f_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1138,7 +1175,6 @@ def write_v5(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r6_Coordinator(b, p):
-    o = _new(Coordinator)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1153,12 +1189,10 @@ def _r6_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_Coordinator_key(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_Coordinator_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1173,13 +1207,10 @@ def _r6_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Coordinator_host(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_port, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_Coordinator_port(o, v0)
-    _set_Coordinator_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1187,16 +1218,17 @@ def _r6_Coordinator(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("Coordinator.ErrorMessage" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_Coordinator_error_message(o, x)
+    o = _M_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message)
+    o.__class__ = Coordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1260,10 +1292,8 @@ def _w6_Coordinator(o, w):
 
 
 def _r6_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1280,13 +1310,17 @@ def _r6_FindCoordinatorResponse(b, p):
         for _ in range(n):
             y, p = _r6_Coordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorResponse_coordinators(o, x)
-    _set_FindCoordinatorResponse_error_code(o, _DF_FindCoordinatorResponse_error_code)
-    _set_FindCoordinatorResponse_error_message(o, _DF_FindCoordinatorResponse_error_message)
-    _set_FindCoordinatorResponse_node_id(o, _DF_FindCoordinatorResponse_node_id)
-    _set_FindCoordinatorResponse_host(o, _DF_FindCoordinatorResponse_host)
-    _set_FindCoordinatorResponse_port(o, _DF_FindCoordinatorResponse_port)
+        f_coordinators = tuple(a)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        _DF_FindCoordinatorResponse_error_code,
+        _DF_FindCoordinatorResponse_error_message,
+        _DF_FindCoordinatorResponse_node_id,
+        _DF_FindCoordinatorResponse_host,
+        _DF_FindCoordinatorResponse_port,
+        f_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1360,7 +1394,6 @@ def write_v6(o: FindCoordinatorResponse, w: bytearray) -> None:
 
 
 def _r7_Coordinator(b, p):
-    o = _new(Coordinator)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1375,12 +1408,10 @@ def _r7_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Key")
-        x = b[p:e].decode()
+        f_key = b[p:e].decode()
         p = e
-    _set_Coordinator_key(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_node_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_Coordinator_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1395,13 +1426,10 @@ def _r7_Coordinator(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_Coordinator_host(o, x)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_port, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_Coordinator_port(o, v0)
-    _set_Coordinator_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1409,16 +1437,17 @@ def _r7_Coordinator(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_error_message = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("Coordinator.ErrorMessage" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("Coordinator.ErrorMessage")
-        x = b[p:e].decode()
+        f_error_message = b[p:e].decode()
         p = e
-    _set_Coordinator_error_message(o, x)
+    o = _M_Coordinator(f_key, f_node_id, f_host, f_port, f_error_code, f_error_message)
+    o.__class__ = Coordinator
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1482,10 +1511,8 @@ def _w7_Coordinator(o, w):
 
 
 def _r7_FindCoordinatorResponse(b, p):
-    o = _new(FindCoordinatorResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S1.unpack_from(b, p)
     p += 4
-    _set_FindCoordinatorResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1502,13 +1529,17 @@ def _r7_FindCoordinatorResponse(b, p):
         for _ in range(n):
             y, p = _r7_Coordinator(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindCoordinatorResponse_coordinators(o, x)
-    _set_FindCoordinatorResponse_error_code(o, _DF_FindCoordinatorResponse_error_code)
-    _set_FindCoordinatorResponse_error_message(o, _DF_FindCoordinatorResponse_error_message)
-    _set_FindCoordinatorResponse_node_id(o, _DF_FindCoordinatorResponse_node_id)
-    _set_FindCoordinatorResponse_host(o, _DF_FindCoordinatorResponse_host)
-    _set_FindCoordinatorResponse_port(o, _DF_FindCoordinatorResponse_port)
+        f_coordinators = tuple(a)
+    o = _M_FindCoordinatorResponse(
+        f_throttle_time_ms,
+        _DF_FindCoordinatorResponse_error_code,
+        _DF_FindCoordinatorResponse_error_message,
+        _DF_FindCoordinatorResponse_node_id,
+        _DF_FindCoordinatorResponse_host,
+        _DF_FindCoordinatorResponse_port,
+        f_coordinators,
+    )
+    o.__class__ = FindCoordinatorResponse
     n = b[p]
     if n < 0x80:
         p += 1

@@ -50,6 +50,15 @@ class FindDisklessBatchTopicPartition:
 _D_FindDisklessBatchTopicPartition = FindDisklessBatchTopicPartition()
 
 
+class _M_FindDisklessBatchTopicPartition:
+    __slots__ = ("partition_index", "offset", "max_bytes")
+
+    def __init__(self, partition_index, offset, max_bytes):
+        self.partition_index = partition_index
+        self.offset = offset
+        self.max_bytes = max_bytes
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindDisklessBatchTopic:
     """Struct FindDisklessBatchTopic of FindDisklessBatchesRequest (all versions)."""
@@ -63,6 +72,14 @@ class FindDisklessBatchTopic:
 
 
 _D_FindDisklessBatchTopic = FindDisklessBatchTopic()
+
+
+class _M_FindDisklessBatchTopic:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +99,14 @@ class FindDisklessBatchesRequest:
 
 
 _D_FindDisklessBatchesRequest = FindDisklessBatchesRequest()
+
+
+class _M_FindDisklessBatchesRequest:
+    __slots__ = ("topics", "max_bytes")
+
+    def __init__(self, topics, max_bytes):
+        self.topics = topics
+        self.max_bytes = max_bytes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,12 +151,10 @@ class FindDisklessBatchesRequestV0:
 
 
 def _r0_FindDisklessBatchTopicPartition(b, p):
-    o = _new(FindDisklessBatchTopicPartition)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_offset, f_max_bytes = _S0.unpack_from(b, p)
     p += 16
-    _set_FindDisklessBatchTopicPartition_partition_index(o, v0)
-    _set_FindDisklessBatchTopicPartition_offset(o, v1)
-    _set_FindDisklessBatchTopicPartition_max_bytes(o, v2)
+    o = _M_FindDisklessBatchTopicPartition(f_partition_index, f_offset, f_max_bytes)
+    o.__class__ = FindDisklessBatchTopicPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -169,10 +192,8 @@ def _w0_FindDisklessBatchTopicPartition(o, w):
 
 
 def _r0_FindDisklessBatchTopic(b, p):
-    o = _new(FindDisklessBatchTopic)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_FindDisklessBatchTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -189,8 +210,9 @@ def _r0_FindDisklessBatchTopic(b, p):
         for _ in range(n):
             y, p = _r0_FindDisklessBatchTopicPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindDisklessBatchTopic_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_FindDisklessBatchTopic(_uuid(f_topic_id), f_partitions)
+    o.__class__ = FindDisklessBatchTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -231,7 +253,6 @@ def _w0_FindDisklessBatchTopic(o, w):
 
 
 def _r0_FindDisklessBatchesRequest(b, p):
-    o = _new(FindDisklessBatchesRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -248,11 +269,11 @@ def _r0_FindDisklessBatchesRequest(b, p):
         for _ in range(n):
             y, p = _r0_FindDisklessBatchTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindDisklessBatchesRequest_topics(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_max_bytes,) = _S2.unpack_from(b, p)
     p += 4
-    _set_FindDisklessBatchesRequest_max_bytes(o, v0)
+    o = _M_FindDisklessBatchesRequest(f_topics, f_max_bytes)
+    o.__class__ = FindDisklessBatchesRequest
     n = b[p]
     if n < 0x80:
         p += 1

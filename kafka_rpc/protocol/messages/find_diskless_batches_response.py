@@ -74,6 +74,60 @@ class FindDisklessBatchTopicPartitionResult:
 _D_FindDisklessBatchTopicPartitionResult = FindDisklessBatchTopicPartitionResult()
 
 
+class _M_FindDisklessBatchTopicPartitionResult:
+    __slots__ = (
+        "partition_index",
+        "error_code",
+        "log_start_offset",
+        "high_watermark",
+        "object_key",
+        "byte_offset",
+        "size",
+        "base_offset",
+        "last_offset",
+        "batch_max_timestamp",
+        "message_timestamp_type",
+        "producer_id",
+        "producer_epoch",
+        "base_sequence",
+        "last_sequence",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        error_code,
+        log_start_offset,
+        high_watermark,
+        object_key,
+        byte_offset,
+        size,
+        base_offset,
+        last_offset,
+        batch_max_timestamp,
+        message_timestamp_type,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        last_sequence,
+    ):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.log_start_offset = log_start_offset
+        self.high_watermark = high_watermark
+        self.object_key = object_key
+        self.byte_offset = byte_offset
+        self.size = size
+        self.base_offset = base_offset
+        self.last_offset = last_offset
+        self.batch_max_timestamp = batch_max_timestamp
+        self.message_timestamp_type = message_timestamp_type
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        self.last_sequence = last_sequence
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FindDisklessBatchTopicResult:
     """Struct FindDisklessBatchTopicResult of FindDisklessBatchesResponse (all versions)."""
@@ -87,6 +141,14 @@ class FindDisklessBatchTopicResult:
 
 
 _D_FindDisklessBatchTopicResult = FindDisklessBatchTopicResult()
+
+
+class _M_FindDisklessBatchTopicResult:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,6 +166,13 @@ class FindDisklessBatchesResponse:
 
 
 _D_FindDisklessBatchesResponse = FindDisklessBatchesResponse()
+
+
+class _M_FindDisklessBatchesResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -159,13 +228,8 @@ class FindDisklessBatchesResponseV0:
 
 
 def _r0_FindDisklessBatchTopicPartitionResult(b, p):
-    o = _new(FindDisklessBatchTopicPartitionResult)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_log_start_offset, f_high_watermark = _S0.unpack_from(b, p)
     p += 22
-    _set_FindDisklessBatchTopicPartitionResult_partition_index(o, v0)
-    _set_FindDisklessBatchTopicPartitionResult_error_code(o, v1)
-    _set_FindDisklessBatchTopicPartitionResult_log_start_offset(o, v2)
-    _set_FindDisklessBatchTopicPartitionResult_high_watermark(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -182,21 +246,39 @@ def _r0_FindDisklessBatchTopicPartitionResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("FindDisklessBatchTopicPartitionResult.ObjectKey")
-        x = b[p:e].decode()
+        f_object_key = b[p:e].decode()
         p = e
-    _set_FindDisklessBatchTopicPartitionResult_object_key(o, x)
-    v0, v1, v2, v3, v4, v5, v6, v7, v8, v9 = _S1.unpack_from(b, p)
+    (
+        f_byte_offset,
+        f_size,
+        f_base_offset,
+        f_last_offset,
+        f_batch_max_timestamp,
+        f_message_timestamp_type,
+        f_producer_id,
+        f_producer_epoch,
+        f_base_sequence,
+        f_last_sequence,
+    ) = _S1.unpack_from(b, p)
     p += 55
-    _set_FindDisklessBatchTopicPartitionResult_byte_offset(o, v0)
-    _set_FindDisklessBatchTopicPartitionResult_size(o, v1)
-    _set_FindDisklessBatchTopicPartitionResult_base_offset(o, v2)
-    _set_FindDisklessBatchTopicPartitionResult_last_offset(o, v3)
-    _set_FindDisklessBatchTopicPartitionResult_batch_max_timestamp(o, v4)
-    _set_FindDisklessBatchTopicPartitionResult_message_timestamp_type(o, v5)
-    _set_FindDisklessBatchTopicPartitionResult_producer_id(o, v6)
-    _set_FindDisklessBatchTopicPartitionResult_producer_epoch(o, v7)
-    _set_FindDisklessBatchTopicPartitionResult_base_sequence(o, v8)
-    _set_FindDisklessBatchTopicPartitionResult_last_sequence(o, v9)
+    o = _M_FindDisklessBatchTopicPartitionResult(
+        f_partition_index,
+        f_error_code,
+        f_log_start_offset,
+        f_high_watermark,
+        f_object_key,
+        f_byte_offset,
+        f_size,
+        f_base_offset,
+        f_last_offset,
+        f_batch_max_timestamp,
+        f_message_timestamp_type,
+        f_producer_id,
+        f_producer_epoch,
+        f_base_sequence,
+        f_last_sequence,
+    )
+    o.__class__ = FindDisklessBatchTopicPartitionResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -307,10 +389,8 @@ def _w0_FindDisklessBatchTopicPartitionResult(o, w):
 
 
 def _r0_FindDisklessBatchTopicResult(b, p):
-    o = _new(FindDisklessBatchTopicResult)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_FindDisklessBatchTopicResult_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -327,8 +407,9 @@ def _r0_FindDisklessBatchTopicResult(b, p):
         for _ in range(n):
             y, p = _r0_FindDisklessBatchTopicPartitionResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindDisklessBatchTopicResult_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_FindDisklessBatchTopicResult(_uuid(f_topic_id), f_partitions)
+    o.__class__ = FindDisklessBatchTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -373,7 +454,6 @@ def _w0_FindDisklessBatchTopicResult(o, w):
 
 
 def _r0_FindDisklessBatchesResponse(b, p):
-    o = _new(FindDisklessBatchesResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -390,8 +470,9 @@ def _r0_FindDisklessBatchesResponse(b, p):
         for _ in range(n):
             y, p = _r0_FindDisklessBatchTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_FindDisklessBatchesResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_FindDisklessBatchesResponse(f_responses)
+    o.__class__ = FindDisklessBatchesResponse
     n = b[p]
     if n < 0x80:
         p += 1

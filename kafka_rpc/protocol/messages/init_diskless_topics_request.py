@@ -46,6 +46,14 @@ class InitDisklessTopic:
 _D_InitDisklessTopic = InitDisklessTopic()
 
 
+class _M_InitDisklessTopic:
+    __slots__ = ("topic_id", "num_partitions")
+
+    def __init__(self, topic_id, num_partitions):
+        self.topic_id = topic_id
+        self.num_partitions = num_partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InitDisklessTopicsRequest:
     """InitDisklessTopicsRequest: all fields of versions 0 with Kafka's
@@ -59,6 +67,13 @@ class InitDisklessTopicsRequest:
 
 
 _D_InitDisklessTopicsRequest = InitDisklessTopicsRequest()
+
+
+class _M_InitDisklessTopicsRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,11 +100,10 @@ class InitDisklessTopicsRequestV0:
 
 
 def _r0_InitDisklessTopic(b, p):
-    o = _new(InitDisklessTopic)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_topic_id, f_num_partitions = _S0.unpack_from(b, p)
     p += 20
-    _set_InitDisklessTopic_topic_id(o, _uuid(v0))
-    _set_InitDisklessTopic_num_partitions(o, v1)
+    o = _M_InitDisklessTopic(_uuid(f_topic_id), f_num_partitions)
+    o.__class__ = InitDisklessTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -119,7 +133,6 @@ def _w0_InitDisklessTopic(o, w):
 
 
 def _r0_InitDisklessTopicsRequest(b, p):
-    o = _new(InitDisklessTopicsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -136,8 +149,9 @@ def _r0_InitDisklessTopicsRequest(b, p):
         for _ in range(n):
             y, p = _r0_InitDisklessTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_InitDisklessTopicsRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_InitDisklessTopicsRequest(f_topics)
+    o.__class__ = InitDisklessTopicsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -46,6 +46,14 @@ class InitDisklessTopicResult:
 _D_InitDisklessTopicResult = InitDisklessTopicResult()
 
 
+class _M_InitDisklessTopicResult:
+    __slots__ = ("topic_id", "error_code")
+
+    def __init__(self, topic_id, error_code):
+        self.topic_id = topic_id
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InitDisklessTopicsResponse:
     """InitDisklessTopicsResponse: all fields of versions 0 with Kafka's
@@ -61,6 +69,13 @@ class InitDisklessTopicsResponse:
 
 
 _D_InitDisklessTopicsResponse = InitDisklessTopicsResponse()
+
+
+class _M_InitDisklessTopicsResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,11 +104,10 @@ class InitDisklessTopicsResponseV0:
 
 
 def _r0_InitDisklessTopicResult(b, p):
-    o = _new(InitDisklessTopicResult)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_topic_id, f_error_code = _S0.unpack_from(b, p)
     p += 18
-    _set_InitDisklessTopicResult_topic_id(o, _uuid(v0))
-    _set_InitDisklessTopicResult_error_code(o, v1)
+    o = _M_InitDisklessTopicResult(_uuid(f_topic_id), f_error_code)
+    o.__class__ = InitDisklessTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -123,7 +137,6 @@ def _w0_InitDisklessTopicResult(o, w):
 
 
 def _r0_InitDisklessTopicsResponse(b, p):
-    o = _new(InitDisklessTopicsResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -140,8 +153,9 @@ def _r0_InitDisklessTopicsResponse(b, p):
         for _ in range(n):
             y, p = _r0_InitDisklessTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_InitDisklessTopicsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_InitDisklessTopicsResponse(f_responses)
+    o.__class__ = InitDisklessTopicsResponse
     n = b[p]
     if n < 0x80:
         p += 1

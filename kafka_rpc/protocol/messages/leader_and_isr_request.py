@@ -74,6 +74,51 @@ class LeaderAndIsrPartitionState:
 _D_LeaderAndIsrPartitionState = LeaderAndIsrPartitionState()
 
 
+class _M_LeaderAndIsrPartitionState:
+    __slots__ = (
+        "topic_name",
+        "partition_index",
+        "controller_epoch",
+        "leader",
+        "leader_epoch",
+        "isr",
+        "partition_epoch",
+        "replicas",
+        "adding_replicas",
+        "removing_replicas",
+        "is_new",
+        "leader_recovery_state",
+    )
+
+    def __init__(
+        self,
+        topic_name,
+        partition_index,
+        controller_epoch,
+        leader,
+        leader_epoch,
+        isr,
+        partition_epoch,
+        replicas,
+        adding_replicas,
+        removing_replicas,
+        is_new,
+        leader_recovery_state,
+    ):
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.partition_epoch = partition_epoch
+        self.replicas = replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
+        self.is_new = is_new
+        self.leader_recovery_state = leader_recovery_state
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrTopicState:
     """Struct LeaderAndIsrTopicState of LeaderAndIsrRequest (all versions)."""
@@ -91,6 +136,15 @@ class LeaderAndIsrTopicState:
 _D_LeaderAndIsrTopicState = LeaderAndIsrTopicState()
 
 
+class _M_LeaderAndIsrTopicState:
+    __slots__ = ("topic_name", "topic_id", "partition_states")
+
+    def __init__(self, topic_name, topic_id, partition_states):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = partition_states
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrLiveLeader:
     """Struct LeaderAndIsrLiveLeader of LeaderAndIsrRequest (all versions)."""
@@ -104,6 +158,15 @@ class LeaderAndIsrLiveLeader:
 
 
 _D_LeaderAndIsrLiveLeader = LeaderAndIsrLiveLeader()
+
+
+class _M_LeaderAndIsrLiveLeader:
+    __slots__ = ("broker_id", "host_name", "port")
+
+    def __init__(self, broker_id, host_name, port):
+        self.broker_id = broker_id
+        self.host_name = host_name
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +202,39 @@ class LeaderAndIsrRequest:
 
 
 _D_LeaderAndIsrRequest = LeaderAndIsrRequest()
+
+
+class _M_LeaderAndIsrRequest:
+    __slots__ = (
+        "controller_id",
+        "is_kraft_controller",
+        "controller_epoch",
+        "broker_epoch",
+        "type",
+        "ungrouped_partition_states",
+        "topic_states",
+        "live_leaders",
+    )
+
+    def __init__(
+        self,
+        controller_id,
+        is_kraft_controller,
+        controller_epoch,
+        broker_epoch,
+        type,
+        ungrouped_partition_states,
+        topic_states,
+        live_leaders,
+    ):
+        self.controller_id = controller_id
+        self.is_kraft_controller = is_kraft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.type = type
+        self.ungrouped_partition_states = ungrouped_partition_states
+        self.topic_states = topic_states
+        self.live_leaders = live_leaders
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -644,7 +740,6 @@ class LeaderAndIsrRequestV7:
 
 
 def _r0_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -657,15 +752,10 @@ def _r0_LeaderAndIsrPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -673,12 +763,10 @@ def _r0_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -686,19 +774,23 @@ def _r0_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
-    _set_LeaderAndIsrPartitionState_adding_replicas(
-        o, _DF_LeaderAndIsrPartitionState_adding_replicas
+    o = _M_LeaderAndIsrPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        _DF_LeaderAndIsrPartitionState_adding_replicas,
+        _DF_LeaderAndIsrPartitionState_removing_replicas,
+        _DF_LeaderAndIsrPartitionState_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
-    _set_LeaderAndIsrPartitionState_removing_replicas(
-        o, _DF_LeaderAndIsrPartitionState_removing_replicas
-    )
-    _set_LeaderAndIsrPartitionState_is_new(o, _DF_LeaderAndIsrPartitionState_is_new)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
-    )
+    o.__class__ = LeaderAndIsrPartitionState
     return o, p
 
 
@@ -777,10 +869,8 @@ def _w0_LeaderAndIsrPartitionState(o, w):
 
 
 def _r0_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -793,12 +883,12 @@ def _r0_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     return o, p
 
 
@@ -826,11 +916,8 @@ def _w0_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r0_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -845,8 +932,7 @@ def _r0_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r0_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -859,12 +945,18 @@ def _r0_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r0_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_broker_epoch(o, _DF_LeaderAndIsrRequest_broker_epoch)
-    _set_LeaderAndIsrRequest_type(o, _DF_LeaderAndIsrRequest_type)
-    _set_LeaderAndIsrRequest_topic_states(o, _DF_LeaderAndIsrRequest_topic_states)
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        _DF_LeaderAndIsrRequest_broker_epoch,
+        _DF_LeaderAndIsrRequest_type,
+        f_ungrouped_partition_states,
+        _DF_LeaderAndIsrRequest_topic_states,
+        f_live_leaders,
+    )
+    o.__class__ = LeaderAndIsrRequest
     return o, p
 
 
@@ -947,7 +1039,6 @@ def write_v0(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r1_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -960,15 +1051,10 @@ def _r1_LeaderAndIsrPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -976,12 +1062,10 @@ def _r1_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -989,21 +1073,25 @@ def _r1_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_new,) = _S3.unpack_from(b, p)
     p += 1
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_adding_replicas(
-        o, _DF_LeaderAndIsrPartitionState_adding_replicas
+    o = _M_LeaderAndIsrPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        _DF_LeaderAndIsrPartitionState_adding_replicas,
+        _DF_LeaderAndIsrPartitionState_removing_replicas,
+        f_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
-    _set_LeaderAndIsrPartitionState_removing_replicas(
-        o, _DF_LeaderAndIsrPartitionState_removing_replicas
-    )
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
-    )
+    o.__class__ = LeaderAndIsrPartitionState
     return o, p
 
 
@@ -1041,10 +1129,8 @@ def _w1_LeaderAndIsrPartitionState(o, w):
 
 
 def _r1_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1057,12 +1143,12 @@ def _r1_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     return o, p
 
 
@@ -1082,11 +1168,8 @@ def _w1_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r1_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1101,8 +1184,7 @@ def _r1_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r1_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1115,12 +1197,18 @@ def _r1_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r1_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_broker_epoch(o, _DF_LeaderAndIsrRequest_broker_epoch)
-    _set_LeaderAndIsrRequest_type(o, _DF_LeaderAndIsrRequest_type)
-    _set_LeaderAndIsrRequest_topic_states(o, _DF_LeaderAndIsrRequest_topic_states)
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        _DF_LeaderAndIsrRequest_broker_epoch,
+        _DF_LeaderAndIsrRequest_type,
+        f_ungrouped_partition_states,
+        _DF_LeaderAndIsrRequest_topic_states,
+        f_live_leaders,
+    )
+    o.__class__ = LeaderAndIsrRequest
     return o, p
 
 
@@ -1181,13 +1269,8 @@ def write_v1(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r2_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1195,12 +1278,10 @@ def _r2_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1208,22 +1289,25 @@ def _r2_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_new,) = _S3.unpack_from(b, p)
     p += 1
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
-    _set_LeaderAndIsrPartitionState_adding_replicas(
-        o, _DF_LeaderAndIsrPartitionState_adding_replicas
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        _DF_LeaderAndIsrPartitionState_adding_replicas,
+        _DF_LeaderAndIsrPartitionState_removing_replicas,
+        f_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
-    _set_LeaderAndIsrPartitionState_removing_replicas(
-        o, _DF_LeaderAndIsrPartitionState_removing_replicas
-    )
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
-    )
+    o.__class__ = LeaderAndIsrPartitionState
     return o, p
 
 
@@ -1251,7 +1335,6 @@ def _w2_LeaderAndIsrPartitionState(o, w):
 
 
 def _r2_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1264,9 +1347,8 @@ def _r2_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1279,9 +1361,11 @@ def _r2_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r2_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
-    _set_LeaderAndIsrTopicState_topic_id(o, _DF_LeaderAndIsrTopicState_topic_id)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(
+        f_topic_name, _DF_LeaderAndIsrTopicState_topic_id, f_partition_states
+    )
+    o.__class__ = LeaderAndIsrTopicState
     return o, p
 
 
@@ -1317,10 +1401,8 @@ def _w2_LeaderAndIsrTopicState(o, w):
 
 
 def _r2_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1333,12 +1415,12 @@ def _r2_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     return o, p
 
 
@@ -1358,12 +1440,8 @@ def _w2_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r2_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1376,8 +1454,7 @@ def _r2_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r2_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1390,13 +1467,18 @@ def _r2_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r2_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_type(o, _DF_LeaderAndIsrRequest_type)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_LeaderAndIsrRequest_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     return o, p
 
 
@@ -1457,13 +1539,8 @@ def write_v2(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r3_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1471,12 +1548,10 @@ def _r3_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1484,9 +1559,8 @@ def _r3_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1496,9 +1570,8 @@ def _r3_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1508,16 +1581,25 @@ def _r3_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_new,) = _S3.unpack_from(b, p)
     p += 1
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        f_adding_replicas,
+        f_removing_replicas,
+        f_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
+    o.__class__ = LeaderAndIsrPartitionState
     return o, p
 
 
@@ -1559,7 +1641,6 @@ def _w3_LeaderAndIsrPartitionState(o, w):
 
 
 def _r3_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1572,9 +1653,8 @@ def _r3_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1587,9 +1667,11 @@ def _r3_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r3_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
-    _set_LeaderAndIsrTopicState_topic_id(o, _DF_LeaderAndIsrTopicState_topic_id)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(
+        f_topic_name, _DF_LeaderAndIsrTopicState_topic_id, f_partition_states
+    )
+    o.__class__ = LeaderAndIsrTopicState
     return o, p
 
 
@@ -1615,10 +1697,8 @@ def _w3_LeaderAndIsrTopicState(o, w):
 
 
 def _r3_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1631,12 +1711,12 @@ def _r3_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     return o, p
 
 
@@ -1656,12 +1736,8 @@ def _w3_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r3_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1674,8 +1750,7 @@ def _r3_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r3_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1688,13 +1763,18 @@ def _r3_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r3_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_type(o, _DF_LeaderAndIsrRequest_type)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_LeaderAndIsrRequest_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     return o, p
 
 
@@ -1755,13 +1835,8 @@ def write_v3(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r4_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1773,12 +1848,10 @@ def _r4_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1790,9 +1863,8 @@ def _r4_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1806,9 +1878,8 @@ def _r4_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1822,16 +1893,25 @@ def _r4_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_new,) = _S3.unpack_from(b, p)
     p += 1
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        f_adding_replicas,
+        f_removing_replicas,
+        f_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
+    o.__class__ = LeaderAndIsrPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1900,7 +1980,6 @@ def _w4_LeaderAndIsrPartitionState(o, w):
 
 
 def _r4_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1917,9 +1996,8 @@ def _r4_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1936,9 +2014,11 @@ def _r4_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r4_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
-    _set_LeaderAndIsrTopicState_topic_id(o, _DF_LeaderAndIsrTopicState_topic_id)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(
+        f_topic_name, _DF_LeaderAndIsrTopicState_topic_id, f_partition_states
+    )
+    o.__class__ = LeaderAndIsrTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1985,10 +2065,8 @@ def _w4_LeaderAndIsrTopicState(o, w):
 
 
 def _r4_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2005,12 +2083,12 @@ def _r4_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2048,12 +2126,8 @@ def _w4_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r4_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2070,8 +2144,7 @@ def _r4_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r4_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2088,13 +2161,18 @@ def _r4_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r4_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_type(o, _DF_LeaderAndIsrRequest_type)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_LeaderAndIsrRequest_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2176,13 +2254,8 @@ def write_v4(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r5_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2194,12 +2267,10 @@ def _r5_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2211,9 +2282,8 @@ def _r5_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2227,9 +2297,8 @@ def _r5_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2243,16 +2312,25 @@ def _r5_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_new,) = _S3.unpack_from(b, p)
     p += 1
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(
-        o, _DF_LeaderAndIsrPartitionState_leader_recovery_state
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        f_adding_replicas,
+        f_removing_replicas,
+        f_is_new,
+        _DF_LeaderAndIsrPartitionState_leader_recovery_state,
     )
+    o.__class__ = LeaderAndIsrPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2321,7 +2399,6 @@ def _w5_LeaderAndIsrPartitionState(o, w):
 
 
 def _r5_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2338,12 +2415,10 @@ def _r5_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_topic_id,) = _S5.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicState_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2360,8 +2435,9 @@ def _r5_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r5_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(f_topic_name, _uuid(f_topic_id), f_partition_states)
+    o.__class__ = LeaderAndIsrTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2409,10 +2485,8 @@ def _w5_LeaderAndIsrTopicState(o, w):
 
 
 def _r5_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2429,12 +2503,12 @@ def _r5_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2472,13 +2546,8 @@ def _w5_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r5_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2, v3 = _S6.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S6.unpack_from(b, p)
     p += 17
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v2)
-    _set_LeaderAndIsrRequest_type(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2495,8 +2564,7 @@ def _r5_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r5_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2513,12 +2581,18 @@ def _r5_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r5_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        f_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2597,13 +2671,8 @@ def write_v5(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r6_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2615,12 +2684,10 @@ def _r6_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2632,9 +2699,8 @@ def _r6_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2648,9 +2714,8 @@ def _r6_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2664,14 +2729,25 @@ def _r6_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_is_new, f_leader_recovery_state = _S7.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(o, v1)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        f_adding_replicas,
+        f_removing_replicas,
+        f_is_new,
+        f_leader_recovery_state,
+    )
+    o.__class__ = LeaderAndIsrPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2737,7 +2813,6 @@ def _w6_LeaderAndIsrPartitionState(o, w):
 
 
 def _r6_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2754,12 +2829,10 @@ def _r6_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_topic_id,) = _S5.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicState_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2776,8 +2849,9 @@ def _r6_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r6_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(f_topic_name, _uuid(f_topic_id), f_partition_states)
+    o.__class__ = LeaderAndIsrTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2825,10 +2899,8 @@ def _w6_LeaderAndIsrTopicState(o, w):
 
 
 def _r6_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2845,12 +2917,12 @@ def _r6_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2888,13 +2960,8 @@ def _w6_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r6_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2, v3 = _S6.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch, f_type = _S6.unpack_from(b, p)
     p += 17
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v1)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v2)
-    _set_LeaderAndIsrRequest_type(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2911,8 +2978,7 @@ def _r6_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r6_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2929,12 +2995,18 @@ def _r6_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r6_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, _DF_LeaderAndIsrRequest_is_kraft_controller)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        _DF_LeaderAndIsrRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        f_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3013,13 +3085,8 @@ def write_v6(o: LeaderAndIsrRequest, w: bytearray) -> None:
 
 
 def _r7_LeaderAndIsrPartitionState(b, p):
-    o = _new(LeaderAndIsrPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrPartitionState_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionState_controller_epoch(o, v1)
-    _set_LeaderAndIsrPartitionState_leader(o, v2)
-    _set_LeaderAndIsrPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3031,12 +3098,10 @@ def _r7_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_partition_epoch,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrPartitionState_partition_epoch(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3048,9 +3113,8 @@ def _r7_LeaderAndIsrPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("LeaderAndIsrPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3064,9 +3128,8 @@ def _r7_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.AddingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_adding_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3080,14 +3143,25 @@ def _r7_LeaderAndIsrPartitionState(b, p):
             raise _p.collection_too_large(
                 "LeaderAndIsrPartitionState.RemovingReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_LeaderAndIsrPartitionState_removing_replicas(o, x)
-    v0, v1 = _S7.unpack_from(b, p)
+    f_is_new, f_leader_recovery_state = _S7.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrPartitionState_is_new(o, v0)
-    _set_LeaderAndIsrPartitionState_leader_recovery_state(o, v1)
-    _set_LeaderAndIsrPartitionState_topic_name(o, _DF_LeaderAndIsrPartitionState_topic_name)
+    o = _M_LeaderAndIsrPartitionState(
+        _DF_LeaderAndIsrPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_partition_epoch,
+        f_replicas,
+        f_adding_replicas,
+        f_removing_replicas,
+        f_is_new,
+        f_leader_recovery_state,
+    )
+    o.__class__ = LeaderAndIsrPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3153,7 +3227,6 @@ def _w7_LeaderAndIsrPartitionState(o, w):
 
 
 def _r7_LeaderAndIsrTopicState(b, p):
-    o = _new(LeaderAndIsrTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3170,12 +3243,10 @@ def _r7_LeaderAndIsrTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrTopicState_topic_name(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_topic_id,) = _S5.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicState_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3192,8 +3263,9 @@ def _r7_LeaderAndIsrTopicState(b, p):
         for _ in range(n):
             y, p = _r7_LeaderAndIsrPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_LeaderAndIsrTopicState(f_topic_name, _uuid(f_topic_id), f_partition_states)
+    o.__class__ = LeaderAndIsrTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3241,10 +3313,8 @@ def _w7_LeaderAndIsrTopicState(o, w):
 
 
 def _r7_LeaderAndIsrLiveLeader(b, p):
-    o = _new(LeaderAndIsrLiveLeader)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_broker_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_broker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3261,12 +3331,12 @@ def _r7_LeaderAndIsrLiveLeader(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrLiveLeader.HostName")
-        x = b[p:e].decode()
+        f_host_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrLiveLeader_host_name(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_LeaderAndIsrLiveLeader_port(o, v0)
+    o = _M_LeaderAndIsrLiveLeader(f_broker_id, f_host_name, f_port)
+    o.__class__ = LeaderAndIsrLiveLeader
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3304,14 +3374,10 @@ def _w7_LeaderAndIsrLiveLeader(o, w):
 
 
 def _r7_LeaderAndIsrRequest(b, p):
-    o = _new(LeaderAndIsrRequest)
-    v0, v1, v2, v3, v4 = _S8.unpack_from(b, p)
+    f_controller_id, f_is_kraft_controller, f_controller_epoch, f_broker_epoch, f_type = (
+        _S8.unpack_from(b, p)
+    )
     p += 18
-    _set_LeaderAndIsrRequest_controller_id(o, v0)
-    _set_LeaderAndIsrRequest_is_kraft_controller(o, v1)
-    _set_LeaderAndIsrRequest_controller_epoch(o, v2)
-    _set_LeaderAndIsrRequest_broker_epoch(o, v3)
-    _set_LeaderAndIsrRequest_type(o, v4)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3328,8 +3394,7 @@ def _r7_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r7_LeaderAndIsrTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3346,11 +3411,18 @@ def _r7_LeaderAndIsrRequest(b, p):
         for _ in range(n):
             y, p = _r7_LeaderAndIsrLiveLeader(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrRequest_live_leaders(o, x)
-    _set_LeaderAndIsrRequest_ungrouped_partition_states(
-        o, _DF_LeaderAndIsrRequest_ungrouped_partition_states
+        f_live_leaders = tuple(a)
+    o = _M_LeaderAndIsrRequest(
+        f_controller_id,
+        f_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        f_type,
+        _DF_LeaderAndIsrRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_leaders,
     )
+    o.__class__ = LeaderAndIsrRequest
     n = b[p]
     if n < 0x80:
         p += 1

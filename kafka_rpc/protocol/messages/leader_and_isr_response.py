@@ -50,6 +50,15 @@ class LeaderAndIsrPartitionError:
 _D_LeaderAndIsrPartitionError = LeaderAndIsrPartitionError()
 
 
+class _M_LeaderAndIsrPartitionError:
+    __slots__ = ("topic_name", "partition_index", "error_code")
+
+    def __init__(self, topic_name, partition_index, error_code):
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderAndIsrTopicError:
     """Struct LeaderAndIsrTopicError of LeaderAndIsrResponse (all versions)."""
@@ -63,6 +72,14 @@ class LeaderAndIsrTopicError:
 
 
 _D_LeaderAndIsrTopicError = LeaderAndIsrTopicError()
+
+
+class _M_LeaderAndIsrTopicError:
+    __slots__ = ("topic_id", "partition_errors")
+
+    def __init__(self, topic_id, partition_errors):
+        self.topic_id = topic_id
+        self.partition_errors = partition_errors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,6 +103,15 @@ class LeaderAndIsrResponse:
 
 
 _D_LeaderAndIsrResponse = LeaderAndIsrResponse()
+
+
+class _M_LeaderAndIsrResponse:
+    __slots__ = ("error_code", "partition_errors", "topics")
+
+    def __init__(self, error_code, partition_errors, topics):
+        self.error_code = error_code
+        self.partition_errors = partition_errors
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,7 +370,6 @@ class LeaderAndIsrResponseV7:
 
 
 def _r0_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -357,13 +382,12 @@ def _r0_LeaderAndIsrPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
+    o = _M_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = LeaderAndIsrPartitionError
     return o, p
 
 
@@ -396,10 +420,8 @@ def _w0_LeaderAndIsrPartitionError(o, w):
 
 
 def _r0_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -412,9 +434,9 @@ def _r0_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r0_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_partition_errors(o, x)
-    _set_LeaderAndIsrResponse_topics(o, _DF_LeaderAndIsrResponse_topics)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, f_partition_errors, _DF_LeaderAndIsrResponse_topics)
+    o.__class__ = LeaderAndIsrResponse
     return o, p
 
 
@@ -471,7 +493,6 @@ def write_v0(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r1_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -484,13 +505,12 @@ def _r1_LeaderAndIsrPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
+    o = _M_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = LeaderAndIsrPartitionError
     return o, p
 
 
@@ -509,10 +529,8 @@ def _w1_LeaderAndIsrPartitionError(o, w):
 
 
 def _r1_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -525,9 +543,9 @@ def _r1_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r1_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_partition_errors(o, x)
-    _set_LeaderAndIsrResponse_topics(o, _DF_LeaderAndIsrResponse_topics)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, f_partition_errors, _DF_LeaderAndIsrResponse_topics)
+    o.__class__ = LeaderAndIsrResponse
     return o, p
 
 
@@ -574,7 +592,6 @@ def write_v1(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r2_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -587,13 +604,12 @@ def _r2_LeaderAndIsrPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
+    o = _M_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = LeaderAndIsrPartitionError
     return o, p
 
 
@@ -612,10 +628,8 @@ def _w2_LeaderAndIsrPartitionError(o, w):
 
 
 def _r2_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -628,9 +642,9 @@ def _r2_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r2_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_partition_errors(o, x)
-    _set_LeaderAndIsrResponse_topics(o, _DF_LeaderAndIsrResponse_topics)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, f_partition_errors, _DF_LeaderAndIsrResponse_topics)
+    o.__class__ = LeaderAndIsrResponse
     return o, p
 
 
@@ -677,7 +691,6 @@ def write_v2(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r3_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -690,13 +703,12 @@ def _r3_LeaderAndIsrPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
+    o = _M_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = LeaderAndIsrPartitionError
     return o, p
 
 
@@ -715,10 +727,8 @@ def _w3_LeaderAndIsrPartitionError(o, w):
 
 
 def _r3_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -731,9 +741,9 @@ def _r3_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r3_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_partition_errors(o, x)
-    _set_LeaderAndIsrResponse_topics(o, _DF_LeaderAndIsrResponse_topics)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, f_partition_errors, _DF_LeaderAndIsrResponse_topics)
+    o.__class__ = LeaderAndIsrResponse
     return o, p
 
 
@@ -780,7 +790,6 @@ def write_v3(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r4_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -797,13 +806,12 @@ def _r4_LeaderAndIsrPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("LeaderAndIsrPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_LeaderAndIsrPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
+    o = _M_LeaderAndIsrPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = LeaderAndIsrPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -840,10 +848,8 @@ def _w4_LeaderAndIsrPartitionError(o, w):
 
 
 def _r4_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -860,9 +866,9 @@ def _r4_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r4_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_partition_errors(o, x)
-    _set_LeaderAndIsrResponse_topics(o, _DF_LeaderAndIsrResponse_topics)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, f_partition_errors, _DF_LeaderAndIsrResponse_topics)
+    o.__class__ = LeaderAndIsrResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -927,12 +933,12 @@ def write_v4(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r5_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
-    _set_LeaderAndIsrPartitionError_topic_name(o, _DF_LeaderAndIsrPartitionError_topic_name)
+    o = _M_LeaderAndIsrPartitionError(
+        _DF_LeaderAndIsrPartitionError_topic_name, f_partition_index, f_error_code
+    )
+    o.__class__ = LeaderAndIsrPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -956,10 +962,8 @@ def _w5_LeaderAndIsrPartitionError(o, w):
 
 
 def _r5_LeaderAndIsrTopicError(b, p):
-    o = _new(LeaderAndIsrTopicError)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicError_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -976,8 +980,9 @@ def _r5_LeaderAndIsrTopicError(b, p):
         for _ in range(n):
             y, p = _r5_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicError_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrTopicError(_uuid(f_topic_id), f_partition_errors)
+    o.__class__ = LeaderAndIsrTopicError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1020,10 +1025,8 @@ def _w5_LeaderAndIsrTopicError(o, w):
 
 
 def _r5_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1040,9 +1043,9 @@ def _r5_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r5_LeaderAndIsrTopicError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_topics(o, x)
-    _set_LeaderAndIsrResponse_partition_errors(o, _DF_LeaderAndIsrResponse_partition_errors)
+        f_topics = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, _DF_LeaderAndIsrResponse_partition_errors, f_topics)
+    o.__class__ = LeaderAndIsrResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1107,12 +1110,12 @@ def write_v5(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r6_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
-    _set_LeaderAndIsrPartitionError_topic_name(o, _DF_LeaderAndIsrPartitionError_topic_name)
+    o = _M_LeaderAndIsrPartitionError(
+        _DF_LeaderAndIsrPartitionError_topic_name, f_partition_index, f_error_code
+    )
+    o.__class__ = LeaderAndIsrPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1136,10 +1139,8 @@ def _w6_LeaderAndIsrPartitionError(o, w):
 
 
 def _r6_LeaderAndIsrTopicError(b, p):
-    o = _new(LeaderAndIsrTopicError)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicError_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1156,8 +1157,9 @@ def _r6_LeaderAndIsrTopicError(b, p):
         for _ in range(n):
             y, p = _r6_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicError_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrTopicError(_uuid(f_topic_id), f_partition_errors)
+    o.__class__ = LeaderAndIsrTopicError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1192,10 +1194,8 @@ def _w6_LeaderAndIsrTopicError(o, w):
 
 
 def _r6_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1212,9 +1212,9 @@ def _r6_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r6_LeaderAndIsrTopicError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_topics(o, x)
-    _set_LeaderAndIsrResponse_partition_errors(o, _DF_LeaderAndIsrResponse_partition_errors)
+        f_topics = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, _DF_LeaderAndIsrResponse_partition_errors, f_topics)
+    o.__class__ = LeaderAndIsrResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1279,12 +1279,12 @@ def write_v6(o: LeaderAndIsrResponse, w: bytearray) -> None:
 
 
 def _r7_LeaderAndIsrPartitionError(b, p):
-    o = _new(LeaderAndIsrPartitionError)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_LeaderAndIsrPartitionError_partition_index(o, v0)
-    _set_LeaderAndIsrPartitionError_error_code(o, v1)
-    _set_LeaderAndIsrPartitionError_topic_name(o, _DF_LeaderAndIsrPartitionError_topic_name)
+    o = _M_LeaderAndIsrPartitionError(
+        _DF_LeaderAndIsrPartitionError_topic_name, f_partition_index, f_error_code
+    )
+    o.__class__ = LeaderAndIsrPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1308,10 +1308,8 @@ def _w7_LeaderAndIsrPartitionError(o, w):
 
 
 def _r7_LeaderAndIsrTopicError(b, p):
-    o = _new(LeaderAndIsrTopicError)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_LeaderAndIsrTopicError_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1328,8 +1326,9 @@ def _r7_LeaderAndIsrTopicError(b, p):
         for _ in range(n):
             y, p = _r7_LeaderAndIsrPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrTopicError_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_LeaderAndIsrTopicError(_uuid(f_topic_id), f_partition_errors)
+    o.__class__ = LeaderAndIsrTopicError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1364,10 +1363,8 @@ def _w7_LeaderAndIsrTopicError(o, w):
 
 
 def _r7_LeaderAndIsrResponse(b, p):
-    o = _new(LeaderAndIsrResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_LeaderAndIsrResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1384,9 +1381,9 @@ def _r7_LeaderAndIsrResponse(b, p):
         for _ in range(n):
             y, p = _r7_LeaderAndIsrTopicError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderAndIsrResponse_topics(o, x)
-    _set_LeaderAndIsrResponse_partition_errors(o, _DF_LeaderAndIsrResponse_partition_errors)
+        f_topics = tuple(a)
+    o = _M_LeaderAndIsrResponse(f_error_code, _DF_LeaderAndIsrResponse_partition_errors, f_topics)
+    o.__class__ = LeaderAndIsrResponse
     n = b[p]
     if n < 0x80:
         p += 1

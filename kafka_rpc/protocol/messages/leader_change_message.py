@@ -48,6 +48,14 @@ class Voter:
 _D_Voter = Voter()
 
 
+class _M_Voter:
+    __slots__ = ("voter_id", "voter_directory_id")
+
+    def __init__(self, voter_id, voter_directory_id):
+        self.voter_id = voter_id
+        self.voter_directory_id = voter_directory_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LeaderChangeMessage:
     """LeaderChangeMessage: all fields of versions 0-1 with Kafka's
@@ -67,6 +75,16 @@ class LeaderChangeMessage:
 
 
 _D_LeaderChangeMessage = LeaderChangeMessage()
+
+
+class _M_LeaderChangeMessage:
+    __slots__ = ("version", "leader_id", "voters", "granting_voters")
+
+    def __init__(self, version, leader_id, voters, granting_voters):
+        self.version = version
+        self.leader_id = leader_id
+        self.voters = voters
+        self.granting_voters = granting_voters
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,11 +139,10 @@ class LeaderChangeMessageV1:
 
 
 def _r0_Voter(b, p):
-    o = _new(Voter)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_voter_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_Voter_voter_id(o, v0)
-    _set_Voter_voter_directory_id(o, _DF_Voter_voter_directory_id)
+    o = _M_Voter(f_voter_id, _DF_Voter_voter_directory_id)
+    o.__class__ = Voter
     n = b[p]
     if n < 0x80:
         p += 1
@@ -158,11 +175,8 @@ def _w0_Voter(o, w):
 
 
 def _r0_LeaderChangeMessage(b, p):
-    o = _new(LeaderChangeMessage)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_version, f_leader_id = _S1.unpack_from(b, p)
     p += 6
-    _set_LeaderChangeMessage_version(o, v0)
-    _set_LeaderChangeMessage_leader_id(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -179,8 +193,7 @@ def _r0_LeaderChangeMessage(b, p):
         for _ in range(n):
             y, p = _r0_Voter(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderChangeMessage_voters(o, x)
+        f_voters = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -197,8 +210,9 @@ def _r0_LeaderChangeMessage(b, p):
         for _ in range(n):
             y, p = _r0_Voter(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderChangeMessage_granting_voters(o, x)
+        f_granting_voters = tuple(a)
+    o = _M_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters)
+    o.__class__ = LeaderChangeMessage
     n = b[p]
     if n < 0x80:
         p += 1
@@ -281,11 +295,10 @@ def write_v0(o: LeaderChangeMessage, w: bytearray) -> None:
 
 
 def _r1_Voter(b, p):
-    o = _new(Voter)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_voter_id, f_voter_directory_id = _S2.unpack_from(b, p)
     p += 20
-    _set_Voter_voter_id(o, v0)
-    _set_Voter_voter_directory_id(o, _uuid(v1))
+    o = _M_Voter(f_voter_id, _uuid(f_voter_directory_id))
+    o.__class__ = Voter
     n = b[p]
     if n < 0x80:
         p += 1
@@ -309,11 +322,8 @@ def _w1_Voter(o, w):
 
 
 def _r1_LeaderChangeMessage(b, p):
-    o = _new(LeaderChangeMessage)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_version, f_leader_id = _S1.unpack_from(b, p)
     p += 6
-    _set_LeaderChangeMessage_version(o, v0)
-    _set_LeaderChangeMessage_leader_id(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -330,8 +340,7 @@ def _r1_LeaderChangeMessage(b, p):
         for _ in range(n):
             y, p = _r1_Voter(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderChangeMessage_voters(o, x)
+        f_voters = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -348,8 +357,9 @@ def _r1_LeaderChangeMessage(b, p):
         for _ in range(n):
             y, p = _r1_Voter(b, p)
             ap(y)
-        x = tuple(a)
-    _set_LeaderChangeMessage_granting_voters(o, x)
+        f_granting_voters = tuple(a)
+    o = _M_LeaderChangeMessage(f_version, f_leader_id, f_voters, f_granting_voters)
+    o.__class__ = LeaderChangeMessage
     n = b[p]
     if n < 0x80:
         p += 1

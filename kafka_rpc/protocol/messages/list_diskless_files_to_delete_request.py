@@ -55,6 +55,16 @@ class ListDisklessFilesToDeleteRequest:
 _D_ListDisklessFilesToDeleteRequest = ListDisklessFilesToDeleteRequest()
 
 
+class _M_ListDisklessFilesToDeleteRequest:
+    __slots__ = ("marked_for_deletion_before_ms", "after_object_key", "max_objects", "object_keys")
+
+    def __init__(self, marked_for_deletion_before_ms, after_object_key, max_objects, object_keys):
+        self.marked_for_deletion_before_ms = marked_for_deletion_before_ms
+        self.after_object_key = after_object_key
+        self.max_objects = max_objects
+        self.object_keys = object_keys
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListDisklessFilesToDeleteRequestV0:
     """ListDisklessFilesToDeleteRequest at version 0 (kio entity conventions)."""
@@ -70,10 +80,8 @@ class ListDisklessFilesToDeleteRequestV0:
 
 
 def _r0_ListDisklessFilesToDeleteRequest(b, p):
-    o = _new(ListDisklessFilesToDeleteRequest)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_marked_for_deletion_before_ms,) = _S0.unpack_from(b, p)
     p += 8
-    _set_ListDisklessFilesToDeleteRequest_marked_for_deletion_before_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -81,7 +89,7 @@ def _r0_ListDisklessFilesToDeleteRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_after_object_key = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength(
@@ -90,12 +98,10 @@ def _r0_ListDisklessFilesToDeleteRequest(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("ListDisklessFilesToDeleteRequest.AfterObjectKey")
-        x = b[p:e].decode()
+        f_after_object_key = b[p:e].decode()
         p = e
-    _set_ListDisklessFilesToDeleteRequest_after_object_key(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_max_objects,) = _S1.unpack_from(b, p)
     p += 4
-    _set_ListDisklessFilesToDeleteRequest_max_objects(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -133,8 +139,11 @@ def _r0_ListDisklessFilesToDeleteRequest(b, p):
                 y = b[p:e].decode()
                 p = e
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessFilesToDeleteRequest_object_keys(o, x)
+        f_object_keys = tuple(a)
+    o = _M_ListDisklessFilesToDeleteRequest(
+        f_marked_for_deletion_before_ms, f_after_object_key, f_max_objects, f_object_keys
+    )
+    o.__class__ = ListDisklessFilesToDeleteRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -51,6 +51,15 @@ class DisklessFileToDelete:
 _D_DisklessFileToDelete = DisklessFileToDelete()
 
 
+class _M_DisklessFileToDelete:
+    __slots__ = ("object_key", "marked_for_deletion_at_ms", "size_in_bytes")
+
+    def __init__(self, object_key, marked_for_deletion_at_ms, size_in_bytes):
+        self.object_key = object_key
+        self.marked_for_deletion_at_ms = marked_for_deletion_at_ms
+        self.size_in_bytes = size_in_bytes
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DisklessFileSafetyResult:
     """Struct DisklessFileSafetyResult of ListDisklessFilesToDeleteResponse (all versions)."""
@@ -64,6 +73,15 @@ class DisklessFileSafetyResult:
 
 
 _D_DisklessFileSafetyResult = DisklessFileSafetyResult()
+
+
+class _M_DisklessFileSafetyResult:
+    __slots__ = ("object_key", "is_safe_to_delete", "error_code")
+
+    def __init__(self, object_key, is_safe_to_delete, error_code):
+        self.object_key = object_key
+        self.is_safe_to_delete = is_safe_to_delete
+        self.error_code = error_code
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +107,17 @@ class ListDisklessFilesToDeleteResponse:
 
 
 _D_ListDisklessFilesToDeleteResponse = ListDisklessFilesToDeleteResponse()
+
+
+class _M_ListDisklessFilesToDeleteResponse:
+    __slots__ = ("throttle_time_ms", "error_code", "files", "has_more", "safe_to_delete")
+
+    def __init__(self, throttle_time_ms, error_code, files, has_more, safe_to_delete):
+        self.throttle_time_ms = throttle_time_ms
+        self.error_code = error_code
+        self.files = files
+        self.has_more = has_more
+        self.safe_to_delete = safe_to_delete
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -135,7 +164,6 @@ class ListDisklessFilesToDeleteResponseV0:
 
 
 def _r0_DisklessFileToDelete(b, p):
-    o = _new(DisklessFileToDelete)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -152,13 +180,12 @@ def _r0_DisklessFileToDelete(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DisklessFileToDelete.ObjectKey")
-        x = b[p:e].decode()
+        f_object_key = b[p:e].decode()
         p = e
-    _set_DisklessFileToDelete_object_key(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_marked_for_deletion_at_ms, f_size_in_bytes = _S0.unpack_from(b, p)
     p += 16
-    _set_DisklessFileToDelete_marked_for_deletion_at_ms(o, v0)
-    _set_DisklessFileToDelete_size_in_bytes(o, v1)
+    o = _M_DisklessFileToDelete(f_object_key, f_marked_for_deletion_at_ms, f_size_in_bytes)
+    o.__class__ = DisklessFileToDelete
     n = b[p]
     if n < 0x80:
         p += 1
@@ -205,7 +232,6 @@ def _w0_DisklessFileToDelete(o, w):
 
 
 def _r0_DisklessFileSafetyResult(b, p):
-    o = _new(DisklessFileSafetyResult)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -222,13 +248,12 @@ def _r0_DisklessFileSafetyResult(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("DisklessFileSafetyResult.ObjectKey")
-        x = b[p:e].decode()
+        f_object_key = b[p:e].decode()
         p = e
-    _set_DisklessFileSafetyResult_object_key(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_is_safe_to_delete, f_error_code = _S1.unpack_from(b, p)
     p += 3
-    _set_DisklessFileSafetyResult_is_safe_to_delete(o, v0)
-    _set_DisklessFileSafetyResult_error_code(o, v1)
+    o = _M_DisklessFileSafetyResult(f_object_key, f_is_safe_to_delete, f_error_code)
+    o.__class__ = DisklessFileSafetyResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -275,11 +300,8 @@ def _w0_DisklessFileSafetyResult(o, w):
 
 
 def _r0_ListDisklessFilesToDeleteResponse(b, p):
-    o = _new(ListDisklessFilesToDeleteResponse)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
-    _set_ListDisklessFilesToDeleteResponse_throttle_time_ms(o, v0)
-    _set_ListDisklessFilesToDeleteResponse_error_code(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -296,11 +318,9 @@ def _r0_ListDisklessFilesToDeleteResponse(b, p):
         for _ in range(n):
             y, p = _r0_DisklessFileToDelete(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessFilesToDeleteResponse_files(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+        f_files = tuple(a)
+    (f_has_more,) = _S3.unpack_from(b, p)
     p += 1
-    _set_ListDisklessFilesToDeleteResponse_has_more(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -319,8 +339,11 @@ def _r0_ListDisklessFilesToDeleteResponse(b, p):
         for _ in range(n):
             y, p = _r0_DisklessFileSafetyResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessFilesToDeleteResponse_safe_to_delete(o, x)
+        f_safe_to_delete = tuple(a)
+    o = _M_ListDisklessFilesToDeleteResponse(
+        f_throttle_time_ms, f_error_code, f_files, f_has_more, f_safe_to_delete
+    )
+    o.__class__ = ListDisklessFilesToDeleteResponse
     n = b[p]
     if n < 0x80:
         p += 1

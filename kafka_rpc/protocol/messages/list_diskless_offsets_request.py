@@ -47,6 +47,14 @@ class ListDisklessOffsetsTopicPartition:
 _D_ListDisklessOffsetsTopicPartition = ListDisklessOffsetsTopicPartition()
 
 
+class _M_ListDisklessOffsetsTopicPartition:
+    __slots__ = ("partition_index", "timestamp")
+
+    def __init__(self, partition_index, timestamp):
+        self.partition_index = partition_index
+        self.timestamp = timestamp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListDisklessOffsetsTopic:
     """Struct ListDisklessOffsetsTopic of ListDisklessOffsetsRequest (all versions)."""
@@ -60,6 +68,14 @@ class ListDisklessOffsetsTopic:
 
 
 _D_ListDisklessOffsetsTopic = ListDisklessOffsetsTopic()
+
+
+class _M_ListDisklessOffsetsTopic:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -77,6 +93,13 @@ class ListDisklessOffsetsRequest:
 
 
 _D_ListDisklessOffsetsRequest = ListDisklessOffsetsRequest()
+
+
+class _M_ListDisklessOffsetsRequest:
+    __slots__ = ("topics",)
+
+    def __init__(self, topics):
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,11 +142,10 @@ class ListDisklessOffsetsRequestV0:
 
 
 def _r0_ListDisklessOffsetsTopicPartition(b, p):
-    o = _new(ListDisklessOffsetsTopicPartition)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_timestamp = _S0.unpack_from(b, p)
     p += 12
-    _set_ListDisklessOffsetsTopicPartition_partition_index(o, v0)
-    _set_ListDisklessOffsetsTopicPartition_timestamp(o, v1)
+    o = _M_ListDisklessOffsetsTopicPartition(f_partition_index, f_timestamp)
+    o.__class__ = ListDisklessOffsetsTopicPartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -157,10 +179,8 @@ def _w0_ListDisklessOffsetsTopicPartition(o, w):
 
 
 def _r0_ListDisklessOffsetsTopic(b, p):
-    o = _new(ListDisklessOffsetsTopic)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_ListDisklessOffsetsTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -177,8 +197,9 @@ def _r0_ListDisklessOffsetsTopic(b, p):
         for _ in range(n):
             y, p = _r0_ListDisklessOffsetsTopicPartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessOffsetsTopic_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_ListDisklessOffsetsTopic(_uuid(f_topic_id), f_partitions)
+    o.__class__ = ListDisklessOffsetsTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -219,7 +240,6 @@ def _w0_ListDisklessOffsetsTopic(o, w):
 
 
 def _r0_ListDisklessOffsetsRequest(b, p):
-    o = _new(ListDisklessOffsetsRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -236,8 +256,9 @@ def _r0_ListDisklessOffsetsRequest(b, p):
         for _ in range(n):
             y, p = _r0_ListDisklessOffsetsTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessOffsetsRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_ListDisklessOffsetsRequest(f_topics)
+    o.__class__ = ListDisklessOffsetsRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -51,6 +51,16 @@ class ListDisklessOffsetsTopicPartitionResult:
 _D_ListDisklessOffsetsTopicPartitionResult = ListDisklessOffsetsTopicPartitionResult()
 
 
+class _M_ListDisklessOffsetsTopicPartitionResult:
+    __slots__ = ("partition_index", "error_code", "timestamp", "offset")
+
+    def __init__(self, partition_index, error_code, timestamp, offset):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.timestamp = timestamp
+        self.offset = offset
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListDisklessOffsetsTopicResult:
     """Struct ListDisklessOffsetsTopicResult of ListDisklessOffsetsResponse (all versions)."""
@@ -64,6 +74,14 @@ class ListDisklessOffsetsTopicResult:
 
 
 _D_ListDisklessOffsetsTopicResult = ListDisklessOffsetsTopicResult()
+
+
+class _M_ListDisklessOffsetsTopicResult:
+    __slots__ = ("topic_id", "partitions")
+
+    def __init__(self, topic_id, partitions):
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,6 +99,13 @@ class ListDisklessOffsetsResponse:
 
 
 _D_ListDisklessOffsetsResponse = ListDisklessOffsetsResponse()
+
+
+class _M_ListDisklessOffsetsResponse:
+    __slots__ = ("responses",)
+
+    def __init__(self, responses):
+        self.responses = responses
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,13 +150,12 @@ class ListDisklessOffsetsResponseV0:
 
 
 def _r0_ListDisklessOffsetsTopicPartitionResult(b, p):
-    o = _new(ListDisklessOffsetsTopicPartitionResult)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_timestamp, f_offset = _S0.unpack_from(b, p)
     p += 22
-    _set_ListDisklessOffsetsTopicPartitionResult_partition_index(o, v0)
-    _set_ListDisklessOffsetsTopicPartitionResult_error_code(o, v1)
-    _set_ListDisklessOffsetsTopicPartitionResult_timestamp(o, v2)
-    _set_ListDisklessOffsetsTopicPartitionResult_offset(o, v3)
+    o = _M_ListDisklessOffsetsTopicPartitionResult(
+        f_partition_index, f_error_code, f_timestamp, f_offset
+    )
+    o.__class__ = ListDisklessOffsetsTopicPartitionResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -173,10 +197,8 @@ def _w0_ListDisklessOffsetsTopicPartitionResult(o, w):
 
 
 def _r0_ListDisklessOffsetsTopicResult(b, p):
-    o = _new(ListDisklessOffsetsTopicResult)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_topic_id,) = _S1.unpack_from(b, p)
     p += 16
-    _set_ListDisklessOffsetsTopicResult_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -195,8 +217,9 @@ def _r0_ListDisklessOffsetsTopicResult(b, p):
         for _ in range(n):
             y, p = _r0_ListDisklessOffsetsTopicPartitionResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessOffsetsTopicResult_partitions(o, x)
+        f_partitions = tuple(a)
+    o = _M_ListDisklessOffsetsTopicResult(_uuid(f_topic_id), f_partitions)
+    o.__class__ = ListDisklessOffsetsTopicResult
     n = b[p]
     if n < 0x80:
         p += 1
@@ -241,7 +264,6 @@ def _w0_ListDisklessOffsetsTopicResult(o, w):
 
 
 def _r0_ListDisklessOffsetsResponse(b, p):
-    o = _new(ListDisklessOffsetsResponse)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -258,8 +280,9 @@ def _r0_ListDisklessOffsetsResponse(b, p):
         for _ in range(n):
             y, p = _r0_ListDisklessOffsetsTopicResult(b, p)
             ap(y)
-        x = tuple(a)
-    _set_ListDisklessOffsetsResponse_responses(o, x)
+        f_responses = tuple(a)
+    o = _M_ListDisklessOffsetsResponse(f_responses)
+    o.__class__ = ListDisklessOffsetsResponse
     n = b[p]
     if n < 0x80:
         p += 1

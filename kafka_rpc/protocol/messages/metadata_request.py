@@ -49,6 +49,14 @@ class MetadataRequestTopic:
 _D_MetadataRequestTopic = MetadataRequestTopic()
 
 
+class _M_MetadataRequestTopic:
+    __slots__ = ("topic_id", "name")
+
+    def __init__(self, topic_id, name):
+        self.topic_id = topic_id
+        self.name = name
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataRequest:
     """MetadataRequest: all fields of versions 0-14 with Kafka's
@@ -74,6 +82,27 @@ class MetadataRequest:
 
 
 _D_MetadataRequest = MetadataRequest()
+
+
+class _M_MetadataRequest:
+    __slots__ = (
+        "topics",
+        "allow_auto_topic_creation",
+        "include_cluster_authorized_operations",
+        "include_topic_authorized_operations",
+    )
+
+    def __init__(
+        self,
+        topics,
+        allow_auto_topic_creation,
+        include_cluster_authorized_operations,
+        include_topic_authorized_operations,
+    ):
+        self.topics = topics
+        self.allow_auto_topic_creation = allow_auto_topic_creation
+        self.include_cluster_authorized_operations = include_cluster_authorized_operations
+        self.include_topic_authorized_operations = include_topic_authorized_operations
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -483,7 +512,6 @@ class MetadataRequestV14:
 
 
 def _r0_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -494,10 +522,10 @@ def _r0_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -521,7 +549,6 @@ def _w0_MetadataRequestTopic(o, w):
 
 
 def _r0_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -534,15 +561,14 @@ def _r0_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r0_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    _set_MetadataRequest_allow_auto_topic_creation(o, _DF_MetadataRequest_allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataRequest(
+        f_topics,
+        _DF_MetadataRequest_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -610,7 +636,6 @@ def write_v0(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r1_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -621,10 +646,10 @@ def _r1_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -642,11 +667,10 @@ def _w1_MetadataRequestTopic(o, w):
 
 
 def _r1_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -655,15 +679,14 @@ def _r1_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r1_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    _set_MetadataRequest_allow_auto_topic_creation(o, _DF_MetadataRequest_allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataRequest(
+        f_topics,
+        _DF_MetadataRequest_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -715,7 +738,6 @@ def write_v1(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r2_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -726,10 +748,10 @@ def _r2_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -747,11 +769,10 @@ def _w2_MetadataRequestTopic(o, w):
 
 
 def _r2_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -760,15 +781,14 @@ def _r2_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r2_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    _set_MetadataRequest_allow_auto_topic_creation(o, _DF_MetadataRequest_allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataRequest(
+        f_topics,
+        _DF_MetadataRequest_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -820,7 +840,6 @@ def write_v2(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r3_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -831,10 +850,10 @@ def _r3_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -852,11 +871,10 @@ def _w3_MetadataRequestTopic(o, w):
 
 
 def _r3_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -865,15 +883,14 @@ def _r3_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r3_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    _set_MetadataRequest_allow_auto_topic_creation(o, _DF_MetadataRequest_allow_auto_topic_creation)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataRequest(
+        f_topics,
+        _DF_MetadataRequest_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -925,7 +942,6 @@ def write_v3(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r4_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -936,10 +952,10 @@ def _r4_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -957,11 +973,10 @@ def _w4_MetadataRequestTopic(o, w):
 
 
 def _r4_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -970,17 +985,16 @@ def _r4_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r4_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_allow_auto_topic_creation,) = _S0.unpack_from(b, p)
     p += 1
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -1030,7 +1044,6 @@ def write_v4(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r5_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1041,10 +1054,10 @@ def _r5_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -1062,11 +1075,10 @@ def _w5_MetadataRequestTopic(o, w):
 
 
 def _r5_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1075,17 +1087,16 @@ def _r5_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r5_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_allow_auto_topic_creation,) = _S0.unpack_from(b, p)
     p += 1
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -1135,7 +1146,6 @@ def write_v5(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r6_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1146,10 +1156,10 @@ def _r6_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -1167,11 +1177,10 @@ def _w6_MetadataRequestTopic(o, w):
 
 
 def _r6_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1180,17 +1189,16 @@ def _r6_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r6_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_allow_auto_topic_creation,) = _S0.unpack_from(b, p)
     p += 1
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -1240,7 +1248,6 @@ def write_v6(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r7_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1251,10 +1258,10 @@ def _r7_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -1272,11 +1279,10 @@ def _w7_MetadataRequestTopic(o, w):
 
 
 def _r7_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1285,17 +1291,16 @@ def _r7_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r7_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_allow_auto_topic_creation,) = _S0.unpack_from(b, p)
     p += 1
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        _DF_MetadataRequest_include_topic_authorized_operations,
     )
-    _set_MetadataRequest_include_topic_authorized_operations(
-        o, _DF_MetadataRequest_include_topic_authorized_operations
-    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -1345,7 +1350,6 @@ def write_v7(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r8_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1356,10 +1360,10 @@ def _r8_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     return o, p
 
 
@@ -1377,11 +1381,10 @@ def _w8_MetadataRequestTopic(o, w):
 
 
 def _r8_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1390,13 +1393,20 @@ def _r8_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r8_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+        f_topics = tuple(a)
+    (
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    ) = _S1.unpack_from(b, p)
     p += 3
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(o, v1)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v2)
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    )
+    o.__class__ = MetadataRequest
     return o, p
 
 
@@ -1444,7 +1454,6 @@ def write_v8(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r9_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1459,10 +1468,10 @@ def _r9_MetadataRequestTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
-    _set_MetadataRequestTopic_topic_id(o, _DF_MetadataRequestTopic_topic_id)
+    o = _M_MetadataRequestTopic(_DF_MetadataRequestTopic_topic_id, f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1498,7 +1507,6 @@ def _w9_MetadataRequestTopic(o, w):
 
 
 def _r9_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1506,7 +1514,7 @@ def _r9_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1515,13 +1523,20 @@ def _r9_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r9_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+        f_topics = tuple(a)
+    (
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    ) = _S1.unpack_from(b, p)
     p += 3
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(o, v1)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v2)
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1587,10 +1602,8 @@ def write_v9(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r10_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_MetadataRequestTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1598,16 +1611,17 @@ def _r10_MetadataRequestTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataRequestTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
+    o = _M_MetadataRequestTopic(_uuid(f_topic_id), f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1644,7 +1658,6 @@ def _w10_MetadataRequestTopic(o, w):
 
 
 def _r10_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1652,7 +1665,7 @@ def _r10_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1661,13 +1674,20 @@ def _r10_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r10_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+        f_topics = tuple(a)
+    (
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    ) = _S1.unpack_from(b, p)
     p += 3
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_cluster_authorized_operations(o, v1)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v2)
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        f_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
+    )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1733,10 +1753,8 @@ def write_v10(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r11_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_MetadataRequestTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1744,16 +1762,17 @@ def _r11_MetadataRequestTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataRequestTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
+    o = _M_MetadataRequestTopic(_uuid(f_topic_id), f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1790,7 +1809,6 @@ def _w11_MetadataRequestTopic(o, w):
 
 
 def _r11_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1798,7 +1816,7 @@ def _r11_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1807,15 +1825,16 @@ def _r11_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r11_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S3.unpack_from(b, p)
     p += 2
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v1)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
     )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1880,10 +1899,8 @@ def write_v11(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r12_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_MetadataRequestTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1891,16 +1908,17 @@ def _r12_MetadataRequestTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataRequestTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
+    o = _M_MetadataRequestTopic(_uuid(f_topic_id), f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1937,7 +1955,6 @@ def _w12_MetadataRequestTopic(o, w):
 
 
 def _r12_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1945,7 +1962,7 @@ def _r12_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -1954,15 +1971,16 @@ def _r12_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r12_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S3.unpack_from(b, p)
     p += 2
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v1)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
     )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2027,10 +2045,8 @@ def write_v12(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r13_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_MetadataRequestTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2038,16 +2054,17 @@ def _r13_MetadataRequestTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataRequestTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
+    o = _M_MetadataRequestTopic(_uuid(f_topic_id), f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2084,7 +2101,6 @@ def _w13_MetadataRequestTopic(o, w):
 
 
 def _r13_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2092,7 +2108,7 @@ def _r13_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -2101,15 +2117,16 @@ def _r13_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r13_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S3.unpack_from(b, p)
     p += 2
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v1)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
     )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2174,10 +2191,8 @@ def write_v13(o: MetadataRequest, w: bytearray) -> None:
 
 
 def _r14_MetadataRequestTopic(b, p):
-    o = _new(MetadataRequestTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
-    _set_MetadataRequestTopic_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2185,16 +2200,17 @@ def _r14_MetadataRequestTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataRequestTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataRequestTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataRequestTopic_name(o, x)
+    o = _M_MetadataRequestTopic(_uuid(f_topic_id), f_name)
+    o.__class__ = MetadataRequestTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2231,7 +2247,6 @@ def _w14_MetadataRequestTopic(o, w):
 
 
 def _r14_MetadataRequest(b, p):
-    o = _new(MetadataRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2239,7 +2254,7 @@ def _r14_MetadataRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_topics = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataRequest.Topics", n, len(b) - p)
@@ -2248,15 +2263,16 @@ def _r14_MetadataRequest(b, p):
         for _ in range(n):
             y, p = _r14_MetadataRequestTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataRequest_topics(o, x)
-    v0, v1 = _S3.unpack_from(b, p)
+        f_topics = tuple(a)
+    f_allow_auto_topic_creation, f_include_topic_authorized_operations = _S3.unpack_from(b, p)
     p += 2
-    _set_MetadataRequest_allow_auto_topic_creation(o, v0)
-    _set_MetadataRequest_include_topic_authorized_operations(o, v1)
-    _set_MetadataRequest_include_cluster_authorized_operations(
-        o, _DF_MetadataRequest_include_cluster_authorized_operations
+    o = _M_MetadataRequest(
+        f_topics,
+        f_allow_auto_topic_creation,
+        _DF_MetadataRequest_include_cluster_authorized_operations,
+        f_include_topic_authorized_operations,
     )
+    o.__class__ = MetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1

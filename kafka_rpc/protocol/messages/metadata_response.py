@@ -57,6 +57,16 @@ class MetadataResponseBroker:
 _D_MetadataResponseBroker = MetadataResponseBroker()
 
 
+class _M_MetadataResponseBroker:
+    __slots__ = ("node_id", "host", "port", "rack")
+
+    def __init__(self, node_id, host, port, rack):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
+        self.rack = rack
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataResponseChunk:
     """Struct MetadataResponseChunk of MetadataResponse (all versions)."""
@@ -76,6 +86,27 @@ class MetadataResponseChunk:
 
 
 _D_MetadataResponseChunk = MetadataResponseChunk()
+
+
+class _M_MetadataResponseChunk:
+    __slots__ = (
+        "start_offset",
+        "start_timestamp",
+        "stop_offset",
+        "end_offset",
+        "replica_nodes",
+        "isr_nodes",
+    )
+
+    def __init__(
+        self, start_offset, start_timestamp, stop_offset, end_offset, replica_nodes, isr_nodes
+    ):
+        self.start_offset = start_offset
+        self.start_timestamp = start_timestamp
+        self.stop_offset = stop_offset
+        self.end_offset = end_offset
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +136,42 @@ class MetadataResponsePartition:
 _D_MetadataResponsePartition = MetadataResponsePartition()
 
 
+class _M_MetadataResponsePartition:
+    __slots__ = (
+        "error_code",
+        "partition_index",
+        "leader_id",
+        "leader_epoch",
+        "replica_nodes",
+        "isr_nodes",
+        "offline_replicas",
+        "start_offset",
+        "chunks",
+    )
+
+    def __init__(
+        self,
+        error_code,
+        partition_index,
+        leader_id,
+        leader_epoch,
+        replica_nodes,
+        isr_nodes,
+        offline_replicas,
+        start_offset,
+        chunks,
+    ):
+        self.error_code = error_code
+        self.partition_index = partition_index
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.replica_nodes = replica_nodes
+        self.isr_nodes = isr_nodes
+        self.offline_replicas = offline_replicas
+        self.start_offset = start_offset
+        self.chunks = chunks
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataResponseTopic:
     """Struct MetadataResponseTopic of MetadataResponse (all versions)."""
@@ -126,6 +193,27 @@ class MetadataResponseTopic:
 
 
 _D_MetadataResponseTopic = MetadataResponseTopic()
+
+
+class _M_MetadataResponseTopic:
+    __slots__ = (
+        "error_code",
+        "name",
+        "topic_id",
+        "is_internal",
+        "partitions",
+        "topic_authorized_operations",
+    )
+
+    def __init__(
+        self, error_code, name, topic_id, is_internal, partitions, topic_authorized_operations
+    ):
+        self.error_code = error_code
+        self.name = name
+        self.topic_id = topic_id
+        self.is_internal = is_internal
+        self.partitions = partitions
+        self.topic_authorized_operations = topic_authorized_operations
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -157,6 +245,36 @@ class MetadataResponse:
 
 
 _D_MetadataResponse = MetadataResponse()
+
+
+class _M_MetadataResponse:
+    __slots__ = (
+        "throttle_time_ms",
+        "brokers",
+        "cluster_id",
+        "controller_id",
+        "topics",
+        "cluster_authorized_operations",
+        "error_code",
+    )
+
+    def __init__(
+        self,
+        throttle_time_ms,
+        brokers,
+        cluster_id,
+        controller_id,
+        topics,
+        cluster_authorized_operations,
+        error_code,
+    ):
+        self.throttle_time_ms = throttle_time_ms
+        self.brokers = brokers
+        self.cluster_id = cluster_id
+        self.controller_id = controller_id
+        self.topics = topics
+        self.cluster_authorized_operations = cluster_authorized_operations
+        self.error_code = error_code
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -1173,10 +1291,8 @@ class MetadataResponseV14:
 
 
 def _r0_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1187,13 +1303,12 @@ def _r0_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
-    _set_MetadataResponseBroker_rack(o, _DF_MetadataResponseBroker_rack)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, _DF_MetadataResponseBroker_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -1223,12 +1338,8 @@ def _w0_MetadataResponseBroker(o, w):
 
 
 def _r0_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1236,9 +1347,8 @@ def _r0_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1246,15 +1356,20 @@ def _r0_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_offline_replicas(
-        o, _DF_MetadataResponsePartition_offline_replicas
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        _DF_MetadataResponsePartition_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
     )
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -1310,10 +1425,8 @@ def _w0_MetadataResponsePartition(o, w):
 
 
 def _r0_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1324,9 +1437,8 @@ def _r0_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1339,13 +1451,16 @@ def _r0_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r0_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_is_internal(o, _DF_MetadataResponseTopic_is_internal)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        _DF_MetadataResponseTopic_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -1391,7 +1506,6 @@ def _w0_MetadataResponseTopic(o, w):
 
 
 def _r0_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1404,8 +1518,7 @@ def _r0_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r0_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1418,15 +1531,17 @@ def _r0_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r0_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_throttle_time_ms(o, _DF_MetadataResponse_throttle_time_ms)
-    _set_MetadataResponse_cluster_id(o, _DF_MetadataResponse_cluster_id)
-    _set_MetadataResponse_controller_id(o, _DF_MetadataResponse_controller_id)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        _DF_MetadataResponse_throttle_time_ms,
+        f_brokers,
+        _DF_MetadataResponse_cluster_id,
+        _DF_MetadataResponse_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -1498,10 +1613,8 @@ def write_v0(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r1_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1512,25 +1625,24 @@ def _r1_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -1560,12 +1672,8 @@ def _w1_MetadataResponseBroker(o, w):
 
 
 def _r1_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1573,9 +1681,8 @@ def _r1_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1583,15 +1690,20 @@ def _r1_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_offline_replicas(
-        o, _DF_MetadataResponsePartition_offline_replicas
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        _DF_MetadataResponsePartition_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
     )
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -1617,10 +1729,8 @@ def _w1_MetadataResponsePartition(o, w):
 
 
 def _r1_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1631,12 +1741,10 @@ def _r1_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1649,12 +1757,16 @@ def _r1_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r1_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -1685,7 +1797,6 @@ def _w1_MetadataResponseTopic(o, w):
 
 
 def _r1_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1698,11 +1809,9 @@ def _r1_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r1_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_brokers = tuple(a)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1715,14 +1824,17 @@ def _r1_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r1_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_throttle_time_ms(o, _DF_MetadataResponse_throttle_time_ms)
-    _set_MetadataResponse_cluster_id(o, _DF_MetadataResponse_cluster_id)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        _DF_MetadataResponse_throttle_time_ms,
+        f_brokers,
+        _DF_MetadataResponse_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -1777,10 +1889,8 @@ def write_v1(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r2_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1791,25 +1901,24 @@ def _r2_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -1839,12 +1948,8 @@ def _w2_MetadataResponseBroker(o, w):
 
 
 def _r2_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1852,9 +1957,8 @@ def _r2_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1862,15 +1966,20 @@ def _r2_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_offline_replicas(
-        o, _DF_MetadataResponsePartition_offline_replicas
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        _DF_MetadataResponsePartition_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
     )
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -1896,10 +2005,8 @@ def _w2_MetadataResponsePartition(o, w):
 
 
 def _r2_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1910,12 +2017,10 @@ def _r2_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1928,12 +2033,16 @@ def _r2_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r2_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -1964,7 +2073,6 @@ def _w2_MetadataResponseTopic(o, w):
 
 
 def _r2_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1977,24 +2085,21 @@ def _r2_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r2_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2007,13 +2112,17 @@ def _r2_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r2_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_throttle_time_ms(o, _DF_MetadataResponse_throttle_time_ms)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        _DF_MetadataResponse_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -2078,10 +2187,8 @@ def write_v2(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r3_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2092,25 +2199,24 @@ def _r3_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -2140,12 +2246,8 @@ def _w3_MetadataResponseBroker(o, w):
 
 
 def _r3_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2153,9 +2255,8 @@ def _r3_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2163,15 +2264,20 @@ def _r3_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_offline_replicas(
-        o, _DF_MetadataResponsePartition_offline_replicas
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        _DF_MetadataResponsePartition_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
     )
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -2197,10 +2303,8 @@ def _w3_MetadataResponsePartition(o, w):
 
 
 def _r3_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2211,12 +2315,10 @@ def _r3_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2229,12 +2331,16 @@ def _r3_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r3_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -2265,10 +2371,8 @@ def _w3_MetadataResponseTopic(o, w):
 
 
 def _r3_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2281,24 +2385,21 @@ def _r3_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r3_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2311,12 +2412,17 @@ def _r3_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r3_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -2382,10 +2488,8 @@ def write_v3(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r4_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2396,25 +2500,24 @@ def _r4_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -2444,12 +2547,8 @@ def _w4_MetadataResponseBroker(o, w):
 
 
 def _r4_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2457,9 +2556,8 @@ def _r4_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2467,15 +2565,20 @@ def _r4_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_offline_replicas(
-        o, _DF_MetadataResponsePartition_offline_replicas
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        _DF_MetadataResponsePartition_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
     )
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -2501,10 +2604,8 @@ def _w4_MetadataResponsePartition(o, w):
 
 
 def _r4_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2515,12 +2616,10 @@ def _r4_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2533,12 +2632,16 @@ def _r4_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r4_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -2569,10 +2672,8 @@ def _w4_MetadataResponseTopic(o, w):
 
 
 def _r4_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2585,24 +2686,21 @@ def _r4_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r4_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2615,12 +2713,17 @@ def _r4_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r4_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -2686,10 +2789,8 @@ def write_v4(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r5_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2700,25 +2801,24 @@ def _r5_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -2748,12 +2848,8 @@ def _w5_MetadataResponseBroker(o, w):
 
 
 def _r5_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2761,9 +2857,8 @@ def _r5_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2771,9 +2866,8 @@ def _r5_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2783,12 +2877,20 @@ def _r5_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -2821,10 +2923,8 @@ def _w5_MetadataResponsePartition(o, w):
 
 
 def _r5_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2835,12 +2935,10 @@ def _r5_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2853,12 +2951,16 @@ def _r5_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r5_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -2889,10 +2991,8 @@ def _w5_MetadataResponseTopic(o, w):
 
 
 def _r5_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2905,24 +3005,21 @@ def _r5_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r5_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2935,12 +3032,17 @@ def _r5_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r5_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -3006,10 +3108,8 @@ def write_v5(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r6_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3020,25 +3120,24 @@ def _r6_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -3068,12 +3167,8 @@ def _w6_MetadataResponseBroker(o, w):
 
 
 def _r6_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id = _S1.unpack_from(b, p)
     p += 10
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3081,9 +3176,8 @@ def _r6_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3091,9 +3185,8 @@ def _r6_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3103,12 +3196,20 @@ def _r6_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_leader_epoch(o, _DF_MetadataResponsePartition_leader_epoch)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        _DF_MetadataResponsePartition_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -3141,10 +3242,8 @@ def _w6_MetadataResponsePartition(o, w):
 
 
 def _r6_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3155,12 +3254,10 @@ def _r6_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3173,12 +3270,16 @@ def _r6_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r6_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -3209,10 +3310,8 @@ def _w6_MetadataResponseTopic(o, w):
 
 
 def _r6_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3225,24 +3324,21 @@ def _r6_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r6_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3255,12 +3351,17 @@ def _r6_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r6_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -3326,10 +3427,8 @@ def write_v6(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r7_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3340,25 +3439,24 @@ def _r7_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -3388,13 +3486,8 @@ def _w7_MetadataResponseBroker(o, w):
 
 
 def _r7_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3402,9 +3495,8 @@ def _r7_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3412,9 +3504,8 @@ def _r7_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3424,11 +3515,20 @@ def _r7_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -3461,10 +3561,8 @@ def _w7_MetadataResponsePartition(o, w):
 
 
 def _r7_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3475,12 +3573,10 @@ def _r7_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3493,12 +3589,16 @@ def _r7_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r7_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
-    _set_MetadataResponseTopic_topic_authorized_operations(
-        o, _DF_MetadataResponseTopic_topic_authorized_operations
+        f_partitions = tuple(a)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        _DF_MetadataResponseTopic_topic_authorized_operations,
     )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -3529,10 +3629,8 @@ def _w7_MetadataResponseTopic(o, w):
 
 
 def _r7_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3545,24 +3643,21 @@ def _r7_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r7_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3575,12 +3670,17 @@ def _r7_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r7_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -3646,10 +3746,8 @@ def write_v7(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r8_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3660,25 +3758,24 @@ def _r8_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     return o, p
 
 
@@ -3708,13 +3805,8 @@ def _w8_MetadataResponseBroker(o, w):
 
 
 def _r8_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3722,9 +3814,8 @@ def _r8_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3732,9 +3823,8 @@ def _r8_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3744,11 +3834,20 @@ def _r8_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     return o, p
 
 
@@ -3781,10 +3880,8 @@ def _w8_MetadataResponsePartition(o, w):
 
 
 def _r8_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -3795,12 +3892,10 @@ def _r8_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3813,12 +3908,18 @@ def _r8_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r8_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     return o, p
 
 
@@ -3847,10 +3948,8 @@ def _w8_MetadataResponseTopic(o, w):
 
 
 def _r8_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3863,24 +3962,21 @@ def _r8_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r8_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -3893,12 +3989,19 @@ def _r8_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r8_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_cluster_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_cluster_authorized_operations(o, v0)
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        f_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
+    )
+    o.__class__ = MetadataResponse
     return o, p
 
 
@@ -3962,10 +4065,8 @@ def write_v8(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r9_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3980,12 +4081,10 @@ def _r9_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3993,16 +4092,17 @@ def _r9_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4053,13 +4153,8 @@ def _w9_MetadataResponseBroker(o, w):
 
 
 def _r9_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4071,9 +4166,8 @@ def _r9_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4085,9 +4179,8 @@ def _r9_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4101,11 +4194,20 @@ def _r9_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4162,10 +4264,8 @@ def _w9_MetadataResponsePartition(o, w):
 
 
 def _r9_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4180,12 +4280,10 @@ def _r9_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_is_internal,) = _S3.unpack_from(b, p)
     p += 1
-    _set_MetadataResponseTopic_is_internal(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4202,12 +4300,18 @@ def _r9_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r9_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
-    _set_MetadataResponseTopic_topic_id(o, _DF_MetadataResponseTopic_topic_id)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _DF_MetadataResponseTopic_topic_id,
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4257,10 +4361,8 @@ def _w9_MetadataResponseTopic(o, w):
 
 
 def _r9_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4277,8 +4379,7 @@ def _r9_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r9_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4286,19 +4387,17 @@ def _r9_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4315,12 +4414,19 @@ def _r9_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r9_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_cluster_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_cluster_authorized_operations(o, v0)
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        f_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
+    )
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4408,10 +4514,8 @@ def write_v9(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r10_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4426,12 +4530,10 @@ def _r10_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4439,16 +4541,17 @@ def _r10_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4499,13 +4602,8 @@ def _w10_MetadataResponseBroker(o, w):
 
 
 def _r10_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4517,9 +4615,8 @@ def _r10_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4531,9 +4628,8 @@ def _r10_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4547,11 +4643,20 @@ def _r10_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4608,10 +4713,8 @@ def _w10_MetadataResponsePartition(o, w):
 
 
 def _r10_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4626,13 +4729,10 @@ def _r10_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_topic_id, f_is_internal = _S5.unpack_from(b, p)
     p += 17
-    _set_MetadataResponseTopic_topic_id(o, _uuid(v0))
-    _set_MetadataResponseTopic_is_internal(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4649,11 +4749,18 @@ def _r10_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r10_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _uuid(f_topic_id),
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4703,10 +4810,8 @@ def _w10_MetadataResponseTopic(o, w):
 
 
 def _r10_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4723,8 +4828,7 @@ def _r10_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r10_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4732,19 +4836,17 @@ def _r10_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4761,12 +4863,19 @@ def _r10_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r10_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_cluster_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_cluster_authorized_operations(o, v0)
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        f_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
+    )
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4854,10 +4963,8 @@ def write_v10(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r11_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4872,12 +4979,10 @@ def _r11_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4885,16 +4990,17 @@ def _r11_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4945,13 +5051,8 @@ def _w11_MetadataResponseBroker(o, w):
 
 
 def _r11_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4963,9 +5064,8 @@ def _r11_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4977,9 +5077,8 @@ def _r11_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4993,11 +5092,20 @@ def _r11_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5054,10 +5162,8 @@ def _w11_MetadataResponsePartition(o, w):
 
 
 def _r11_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5072,13 +5178,10 @@ def _r11_MetadataResponseTopic(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_topic_id, f_is_internal = _S5.unpack_from(b, p)
     p += 17
-    _set_MetadataResponseTopic_topic_id(o, _uuid(v0))
-    _set_MetadataResponseTopic_is_internal(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5095,11 +5198,18 @@ def _r11_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r11_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _uuid(f_topic_id),
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5149,10 +5259,8 @@ def _w11_MetadataResponseTopic(o, w):
 
 
 def _r11_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5169,8 +5277,7 @@ def _r11_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r11_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5178,19 +5285,17 @@ def _r11_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5207,12 +5312,17 @@ def _r11_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r11_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5302,10 +5412,8 @@ def write_v11(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r12_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5320,12 +5428,10 @@ def _r12_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5333,16 +5439,17 @@ def _r12_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5393,13 +5500,8 @@ def _w12_MetadataResponseBroker(o, w):
 
 
 def _r12_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5411,9 +5513,8 @@ def _r12_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5425,9 +5526,8 @@ def _r12_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5441,11 +5541,20 @@ def _r12_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5502,10 +5611,8 @@ def _w12_MetadataResponsePartition(o, w):
 
 
 def _r12_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5513,20 +5620,17 @@ def _r12_MetadataResponseTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_topic_id, f_is_internal = _S5.unpack_from(b, p)
     p += 17
-    _set_MetadataResponseTopic_topic_id(o, _uuid(v0))
-    _set_MetadataResponseTopic_is_internal(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5543,11 +5647,18 @@ def _r12_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r12_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _uuid(f_topic_id),
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5597,10 +5708,8 @@ def _w12_MetadataResponseTopic(o, w):
 
 
 def _r12_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5617,8 +5726,7 @@ def _r12_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r12_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5626,19 +5734,17 @@ def _r12_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5655,12 +5761,17 @@ def _r12_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r12_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+        f_topics = tuple(a)
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        _DF_MetadataResponse_error_code,
     )
-    _set_MetadataResponse_error_code(o, _DF_MetadataResponse_error_code)
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5750,10 +5861,8 @@ def write_v12(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r13_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5768,12 +5877,10 @@ def _r13_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5781,16 +5888,17 @@ def _r13_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5841,13 +5949,8 @@ def _w13_MetadataResponseBroker(o, w):
 
 
 def _r13_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5859,9 +5962,8 @@ def _r13_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5873,9 +5975,8 @@ def _r13_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5889,11 +5990,20 @@ def _r13_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    _set_MetadataResponsePartition_start_offset(o, _DF_MetadataResponsePartition_start_offset)
-    _set_MetadataResponsePartition_chunks(o, _DF_MetadataResponsePartition_chunks)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        _DF_MetadataResponsePartition_start_offset,
+        _DF_MetadataResponsePartition_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5950,10 +6060,8 @@ def _w13_MetadataResponsePartition(o, w):
 
 
 def _r13_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5961,20 +6069,17 @@ def _r13_MetadataResponseTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_topic_id, f_is_internal = _S5.unpack_from(b, p)
     p += 17
-    _set_MetadataResponseTopic_topic_id(o, _uuid(v0))
-    _set_MetadataResponseTopic_is_internal(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -5991,11 +6096,18 @@ def _r13_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r13_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _uuid(f_topic_id),
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6045,10 +6157,8 @@ def _w13_MetadataResponseTopic(o, w):
 
 
 def _r13_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6065,8 +6175,7 @@ def _r13_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r13_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6074,19 +6183,17 @@ def _r13_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6103,14 +6210,19 @@ def _r13_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r13_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponse_error_code(o, v0)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        f_error_code,
     )
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6201,10 +6313,8 @@ def write_v13(o: MetadataResponse, w: bytearray) -> None:
 
 
 def _r14_MetadataResponseBroker(b, p):
-    o = _new(MetadataResponseBroker)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6219,12 +6329,10 @@ def _r14_MetadataResponseBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_host(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_port,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseBroker_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6232,16 +6340,17 @@ def _r14_MetadataResponseBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_MetadataResponseBroker_rack(o, x)
+    o = _M_MetadataResponseBroker(f_node_id, f_host, f_port, f_rack)
+    o.__class__ = MetadataResponseBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6292,13 +6401,8 @@ def _w14_MetadataResponseBroker(o, w):
 
 
 def _r14_MetadataResponseChunk(b, p):
-    o = _new(MetadataResponseChunk)
-    v0, v1, v2, v3 = _S6.unpack_from(b, p)
+    f_start_offset, f_start_timestamp, f_stop_offset, f_end_offset = _S6.unpack_from(b, p)
     p += 32
-    _set_MetadataResponseChunk_start_offset(o, v0)
-    _set_MetadataResponseChunk_start_timestamp(o, v1)
-    _set_MetadataResponseChunk_stop_offset(o, v2)
-    _set_MetadataResponseChunk_end_offset(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6310,9 +6414,8 @@ def _r14_MetadataResponseChunk(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponseChunk.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponseChunk_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6324,9 +6427,12 @@ def _r14_MetadataResponseChunk(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponseChunk.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponseChunk_isr_nodes(o, x)
+    o = _M_MetadataResponseChunk(
+        f_start_offset, f_start_timestamp, f_stop_offset, f_end_offset, f_replica_nodes, f_isr_nodes
+    )
+    o.__class__ = MetadataResponseChunk
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6386,13 +6492,8 @@ def _w14_MetadataResponseChunk(o, w):
 
 
 def _r14_MetadataResponsePartition(b, p):
-    o = _new(MetadataResponsePartition)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_error_code, f_partition_index, f_leader_id, f_leader_epoch = _S4.unpack_from(b, p)
     p += 14
-    _set_MetadataResponsePartition_error_code(o, v0)
-    _set_MetadataResponsePartition_partition_index(o, v1)
-    _set_MetadataResponsePartition_leader_id(o, v2)
-    _set_MetadataResponsePartition_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6404,9 +6505,8 @@ def _r14_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.ReplicaNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replica_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_replica_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6418,9 +6518,8 @@ def _r14_MetadataResponsePartition(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("MetadataResponsePartition.IsrNodes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr_nodes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_isr_nodes(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6434,12 +6533,10 @@ def _r14_MetadataResponsePartition(b, p):
             raise _p.collection_too_large(
                 "MetadataResponsePartition.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_MetadataResponsePartition_offline_replicas(o, x)
-    (v0,) = _S7.unpack_from(b, p)
+    (f_start_offset,) = _S7.unpack_from(b, p)
     p += 8
-    _set_MetadataResponsePartition_start_offset(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6456,8 +6553,19 @@ def _r14_MetadataResponsePartition(b, p):
         for _ in range(n):
             y, p = _r14_MetadataResponseChunk(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponsePartition_chunks(o, x)
+        f_chunks = tuple(a)
+    o = _M_MetadataResponsePartition(
+        f_error_code,
+        f_partition_index,
+        f_leader_id,
+        f_leader_epoch,
+        f_replica_nodes,
+        f_isr_nodes,
+        f_offline_replicas,
+        f_start_offset,
+        f_chunks,
+    )
+    o.__class__ = MetadataResponsePartition
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6523,10 +6631,8 @@ def _w14_MetadataResponsePartition(o, w):
 
 
 def _r14_MetadataResponseTopic(b, p):
-    o = _new(MetadataResponseTopic)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponseTopic_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6534,20 +6640,17 @@ def _r14_MetadataResponseTopic(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_name = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponseTopic.Name" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponseTopic.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_MetadataResponseTopic_name(o, x)
-    v0, v1 = _S5.unpack_from(b, p)
+    f_topic_id, f_is_internal = _S5.unpack_from(b, p)
     p += 17
-    _set_MetadataResponseTopic_topic_id(o, _uuid(v0))
-    _set_MetadataResponseTopic_is_internal(o, v1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6564,11 +6667,18 @@ def _r14_MetadataResponseTopic(b, p):
         for _ in range(n):
             y, p = _r14_MetadataResponsePartition(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponseTopic_partitions(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+        f_partitions = tuple(a)
+    (f_topic_authorized_operations,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponseTopic_topic_authorized_operations(o, v0)
+    o = _M_MetadataResponseTopic(
+        f_error_code,
+        f_name,
+        _uuid(f_topic_id),
+        f_is_internal,
+        f_partitions,
+        f_topic_authorized_operations,
+    )
+    o.__class__ = MetadataResponseTopic
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6618,10 +6728,8 @@ def _w14_MetadataResponseTopic(o, w):
 
 
 def _r14_MetadataResponse(b, p):
-    o = _new(MetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_throttle_time_ms,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_throttle_time_ms(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6638,8 +6746,7 @@ def _r14_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r14_MetadataResponseBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_brokers(o, x)
+        f_brokers = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6647,19 +6754,17 @@ def _r14_MetadataResponse(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("MetadataResponse.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("MetadataResponse.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_MetadataResponse_cluster_id(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_controller_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_MetadataResponse_controller_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -6676,14 +6781,19 @@ def _r14_MetadataResponse(b, p):
         for _ in range(n):
             y, p = _r14_MetadataResponseTopic(b, p)
             ap(y)
-        x = tuple(a)
-    _set_MetadataResponse_topics(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+        f_topics = tuple(a)
+    (f_error_code,) = _S2.unpack_from(b, p)
     p += 2
-    _set_MetadataResponse_error_code(o, v0)
-    _set_MetadataResponse_cluster_authorized_operations(
-        o, _DF_MetadataResponse_cluster_authorized_operations
+    o = _M_MetadataResponse(
+        f_throttle_time_ms,
+        f_brokers,
+        f_cluster_id,
+        f_controller_id,
+        f_topics,
+        _DF_MetadataResponse_cluster_authorized_operations,
+        f_error_code,
     )
+    o.__class__ = MetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1

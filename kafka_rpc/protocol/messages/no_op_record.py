@@ -46,6 +46,13 @@ class NoOpRecord:
 _D_NoOpRecord = NoOpRecord()
 
 
+class _M_NoOpRecord:
+    __slots__ = ()
+
+    def __init__(self):
+        pass
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoOpRecordV0:
     """NoOpRecord at version 0 (kio entity conventions)."""
@@ -57,7 +64,8 @@ class NoOpRecordV0:
 
 
 def _r0_NoOpRecord(b, p):
-    o = _new(NoOpRecord)
+    o = _M_NoOpRecord()
+    o.__class__ = NoOpRecord
     n = b[p]
     if n < 0x80:
         p += 1

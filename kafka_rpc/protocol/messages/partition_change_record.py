@@ -87,6 +87,54 @@ class PartitionChangeRecord:
 _D_PartitionChangeRecord = PartitionChangeRecord()
 
 
+class _M_PartitionChangeRecord:
+    __slots__ = (
+        "partition_id",
+        "topic_id",
+        "isr",
+        "leader",
+        "replicas",
+        "removing_replicas",
+        "adding_replicas",
+        "leader_recovery_state",
+        "directories",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "start_offset",
+        "start_timestamp",
+    )
+
+    def __init__(
+        self,
+        partition_id,
+        topic_id,
+        isr,
+        leader,
+        replicas,
+        removing_replicas,
+        adding_replicas,
+        leader_recovery_state,
+        directories,
+        eligible_leader_replicas,
+        last_known_elr,
+        start_offset,
+        start_timestamp,
+    ):
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.isr = isr
+        self.leader = leader
+        self.replicas = replicas
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.leader_recovery_state = leader_recovery_state
+        self.directories = directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.start_offset = start_offset
+        self.start_timestamp = start_timestamp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionChangeRecordV0:
     """PartitionChangeRecord at version 0 (kio entity conventions)."""
@@ -207,26 +255,24 @@ class PartitionChangeRecordV3:
 
 
 def _r0_PartitionChangeRecord(b, p):
-    o = _new(PartitionChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionChangeRecord_partition_id(o, v0)
-    _set_PartitionChangeRecord_topic_id(o, _uuid(v1))
-    _set_PartitionChangeRecord_directories(o, _DF_PartitionChangeRecord_directories)
-    _set_PartitionChangeRecord_eligible_leader_replicas(
-        o, _DF_PartitionChangeRecord_eligible_leader_replicas
+    o = _M_PartitionChangeRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        _DF_PartitionChangeRecord_isr,
+        _DF_PartitionChangeRecord_leader,
+        _DF_PartitionChangeRecord_replicas,
+        _DF_PartitionChangeRecord_removing_replicas,
+        _DF_PartitionChangeRecord_adding_replicas,
+        _DF_PartitionChangeRecord_leader_recovery_state,
+        _DF_PartitionChangeRecord_directories,
+        _DF_PartitionChangeRecord_eligible_leader_replicas,
+        _DF_PartitionChangeRecord_last_known_elr,
+        _DF_PartitionChangeRecord_start_offset,
+        _DF_PartitionChangeRecord_start_timestamp,
     )
-    _set_PartitionChangeRecord_last_known_elr(o, _DF_PartitionChangeRecord_last_known_elr)
-    _set_PartitionChangeRecord_start_offset(o, _DF_PartitionChangeRecord_start_offset)
-    _set_PartitionChangeRecord_start_timestamp(o, _DF_PartitionChangeRecord_start_timestamp)
-    _set_PartitionChangeRecord_isr(o, _DF_PartitionChangeRecord_isr)
-    _set_PartitionChangeRecord_leader(o, _DF_PartitionChangeRecord_leader)
-    _set_PartitionChangeRecord_replicas(o, _DF_PartitionChangeRecord_replicas)
-    _set_PartitionChangeRecord_removing_replicas(o, _DF_PartitionChangeRecord_removing_replicas)
-    _set_PartitionChangeRecord_adding_replicas(o, _DF_PartitionChangeRecord_adding_replicas)
-    _set_PartitionChangeRecord_leader_recovery_state(
-        o, _DF_PartitionChangeRecord_leader_recovery_state
-    )
+    o.__class__ = PartitionChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -487,26 +533,24 @@ def write_v0(o: PartitionChangeRecord, w: bytearray) -> None:
 
 
 def _r1_PartitionChangeRecord(b, p):
-    o = _new(PartitionChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionChangeRecord_partition_id(o, v0)
-    _set_PartitionChangeRecord_topic_id(o, _uuid(v1))
-    _set_PartitionChangeRecord_eligible_leader_replicas(
-        o, _DF_PartitionChangeRecord_eligible_leader_replicas
+    o = _M_PartitionChangeRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        _DF_PartitionChangeRecord_isr,
+        _DF_PartitionChangeRecord_leader,
+        _DF_PartitionChangeRecord_replicas,
+        _DF_PartitionChangeRecord_removing_replicas,
+        _DF_PartitionChangeRecord_adding_replicas,
+        _DF_PartitionChangeRecord_leader_recovery_state,
+        _DF_PartitionChangeRecord_directories,
+        _DF_PartitionChangeRecord_eligible_leader_replicas,
+        _DF_PartitionChangeRecord_last_known_elr,
+        _DF_PartitionChangeRecord_start_offset,
+        _DF_PartitionChangeRecord_start_timestamp,
     )
-    _set_PartitionChangeRecord_last_known_elr(o, _DF_PartitionChangeRecord_last_known_elr)
-    _set_PartitionChangeRecord_start_offset(o, _DF_PartitionChangeRecord_start_offset)
-    _set_PartitionChangeRecord_start_timestamp(o, _DF_PartitionChangeRecord_start_timestamp)
-    _set_PartitionChangeRecord_isr(o, _DF_PartitionChangeRecord_isr)
-    _set_PartitionChangeRecord_leader(o, _DF_PartitionChangeRecord_leader)
-    _set_PartitionChangeRecord_replicas(o, _DF_PartitionChangeRecord_replicas)
-    _set_PartitionChangeRecord_removing_replicas(o, _DF_PartitionChangeRecord_removing_replicas)
-    _set_PartitionChangeRecord_adding_replicas(o, _DF_PartitionChangeRecord_adding_replicas)
-    _set_PartitionChangeRecord_leader_recovery_state(
-        o, _DF_PartitionChangeRecord_leader_recovery_state
-    )
-    _set_PartitionChangeRecord_directories(o, _DF_PartitionChangeRecord_directories)
+    o.__class__ = PartitionChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -766,26 +810,24 @@ def write_v1(o: PartitionChangeRecord, w: bytearray) -> None:
 
 
 def _r2_PartitionChangeRecord(b, p):
-    o = _new(PartitionChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionChangeRecord_partition_id(o, v0)
-    _set_PartitionChangeRecord_topic_id(o, _uuid(v1))
-    _set_PartitionChangeRecord_start_offset(o, _DF_PartitionChangeRecord_start_offset)
-    _set_PartitionChangeRecord_start_timestamp(o, _DF_PartitionChangeRecord_start_timestamp)
-    _set_PartitionChangeRecord_isr(o, _DF_PartitionChangeRecord_isr)
-    _set_PartitionChangeRecord_leader(o, _DF_PartitionChangeRecord_leader)
-    _set_PartitionChangeRecord_replicas(o, _DF_PartitionChangeRecord_replicas)
-    _set_PartitionChangeRecord_removing_replicas(o, _DF_PartitionChangeRecord_removing_replicas)
-    _set_PartitionChangeRecord_adding_replicas(o, _DF_PartitionChangeRecord_adding_replicas)
-    _set_PartitionChangeRecord_leader_recovery_state(
-        o, _DF_PartitionChangeRecord_leader_recovery_state
+    o = _M_PartitionChangeRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        _DF_PartitionChangeRecord_isr,
+        _DF_PartitionChangeRecord_leader,
+        _DF_PartitionChangeRecord_replicas,
+        _DF_PartitionChangeRecord_removing_replicas,
+        _DF_PartitionChangeRecord_adding_replicas,
+        _DF_PartitionChangeRecord_leader_recovery_state,
+        _DF_PartitionChangeRecord_directories,
+        _DF_PartitionChangeRecord_eligible_leader_replicas,
+        _DF_PartitionChangeRecord_last_known_elr,
+        _DF_PartitionChangeRecord_start_offset,
+        _DF_PartitionChangeRecord_start_timestamp,
     )
-    _set_PartitionChangeRecord_eligible_leader_replicas(
-        o, _DF_PartitionChangeRecord_eligible_leader_replicas
-    )
-    _set_PartitionChangeRecord_last_known_elr(o, _DF_PartitionChangeRecord_last_known_elr)
-    _set_PartitionChangeRecord_directories(o, _DF_PartitionChangeRecord_directories)
+    o.__class__ = PartitionChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1103,26 +1145,24 @@ def write_v2(o: PartitionChangeRecord, w: bytearray) -> None:
 
 
 def _r3_PartitionChangeRecord(b, p):
-    o = _new(PartitionChangeRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionChangeRecord_partition_id(o, v0)
-    _set_PartitionChangeRecord_topic_id(o, _uuid(v1))
-    _set_PartitionChangeRecord_isr(o, _DF_PartitionChangeRecord_isr)
-    _set_PartitionChangeRecord_leader(o, _DF_PartitionChangeRecord_leader)
-    _set_PartitionChangeRecord_replicas(o, _DF_PartitionChangeRecord_replicas)
-    _set_PartitionChangeRecord_removing_replicas(o, _DF_PartitionChangeRecord_removing_replicas)
-    _set_PartitionChangeRecord_adding_replicas(o, _DF_PartitionChangeRecord_adding_replicas)
-    _set_PartitionChangeRecord_leader_recovery_state(
-        o, _DF_PartitionChangeRecord_leader_recovery_state
+    o = _M_PartitionChangeRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        _DF_PartitionChangeRecord_isr,
+        _DF_PartitionChangeRecord_leader,
+        _DF_PartitionChangeRecord_replicas,
+        _DF_PartitionChangeRecord_removing_replicas,
+        _DF_PartitionChangeRecord_adding_replicas,
+        _DF_PartitionChangeRecord_leader_recovery_state,
+        _DF_PartitionChangeRecord_directories,
+        _DF_PartitionChangeRecord_eligible_leader_replicas,
+        _DF_PartitionChangeRecord_last_known_elr,
+        _DF_PartitionChangeRecord_start_offset,
+        _DF_PartitionChangeRecord_start_timestamp,
     )
-    _set_PartitionChangeRecord_eligible_leader_replicas(
-        o, _DF_PartitionChangeRecord_eligible_leader_replicas
-    )
-    _set_PartitionChangeRecord_last_known_elr(o, _DF_PartitionChangeRecord_last_known_elr)
-    _set_PartitionChangeRecord_directories(o, _DF_PartitionChangeRecord_directories)
-    _set_PartitionChangeRecord_start_offset(o, _DF_PartitionChangeRecord_start_offset)
-    _set_PartitionChangeRecord_start_timestamp(o, _DF_PartitionChangeRecord_start_timestamp)
+    o.__class__ = PartitionChangeRecord
     n = b[p]
     if n < 0x80:
         p += 1

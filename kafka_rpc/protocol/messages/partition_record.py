@@ -83,6 +83,60 @@ class PartitionRecord:
 _D_PartitionRecord = PartitionRecord()
 
 
+class _M_PartitionRecord:
+    __slots__ = (
+        "partition_id",
+        "topic_id",
+        "replicas",
+        "isr",
+        "removing_replicas",
+        "adding_replicas",
+        "leader",
+        "leader_recovery_state",
+        "leader_epoch",
+        "partition_epoch",
+        "directories",
+        "eligible_leader_replicas",
+        "last_known_elr",
+        "start_offset",
+        "start_timestamp",
+    )
+
+    def __init__(
+        self,
+        partition_id,
+        topic_id,
+        replicas,
+        isr,
+        removing_replicas,
+        adding_replicas,
+        leader,
+        leader_recovery_state,
+        leader_epoch,
+        partition_epoch,
+        directories,
+        eligible_leader_replicas,
+        last_known_elr,
+        start_offset,
+        start_timestamp,
+    ):
+        self.partition_id = partition_id
+        self.topic_id = topic_id
+        self.replicas = replicas
+        self.isr = isr
+        self.removing_replicas = removing_replicas
+        self.adding_replicas = adding_replicas
+        self.leader = leader
+        self.leader_recovery_state = leader_recovery_state
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.directories = directories
+        self.eligible_leader_replicas = eligible_leader_replicas
+        self.last_known_elr = last_known_elr
+        self.start_offset = start_offset
+        self.start_timestamp = start_timestamp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionRecordV0:
     """PartitionRecord at version 0 (kio entity conventions)."""
@@ -181,11 +235,8 @@ class PartitionRecordV3:
 
 
 def _r0_PartitionRecord(b, p):
-    o = _new(PartitionRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionRecord_partition_id(o, v0)
-    _set_PartitionRecord_topic_id(o, _uuid(v1))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -197,9 +248,8 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -211,9 +261,8 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_isr(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -225,9 +274,8 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -239,20 +287,28 @@ def _r0_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_adding_replicas(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_leader, f_leader_epoch, f_partition_epoch = _S1.unpack_from(b, p)
     p += 12
-    _set_PartitionRecord_leader(o, v0)
-    _set_PartitionRecord_leader_epoch(o, v1)
-    _set_PartitionRecord_partition_epoch(o, v2)
-    _set_PartitionRecord_directories(o, _DF_PartitionRecord_directories)
-    _set_PartitionRecord_eligible_leader_replicas(o, _DF_PartitionRecord_eligible_leader_replicas)
-    _set_PartitionRecord_last_known_elr(o, _DF_PartitionRecord_last_known_elr)
-    _set_PartitionRecord_start_offset(o, _DF_PartitionRecord_start_offset)
-    _set_PartitionRecord_start_timestamp(o, _DF_PartitionRecord_start_timestamp)
-    _set_PartitionRecord_leader_recovery_state(o, _DF_PartitionRecord_leader_recovery_state)
+    o = _M_PartitionRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_replicas,
+        f_isr,
+        f_removing_replicas,
+        f_adding_replicas,
+        f_leader,
+        _DF_PartitionRecord_leader_recovery_state,
+        f_leader_epoch,
+        f_partition_epoch,
+        _DF_PartitionRecord_directories,
+        _DF_PartitionRecord_eligible_leader_replicas,
+        _DF_PartitionRecord_last_known_elr,
+        _DF_PartitionRecord_start_offset,
+        _DF_PartitionRecord_start_timestamp,
+    )
+    o.__class__ = PartitionRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -417,11 +473,8 @@ def write_v0(o: PartitionRecord, w: bytearray) -> None:
 
 
 def _r1_PartitionRecord(b, p):
-    o = _new(PartitionRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionRecord_partition_id(o, v0)
-    _set_PartitionRecord_topic_id(o, _uuid(v1))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -433,9 +486,8 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -447,9 +499,8 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_isr(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -461,9 +512,8 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -475,14 +525,10 @@ def _r1_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_adding_replicas(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_leader, f_leader_epoch, f_partition_epoch = _S1.unpack_from(b, p)
     p += 12
-    _set_PartitionRecord_leader(o, v0)
-    _set_PartitionRecord_leader_epoch(o, v1)
-    _set_PartitionRecord_partition_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -502,13 +548,25 @@ def _r1_PartitionRecord(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_PartitionRecord_directories(o, x)
-    _set_PartitionRecord_eligible_leader_replicas(o, _DF_PartitionRecord_eligible_leader_replicas)
-    _set_PartitionRecord_last_known_elr(o, _DF_PartitionRecord_last_known_elr)
-    _set_PartitionRecord_start_offset(o, _DF_PartitionRecord_start_offset)
-    _set_PartitionRecord_start_timestamp(o, _DF_PartitionRecord_start_timestamp)
-    _set_PartitionRecord_leader_recovery_state(o, _DF_PartitionRecord_leader_recovery_state)
+        f_directories = tuple(a)
+    o = _M_PartitionRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_replicas,
+        f_isr,
+        f_removing_replicas,
+        f_adding_replicas,
+        f_leader,
+        _DF_PartitionRecord_leader_recovery_state,
+        f_leader_epoch,
+        f_partition_epoch,
+        f_directories,
+        _DF_PartitionRecord_eligible_leader_replicas,
+        _DF_PartitionRecord_last_known_elr,
+        _DF_PartitionRecord_start_offset,
+        _DF_PartitionRecord_start_timestamp,
+    )
+    o.__class__ = PartitionRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -645,11 +703,8 @@ def write_v1(o: PartitionRecord, w: bytearray) -> None:
 
 
 def _r2_PartitionRecord(b, p):
-    o = _new(PartitionRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionRecord_partition_id(o, v0)
-    _set_PartitionRecord_topic_id(o, _uuid(v1))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -661,9 +716,8 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -675,9 +729,8 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_isr(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -689,9 +742,8 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -703,14 +755,10 @@ def _r2_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_adding_replicas(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_leader, f_leader_epoch, f_partition_epoch = _S1.unpack_from(b, p)
     p += 12
-    _set_PartitionRecord_leader(o, v0)
-    _set_PartitionRecord_leader_epoch(o, v1)
-    _set_PartitionRecord_partition_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -730,13 +778,25 @@ def _r2_PartitionRecord(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_PartitionRecord_directories(o, x)
-    _set_PartitionRecord_start_offset(o, _DF_PartitionRecord_start_offset)
-    _set_PartitionRecord_start_timestamp(o, _DF_PartitionRecord_start_timestamp)
-    _set_PartitionRecord_leader_recovery_state(o, _DF_PartitionRecord_leader_recovery_state)
-    _set_PartitionRecord_eligible_leader_replicas(o, _DF_PartitionRecord_eligible_leader_replicas)
-    _set_PartitionRecord_last_known_elr(o, _DF_PartitionRecord_last_known_elr)
+        f_directories = tuple(a)
+    o = _M_PartitionRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_replicas,
+        f_isr,
+        f_removing_replicas,
+        f_adding_replicas,
+        f_leader,
+        _DF_PartitionRecord_leader_recovery_state,
+        f_leader_epoch,
+        f_partition_epoch,
+        f_directories,
+        _DF_PartitionRecord_eligible_leader_replicas,
+        _DF_PartitionRecord_last_known_elr,
+        _DF_PartitionRecord_start_offset,
+        _DF_PartitionRecord_start_timestamp,
+    )
+    o.__class__ = PartitionRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -929,11 +989,8 @@ def write_v2(o: PartitionRecord, w: bytearray) -> None:
 
 
 def _r3_PartitionRecord(b, p):
-    o = _new(PartitionRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
-    _set_PartitionRecord_partition_id(o, v0)
-    _set_PartitionRecord_topic_id(o, _uuid(v1))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -945,9 +1002,8 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -959,9 +1015,8 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_isr(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -973,9 +1028,8 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.RemovingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_removing_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_removing_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -987,14 +1041,10 @@ def _r3_PartitionRecord(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("PartitionRecord.AddingReplicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_adding_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_PartitionRecord_adding_replicas(o, x)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_leader, f_leader_epoch, f_partition_epoch = _S1.unpack_from(b, p)
     p += 12
-    _set_PartitionRecord_leader(o, v0)
-    _set_PartitionRecord_leader_epoch(o, v1)
-    _set_PartitionRecord_partition_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1014,13 +1064,25 @@ def _r3_PartitionRecord(b, p):
             y = _uuid(b[p : p + 16])
             p += 16
             ap(y)
-        x = tuple(a)
-    _set_PartitionRecord_directories(o, x)
-    _set_PartitionRecord_leader_recovery_state(o, _DF_PartitionRecord_leader_recovery_state)
-    _set_PartitionRecord_eligible_leader_replicas(o, _DF_PartitionRecord_eligible_leader_replicas)
-    _set_PartitionRecord_last_known_elr(o, _DF_PartitionRecord_last_known_elr)
-    _set_PartitionRecord_start_offset(o, _DF_PartitionRecord_start_offset)
-    _set_PartitionRecord_start_timestamp(o, _DF_PartitionRecord_start_timestamp)
+        f_directories = tuple(a)
+    o = _M_PartitionRecord(
+        f_partition_id,
+        _uuid(f_topic_id),
+        f_replicas,
+        f_isr,
+        f_removing_replicas,
+        f_adding_replicas,
+        f_leader,
+        _DF_PartitionRecord_leader_recovery_state,
+        f_leader_epoch,
+        f_partition_epoch,
+        f_directories,
+        _DF_PartitionRecord_eligible_leader_replicas,
+        _DF_PartitionRecord_last_known_elr,
+        _DF_PartitionRecord_start_offset,
+        _DF_PartitionRecord_start_timestamp,
+    )
+    o.__class__ = PartitionRecord
     n = b[p]
     if n < 0x80:
         p += 1

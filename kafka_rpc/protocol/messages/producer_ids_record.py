@@ -52,6 +52,15 @@ class ProducerIdsRecord:
 _D_ProducerIdsRecord = ProducerIdsRecord()
 
 
+class _M_ProducerIdsRecord:
+    __slots__ = ("broker_id", "broker_epoch", "next_producer_id")
+
+    def __init__(self, broker_id, broker_epoch, next_producer_id):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.next_producer_id = next_producer_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProducerIdsRecordV0:
     """ProducerIdsRecord at version 0 (kio entity conventions)."""
@@ -66,12 +75,10 @@ class ProducerIdsRecordV0:
 
 
 def _r0_ProducerIdsRecord(b, p):
-    o = _new(ProducerIdsRecord)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch, f_next_producer_id = _S0.unpack_from(b, p)
     p += 20
-    _set_ProducerIdsRecord_broker_id(o, v0)
-    _set_ProducerIdsRecord_broker_epoch(o, v1)
-    _set_ProducerIdsRecord_next_producer_id(o, v2)
+    o = _M_ProducerIdsRecord(f_broker_id, f_broker_epoch, f_next_producer_id)
+    o.__class__ = ProducerIdsRecord
     n = b[p]
     if n < 0x80:
         p += 1

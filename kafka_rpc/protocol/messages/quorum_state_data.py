@@ -46,6 +46,13 @@ class Voter:
 _D_Voter = Voter()
 
 
+class _M_Voter:
+    __slots__ = ("voter_id",)
+
+    def __init__(self, voter_id):
+        self.voter_id = voter_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class QuorumStateData:
     """QuorumStateData: all fields of versions 0-1 with Kafka's
@@ -71,6 +78,36 @@ class QuorumStateData:
 
 
 _D_QuorumStateData = QuorumStateData()
+
+
+class _M_QuorumStateData:
+    __slots__ = (
+        "cluster_id",
+        "leader_id",
+        "leader_epoch",
+        "voted_id",
+        "voted_directory_id",
+        "applied_offset",
+        "current_voters",
+    )
+
+    def __init__(
+        self,
+        cluster_id,
+        leader_id,
+        leader_epoch,
+        voted_id,
+        voted_directory_id,
+        applied_offset,
+        current_voters,
+    ):
+        self.cluster_id = cluster_id
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.voted_id = voted_id
+        self.voted_directory_id = voted_directory_id
+        self.applied_offset = applied_offset
+        self.current_voters = current_voters
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,10 +154,10 @@ class QuorumStateDataV1:
 
 
 def _r0_Voter(b, p):
-    o = _new(Voter)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_voter_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_Voter_voter_id(o, v0)
+    o = _M_Voter(f_voter_id)
+    o.__class__ = Voter
     n = b[p]
     if n < 0x80:
         p += 1
@@ -148,7 +185,6 @@ def _w0_Voter(o, w):
 
 
 def _r0_QuorumStateData(b, p):
-    o = _new(QuorumStateData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -163,15 +199,10 @@ def _r0_QuorumStateData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("QuorumStateData.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_QuorumStateData_cluster_id(o, x)
-    v0, v1, v2, v3 = _S1.unpack_from(b, p)
+    f_leader_id, f_leader_epoch, f_voted_id, f_applied_offset = _S1.unpack_from(b, p)
     p += 20
-    _set_QuorumStateData_leader_id(o, v0)
-    _set_QuorumStateData_leader_epoch(o, v1)
-    _set_QuorumStateData_voted_id(o, v2)
-    _set_QuorumStateData_applied_offset(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -179,7 +210,7 @@ def _r0_QuorumStateData(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_current_voters = None
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("QuorumStateData.CurrentVoters", n, len(b) - p)
@@ -188,9 +219,17 @@ def _r0_QuorumStateData(b, p):
         for _ in range(n):
             y, p = _r0_Voter(b, p)
             ap(y)
-        x = tuple(a)
-    _set_QuorumStateData_current_voters(o, x)
-    _set_QuorumStateData_voted_directory_id(o, _DF_QuorumStateData_voted_directory_id)
+        f_current_voters = tuple(a)
+    o = _M_QuorumStateData(
+        f_cluster_id,
+        f_leader_id,
+        f_leader_epoch,
+        f_voted_id,
+        _DF_QuorumStateData_voted_directory_id,
+        f_applied_offset,
+        f_current_voters,
+    )
+    o.__class__ = QuorumStateData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -284,16 +323,18 @@ def write_v0(o: QuorumStateData, w: bytearray) -> None:
 
 
 def _r1_QuorumStateData(b, p):
-    o = _new(QuorumStateData)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_leader_id, f_leader_epoch, f_voted_id, f_voted_directory_id = _S2.unpack_from(b, p)
     p += 28
-    _set_QuorumStateData_leader_id(o, v0)
-    _set_QuorumStateData_leader_epoch(o, v1)
-    _set_QuorumStateData_voted_id(o, v2)
-    _set_QuorumStateData_voted_directory_id(o, _uuid(v3))
-    _set_QuorumStateData_cluster_id(o, _DF_QuorumStateData_cluster_id)
-    _set_QuorumStateData_applied_offset(o, _DF_QuorumStateData_applied_offset)
-    _set_QuorumStateData_current_voters(o, _DF_QuorumStateData_current_voters)
+    o = _M_QuorumStateData(
+        _DF_QuorumStateData_cluster_id,
+        f_leader_id,
+        f_leader_epoch,
+        f_voted_id,
+        _uuid(f_voted_directory_id),
+        _DF_QuorumStateData_applied_offset,
+        _DF_QuorumStateData_current_voters,
+    )
+    o.__class__ = QuorumStateData
     n = b[p]
     if n < 0x80:
         p += 1

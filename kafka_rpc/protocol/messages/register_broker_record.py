@@ -55,6 +55,16 @@ class BrokerEndpoint:
 _D_BrokerEndpoint = BrokerEndpoint()
 
 
+class _M_BrokerEndpoint:
+    __slots__ = ("name", "host", "port", "security_protocol")
+
+    def __init__(self, name, host, port, security_protocol):
+        self.name = name
+        self.host = host
+        self.port = port
+        self.security_protocol = security_protocol
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerFeature:
     """Struct BrokerFeature of RegisterBrokerRecord (all versions)."""
@@ -68,6 +78,15 @@ class BrokerFeature:
 
 
 _D_BrokerFeature = BrokerFeature()
+
+
+class _M_BrokerFeature:
+    __slots__ = ("name", "min_supported_version", "max_supported_version")
+
+    def __init__(self, name, min_supported_version, max_supported_version):
+        self.name = name
+        self.min_supported_version = min_supported_version
+        self.max_supported_version = max_supported_version
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,6 +120,45 @@ class RegisterBrokerRecord:
 
 
 _D_RegisterBrokerRecord = RegisterBrokerRecord()
+
+
+class _M_RegisterBrokerRecord:
+    __slots__ = (
+        "broker_id",
+        "is_migrating_zk_broker",
+        "incarnation_id",
+        "broker_epoch",
+        "end_points",
+        "features",
+        "rack",
+        "fenced",
+        "in_controlled_shutdown",
+        "log_dirs",
+    )
+
+    def __init__(
+        self,
+        broker_id,
+        is_migrating_zk_broker,
+        incarnation_id,
+        broker_epoch,
+        end_points,
+        features,
+        rack,
+        fenced,
+        in_controlled_shutdown,
+        log_dirs,
+    ):
+        self.broker_id = broker_id
+        self.is_migrating_zk_broker = is_migrating_zk_broker
+        self.incarnation_id = incarnation_id
+        self.broker_epoch = broker_epoch
+        self.end_points = end_points
+        self.features = features
+        self.rack = rack
+        self.fenced = fenced
+        self.in_controlled_shutdown = in_controlled_shutdown
+        self.log_dirs = log_dirs
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -286,7 +344,6 @@ class RegisterBrokerRecordV3:
 
 
 def _r0_BrokerEndpoint(b, p):
-    o = _new(BrokerEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -301,9 +358,8 @@ def _r0_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -318,13 +374,12 @@ def _r0_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_BrokerEndpoint_port(o, v0)
-    _set_BrokerEndpoint_security_protocol(o, v1)
+    o = _M_BrokerEndpoint(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = BrokerEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -384,7 +439,6 @@ def _w0_BrokerEndpoint(o, w):
 
 
 def _r0_BrokerFeature(b, p):
-    o = _new(BrokerFeature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -399,13 +453,12 @@ def _r0_BrokerFeature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerFeature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerFeature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_BrokerFeature_min_supported_version(o, v0)
-    _set_BrokerFeature_max_supported_version(o, v1)
+    o = _M_BrokerFeature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = BrokerFeature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -450,12 +503,8 @@ def _w0_BrokerFeature(o, w):
 
 
 def _r0_RegisterBrokerRecord(b, p):
-    o = _new(RegisterBrokerRecord)
-    v0, v1, v2 = _S2.unpack_from(b, p)
+    f_broker_id, f_incarnation_id, f_broker_epoch = _S2.unpack_from(b, p)
     p += 28
-    _set_RegisterBrokerRecord_broker_id(o, v0)
-    _set_RegisterBrokerRecord_incarnation_id(o, _uuid(v1))
-    _set_RegisterBrokerRecord_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -472,8 +521,7 @@ def _r0_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r0_BrokerEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_end_points(o, x)
+        f_end_points = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -490,8 +538,7 @@ def _r0_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r0_BrokerFeature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -499,26 +546,30 @@ def _r0_RegisterBrokerRecord(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RegisterBrokerRecord.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RegisterBrokerRecord.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_RegisterBrokerRecord_rack(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_fenced,) = _S3.unpack_from(b, p)
     p += 1
-    _set_RegisterBrokerRecord_fenced(o, v0)
-    _set_RegisterBrokerRecord_is_migrating_zk_broker(
-        o, _DF_RegisterBrokerRecord_is_migrating_zk_broker
+    o = _M_RegisterBrokerRecord(
+        f_broker_id,
+        _DF_RegisterBrokerRecord_is_migrating_zk_broker,
+        _uuid(f_incarnation_id),
+        f_broker_epoch,
+        f_end_points,
+        f_features,
+        f_rack,
+        f_fenced,
+        _DF_RegisterBrokerRecord_in_controlled_shutdown,
+        _DF_RegisterBrokerRecord_log_dirs,
     )
-    _set_RegisterBrokerRecord_in_controlled_shutdown(
-        o, _DF_RegisterBrokerRecord_in_controlled_shutdown
-    )
-    _set_RegisterBrokerRecord_log_dirs(o, _DF_RegisterBrokerRecord_log_dirs)
+    o.__class__ = RegisterBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -643,7 +694,6 @@ def write_v0(o: RegisterBrokerRecord, w: bytearray) -> None:
 
 
 def _r1_BrokerEndpoint(b, p):
-    o = _new(BrokerEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -658,9 +708,8 @@ def _r1_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -675,13 +724,12 @@ def _r1_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_BrokerEndpoint_port(o, v0)
-    _set_BrokerEndpoint_security_protocol(o, v1)
+    o = _M_BrokerEndpoint(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = BrokerEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -731,7 +779,6 @@ def _w1_BrokerEndpoint(o, w):
 
 
 def _r1_BrokerFeature(b, p):
-    o = _new(BrokerFeature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -746,13 +793,12 @@ def _r1_BrokerFeature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerFeature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerFeature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_BrokerFeature_min_supported_version(o, v0)
-    _set_BrokerFeature_max_supported_version(o, v1)
+    o = _M_BrokerFeature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = BrokerFeature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -789,12 +835,8 @@ def _w1_BrokerFeature(o, w):
 
 
 def _r1_RegisterBrokerRecord(b, p):
-    o = _new(RegisterBrokerRecord)
-    v0, v1, v2 = _S2.unpack_from(b, p)
+    f_broker_id, f_incarnation_id, f_broker_epoch = _S2.unpack_from(b, p)
     p += 28
-    _set_RegisterBrokerRecord_broker_id(o, v0)
-    _set_RegisterBrokerRecord_incarnation_id(o, _uuid(v1))
-    _set_RegisterBrokerRecord_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -811,8 +853,7 @@ def _r1_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r1_BrokerEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_end_points(o, x)
+        f_end_points = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -829,8 +870,7 @@ def _r1_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r1_BrokerFeature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -838,24 +878,30 @@ def _r1_RegisterBrokerRecord(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RegisterBrokerRecord.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RegisterBrokerRecord.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_RegisterBrokerRecord_rack(o, x)
-    v0, v1 = _S4.unpack_from(b, p)
+    f_fenced, f_in_controlled_shutdown = _S4.unpack_from(b, p)
     p += 2
-    _set_RegisterBrokerRecord_fenced(o, v0)
-    _set_RegisterBrokerRecord_in_controlled_shutdown(o, v1)
-    _set_RegisterBrokerRecord_is_migrating_zk_broker(
-        o, _DF_RegisterBrokerRecord_is_migrating_zk_broker
+    o = _M_RegisterBrokerRecord(
+        f_broker_id,
+        _DF_RegisterBrokerRecord_is_migrating_zk_broker,
+        _uuid(f_incarnation_id),
+        f_broker_epoch,
+        f_end_points,
+        f_features,
+        f_rack,
+        f_fenced,
+        f_in_controlled_shutdown,
+        _DF_RegisterBrokerRecord_log_dirs,
     )
-    _set_RegisterBrokerRecord_log_dirs(o, _DF_RegisterBrokerRecord_log_dirs)
+    o.__class__ = RegisterBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -951,7 +997,6 @@ def write_v1(o: RegisterBrokerRecord, w: bytearray) -> None:
 
 
 def _r2_BrokerEndpoint(b, p):
-    o = _new(BrokerEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -966,9 +1011,8 @@ def _r2_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -983,13 +1027,12 @@ def _r2_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_BrokerEndpoint_port(o, v0)
-    _set_BrokerEndpoint_security_protocol(o, v1)
+    o = _M_BrokerEndpoint(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = BrokerEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1039,7 +1082,6 @@ def _w2_BrokerEndpoint(o, w):
 
 
 def _r2_BrokerFeature(b, p):
-    o = _new(BrokerFeature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1054,13 +1096,12 @@ def _r2_BrokerFeature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerFeature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerFeature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_BrokerFeature_min_supported_version(o, v0)
-    _set_BrokerFeature_max_supported_version(o, v1)
+    o = _M_BrokerFeature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = BrokerFeature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1097,13 +1138,8 @@ def _w2_BrokerFeature(o, w):
 
 
 def _r2_RegisterBrokerRecord(b, p):
-    o = _new(RegisterBrokerRecord)
-    v0, v1, v2, v3 = _S5.unpack_from(b, p)
+    f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch = _S5.unpack_from(b, p)
     p += 29
-    _set_RegisterBrokerRecord_broker_id(o, v0)
-    _set_RegisterBrokerRecord_is_migrating_zk_broker(o, v1)
-    _set_RegisterBrokerRecord_incarnation_id(o, _uuid(v2))
-    _set_RegisterBrokerRecord_broker_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1120,8 +1156,7 @@ def _r2_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r2_BrokerEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_end_points(o, x)
+        f_end_points = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1138,8 +1173,7 @@ def _r2_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r2_BrokerFeature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1147,21 +1181,30 @@ def _r2_RegisterBrokerRecord(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RegisterBrokerRecord.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RegisterBrokerRecord.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_RegisterBrokerRecord_rack(o, x)
-    v0, v1 = _S4.unpack_from(b, p)
+    f_fenced, f_in_controlled_shutdown = _S4.unpack_from(b, p)
     p += 2
-    _set_RegisterBrokerRecord_fenced(o, v0)
-    _set_RegisterBrokerRecord_in_controlled_shutdown(o, v1)
-    _set_RegisterBrokerRecord_log_dirs(o, _DF_RegisterBrokerRecord_log_dirs)
+    o = _M_RegisterBrokerRecord(
+        f_broker_id,
+        f_is_migrating_zk_broker,
+        _uuid(f_incarnation_id),
+        f_broker_epoch,
+        f_end_points,
+        f_features,
+        f_rack,
+        f_fenced,
+        f_in_controlled_shutdown,
+        _DF_RegisterBrokerRecord_log_dirs,
+    )
+    o.__class__ = RegisterBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1254,7 +1297,6 @@ def write_v2(o: RegisterBrokerRecord, w: bytearray) -> None:
 
 
 def _r3_BrokerEndpoint(b, p):
-    o = _new(BrokerEndpoint)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1269,9 +1311,8 @@ def _r3_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1286,13 +1327,12 @@ def _r3_BrokerEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_BrokerEndpoint_host(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_port, f_security_protocol = _S0.unpack_from(b, p)
     p += 4
-    _set_BrokerEndpoint_port(o, v0)
-    _set_BrokerEndpoint_security_protocol(o, v1)
+    o = _M_BrokerEndpoint(f_name, f_host, f_port, f_security_protocol)
+    o.__class__ = BrokerEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1342,7 +1382,6 @@ def _w3_BrokerEndpoint(o, w):
 
 
 def _r3_BrokerFeature(b, p):
-    o = _new(BrokerFeature)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1357,13 +1396,12 @@ def _r3_BrokerFeature(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("BrokerFeature.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_BrokerFeature_name(o, x)
-    v0, v1 = _S1.unpack_from(b, p)
+    f_min_supported_version, f_max_supported_version = _S1.unpack_from(b, p)
     p += 4
-    _set_BrokerFeature_min_supported_version(o, v0)
-    _set_BrokerFeature_max_supported_version(o, v1)
+    o = _M_BrokerFeature(f_name, f_min_supported_version, f_max_supported_version)
+    o.__class__ = BrokerFeature
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1400,13 +1438,8 @@ def _w3_BrokerFeature(o, w):
 
 
 def _r3_RegisterBrokerRecord(b, p):
-    o = _new(RegisterBrokerRecord)
-    v0, v1, v2, v3 = _S5.unpack_from(b, p)
+    f_broker_id, f_is_migrating_zk_broker, f_incarnation_id, f_broker_epoch = _S5.unpack_from(b, p)
     p += 29
-    _set_RegisterBrokerRecord_broker_id(o, v0)
-    _set_RegisterBrokerRecord_is_migrating_zk_broker(o, v1)
-    _set_RegisterBrokerRecord_incarnation_id(o, _uuid(v2))
-    _set_RegisterBrokerRecord_broker_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1423,8 +1456,7 @@ def _r3_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r3_BrokerEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_end_points(o, x)
+        f_end_points = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1441,8 +1473,7 @@ def _r3_RegisterBrokerRecord(b, p):
         for _ in range(n):
             y, p = _r3_BrokerFeature(b, p)
             ap(y)
-        x = tuple(a)
-    _set_RegisterBrokerRecord_features(o, x)
+        f_features = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1450,21 +1481,30 @@ def _r3_RegisterBrokerRecord(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RegisterBrokerRecord.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RegisterBrokerRecord.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_RegisterBrokerRecord_rack(o, x)
-    v0, v1 = _S4.unpack_from(b, p)
+    f_fenced, f_in_controlled_shutdown = _S4.unpack_from(b, p)
     p += 2
-    _set_RegisterBrokerRecord_fenced(o, v0)
-    _set_RegisterBrokerRecord_in_controlled_shutdown(o, v1)
-    _set_RegisterBrokerRecord_log_dirs(o, _DF_RegisterBrokerRecord_log_dirs)
+    o = _M_RegisterBrokerRecord(
+        f_broker_id,
+        f_is_migrating_zk_broker,
+        _uuid(f_incarnation_id),
+        f_broker_epoch,
+        f_end_points,
+        f_features,
+        f_rack,
+        f_fenced,
+        f_in_controlled_shutdown,
+        _DF_RegisterBrokerRecord_log_dirs,
+    )
+    o.__class__ = RegisterBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1

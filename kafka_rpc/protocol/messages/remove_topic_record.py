@@ -48,6 +48,13 @@ class RemoveTopicRecord:
 _D_RemoveTopicRecord = RemoveTopicRecord()
 
 
+class _M_RemoveTopicRecord:
+    __slots__ = ("topic_id",)
+
+    def __init__(self, topic_id):
+        self.topic_id = topic_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RemoveTopicRecordV0:
     """RemoveTopicRecord at version 0 (kio entity conventions)."""
@@ -60,10 +67,10 @@ class RemoveTopicRecordV0:
 
 
 def _r0_RemoveTopicRecord(b, p):
-    o = _new(RemoveTopicRecord)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_topic_id,) = _S0.unpack_from(b, p)
     p += 16
-    _set_RemoveTopicRecord_topic_id(o, _uuid(v0))
+    o = _M_RemoveTopicRecord(_uuid(f_topic_id))
+    o.__class__ = RemoveTopicRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -54,6 +54,16 @@ class RequestHeader:
 _D_RequestHeader = RequestHeader()
 
 
+class _M_RequestHeader:
+    __slots__ = ("request_api_key", "request_api_version", "correlation_id", "client_id")
+
+    def __init__(self, request_api_key, request_api_version, correlation_id, client_id):
+        self.request_api_key = request_api_key
+        self.request_api_version = request_api_version
+        self.correlation_id = correlation_id
+        self.client_id = client_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RequestHeaderV1:
     """RequestHeader at version 1 (kio entity conventions)."""
@@ -83,25 +93,22 @@ class RequestHeaderV2:
 
 
 def _r1_RequestHeader(b, p):
-    o = _new(RequestHeader)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_request_api_key, f_request_api_version, f_correlation_id = _S0.unpack_from(b, p)
     p += 8
-    _set_RequestHeader_request_api_key(o, v0)
-    _set_RequestHeader_request_api_version(o, v1)
-    _set_RequestHeader_correlation_id(o, v2)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_client_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RequestHeader.ClientId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RequestHeader.ClientId")
-        x = b[p:e].decode()
+        f_client_id = b[p:e].decode()
         p = e
-    _set_RequestHeader_client_id(o, x)
+    o = _M_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id)
+    o.__class__ = RequestHeader
     return o, p
 
 
@@ -157,25 +164,22 @@ def write_v1(o: RequestHeader, w: bytearray) -> None:
 
 
 def _r2_RequestHeader(b, p):
-    o = _new(RequestHeader)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_request_api_key, f_request_api_version, f_correlation_id = _S0.unpack_from(b, p)
     p += 8
-    _set_RequestHeader_request_api_key(o, v0)
-    _set_RequestHeader_request_api_version(o, v1)
-    _set_RequestHeader_correlation_id(o, v2)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_client_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("RequestHeader.ClientId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("RequestHeader.ClientId")
-        x = b[p:e].decode()
+        f_client_id = b[p:e].decode()
         p = e
-    _set_RequestHeader_client_id(o, x)
+    o = _M_RequestHeader(f_request_api_key, f_request_api_version, f_correlation_id, f_client_id)
+    o.__class__ = RequestHeader
     n = b[p]
     if n < 0x80:
         p += 1

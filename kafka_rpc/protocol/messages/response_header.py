@@ -48,6 +48,13 @@ class ResponseHeader:
 _D_ResponseHeader = ResponseHeader()
 
 
+class _M_ResponseHeader:
+    __slots__ = ("correlation_id",)
+
+    def __init__(self, correlation_id):
+        self.correlation_id = correlation_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ResponseHeaderV0:
     """ResponseHeader at version 0 (kio entity conventions)."""
@@ -71,10 +78,10 @@ class ResponseHeaderV1:
 
 
 def _r0_ResponseHeader(b, p):
-    o = _new(ResponseHeader)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_correlation_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_ResponseHeader_correlation_id(o, v0)
+    o = _M_ResponseHeader(f_correlation_id)
+    o.__class__ = ResponseHeader
     return o, p
 
 
@@ -114,10 +121,10 @@ def write_v0(o: ResponseHeader, w: bytearray) -> None:
 
 
 def _r1_ResponseHeader(b, p):
-    o = _new(ResponseHeader)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_correlation_id,) = _S0.unpack_from(b, p)
     p += 4
-    _set_ResponseHeader_correlation_id(o, v0)
+    o = _M_ResponseHeader(f_correlation_id)
+    o.__class__ = ResponseHeader
     n = b[p]
     if n < 0x80:
         p += 1

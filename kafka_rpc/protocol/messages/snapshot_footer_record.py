@@ -48,6 +48,13 @@ class SnapshotFooterRecord:
 _D_SnapshotFooterRecord = SnapshotFooterRecord()
 
 
+class _M_SnapshotFooterRecord:
+    __slots__ = ("version",)
+
+    def __init__(self, version):
+        self.version = version
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotFooterRecordV0:
     """SnapshotFooterRecord at version 0 (kio entity conventions)."""
@@ -60,10 +67,10 @@ class SnapshotFooterRecordV0:
 
 
 def _r0_SnapshotFooterRecord(b, p):
-    o = _new(SnapshotFooterRecord)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_version,) = _S0.unpack_from(b, p)
     p += 2
-    _set_SnapshotFooterRecord_version(o, v0)
+    o = _M_SnapshotFooterRecord(f_version)
+    o.__class__ = SnapshotFooterRecord
     n = b[p]
     if n < 0x80:
         p += 1

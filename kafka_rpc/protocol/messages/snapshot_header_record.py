@@ -50,6 +50,14 @@ class SnapshotHeaderRecord:
 _D_SnapshotHeaderRecord = SnapshotHeaderRecord()
 
 
+class _M_SnapshotHeaderRecord:
+    __slots__ = ("version", "last_contained_log_timestamp")
+
+    def __init__(self, version, last_contained_log_timestamp):
+        self.version = version
+        self.last_contained_log_timestamp = last_contained_log_timestamp
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SnapshotHeaderRecordV0:
     """SnapshotHeaderRecord at version 0 (kio entity conventions)."""
@@ -63,11 +71,10 @@ class SnapshotHeaderRecordV0:
 
 
 def _r0_SnapshotHeaderRecord(b, p):
-    o = _new(SnapshotHeaderRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_version, f_last_contained_log_timestamp = _S0.unpack_from(b, p)
     p += 10
-    _set_SnapshotHeaderRecord_version(o, v0)
-    _set_SnapshotHeaderRecord_last_contained_log_timestamp(o, v1)
+    o = _M_SnapshotHeaderRecord(f_version, f_last_contained_log_timestamp)
+    o.__class__ = SnapshotHeaderRecord
     n = b[p]
     if n < 0x80:
         p += 1

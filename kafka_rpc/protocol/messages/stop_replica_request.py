@@ -50,6 +50,14 @@ class StopReplicaPartitionV0:
 _D_StopReplicaPartitionV0 = StopReplicaPartitionV0()
 
 
+class _M_StopReplicaPartitionV0:
+    __slots__ = ("topic_name", "partition_index")
+
+    def __init__(self, topic_name, partition_index):
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaTopicV1:
     """Struct StopReplicaTopicV1 of StopReplicaRequest (all versions)."""
@@ -61,6 +69,14 @@ class StopReplicaTopicV1:
 
 
 _D_StopReplicaTopicV1 = StopReplicaTopicV1()
+
+
+class _M_StopReplicaTopicV1:
+    __slots__ = ("name", "partition_indexes")
+
+    def __init__(self, name, partition_indexes):
+        self.name = name
+        self.partition_indexes = partition_indexes
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +94,15 @@ class StopReplicaPartitionState:
 _D_StopReplicaPartitionState = StopReplicaPartitionState()
 
 
+class _M_StopReplicaPartitionState:
+    __slots__ = ("partition_index", "leader_epoch", "delete_partition")
+
+    def __init__(self, partition_index, leader_epoch, delete_partition):
+        self.partition_index = partition_index
+        self.leader_epoch = leader_epoch
+        self.delete_partition = delete_partition
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaTopicState:
     """Struct StopReplicaTopicState of StopReplicaRequest (all versions)."""
@@ -91,6 +116,14 @@ class StopReplicaTopicState:
 
 
 _D_StopReplicaTopicState = StopReplicaTopicState()
+
+
+class _M_StopReplicaTopicState:
+    __slots__ = ("topic_name", "partition_states")
+
+    def __init__(self, topic_name, partition_states):
+        self.topic_name = topic_name
+        self.partition_states = partition_states
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +157,39 @@ class StopReplicaRequest:
 
 
 _D_StopReplicaRequest = StopReplicaRequest()
+
+
+class _M_StopReplicaRequest:
+    __slots__ = (
+        "controller_id",
+        "is_kraft_controller",
+        "controller_epoch",
+        "broker_epoch",
+        "delete_partitions",
+        "ungrouped_partitions",
+        "topics",
+        "topic_states",
+    )
+
+    def __init__(
+        self,
+        controller_id,
+        is_kraft_controller,
+        controller_epoch,
+        broker_epoch,
+        delete_partitions,
+        ungrouped_partitions,
+        topics,
+        topic_states,
+    ):
+        self.controller_id = controller_id
+        self.is_kraft_controller = is_kraft_controller
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.delete_partitions = delete_partitions
+        self.ungrouped_partitions = ungrouped_partitions
+        self.topics = topics
+        self.topic_states = topic_states
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -296,7 +362,6 @@ class StopReplicaRequestV4:
 
 
 def _r0_StopReplicaPartitionV0(b, p):
-    o = _new(StopReplicaPartitionV0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -309,12 +374,12 @@ def _r0_StopReplicaPartitionV0(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionV0.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionV0_topic_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
-    _set_StopReplicaPartitionV0_partition_index(o, v0)
+    o = _M_StopReplicaPartitionV0(f_topic_name, f_partition_index)
+    o.__class__ = StopReplicaPartitionV0
     return o, p
 
 
@@ -341,12 +406,8 @@ def _w0_StopReplicaPartitionV0(o, w):
 
 
 def _r0_StopReplicaRequest(b, p):
-    o = _new(StopReplicaRequest)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_delete_partitions = _S1.unpack_from(b, p)
     p += 9
-    _set_StopReplicaRequest_controller_id(o, v0)
-    _set_StopReplicaRequest_controller_epoch(o, v1)
-    _set_StopReplicaRequest_delete_partitions(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -359,12 +420,18 @@ def _r0_StopReplicaRequest(b, p):
         for _ in range(n):
             y, p = _r0_StopReplicaPartitionV0(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaRequest_ungrouped_partitions(o, x)
-    _set_StopReplicaRequest_is_kraft_controller(o, _DF_StopReplicaRequest_is_kraft_controller)
-    _set_StopReplicaRequest_broker_epoch(o, _DF_StopReplicaRequest_broker_epoch)
-    _set_StopReplicaRequest_topics(o, _DF_StopReplicaRequest_topics)
-    _set_StopReplicaRequest_topic_states(o, _DF_StopReplicaRequest_topic_states)
+        f_ungrouped_partitions = tuple(a)
+    o = _M_StopReplicaRequest(
+        f_controller_id,
+        _DF_StopReplicaRequest_is_kraft_controller,
+        f_controller_epoch,
+        _DF_StopReplicaRequest_broker_epoch,
+        f_delete_partitions,
+        f_ungrouped_partitions,
+        _DF_StopReplicaRequest_topics,
+        _DF_StopReplicaRequest_topic_states,
+    )
+    o.__class__ = StopReplicaRequest
     return o, p
 
 
@@ -439,7 +506,6 @@ def write_v0(o: StopReplicaRequest, w: bytearray) -> None:
 
 
 def _r1_StopReplicaTopicV1(b, p):
-    o = _new(StopReplicaTopicV1)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -450,9 +516,8 @@ def _r1_StopReplicaTopicV1(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaTopicV1.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_StopReplicaTopicV1_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -460,9 +525,10 @@ def _r1_StopReplicaTopicV1(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("StopReplicaTopicV1.PartitionIndexes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partition_indexes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_StopReplicaTopicV1_partition_indexes(o, x)
+    o = _M_StopReplicaTopicV1(f_name, f_partition_indexes)
+    o.__class__ = StopReplicaTopicV1
     return o, p
 
 
@@ -493,13 +559,8 @@ def _w1_StopReplicaTopicV1(o, w):
 
 
 def _r1_StopReplicaRequest(b, p):
-    o = _new(StopReplicaRequest)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _S2.unpack_from(b, p)
     p += 17
-    _set_StopReplicaRequest_controller_id(o, v0)
-    _set_StopReplicaRequest_controller_epoch(o, v1)
-    _set_StopReplicaRequest_broker_epoch(o, v2)
-    _set_StopReplicaRequest_delete_partitions(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -512,11 +573,18 @@ def _r1_StopReplicaRequest(b, p):
         for _ in range(n):
             y, p = _r1_StopReplicaTopicV1(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaRequest_topics(o, x)
-    _set_StopReplicaRequest_is_kraft_controller(o, _DF_StopReplicaRequest_is_kraft_controller)
-    _set_StopReplicaRequest_ungrouped_partitions(o, _DF_StopReplicaRequest_ungrouped_partitions)
-    _set_StopReplicaRequest_topic_states(o, _DF_StopReplicaRequest_topic_states)
+        f_topics = tuple(a)
+    o = _M_StopReplicaRequest(
+        f_controller_id,
+        _DF_StopReplicaRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        f_delete_partitions,
+        _DF_StopReplicaRequest_ungrouped_partitions,
+        f_topics,
+        _DF_StopReplicaRequest_topic_states,
+    )
+    o.__class__ = StopReplicaRequest
     return o, p
 
 
@@ -569,7 +637,6 @@ def write_v1(o: StopReplicaRequest, w: bytearray) -> None:
 
 
 def _r2_StopReplicaTopicV1(b, p):
-    o = _new(StopReplicaTopicV1)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -584,9 +651,8 @@ def _r2_StopReplicaTopicV1(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaTopicV1.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_StopReplicaTopicV1_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -598,9 +664,10 @@ def _r2_StopReplicaTopicV1(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("StopReplicaTopicV1.PartitionIndexes", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_partition_indexes = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_StopReplicaTopicV1_partition_indexes(o, x)
+    o = _M_StopReplicaTopicV1(f_name, f_partition_indexes)
+    o.__class__ = StopReplicaTopicV1
     n = b[p]
     if n < 0x80:
         p += 1
@@ -646,13 +713,8 @@ def _w2_StopReplicaTopicV1(o, w):
 
 
 def _r2_StopReplicaRequest(b, p):
-    o = _new(StopReplicaRequest)
-    v0, v1, v2, v3 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch, f_delete_partitions = _S2.unpack_from(b, p)
     p += 17
-    _set_StopReplicaRequest_controller_id(o, v0)
-    _set_StopReplicaRequest_controller_epoch(o, v1)
-    _set_StopReplicaRequest_broker_epoch(o, v2)
-    _set_StopReplicaRequest_delete_partitions(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -669,11 +731,18 @@ def _r2_StopReplicaRequest(b, p):
         for _ in range(n):
             y, p = _r2_StopReplicaTopicV1(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaRequest_topics(o, x)
-    _set_StopReplicaRequest_is_kraft_controller(o, _DF_StopReplicaRequest_is_kraft_controller)
-    _set_StopReplicaRequest_ungrouped_partitions(o, _DF_StopReplicaRequest_ungrouped_partitions)
-    _set_StopReplicaRequest_topic_states(o, _DF_StopReplicaRequest_topic_states)
+        f_topics = tuple(a)
+    o = _M_StopReplicaRequest(
+        f_controller_id,
+        _DF_StopReplicaRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        f_delete_partitions,
+        _DF_StopReplicaRequest_ungrouped_partitions,
+        f_topics,
+        _DF_StopReplicaRequest_topic_states,
+    )
+    o.__class__ = StopReplicaRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -744,12 +813,10 @@ def write_v2(o: StopReplicaRequest, w: bytearray) -> None:
 
 
 def _r3_StopReplicaPartitionState(b, p):
-    o = _new(StopReplicaPartitionState)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_partition_index, f_leader_epoch, f_delete_partition = _S1.unpack_from(b, p)
     p += 9
-    _set_StopReplicaPartitionState_partition_index(o, v0)
-    _set_StopReplicaPartitionState_leader_epoch(o, v1)
-    _set_StopReplicaPartitionState_delete_partition(o, v2)
+    o = _M_StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition)
+    o.__class__ = StopReplicaPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -787,7 +854,6 @@ def _w3_StopReplicaPartitionState(o, w):
 
 
 def _r3_StopReplicaTopicState(b, p):
-    o = _new(StopReplicaTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -804,9 +870,8 @@ def _r3_StopReplicaTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaTopicState_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -823,8 +888,9 @@ def _r3_StopReplicaTopicState(b, p):
         for _ in range(n):
             y, p = _r3_StopReplicaPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_StopReplicaTopicState(f_topic_name, f_partition_states)
+    o.__class__ = StopReplicaTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -879,12 +945,8 @@ def _w3_StopReplicaTopicState(o, w):
 
 
 def _r3_StopReplicaRequest(b, p):
-    o = _new(StopReplicaRequest)
-    v0, v1, v2 = _S3.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S3.unpack_from(b, p)
     p += 16
-    _set_StopReplicaRequest_controller_id(o, v0)
-    _set_StopReplicaRequest_controller_epoch(o, v1)
-    _set_StopReplicaRequest_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -901,12 +963,18 @@ def _r3_StopReplicaRequest(b, p):
         for _ in range(n):
             y, p = _r3_StopReplicaTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaRequest_topic_states(o, x)
-    _set_StopReplicaRequest_is_kraft_controller(o, _DF_StopReplicaRequest_is_kraft_controller)
-    _set_StopReplicaRequest_delete_partitions(o, _DF_StopReplicaRequest_delete_partitions)
-    _set_StopReplicaRequest_ungrouped_partitions(o, _DF_StopReplicaRequest_ungrouped_partitions)
-    _set_StopReplicaRequest_topics(o, _DF_StopReplicaRequest_topics)
+        f_topic_states = tuple(a)
+    o = _M_StopReplicaRequest(
+        f_controller_id,
+        _DF_StopReplicaRequest_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_StopReplicaRequest_delete_partitions,
+        _DF_StopReplicaRequest_ungrouped_partitions,
+        _DF_StopReplicaRequest_topics,
+        f_topic_states,
+    )
+    o.__class__ = StopReplicaRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -980,12 +1048,10 @@ def write_v3(o: StopReplicaRequest, w: bytearray) -> None:
 
 
 def _r4_StopReplicaPartitionState(b, p):
-    o = _new(StopReplicaPartitionState)
-    v0, v1, v2 = _S1.unpack_from(b, p)
+    f_partition_index, f_leader_epoch, f_delete_partition = _S1.unpack_from(b, p)
     p += 9
-    _set_StopReplicaPartitionState_partition_index(o, v0)
-    _set_StopReplicaPartitionState_leader_epoch(o, v1)
-    _set_StopReplicaPartitionState_delete_partition(o, v2)
+    o = _M_StopReplicaPartitionState(f_partition_index, f_leader_epoch, f_delete_partition)
+    o.__class__ = StopReplicaPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1009,7 +1075,6 @@ def _w4_StopReplicaPartitionState(o, w):
 
 
 def _r4_StopReplicaTopicState(b, p):
-    o = _new(StopReplicaTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1026,9 +1091,8 @@ def _r4_StopReplicaTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaTopicState_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1045,8 +1109,9 @@ def _r4_StopReplicaTopicState(b, p):
         for _ in range(n):
             y, p = _r4_StopReplicaPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_StopReplicaTopicState(f_topic_name, f_partition_states)
+    o.__class__ = StopReplicaTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1093,13 +1158,10 @@ def _w4_StopReplicaTopicState(o, w):
 
 
 def _r4_StopReplicaRequest(b, p):
-    o = _new(StopReplicaRequest)
-    v0, v1, v2, v3 = _S4.unpack_from(b, p)
+    f_controller_id, f_is_kraft_controller, f_controller_epoch, f_broker_epoch = _S4.unpack_from(
+        b, p
+    )
     p += 17
-    _set_StopReplicaRequest_controller_id(o, v0)
-    _set_StopReplicaRequest_is_kraft_controller(o, v1)
-    _set_StopReplicaRequest_controller_epoch(o, v2)
-    _set_StopReplicaRequest_broker_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1116,11 +1178,18 @@ def _r4_StopReplicaRequest(b, p):
         for _ in range(n):
             y, p = _r4_StopReplicaTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaRequest_topic_states(o, x)
-    _set_StopReplicaRequest_delete_partitions(o, _DF_StopReplicaRequest_delete_partitions)
-    _set_StopReplicaRequest_ungrouped_partitions(o, _DF_StopReplicaRequest_ungrouped_partitions)
-    _set_StopReplicaRequest_topics(o, _DF_StopReplicaRequest_topics)
+        f_topic_states = tuple(a)
+    o = _M_StopReplicaRequest(
+        f_controller_id,
+        f_is_kraft_controller,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_StopReplicaRequest_delete_partitions,
+        _DF_StopReplicaRequest_ungrouped_partitions,
+        _DF_StopReplicaRequest_topics,
+        f_topic_states,
+    )
+    o.__class__ = StopReplicaRequest
     n = b[p]
     if n < 0x80:
         p += 1

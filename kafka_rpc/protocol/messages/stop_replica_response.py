@@ -49,6 +49,15 @@ class StopReplicaPartitionError:
 _D_StopReplicaPartitionError = StopReplicaPartitionError()
 
 
+class _M_StopReplicaPartitionError:
+    __slots__ = ("topic_name", "partition_index", "error_code")
+
+    def __init__(self, topic_name, partition_index, error_code):
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StopReplicaResponse:
     """StopReplicaResponse: all fields of versions 0-4 with Kafka's
@@ -66,6 +75,14 @@ class StopReplicaResponse:
 
 
 _D_StopReplicaResponse = StopReplicaResponse()
+
+
+class _M_StopReplicaResponse:
+    __slots__ = ("error_code", "partition_errors")
+
+    def __init__(self, error_code, partition_errors):
+        self.error_code = error_code
+        self.partition_errors = partition_errors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -204,7 +221,6 @@ class StopReplicaResponseV4:
 
 
 def _r0_StopReplicaPartitionError(b, p):
-    o = _new(StopReplicaPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -217,13 +233,12 @@ def _r0_StopReplicaPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_StopReplicaPartitionError_partition_index(o, v0)
-    _set_StopReplicaPartitionError_error_code(o, v1)
+    o = _M_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = StopReplicaPartitionError
     return o, p
 
 
@@ -252,10 +267,8 @@ def _w0_StopReplicaPartitionError(o, w):
 
 
 def _r0_StopReplicaResponse(b, p):
-    o = _new(StopReplicaResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_StopReplicaResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -268,8 +281,9 @@ def _r0_StopReplicaResponse(b, p):
         for _ in range(n):
             y, p = _r0_StopReplicaPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaResponse_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_StopReplicaResponse(f_error_code, f_partition_errors)
+    o.__class__ = StopReplicaResponse
     return o, p
 
 
@@ -319,7 +333,6 @@ def write_v0(o: StopReplicaResponse, w: bytearray) -> None:
 
 
 def _r1_StopReplicaPartitionError(b, p):
-    o = _new(StopReplicaPartitionError)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -332,13 +345,12 @@ def _r1_StopReplicaPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_StopReplicaPartitionError_partition_index(o, v0)
-    _set_StopReplicaPartitionError_error_code(o, v1)
+    o = _M_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = StopReplicaPartitionError
     return o, p
 
 
@@ -357,10 +369,8 @@ def _w1_StopReplicaPartitionError(o, w):
 
 
 def _r1_StopReplicaResponse(b, p):
-    o = _new(StopReplicaResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_StopReplicaResponse_error_code(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -373,8 +383,9 @@ def _r1_StopReplicaResponse(b, p):
         for _ in range(n):
             y, p = _r1_StopReplicaPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaResponse_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_StopReplicaResponse(f_error_code, f_partition_errors)
+    o.__class__ = StopReplicaResponse
     return o, p
 
 
@@ -418,7 +429,6 @@ def write_v1(o: StopReplicaResponse, w: bytearray) -> None:
 
 
 def _r2_StopReplicaPartitionError(b, p):
-    o = _new(StopReplicaPartitionError)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -435,13 +445,12 @@ def _r2_StopReplicaPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_StopReplicaPartitionError_partition_index(o, v0)
-    _set_StopReplicaPartitionError_error_code(o, v1)
+    o = _M_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = StopReplicaPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -478,10 +487,8 @@ def _w2_StopReplicaPartitionError(o, w):
 
 
 def _r2_StopReplicaResponse(b, p):
-    o = _new(StopReplicaResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_StopReplicaResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -498,8 +505,9 @@ def _r2_StopReplicaResponse(b, p):
         for _ in range(n):
             y, p = _r2_StopReplicaPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaResponse_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_StopReplicaResponse(f_error_code, f_partition_errors)
+    o.__class__ = StopReplicaResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -561,7 +569,6 @@ def write_v2(o: StopReplicaResponse, w: bytearray) -> None:
 
 
 def _r3_StopReplicaPartitionError(b, p):
-    o = _new(StopReplicaPartitionError)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -578,13 +585,12 @@ def _r3_StopReplicaPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_StopReplicaPartitionError_partition_index(o, v0)
-    _set_StopReplicaPartitionError_error_code(o, v1)
+    o = _M_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = StopReplicaPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -621,10 +627,8 @@ def _w3_StopReplicaPartitionError(o, w):
 
 
 def _r3_StopReplicaResponse(b, p):
-    o = _new(StopReplicaResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_StopReplicaResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -641,8 +645,9 @@ def _r3_StopReplicaResponse(b, p):
         for _ in range(n):
             y, p = _r3_StopReplicaPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaResponse_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_StopReplicaResponse(f_error_code, f_partition_errors)
+    o.__class__ = StopReplicaResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -704,7 +709,6 @@ def write_v3(o: StopReplicaResponse, w: bytearray) -> None:
 
 
 def _r4_StopReplicaPartitionError(b, p):
-    o = _new(StopReplicaPartitionError)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -721,13 +725,12 @@ def _r4_StopReplicaPartitionError(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("StopReplicaPartitionError.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_StopReplicaPartitionError_topic_name(o, x)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
-    _set_StopReplicaPartitionError_partition_index(o, v0)
-    _set_StopReplicaPartitionError_error_code(o, v1)
+    o = _M_StopReplicaPartitionError(f_topic_name, f_partition_index, f_error_code)
+    o.__class__ = StopReplicaPartitionError
     n = b[p]
     if n < 0x80:
         p += 1
@@ -764,10 +767,8 @@ def _w4_StopReplicaPartitionError(o, w):
 
 
 def _r4_StopReplicaResponse(b, p):
-    o = _new(StopReplicaResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_StopReplicaResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -784,8 +785,9 @@ def _r4_StopReplicaResponse(b, p):
         for _ in range(n):
             y, p = _r4_StopReplicaPartitionError(b, p)
             ap(y)
-        x = tuple(a)
-    _set_StopReplicaResponse_partition_errors(o, x)
+        f_partition_errors = tuple(a)
+    o = _M_StopReplicaResponse(f_error_code, f_partition_errors)
+    o.__class__ = StopReplicaResponse
     n = b[p]
     if n < 0x80:
         p += 1

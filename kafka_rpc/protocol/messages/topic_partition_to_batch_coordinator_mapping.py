@@ -52,6 +52,15 @@ class TopicPartitionToBatchCoordinatorMapping:
 _D_TopicPartitionToBatchCoordinatorMapping = TopicPartitionToBatchCoordinatorMapping()
 
 
+class _M_TopicPartitionToBatchCoordinatorMapping:
+    __slots__ = ("partition_index", "topic_id", "batch_coordinator_partition_index")
+
+    def __init__(self, partition_index, topic_id, batch_coordinator_partition_index):
+        self.partition_index = partition_index
+        self.topic_id = topic_id
+        self.batch_coordinator_partition_index = batch_coordinator_partition_index
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicPartitionToBatchCoordinatorMappingV0:
     """TopicPartitionToBatchCoordinatorMapping at version 0 (kio entity conventions)."""
@@ -66,12 +75,12 @@ class TopicPartitionToBatchCoordinatorMappingV0:
 
 
 def _r0_TopicPartitionToBatchCoordinatorMapping(b, p):
-    o = _new(TopicPartitionToBatchCoordinatorMapping)
-    v0, v1, v2 = _S0.unpack_from(b, p)
+    f_partition_index, f_topic_id, f_batch_coordinator_partition_index = _S0.unpack_from(b, p)
     p += 24
-    _set_TopicPartitionToBatchCoordinatorMapping_partition_index(o, v0)
-    _set_TopicPartitionToBatchCoordinatorMapping_topic_id(o, _uuid(v1))
-    _set_TopicPartitionToBatchCoordinatorMapping_batch_coordinator_partition_index(o, v2)
+    o = _M_TopicPartitionToBatchCoordinatorMapping(
+        f_partition_index, _uuid(f_topic_id), f_batch_coordinator_partition_index
+    )
+    o.__class__ = TopicPartitionToBatchCoordinatorMapping
     n = b[p]
     if n < 0x80:
         p += 1

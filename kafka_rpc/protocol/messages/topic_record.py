@@ -50,6 +50,14 @@ class TopicRecord:
 _D_TopicRecord = TopicRecord()
 
 
+class _M_TopicRecord:
+    __slots__ = ("name", "topic_id")
+
+    def __init__(self, name, topic_id):
+        self.name = name
+        self.topic_id = topic_id
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicRecordV0:
     """TopicRecord at version 0 (kio entity conventions)."""
@@ -63,7 +71,6 @@ class TopicRecordV0:
 
 
 def _r0_TopicRecord(b, p):
-    o = _new(TopicRecord)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -78,12 +85,12 @@ def _r0_TopicRecord(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicRecord.Name")
-        x = b[p:e].decode()
+        f_name = b[p:e].decode()
         p = e
-    _set_TopicRecord_name(o, x)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_topic_id,) = _S0.unpack_from(b, p)
     p += 16
-    _set_TopicRecord_topic_id(o, _uuid(v0))
+    o = _M_TopicRecord(f_name, _uuid(f_topic_id))
+    o.__class__ = TopicRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -50,6 +50,14 @@ class UnfenceBrokerRecord:
 _D_UnfenceBrokerRecord = UnfenceBrokerRecord()
 
 
+class _M_UnfenceBrokerRecord:
+    __slots__ = ("id", "epoch")
+
+    def __init__(self, id, epoch):
+        self.id = id
+        self.epoch = epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnfenceBrokerRecordV0:
     """UnfenceBrokerRecord at version 0 (kio entity conventions)."""
@@ -63,11 +71,10 @@ class UnfenceBrokerRecordV0:
 
 
 def _r0_UnfenceBrokerRecord(b, p):
-    o = _new(UnfenceBrokerRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_id, f_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_UnfenceBrokerRecord_id(o, v0)
-    _set_UnfenceBrokerRecord_epoch(o, v1)
+    o = _M_UnfenceBrokerRecord(f_id, f_epoch)
+    o.__class__ = UnfenceBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -50,6 +50,14 @@ class UnregisterBrokerRecord:
 _D_UnregisterBrokerRecord = UnregisterBrokerRecord()
 
 
+class _M_UnregisterBrokerRecord:
+    __slots__ = ("broker_id", "broker_epoch")
+
+    def __init__(self, broker_id, broker_epoch):
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UnregisterBrokerRecordV0:
     """UnregisterBrokerRecord at version 0 (kio entity conventions)."""
@@ -63,11 +71,10 @@ class UnregisterBrokerRecordV0:
 
 
 def _r0_UnregisterBrokerRecord(b, p):
-    o = _new(UnregisterBrokerRecord)
-    v0, v1 = _S0.unpack_from(b, p)
+    f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
-    _set_UnregisterBrokerRecord_broker_id(o, v0)
-    _set_UnregisterBrokerRecord_broker_epoch(o, v1)
+    o = _M_UnregisterBrokerRecord(f_broker_id, f_broker_epoch)
+    o.__class__ = UnregisterBrokerRecord
     n = b[p]
     if n < 0x80:
         p += 1

@@ -67,6 +67,42 @@ class UpdateMetadataPartitionState:
 _D_UpdateMetadataPartitionState = UpdateMetadataPartitionState()
 
 
+class _M_UpdateMetadataPartitionState:
+    __slots__ = (
+        "topic_name",
+        "partition_index",
+        "controller_epoch",
+        "leader",
+        "leader_epoch",
+        "isr",
+        "zk_version",
+        "replicas",
+        "offline_replicas",
+    )
+
+    def __init__(
+        self,
+        topic_name,
+        partition_index,
+        controller_epoch,
+        leader,
+        leader_epoch,
+        isr,
+        zk_version,
+        replicas,
+        offline_replicas,
+    ):
+        self.topic_name = topic_name
+        self.partition_index = partition_index
+        self.controller_epoch = controller_epoch
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.isr = isr
+        self.zk_version = zk_version
+        self.replicas = replicas
+        self.offline_replicas = offline_replicas
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataTopicState:
     """Struct UpdateMetadataTopicState of UpdateMetadataRequest (all versions)."""
@@ -84,6 +120,15 @@ class UpdateMetadataTopicState:
 _D_UpdateMetadataTopicState = UpdateMetadataTopicState()
 
 
+class _M_UpdateMetadataTopicState:
+    __slots__ = ("topic_name", "topic_id", "partition_states")
+
+    def __init__(self, topic_name, topic_id, partition_states):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partition_states = partition_states
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataEndpoint:
     """Struct UpdateMetadataEndpoint of UpdateMetadataRequest (all versions)."""
@@ -99,6 +144,16 @@ class UpdateMetadataEndpoint:
 
 
 _D_UpdateMetadataEndpoint = UpdateMetadataEndpoint()
+
+
+class _M_UpdateMetadataEndpoint:
+    __slots__ = ("port", "host", "listener", "security_protocol")
+
+    def __init__(self, port, host, listener, security_protocol):
+        self.port = port
+        self.host = host
+        self.listener = listener
+        self.security_protocol = security_protocol
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -120,6 +175,17 @@ class UpdateMetadataBroker:
 
 
 _D_UpdateMetadataBroker = UpdateMetadataBroker()
+
+
+class _M_UpdateMetadataBroker:
+    __slots__ = ("id", "v0_host", "v0_port", "endpoints", "rack")
+
+    def __init__(self, id, v0_host, v0_port, endpoints, rack):
+        self.id = id
+        self.v0_host = v0_host
+        self.v0_port = v0_port
+        self.endpoints = endpoints
+        self.rack = rack
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,6 +221,39 @@ class UpdateMetadataRequest:
 
 
 _D_UpdateMetadataRequest = UpdateMetadataRequest()
+
+
+class _M_UpdateMetadataRequest:
+    __slots__ = (
+        "controller_id",
+        "is_kraft_controller",
+        "type",
+        "controller_epoch",
+        "broker_epoch",
+        "ungrouped_partition_states",
+        "topic_states",
+        "live_brokers",
+    )
+
+    def __init__(
+        self,
+        controller_id,
+        is_kraft_controller,
+        type,
+        controller_epoch,
+        broker_epoch,
+        ungrouped_partition_states,
+        topic_states,
+        live_brokers,
+    ):
+        self.controller_id = controller_id
+        self.is_kraft_controller = is_kraft_controller
+        self.type = type
+        self.controller_epoch = controller_epoch
+        self.broker_epoch = broker_epoch
+        self.ungrouped_partition_states = ungrouped_partition_states
+        self.topic_states = topic_states
+        self.live_brokers = live_brokers
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -789,7 +888,6 @@ class UpdateMetadataRequestV8:
 
 
 def _r0_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -802,15 +900,10 @@ def _r0_UpdateMetadataPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -818,12 +911,10 @@ def _r0_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -831,12 +922,20 @@ def _r0_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
-    _set_UpdateMetadataPartitionState_offline_replicas(
-        o, _DF_UpdateMetadataPartitionState_offline_replicas
+    o = _M_UpdateMetadataPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        _DF_UpdateMetadataPartitionState_offline_replicas,
     )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -904,10 +1003,8 @@ def _w0_UpdateMetadataPartitionState(o, w):
 
 
 def _r0_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -918,14 +1015,18 @@ def _r0_UpdateMetadataBroker(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.V0Host")
-        x = b[p:e].decode()
+        f_v0_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_v0_host(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_v0_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_v0_port(o, v0)
-    _set_UpdateMetadataBroker_endpoints(o, _DF_UpdateMetadataBroker_endpoints)
-    _set_UpdateMetadataBroker_rack(o, _DF_UpdateMetadataBroker_rack)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        f_v0_host,
+        f_v0_port,
+        _DF_UpdateMetadataBroker_endpoints,
+        _DF_UpdateMetadataBroker_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -957,11 +1058,8 @@ def _w0_UpdateMetadataBroker(o, w):
 
 
 def _r0_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -976,8 +1074,7 @@ def _r0_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r0_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -990,12 +1087,18 @@ def _r0_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r0_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_broker_epoch(o, _DF_UpdateMetadataRequest_broker_epoch)
-    _set_UpdateMetadataRequest_topic_states(o, _DF_UpdateMetadataRequest_topic_states)
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        _DF_UpdateMetadataRequest_broker_epoch,
+        f_ungrouped_partition_states,
+        _DF_UpdateMetadataRequest_topic_states,
+        f_live_brokers,
+    )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -1080,7 +1183,6 @@ def write_v0(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r1_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1093,15 +1195,10 @@ def _r1_UpdateMetadataPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1109,12 +1206,10 @@ def _r1_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1122,12 +1217,20 @@ def _r1_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
-    _set_UpdateMetadataPartitionState_offline_replicas(
-        o, _DF_UpdateMetadataPartitionState_offline_replicas
+    o = _M_UpdateMetadataPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        _DF_UpdateMetadataPartitionState_offline_replicas,
     )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -1161,10 +1264,8 @@ def _w1_UpdateMetadataPartitionState(o, w):
 
 
 def _r1_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1175,13 +1276,14 @@ def _r1_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
-    _set_UpdateMetadataEndpoint_listener(o, _DF_UpdateMetadataEndpoint_listener)
+    o = _M_UpdateMetadataEndpoint(
+        f_port, f_host, _DF_UpdateMetadataEndpoint_listener, f_security_protocol
+    )
+    o.__class__ = UpdateMetadataEndpoint
     return o, p
 
 
@@ -1213,10 +1315,8 @@ def _w1_UpdateMetadataEndpoint(o, w):
 
 
 def _r1_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1229,11 +1329,15 @@ def _r1_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r1_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
-    _set_UpdateMetadataBroker_rack(o, _DF_UpdateMetadataBroker_rack)
+        f_endpoints = tuple(a)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        _DF_UpdateMetadataBroker_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -1250,11 +1354,8 @@ def _w1_UpdateMetadataBroker(o, w):
 
 
 def _r1_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1269,8 +1370,7 @@ def _r1_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r1_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1283,12 +1383,18 @@ def _r1_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r1_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_broker_epoch(o, _DF_UpdateMetadataRequest_broker_epoch)
-    _set_UpdateMetadataRequest_topic_states(o, _DF_UpdateMetadataRequest_topic_states)
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        _DF_UpdateMetadataRequest_broker_epoch,
+        f_ungrouped_partition_states,
+        _DF_UpdateMetadataRequest_topic_states,
+        f_live_brokers,
+    )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -1349,7 +1455,6 @@ def write_v1(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r2_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1362,15 +1467,10 @@ def _r2_UpdateMetadataPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1378,12 +1478,10 @@ def _r2_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1391,12 +1489,20 @@ def _r2_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
-    _set_UpdateMetadataPartitionState_offline_replicas(
-        o, _DF_UpdateMetadataPartitionState_offline_replicas
+    o = _M_UpdateMetadataPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        _DF_UpdateMetadataPartitionState_offline_replicas,
     )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -1430,10 +1536,8 @@ def _w2_UpdateMetadataPartitionState(o, w):
 
 
 def _r2_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1444,13 +1548,14 @@ def _r2_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
-    _set_UpdateMetadataEndpoint_listener(o, _DF_UpdateMetadataEndpoint_listener)
+    o = _M_UpdateMetadataEndpoint(
+        f_port, f_host, _DF_UpdateMetadataEndpoint_listener, f_security_protocol
+    )
+    o.__class__ = UpdateMetadataEndpoint
     return o, p
 
 
@@ -1470,10 +1575,8 @@ def _w2_UpdateMetadataEndpoint(o, w):
 
 
 def _r2_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1486,23 +1589,27 @@ def _r2_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r2_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -1529,11 +1636,8 @@ def _w2_UpdateMetadataBroker(o, w):
 
 
 def _r2_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1548,8 +1652,7 @@ def _r2_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r2_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1562,12 +1665,18 @@ def _r2_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r2_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_broker_epoch(o, _DF_UpdateMetadataRequest_broker_epoch)
-    _set_UpdateMetadataRequest_topic_states(o, _DF_UpdateMetadataRequest_topic_states)
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        _DF_UpdateMetadataRequest_broker_epoch,
+        f_ungrouped_partition_states,
+        _DF_UpdateMetadataRequest_topic_states,
+        f_live_brokers,
+    )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -1628,7 +1737,6 @@ def write_v2(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r3_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1641,15 +1749,10 @@ def _r3_UpdateMetadataPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1657,12 +1760,10 @@ def _r3_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1670,12 +1771,20 @@ def _r3_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
-    _set_UpdateMetadataPartitionState_offline_replicas(
-        o, _DF_UpdateMetadataPartitionState_offline_replicas
+    o = _M_UpdateMetadataPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        _DF_UpdateMetadataPartitionState_offline_replicas,
     )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -1709,10 +1818,8 @@ def _w3_UpdateMetadataPartitionState(o, w):
 
 
 def _r3_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1723,9 +1830,8 @@ def _r3_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1738,12 +1844,12 @@ def _r3_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     return o, p
 
 
@@ -1773,10 +1879,8 @@ def _w3_UpdateMetadataEndpoint(o, w):
 
 
 def _r3_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1789,23 +1893,27 @@ def _r3_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r3_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -1832,11 +1940,8 @@ def _w3_UpdateMetadataBroker(o, w):
 
 
 def _r3_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1851,8 +1956,7 @@ def _r3_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r3_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1865,12 +1969,18 @@ def _r3_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r3_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_broker_epoch(o, _DF_UpdateMetadataRequest_broker_epoch)
-    _set_UpdateMetadataRequest_topic_states(o, _DF_UpdateMetadataRequest_topic_states)
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        _DF_UpdateMetadataRequest_broker_epoch,
+        f_ungrouped_partition_states,
+        _DF_UpdateMetadataRequest_topic_states,
+        f_live_brokers,
+    )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -1931,7 +2041,6 @@ def write_v3(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r4_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -1944,15 +2053,10 @@ def _r4_UpdateMetadataPartitionState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataPartitionState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataPartitionState_topic_name(o, x)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1960,12 +2064,10 @@ def _r4_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1973,9 +2075,8 @@ def _r4_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -1985,9 +2086,20 @@ def _r4_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_offline_replicas(o, x)
+    o = _M_UpdateMetadataPartitionState(
+        f_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        f_offline_replicas,
+    )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -2028,10 +2140,8 @@ def _w4_UpdateMetadataPartitionState(o, w):
 
 
 def _r4_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2042,9 +2152,8 @@ def _r4_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2057,12 +2166,12 @@ def _r4_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     return o, p
 
 
@@ -2092,10 +2201,8 @@ def _w4_UpdateMetadataEndpoint(o, w):
 
 
 def _r4_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2108,23 +2215,27 @@ def _r4_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r4_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -2151,11 +2262,8 @@ def _w4_UpdateMetadataBroker(o, w):
 
 
 def _r4_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1 = _S2.unpack_from(b, p)
+    f_controller_id, f_controller_epoch = _S2.unpack_from(b, p)
     p += 8
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2170,8 +2278,7 @@ def _r4_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r4_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(o, x)
+        f_ungrouped_partition_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2184,12 +2291,18 @@ def _r4_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r4_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_broker_epoch(o, _DF_UpdateMetadataRequest_broker_epoch)
-    _set_UpdateMetadataRequest_topic_states(o, _DF_UpdateMetadataRequest_topic_states)
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        _DF_UpdateMetadataRequest_broker_epoch,
+        f_ungrouped_partition_states,
+        _DF_UpdateMetadataRequest_topic_states,
+        f_live_brokers,
+    )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -2250,13 +2363,8 @@ def write_v4(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r5_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2264,12 +2372,10 @@ def _r5_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2277,9 +2383,8 @@ def _r5_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2289,10 +2394,20 @@ def _r5_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_offline_replicas(o, x)
-    _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
+    o = _M_UpdateMetadataPartitionState(
+        _DF_UpdateMetadataPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        f_offline_replicas,
+    )
+    o.__class__ = UpdateMetadataPartitionState
     return o, p
 
 
@@ -2323,7 +2438,6 @@ def _w5_UpdateMetadataPartitionState(o, w):
 
 
 def _r5_UpdateMetadataTopicState(b, p):
-    o = _new(UpdateMetadataTopicState)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2336,9 +2450,8 @@ def _r5_UpdateMetadataTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataTopicState_topic_name(o, x)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2351,9 +2464,11 @@ def _r5_UpdateMetadataTopicState(b, p):
         for _ in range(n):
             y, p = _r5_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataTopicState_partition_states(o, x)
-    _set_UpdateMetadataTopicState_topic_id(o, _DF_UpdateMetadataTopicState_topic_id)
+        f_partition_states = tuple(a)
+    o = _M_UpdateMetadataTopicState(
+        f_topic_name, _DF_UpdateMetadataTopicState_topic_id, f_partition_states
+    )
+    o.__class__ = UpdateMetadataTopicState
     return o, p
 
 
@@ -2389,10 +2504,8 @@ def _w5_UpdateMetadataTopicState(o, w):
 
 
 def _r5_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2403,9 +2516,8 @@ def _r5_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
@@ -2418,12 +2530,12 @@ def _r5_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     return o, p
 
 
@@ -2453,10 +2565,8 @@ def _w5_UpdateMetadataEndpoint(o, w):
 
 
 def _r5_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2469,23 +2579,27 @@ def _r5_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r5_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     (n,) = _s_h.unpack_from(b, p)
     p += 2
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     return o, p
 
 
@@ -2512,12 +2626,8 @@ def _w5_UpdateMetadataBroker(o, w):
 
 
 def _r5_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
-    _set_UpdateMetadataRequest_broker_epoch(o, v2)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2530,8 +2640,7 @@ def _r5_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r5_UpdateMetadataTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     (n,) = _s_i.unpack_from(b, p)
     p += 4
     if n < 0:
@@ -2544,13 +2653,18 @@ def _r5_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r5_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(
-        o, _DF_UpdateMetadataRequest_ungrouped_partition_states
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_UpdateMetadataRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_brokers,
     )
+    o.__class__ = UpdateMetadataRequest
     return o, p
 
 
@@ -2611,13 +2725,8 @@ def write_v5(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r6_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2629,12 +2738,10 @@ def _r6_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2646,9 +2753,8 @@ def _r6_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2662,10 +2768,20 @@ def _r6_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_offline_replicas(o, x)
-    _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
+    o = _M_UpdateMetadataPartitionState(
+        _DF_UpdateMetadataPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        f_offline_replicas,
+    )
+    o.__class__ = UpdateMetadataPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2720,7 +2836,6 @@ def _w6_UpdateMetadataPartitionState(o, w):
 
 
 def _r6_UpdateMetadataTopicState(b, p):
-    o = _new(UpdateMetadataTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2737,9 +2852,8 @@ def _r6_UpdateMetadataTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataTopicState_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2756,9 +2870,11 @@ def _r6_UpdateMetadataTopicState(b, p):
         for _ in range(n):
             y, p = _r6_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataTopicState_partition_states(o, x)
-    _set_UpdateMetadataTopicState_topic_id(o, _DF_UpdateMetadataTopicState_topic_id)
+        f_partition_states = tuple(a)
+    o = _M_UpdateMetadataTopicState(
+        f_topic_name, _DF_UpdateMetadataTopicState_topic_id, f_partition_states
+    )
+    o.__class__ = UpdateMetadataTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2805,10 +2921,8 @@ def _w6_UpdateMetadataTopicState(o, w):
 
 
 def _r6_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2823,9 +2937,8 @@ def _r6_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2842,12 +2955,12 @@ def _r6_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2898,10 +3011,8 @@ def _w6_UpdateMetadataEndpoint(o, w):
 
 
 def _r6_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2918,8 +3029,7 @@ def _r6_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r6_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2927,18 +3037,23 @@ def _r6_UpdateMetadataBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -2986,12 +3101,8 @@ def _w6_UpdateMetadataBroker(o, w):
 
 
 def _r6_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
-    _set_UpdateMetadataRequest_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3008,8 +3119,7 @@ def _r6_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r6_UpdateMetadataTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3026,13 +3136,18 @@ def _r6_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r6_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(
-        o, _DF_UpdateMetadataRequest_ungrouped_partition_states
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_UpdateMetadataRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_brokers,
     )
+    o.__class__ = UpdateMetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3117,13 +3232,8 @@ def write_v6(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r7_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3135,12 +3245,10 @@ def _r7_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3152,9 +3260,8 @@ def _r7_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3168,10 +3275,20 @@ def _r7_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_offline_replicas(o, x)
-    _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
+    o = _M_UpdateMetadataPartitionState(
+        _DF_UpdateMetadataPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        f_offline_replicas,
+    )
+    o.__class__ = UpdateMetadataPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3226,7 +3343,6 @@ def _w7_UpdateMetadataPartitionState(o, w):
 
 
 def _r7_UpdateMetadataTopicState(b, p):
-    o = _new(UpdateMetadataTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3243,12 +3359,10 @@ def _r7_UpdateMetadataTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataTopicState_topic_name(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_topic_id,) = _S5.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataTopicState_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3265,8 +3379,9 @@ def _r7_UpdateMetadataTopicState(b, p):
         for _ in range(n):
             y, p = _r7_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_UpdateMetadataTopicState(f_topic_name, _uuid(f_topic_id), f_partition_states)
+    o.__class__ = UpdateMetadataTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3314,10 +3429,8 @@ def _w7_UpdateMetadataTopicState(o, w):
 
 
 def _r7_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3332,9 +3445,8 @@ def _r7_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3351,12 +3463,12 @@ def _r7_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3407,10 +3519,8 @@ def _w7_UpdateMetadataEndpoint(o, w):
 
 
 def _r7_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3427,8 +3537,7 @@ def _r7_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r7_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3436,18 +3545,23 @@ def _r7_UpdateMetadataBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3495,12 +3609,8 @@ def _w7_UpdateMetadataBroker(o, w):
 
 
 def _r7_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1, v2 = _S4.unpack_from(b, p)
+    f_controller_id, f_controller_epoch, f_broker_epoch = _S4.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_controller_epoch(o, v1)
-    _set_UpdateMetadataRequest_broker_epoch(o, v2)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3517,8 +3627,7 @@ def _r7_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r7_UpdateMetadataTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3535,13 +3644,18 @@ def _r7_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r7_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, _DF_UpdateMetadataRequest_is_kraft_controller)
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(
-        o, _DF_UpdateMetadataRequest_ungrouped_partition_states
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        _DF_UpdateMetadataRequest_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_UpdateMetadataRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_brokers,
     )
+    o.__class__ = UpdateMetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3626,13 +3740,8 @@ def write_v7(o: UpdateMetadataRequest, w: bytearray) -> None:
 
 
 def _r8_UpdateMetadataPartitionState(b, p):
-    o = _new(UpdateMetadataPartitionState)
-    v0, v1, v2, v3 = _S0.unpack_from(b, p)
+    f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataPartitionState_partition_index(o, v0)
-    _set_UpdateMetadataPartitionState_controller_epoch(o, v1)
-    _set_UpdateMetadataPartitionState_leader(o, v2)
-    _set_UpdateMetadataPartitionState_leader_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3644,12 +3753,10 @@ def _r8_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Isr", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_isr = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_isr(o, x)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_zk_version,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataPartitionState_zk_version(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3661,9 +3768,8 @@ def _r8_UpdateMetadataPartitionState(b, p):
     else:
         if n > len(b) - p:
             raise _p.collection_too_large("UpdateMetadataPartitionState.Replicas", n, len(b) - p)
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_replicas(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3677,10 +3783,20 @@ def _r8_UpdateMetadataPartitionState(b, p):
             raise _p.collection_too_large(
                 "UpdateMetadataPartitionState.OfflineReplicas", n, len(b) - p
             )
-        x = _p.array_struct("i", n).unpack_from(b, p)
+        f_offline_replicas = _p.array_struct("i", n).unpack_from(b, p)
         p += 4 * n
-    _set_UpdateMetadataPartitionState_offline_replicas(o, x)
-    _set_UpdateMetadataPartitionState_topic_name(o, _DF_UpdateMetadataPartitionState_topic_name)
+    o = _M_UpdateMetadataPartitionState(
+        _DF_UpdateMetadataPartitionState_topic_name,
+        f_partition_index,
+        f_controller_epoch,
+        f_leader,
+        f_leader_epoch,
+        f_isr,
+        f_zk_version,
+        f_replicas,
+        f_offline_replicas,
+    )
+    o.__class__ = UpdateMetadataPartitionState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3735,7 +3851,6 @@ def _w8_UpdateMetadataPartitionState(o, w):
 
 
 def _r8_UpdateMetadataTopicState(b, p):
-    o = _new(UpdateMetadataTopicState)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3752,12 +3867,10 @@ def _r8_UpdateMetadataTopicState(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataTopicState.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_UpdateMetadataTopicState_topic_name(o, x)
-    (v0,) = _S5.unpack_from(b, p)
+    (f_topic_id,) = _S5.unpack_from(b, p)
     p += 16
-    _set_UpdateMetadataTopicState_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3774,8 +3887,9 @@ def _r8_UpdateMetadataTopicState(b, p):
         for _ in range(n):
             y, p = _r8_UpdateMetadataPartitionState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataTopicState_partition_states(o, x)
+        f_partition_states = tuple(a)
+    o = _M_UpdateMetadataTopicState(f_topic_name, _uuid(f_topic_id), f_partition_states)
+    o.__class__ = UpdateMetadataTopicState
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3823,10 +3937,8 @@ def _w8_UpdateMetadataTopicState(o, w):
 
 
 def _r8_UpdateMetadataEndpoint(b, p):
-    o = _new(UpdateMetadataEndpoint)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_port,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataEndpoint_port(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3841,9 +3953,8 @@ def _r8_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_host(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3860,12 +3971,12 @@ def _r8_UpdateMetadataEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataEndpoint.Listener")
-        x = b[p:e].decode()
+        f_listener = b[p:e].decode()
         p = e
-    _set_UpdateMetadataEndpoint_listener(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_security_protocol,) = _S3.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataEndpoint_security_protocol(o, v0)
+    o = _M_UpdateMetadataEndpoint(f_port, f_host, f_listener, f_security_protocol)
+    o.__class__ = UpdateMetadataEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3916,10 +4027,8 @@ def _w8_UpdateMetadataEndpoint(o, w):
 
 
 def _r8_UpdateMetadataBroker(b, p):
-    o = _new(UpdateMetadataBroker)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_id,) = _S1.unpack_from(b, p)
     p += 4
-    _set_UpdateMetadataBroker_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3936,8 +4045,7 @@ def _r8_UpdateMetadataBroker(b, p):
         for _ in range(n):
             y, p = _r8_UpdateMetadataEndpoint(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataBroker_endpoints(o, x)
+        f_endpoints = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -3945,18 +4053,23 @@ def _r8_UpdateMetadataBroker(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_rack = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("UpdateMetadataBroker.Rack" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("UpdateMetadataBroker.Rack")
-        x = b[p:e].decode()
+        f_rack = b[p:e].decode()
         p = e
-    _set_UpdateMetadataBroker_rack(o, x)
-    _set_UpdateMetadataBroker_v0_host(o, _DF_UpdateMetadataBroker_v0_host)
-    _set_UpdateMetadataBroker_v0_port(o, _DF_UpdateMetadataBroker_v0_port)
+    o = _M_UpdateMetadataBroker(
+        f_id,
+        _DF_UpdateMetadataBroker_v0_host,
+        _DF_UpdateMetadataBroker_v0_port,
+        f_endpoints,
+        f_rack,
+    )
+    o.__class__ = UpdateMetadataBroker
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4004,13 +4117,10 @@ def _w8_UpdateMetadataBroker(o, w):
 
 
 def _r8_UpdateMetadataRequest(b, p):
-    o = _new(UpdateMetadataRequest)
-    v0, v1, v2, v3 = _S6.unpack_from(b, p)
+    f_controller_id, f_is_kraft_controller, f_controller_epoch, f_broker_epoch = _S6.unpack_from(
+        b, p
+    )
     p += 17
-    _set_UpdateMetadataRequest_controller_id(o, v0)
-    _set_UpdateMetadataRequest_is_kraft_controller(o, v1)
-    _set_UpdateMetadataRequest_controller_epoch(o, v2)
-    _set_UpdateMetadataRequest_broker_epoch(o, v3)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4027,8 +4137,7 @@ def _r8_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r8_UpdateMetadataTopicState(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_topic_states(o, x)
+        f_topic_states = tuple(a)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -4045,12 +4154,18 @@ def _r8_UpdateMetadataRequest(b, p):
         for _ in range(n):
             y, p = _r8_UpdateMetadataBroker(b, p)
             ap(y)
-        x = tuple(a)
-    _set_UpdateMetadataRequest_live_brokers(o, x)
-    _set_UpdateMetadataRequest_ungrouped_partition_states(
-        o, _DF_UpdateMetadataRequest_ungrouped_partition_states
+        f_live_brokers = tuple(a)
+    o = _M_UpdateMetadataRequest(
+        f_controller_id,
+        f_is_kraft_controller,
+        _DF_UpdateMetadataRequest_type,
+        f_controller_epoch,
+        f_broker_epoch,
+        _DF_UpdateMetadataRequest_ungrouped_partition_states,
+        f_topic_states,
+        f_live_brokers,
     )
-    _set_UpdateMetadataRequest_type(o, _DF_UpdateMetadataRequest_type)
+    o.__class__ = UpdateMetadataRequest
     n = b[p]
     if n < 0x80:
         p += 1

@@ -48,6 +48,13 @@ class UpdateMetadataResponse:
 _D_UpdateMetadataResponse = UpdateMetadataResponse()
 
 
+class _M_UpdateMetadataResponse:
+    __slots__ = ("error_code",)
+
+    def __init__(self, error_code):
+        self.error_code = error_code
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateMetadataResponseV0:
     """UpdateMetadataResponse at version 0 (kio entity conventions)."""
@@ -148,10 +155,10 @@ class UpdateMetadataResponseV8:
 
 
 def _r0_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -191,10 +198,10 @@ def write_v0(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r1_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -230,10 +237,10 @@ def write_v1(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r2_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -269,10 +276,10 @@ def write_v2(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r3_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -308,10 +315,10 @@ def write_v3(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r4_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -347,10 +354,10 @@ def write_v4(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r5_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     return o, p
 
 
@@ -386,10 +393,10 @@ def write_v5(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r6_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -440,10 +447,10 @@ def write_v6(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r7_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -494,10 +501,10 @@ def write_v7(o: UpdateMetadataResponse, w: bytearray) -> None:
 
 
 def _r8_UpdateMetadataResponse(b, p):
-    o = _new(UpdateMetadataResponse)
-    (v0,) = _S0.unpack_from(b, p)
+    (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
-    _set_UpdateMetadataResponse_error_code(o, v0)
+    o = _M_UpdateMetadataResponse(f_error_code)
+    o.__class__ = UpdateMetadataResponse
     n = b[p]
     if n < 0x80:
         p += 1

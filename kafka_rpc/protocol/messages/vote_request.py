@@ -62,6 +62,39 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = (
+        "partition_index",
+        "replica_epoch",
+        "replica_id",
+        "replica_directory_id",
+        "voter_directory_id",
+        "last_offset_epoch",
+        "last_offset",
+        "pre_vote",
+    )
+
+    def __init__(
+        self,
+        partition_index,
+        replica_epoch,
+        replica_id,
+        replica_directory_id,
+        voter_directory_id,
+        last_offset_epoch,
+        last_offset,
+        pre_vote,
+    ):
+        self.partition_index = partition_index
+        self.replica_epoch = replica_epoch
+        self.replica_id = replica_id
+        self.replica_directory_id = replica_directory_id
+        self.voter_directory_id = voter_directory_id
+        self.last_offset_epoch = last_offset_epoch
+        self.last_offset = last_offset
+        self.pre_vote = pre_vote
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of VoteRequest (all versions)."""
@@ -75,6 +108,15 @@ class TopicData:
 
 
 _D_TopicData = TopicData()
+
+
+class _M_TopicData:
+    __slots__ = ("topic_name", "topic_id", "partitions")
+
+    def __init__(self, topic_name, topic_id, partitions):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -94,6 +136,15 @@ class VoteRequest:
 
 
 _D_VoteRequest = VoteRequest()
+
+
+class _M_VoteRequest:
+    __slots__ = ("cluster_id", "voter_id", "topics")
+
+    def __init__(self, cluster_id, voter_id, topics):
+        self.cluster_id = cluster_id
+        self.voter_id = voter_id
+        self.topics = topics
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,17 +315,21 @@ class VoteRequestV3:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_partition_index, f_replica_epoch, f_replica_id, f_last_offset_epoch, f_last_offset = (
+        _S0.unpack_from(b, p)
+    )
     p += 24
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_replica_epoch(o, v1)
-    _set_PartitionData_replica_id(o, v2)
-    _set_PartitionData_last_offset_epoch(o, v3)
-    _set_PartitionData_last_offset(o, v4)
-    _set_PartitionData_replica_directory_id(o, _DF_PartitionData_replica_directory_id)
-    _set_PartitionData_voter_directory_id(o, _DF_PartitionData_voter_directory_id)
-    _set_PartitionData_pre_vote(o, _DF_PartitionData_pre_vote)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        _DF_PartitionData_replica_directory_id,
+        _DF_PartitionData_voter_directory_id,
+        f_last_offset_epoch,
+        f_last_offset,
+        _DF_PartitionData_pre_vote,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -321,7 +376,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -336,9 +390,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -355,9 +408,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -415,7 +468,6 @@ def _w0_TopicData(o, w):
 
 
 def _r0_VoteRequest(b, p):
-    o = _new(VoteRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -423,16 +475,15 @@ def _r0_VoteRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("VoteRequest.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("VoteRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_VoteRequest_cluster_id(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -449,9 +500,9 @@ def _r0_VoteRequest(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteRequest_topics(o, x)
-    _set_VoteRequest_voter_id(o, _DF_VoteRequest_voter_id)
+        f_topics = tuple(a)
+    o = _M_VoteRequest(f_cluster_id, _DF_VoteRequest_voter_id, f_topics)
+    o.__class__ = VoteRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -533,17 +584,27 @@ def write_v0(o: VoteRequest, w: bytearray) -> None:
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4, v5, v6 = _S1.unpack_from(b, p)
+    (
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        f_replica_directory_id,
+        f_voter_directory_id,
+        f_last_offset_epoch,
+        f_last_offset,
+    ) = _S1.unpack_from(b, p)
     p += 56
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_replica_epoch(o, v1)
-    _set_PartitionData_replica_id(o, v2)
-    _set_PartitionData_replica_directory_id(o, _uuid(v3))
-    _set_PartitionData_voter_directory_id(o, _uuid(v4))
-    _set_PartitionData_last_offset_epoch(o, v5)
-    _set_PartitionData_last_offset(o, v6)
-    _set_PartitionData_pre_vote(o, _DF_PartitionData_pre_vote)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        _uuid(f_replica_directory_id),
+        _uuid(f_voter_directory_id),
+        f_last_offset_epoch,
+        f_last_offset,
+        _DF_PartitionData_pre_vote,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -578,7 +639,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -593,9 +653,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -612,9 +671,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -664,7 +723,6 @@ def _w1_TopicData(o, w):
 
 
 def _r1_VoteRequest(b, p):
-    o = _new(VoteRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -672,19 +730,17 @@ def _r1_VoteRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("VoteRequest.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("VoteRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_VoteRequest_cluster_id(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_voter_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_VoteRequest_voter_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -701,8 +757,9 @@ def _r1_VoteRequest(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_VoteRequest(f_cluster_id, f_voter_id, f_topics)
+    o.__class__ = VoteRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -777,17 +834,28 @@ def write_v1(o: VoteRequest, w: bytearray) -> None:
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4, v5, v6, v7 = _S3.unpack_from(b, p)
+    (
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        f_replica_directory_id,
+        f_voter_directory_id,
+        f_last_offset_epoch,
+        f_last_offset,
+        f_pre_vote,
+    ) = _S3.unpack_from(b, p)
     p += 57
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_replica_epoch(o, v1)
-    _set_PartitionData_replica_id(o, v2)
-    _set_PartitionData_replica_directory_id(o, _uuid(v3))
-    _set_PartitionData_voter_directory_id(o, _uuid(v4))
-    _set_PartitionData_last_offset_epoch(o, v5)
-    _set_PartitionData_last_offset(o, v6)
-    _set_PartitionData_pre_vote(o, v7)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        _uuid(f_replica_directory_id),
+        _uuid(f_voter_directory_id),
+        f_last_offset_epoch,
+        f_last_offset,
+        f_pre_vote,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -820,7 +888,6 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -835,9 +902,8 @@ def _r2_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -854,9 +920,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -906,7 +972,6 @@ def _w2_TopicData(o, w):
 
 
 def _r2_VoteRequest(b, p):
-    o = _new(VoteRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -914,19 +979,17 @@ def _r2_VoteRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("VoteRequest.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("VoteRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_VoteRequest_cluster_id(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_voter_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_VoteRequest_voter_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -943,8 +1006,9 @@ def _r2_VoteRequest(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_VoteRequest(f_cluster_id, f_voter_id, f_topics)
+    o.__class__ = VoteRequest
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1019,17 +1083,28 @@ def write_v2(o: VoteRequest, w: bytearray) -> None:
 
 
 def _r3_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4, v5, v6, v7 = _S3.unpack_from(b, p)
+    (
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        f_replica_directory_id,
+        f_voter_directory_id,
+        f_last_offset_epoch,
+        f_last_offset,
+        f_pre_vote,
+    ) = _S3.unpack_from(b, p)
     p += 57
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_replica_epoch(o, v1)
-    _set_PartitionData_replica_id(o, v2)
-    _set_PartitionData_replica_directory_id(o, _uuid(v3))
-    _set_PartitionData_voter_directory_id(o, _uuid(v4))
-    _set_PartitionData_last_offset_epoch(o, v5)
-    _set_PartitionData_last_offset(o, v6)
-    _set_PartitionData_pre_vote(o, v7)
+    o = _M_PartitionData(
+        f_partition_index,
+        f_replica_epoch,
+        f_replica_id,
+        _uuid(f_replica_directory_id),
+        _uuid(f_voter_directory_id),
+        f_last_offset_epoch,
+        f_last_offset,
+        f_pre_vote,
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1062,10 +1137,8 @@ def _w3_PartitionData(o, w):
 
 
 def _r3_TopicData(b, p):
-    o = _new(TopicData)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_topic_id,) = _S4.unpack_from(b, p)
     p += 16
-    _set_TopicData_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1082,9 +1155,9 @@ def _r3_TopicData(b, p):
         for _ in range(n):
             y, p = _r3_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_name(o, _DF_TopicData_topic_name)
+        f_partitions = tuple(a)
+    o = _M_TopicData(_DF_TopicData_topic_name, _uuid(f_topic_id), f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1122,7 +1195,6 @@ def _w3_TopicData(o, w):
 
 
 def _r3_VoteRequest(b, p):
-    o = _new(VoteRequest)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1130,19 +1202,17 @@ def _r3_VoteRequest(b, p):
         n, p = _ruv(b, p)
     n -= 1
     if n < 0:
-        x = None
+        f_cluster_id = None
     else:
         if n > 0x7FFF:
             raise _p.InvalidLength("VoteRequest.ClusterId" + " had invalid length " + str(n))
         e = p + n
         if e > len(b):
             raise _p.underflow("VoteRequest.ClusterId")
-        x = b[p:e].decode()
+        f_cluster_id = b[p:e].decode()
         p = e
-    _set_VoteRequest_cluster_id(o, x)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_voter_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_VoteRequest_voter_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1159,8 +1229,9 @@ def _r3_VoteRequest(b, p):
         for _ in range(n):
             y, p = _r3_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteRequest_topics(o, x)
+        f_topics = tuple(a)
+    o = _M_VoteRequest(f_cluster_id, f_voter_id, f_topics)
+    o.__class__ = VoteRequest
     n = b[p]
     if n < 0x80:
         p += 1

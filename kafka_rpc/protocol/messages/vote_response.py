@@ -56,6 +56,17 @@ class PartitionData:
 _D_PartitionData = PartitionData()
 
 
+class _M_PartitionData:
+    __slots__ = ("partition_index", "error_code", "leader_id", "leader_epoch", "vote_granted")
+
+    def __init__(self, partition_index, error_code, leader_id, leader_epoch, vote_granted):
+        self.partition_index = partition_index
+        self.error_code = error_code
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.vote_granted = vote_granted
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicData:
     """Struct TopicData of VoteResponse (all versions)."""
@@ -71,6 +82,15 @@ class TopicData:
 _D_TopicData = TopicData()
 
 
+class _M_TopicData:
+    __slots__ = ("topic_name", "topic_id", "partitions")
+
+    def __init__(self, topic_name, topic_id, partitions):
+        self.topic_name = topic_name
+        self.topic_id = topic_id
+        self.partitions = partitions
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NodeEndpoint:
     """Struct NodeEndpoint of VoteResponse (all versions)."""
@@ -84,6 +104,15 @@ class NodeEndpoint:
 
 
 _D_NodeEndpoint = NodeEndpoint()
+
+
+class _M_NodeEndpoint:
+    __slots__ = ("node_id", "host", "port")
+
+    def __init__(self, node_id, host, port):
+        self.node_id = node_id
+        self.host = host
+        self.port = port
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -105,6 +134,15 @@ class VoteResponse:
 
 
 _D_VoteResponse = VoteResponse()
+
+
+class _M_VoteResponse:
+    __slots__ = ("error_code", "topics", "node_endpoints")
+
+    def __init__(self, error_code, topics, node_endpoints):
+        self.error_code = error_code
+        self.topics = topics
+        self.node_endpoints = node_endpoints
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,14 +350,14 @@ class VoteResponseV3:
 
 
 def _r0_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
+        b, p
+    )
     p += 15
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_vote_granted(o, v4)
+    o = _M_PartitionData(
+        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -355,7 +393,6 @@ def _w0_PartitionData(o, w):
 
 
 def _r0_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -370,9 +407,8 @@ def _r0_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -389,9 +425,9 @@ def _r0_TopicData(b, p):
         for _ in range(n):
             y, p = _r0_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -449,10 +485,8 @@ def _w0_TopicData(o, w):
 
 
 def _r0_VoteResponse(b, p):
-    o = _new(VoteResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_VoteResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -469,9 +503,9 @@ def _r0_VoteResponse(b, p):
         for _ in range(n):
             y, p = _r0_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteResponse_topics(o, x)
-    _set_VoteResponse_node_endpoints(o, _DF_VoteResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_VoteResponse(f_error_code, f_topics, _DF_VoteResponse_node_endpoints)
+    o.__class__ = VoteResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -547,14 +581,14 @@ def write_v0(o: VoteResponse, w: bytearray) -> None:
 
 
 def _r1_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
+        b, p
+    )
     p += 15
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_vote_granted(o, v4)
+    o = _M_PartitionData(
+        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -578,7 +612,6 @@ def _w1_PartitionData(o, w):
 
 
 def _r1_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -593,9 +626,8 @@ def _r1_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -612,9 +644,9 @@ def _r1_TopicData(b, p):
         for _ in range(n):
             y, p = _r1_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -664,10 +696,8 @@ def _w1_TopicData(o, w):
 
 
 def _r1_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -682,12 +712,12 @@ def _r1_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_port,) = _S3.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -733,10 +763,8 @@ def _w1_NodeEndpoint(o, w):
 
 
 def _r1_VoteResponse(b, p):
-    o = _new(VoteResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_VoteResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -753,9 +781,9 @@ def _r1_VoteResponse(b, p):
         for _ in range(n):
             y, p = _r1_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteResponse_topics(o, x)
-    _set_VoteResponse_node_endpoints(o, _DF_VoteResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_VoteResponse(f_error_code, f_topics, _DF_VoteResponse_node_endpoints)
+    o.__class__ = VoteResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -861,14 +889,14 @@ def write_v1(o: VoteResponse, w: bytearray) -> None:
 
 
 def _r2_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
+        b, p
+    )
     p += 15
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_vote_granted(o, v4)
+    o = _M_PartitionData(
+        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -892,7 +920,6 @@ def _w2_PartitionData(o, w):
 
 
 def _r2_TopicData(b, p):
-    o = _new(TopicData)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -907,9 +934,8 @@ def _r2_TopicData(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("TopicData.TopicName")
-        x = b[p:e].decode()
+        f_topic_name = b[p:e].decode()
         p = e
-    _set_TopicData_topic_name(o, x)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -926,9 +952,9 @@ def _r2_TopicData(b, p):
         for _ in range(n):
             y, p = _r2_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_id(o, _DF_TopicData_topic_id)
+        f_partitions = tuple(a)
+    o = _M_TopicData(f_topic_name, _DF_TopicData_topic_id, f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -978,10 +1004,8 @@ def _w2_TopicData(o, w):
 
 
 def _r2_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -996,12 +1020,12 @@ def _r2_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_port,) = _S3.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1039,10 +1063,8 @@ def _w2_NodeEndpoint(o, w):
 
 
 def _r2_VoteResponse(b, p):
-    o = _new(VoteResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_VoteResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1059,9 +1081,9 @@ def _r2_VoteResponse(b, p):
         for _ in range(n):
             y, p = _r2_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteResponse_topics(o, x)
-    _set_VoteResponse_node_endpoints(o, _DF_VoteResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_VoteResponse(f_error_code, f_topics, _DF_VoteResponse_node_endpoints)
+    o.__class__ = VoteResponse
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1167,14 +1189,14 @@ def write_v2(o: VoteResponse, w: bytearray) -> None:
 
 
 def _r3_PartitionData(b, p):
-    o = _new(PartitionData)
-    v0, v1, v2, v3, v4 = _S0.unpack_from(b, p)
+    f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
+        b, p
+    )
     p += 15
-    _set_PartitionData_partition_index(o, v0)
-    _set_PartitionData_error_code(o, v1)
-    _set_PartitionData_leader_id(o, v2)
-    _set_PartitionData_leader_epoch(o, v3)
-    _set_PartitionData_vote_granted(o, v4)
+    o = _M_PartitionData(
+        f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted
+    )
+    o.__class__ = PartitionData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1198,10 +1220,8 @@ def _w3_PartitionData(o, w):
 
 
 def _r3_TopicData(b, p):
-    o = _new(TopicData)
-    (v0,) = _S4.unpack_from(b, p)
+    (f_topic_id,) = _S4.unpack_from(b, p)
     p += 16
-    _set_TopicData_topic_id(o, _uuid(v0))
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1218,9 +1238,9 @@ def _r3_TopicData(b, p):
         for _ in range(n):
             y, p = _r3_PartitionData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_TopicData_partitions(o, x)
-    _set_TopicData_topic_name(o, _DF_TopicData_topic_name)
+        f_partitions = tuple(a)
+    o = _M_TopicData(_DF_TopicData_topic_name, _uuid(f_topic_id), f_partitions)
+    o.__class__ = TopicData
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1258,10 +1278,8 @@ def _w3_TopicData(o, w):
 
 
 def _r3_NodeEndpoint(b, p):
-    o = _new(NodeEndpoint)
-    (v0,) = _S2.unpack_from(b, p)
+    (f_node_id,) = _S2.unpack_from(b, p)
     p += 4
-    _set_NodeEndpoint_node_id(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1276,12 +1294,12 @@ def _r3_NodeEndpoint(b, p):
         e = p + n
         if e > len(b):
             raise _p.underflow("NodeEndpoint.Host")
-        x = b[p:e].decode()
+        f_host = b[p:e].decode()
         p = e
-    _set_NodeEndpoint_host(o, x)
-    (v0,) = _S3.unpack_from(b, p)
+    (f_port,) = _S3.unpack_from(b, p)
     p += 2
-    _set_NodeEndpoint_port(o, v0)
+    o = _M_NodeEndpoint(f_node_id, f_host, f_port)
+    o.__class__ = NodeEndpoint
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1319,10 +1337,8 @@ def _w3_NodeEndpoint(o, w):
 
 
 def _r3_VoteResponse(b, p):
-    o = _new(VoteResponse)
-    (v0,) = _S1.unpack_from(b, p)
+    (f_error_code,) = _S1.unpack_from(b, p)
     p += 2
-    _set_VoteResponse_error_code(o, v0)
     n = b[p]
     if n < 0x80:
         p += 1
@@ -1339,9 +1355,9 @@ def _r3_VoteResponse(b, p):
         for _ in range(n):
             y, p = _r3_TopicData(b, p)
             ap(y)
-        x = tuple(a)
-    _set_VoteResponse_topics(o, x)
-    _set_VoteResponse_node_endpoints(o, _DF_VoteResponse_node_endpoints)
+        f_topics = tuple(a)
+    o = _M_VoteResponse(f_error_code, f_topics, _DF_VoteResponse_node_endpoints)
+    o.__class__ = VoteResponse
     n = b[p]
     if n < 0x80:
         p += 1
