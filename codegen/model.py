@@ -65,7 +65,7 @@ ENTITY_TYPES = {
     "unknown": None,
 }
 
-_TOP_KEYS = frozenset(
+TOP_KEYS = frozenset(
     {
         "apiKey",
         "type",
@@ -79,7 +79,7 @@ _TOP_KEYS = frozenset(
         "commonStructs",
     }
 )
-_FIELD_KEYS = frozenset(
+FIELD_KEYS = frozenset(
     {
         "name",
         "type",
@@ -401,7 +401,7 @@ class _Ctx:
 
 def build_spec(raw: dict[str, Any], path: str) -> MessageSpec:
     """Validate a parsed spec into a :class:`MessageSpec` or raise :class:`SpecError`."""
-    unknown = set(raw) - _TOP_KEYS
+    unknown = set(raw) - TOP_KEYS
     if unknown:
         raise SpecError(f"{path}: unknown top-level key(s) {sorted(unknown)}")
     name = raw.get("name")
@@ -567,7 +567,7 @@ def _build_field(ctx: _Ctx, rf: Any, owner: str, top_level: bool) -> FieldSpec:
         raise ctx.err(owner, "each field must be an object")
     fname = rf.get("name")
     where = f"{owner}.{fname}"
-    bad = set(rf) - _FIELD_KEYS
+    bad = set(rf) - FIELD_KEYS
     if bad:
         raise ctx.err(where, f"unknown field key(s) {sorted(bad)}")
     if not isinstance(fname, str) or not _FIELD_NAME.match(fname):
