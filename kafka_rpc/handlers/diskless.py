@@ -168,6 +168,25 @@ def _checked(results: Sequence[Any], expected: int, api: str) -> Sequence[Any]:
 # -- InitDisklessTopics (93) -------------------------------------------------------------------
 
 
+async def _per_entry(
+    api: str,
+    broker_id: int | None,
+    reqs: list[Any],
+    call: Any,
+    error_entry: Any,
+) -> Sequence[Any]:
+    """One coordinator call answering ``reqs`` entry for entry; if it raises, every entry gets
+    ``error_entry(code, request)`` with the code ``_failure_code`` maps (and logs)."""
+    if not reqs:
+        return []
+    try:
+        out = await call(reqs)
+    except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
+        code = _failure_code(exc, api, broker_id)
+        out = [error_entry(code, r) for r in reqs]
+    return _checked(out, len(reqs), api)
+
+
 async def handle_init_diskless_topics(
     coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
 ) -> Any:
@@ -323,14 +342,8 @@ async def handle_delete_diskless_records(
         for t in request.topics
         for p in t.partitions
     ]
-    out: Sequence[DeleteRecordsResponse] = []
-    if reqs:
-        try:
-            out = await coordinator.delete_records(reqs)
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            code = _failure_code(exc, "DeleteDisklessRecords", broker_id)
-            out = [DeleteRecordsResponse(code, -1)] * len(reqs)
-        out = _checked(out, len(reqs), "DeleteDisklessRecords")
+    out = await _per_entry("DeleteDisklessRecords", broker_id, reqs, coordinator.delete_records,
+                           lambda code, _r: DeleteRecordsResponse(code, -1))  # fmt: skip
     it = iter(out)
     topics = []
     for t in request.topics:
@@ -405,14 +418,11 @@ async def handle_find_diskless_batches(
         for t in request.topics
         for p in t.partitions
     ]
-    out: Sequence[FindBatchResponse] = []
-    if reqs:
-        try:
-            out = await coordinator.find_batches(reqs, request.max_bytes)
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            code = _failure_code(exc, "FindDisklessBatches", broker_id)
-            out = [FindBatchResponse(code, (), -1, -1)] * len(reqs)
-        out = _checked(out, len(reqs), "FindDisklessBatches")
+    out = await _per_entry(
+        "FindDisklessBatches", broker_id, reqs,
+        lambda rs: coordinator.find_batches(rs, request.max_bytes),
+        lambda code, _r: FindBatchResponse(code, (), -1, -1),
+    )  # fmt: skip
     it = iter(out)
     topics = []
     for t in request.topics:
@@ -442,14 +452,10 @@ async def handle_list_diskless_offsets(
         for t in request.topics
         for p in t.partitions
     ]
-    out: Sequence[ListOffsetsResponse] = []
-    if reqs:
-        try:
-            out = await coordinator.list_offsets(reqs)
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            code = _failure_code(exc, "ListDisklessOffsets", broker_id)
-            out = [ListOffsetsResponse(code, r.topic_id_partition, -1, -1) for r in reqs]
-        out = _checked(out, len(reqs), "ListDisklessOffsets")
+    out = await _per_entry(
+        "ListDisklessOffsets", broker_id, reqs, coordinator.list_offsets,
+        lambda code, r: ListOffsetsResponse(code, r.topic_id_partition, -1, -1),
+    )  # fmt: skip
     it = iter(out)
     topics = []
     for t in request.topics:

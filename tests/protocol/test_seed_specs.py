@@ -1,7 +1,7 @@
 """Checks of the message specs that come from the seed proposals (KIP-1164, KIP-1114) and of our own
 keys 102/103, against the API-key table of message_specs/README.md (DESIGN.md section 3).
 
-Stdlib + pytest only: the files are read as Kafka reads them (whole-line `//` comments allowed)."""
+The files are read as Kafka reads them (whole-line `//` comments allowed)."""
 
 import json
 import re
