@@ -1,0 +1,386 @@
+"""Diskless coordinator RPCs over the wire: `kafka-rpc serve` (SQLite, FULL) vs a raw-sqlite3 floor.
+
+Side by side in ONE run (each cell ``--seconds``, default 5; ``--quick``: 1 s):
+
+* **server** - ``kafka-rpc serve`` as a subprocess with its default coordinator (SQLite at
+  ``<log.dirs>/coordinator.db``, WAL, ``synchronous=FULL``, group commit), pinned to CPU 1
+  (``taskset -c 1``); this process is the load generator, pinned to CPU 0, asyncio on uvloop with
+  :class:`~kafka_rpc.client.KafkaRpcClient`, 16 connections.
+* **commit, closed loop** - every connection sends CommitBatches back to back: one new object per
+  request (unique key) holding 100 plain batches of 10 records x 10,000 B, 2 on each of 50
+  partitions (the floor's request shape) -> commits/s, p50/p99 per request.
+* **commit, open loop** - ``--rate`` (1,000) CommitBatches/s started on a fixed schedule,
+  round-robin over the 16 connections (pipelined when a connection has several in flight) ->
+  achieved commits/s, p50/p99 measured from the scheduled send time.
+* **find** - single-partition FindDisklessBatches (random partition, offset among the last 5
+  batches, partition MaxBytes 1 MiB) on the logs the commit cells filled, from 16 connections with
+  up to ``--window`` (8) requests in flight each, and with 1 -> lookups/s, p50/p99.
+* **floor** - ``bench/coordinator_floor.py``'s ``commit_floor`` (stdlib sqlite3, the coordinator's
+  own migrations, WAL FULL, the same 1 + 100 + 50 rows per commit, 16 commits per transaction as
+  the server groups 16 concurrent callers) run BEFORE and AFTER the server cells, and its
+  ``find_floor`` (same two statements, one thread) on the server's own database after the server
+  cells. Both in this process, on CPU 0, database in the same directory as the server's.
+
+Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s vs find floor).
+Latencies include the client's encode/decode. The load generator's CPU use (process time /
+wall time on CPU 0) is reported per cell: near 100 % means the generator, not the server, was
+the limit.
+
+    python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
+
+Prints a Markdown table; writes JSON to bench/results/coordinator-<timestamp>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+import coordinator_floor as floor  # noqa: E402  (bench/coordinator_floor.py)
+from server import _start  # noqa: E402  (bench/server.py: taskset -c 1 + port from its output)
+
+from kafka_rpc.client import KafkaRpcClient  # noqa: E402
+from kafka_rpc.protocol import codec  # noqa: E402
+
+CONNS = 16
+TOPIC = floor.TOPIC  # the floor's lookup targets read this topic's logs
+PARTITIONS = floor.PARTITIONS
+BATCHES = floor.BATCHES
+RECORDS = floor.RECORDS
+BATCH_SIZE = floor.BATCH_SIZE
+pct = floor.pct
+
+_cm = codec.module("CommitBatchesRequest")
+_CommitReq = codec.message_class("CommitBatchesRequest")
+_FindReq = codec.message_class("FindDisklessBatchesRequest")
+
+
+def _elem(module, name, cls=None):
+    import typing
+
+    hint = typing.get_type_hints(cls or module.MESSAGE)[name]
+    arg = typing.get_args(hint)[0]
+    inner = typing.get_args(arg) if typing.get_origin(arg) is tuple else (arg,)
+    return inner[0]
+
+
+_fm = codec.module("FindDisklessBatchesRequest")
+_F_TOPIC = _elem(_fm, "topics")
+_F_PART = _elem(_fm, "partitions", _F_TOPIC)
+_im = codec.module("InitDisklessTopicsRequest")
+
+
+def commit_request(key: str):
+    """100 plain batches, 2 on each of the 50 partitions, in object ``key`` (as the floor)."""
+    now = int(time.time() * 1000)
+    per = BATCHES // PARTITIONS
+    parts = tuple(
+        _cm.CommitBatchesTopicPartition(
+            partition_index=i // per, object_key=key, byte_offset=i * BATCH_SIZE, size=BATCH_SIZE,
+            base_offset=0, last_offset=RECORDS - 1, batch_max_timestamp=now,
+            message_timestamp_type=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+            last_sequence=-1,
+        )
+        for i in range(BATCHES)
+    )
+    return _CommitReq(
+        broker_id=1,
+        batches=(_cm.Batches(topics=(_cm.CommitBatchesTopic(topic_id=TOPIC, partitions=parts),)),),
+    )
+
+
+def check_commit(resp) -> None:
+    for t in resp.topics:
+        for p in t.partitions:
+            if p.error_code:
+                raise RuntimeError(f"CommitBatches error {p.error_code} on p{p.partition_index}")
+
+
+class Cpu:
+    """This process's CPU time over a cell, as a share of wall time."""
+
+    def __enter__(self):
+        self.c0, self.w0 = time.process_time(), time.perf_counter()
+        return self
+
+    def __exit__(self, *exc):
+        self.share = (time.process_time() - self.c0) / (time.perf_counter() - self.w0)
+
+
+# -- cells ---------------------------------------------------------------------------------------
+
+
+async def commit_closed(clients, seconds: float, tag: str) -> dict:
+    lat: list[float] = []
+    seq = iter(range(1 << 62))
+    deadline = time.perf_counter() + seconds
+
+    async def conn(k: int, c: KafkaRpcClient) -> None:
+        while time.perf_counter() < deadline:
+            req = commit_request(f"{tag}/{k}/{next(seq)}")
+            t = time.perf_counter()
+            resp = await c.request(req)
+            lat.append(time.perf_counter() - t)
+            check_commit(resp)
+
+    with Cpu() as cpu:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(conn(k, c) for k, c in enumerate(clients)))
+        elapsed = time.perf_counter() - t0
+    return {
+        "commits_per_s": len(lat) / elapsed,
+        "commits": len(lat),
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+        "loadgen_cpu": cpu.share,
+    }
+
+
+async def commit_open(clients, seconds: float, rate: float) -> dict:
+    lat: list[float] = []
+    failed = [0]
+
+    async def one(c: KafkaRpcClient, key: str, scheduled: float) -> None:
+        try:
+            resp = await c.request(commit_request(key))
+            check_commit(resp)
+        except Exception:
+            failed[0] += 1
+            raise
+        lat.append(time.perf_counter() - scheduled)
+
+    tasks: list[asyncio.Task] = []
+    n = int(seconds * rate)
+    with Cpu() as cpu:
+        t0 = time.perf_counter()
+        for i in range(n):
+            scheduled = t0 + i / rate
+            delay = scheduled - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(one(clients[i % len(clients)], f"o/{i}", scheduled)))
+        offered_for = time.perf_counter() - t0
+        # bounded drain: what has not completed 10 s after the last send counts as not achieved
+        done, pending = await asyncio.wait(tasks, timeout=max(10.0, seconds))
+        for t in pending:
+            t.cancel()
+        elapsed = time.perf_counter() - t0
+    for t in done:
+        if t.exception() is not None:
+            raise t.exception()
+    return {
+        "offered_per_s": rate,
+        "offered_for_s": offered_for,
+        "commits_per_s": len(lat) / elapsed,
+        "commits": len(lat),
+        "unfinished": len(pending),
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+        "loadgen_cpu": cpu.share,
+    }
+
+
+async def find_cell(clients, seconds: float, window: int, targets, fetch_bytes: int) -> dict:
+    reqs = [
+        _FindReq(
+            topics=(_F_TOPIC(topic_id=TOPIC, partitions=(
+                _F_PART(partition_index=p, offset=off, max_bytes=fetch_bytes),)),),
+            max_bytes=50 * 1024 * 1024,
+        )
+        for p, off in targets
+    ]
+    lat: list[float] = []
+    rows = [0]
+    deadline = time.perf_counter() + seconds
+
+    async def lane(c: KafkaRpcClient, start: int) -> None:
+        i = start
+        while time.perf_counter() < deadline:
+            t = time.perf_counter()
+            resp = await c.request(reqs[i % len(reqs)])
+            lat.append(time.perf_counter() - t)
+            entries = [e for tr in resp.responses for e in tr.partitions]
+            if entries[0].error_code:
+                raise RuntimeError(f"FindDisklessBatches error {entries[0].error_code}")
+            rows[0] += sum(1 for e in entries if e.object_key)
+            i += 1
+
+    with Cpu() as cpu:
+        t0 = time.perf_counter()
+        await asyncio.gather(
+            *(lane(c, (k * window + w) * 997) for k, c in enumerate(clients) for w in range(window))
+        )
+        elapsed = time.perf_counter() - t0
+    n = len(lat)
+    return {
+        "lookups_per_s": n / elapsed,
+        "lookups": n,
+        "in_flight": len(clients) * window,
+        "batches_per_lookup": rows[0] / max(1, n),
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+        "loadgen_cpu": cpu.share,
+    }
+
+
+async def server_cells(port: int, db_path: str, args) -> dict:
+    res: dict = {}
+    clients = [
+        await KafkaRpcClient.connect(f"127.0.0.1:{port}", client_id=f"bench-{k}")
+        for k in range(CONNS)
+    ]
+    try:
+        init = await clients[0].request(
+            codec.message_class("InitDisklessTopicsRequest")(
+                topics=(_elem(_im, "topics")(topic_id=TOPIC, num_partitions=PARTITIONS),)
+            )
+        )
+        assert [r.error_code for r in init.responses] == [0], init
+        await commit_closed(clients, args.warmup, "warm")
+        res["commit_closed"] = await commit_closed(clients, args.seconds, "c")
+        say(f"commit closed loop: {res['commit_closed']['commits_per_s']:,.0f}/s")
+        res["commit_open"] = await commit_open(clients, args.seconds, args.rate)
+        say(f"commit open loop: {res['commit_open']['commits_per_s']:,.0f}/s")
+        targets = floor.lookup_targets(db_path, args.tail, 10_000)
+        await find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
+        res["find_pipelined"] = await find_cell(
+            clients, args.seconds, args.window, targets, args.fetch_bytes
+        )
+        say(f"find {CONNS}x{args.window}: {res['find_pipelined']['lookups_per_s']:,.0f}/s")
+        res["find_unpipelined"] = await find_cell(
+            clients, args.seconds, 1, targets, args.fetch_bytes
+        )
+        say(f"find {CONNS}x1: {res['find_unpipelined']['lookups_per_s']:,.0f}/s")
+        res["targets"] = targets
+    finally:
+        for c in clients:
+            await c.close()
+    return res
+
+
+def say(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr, flush=True)
+
+
+def table(res: dict, args) -> str:
+    f0, f1 = res["commit_floor_before"], res["commit_floor_after"]
+    cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
+    cc, co = res["commit_closed"], res["commit_open"]
+    ff, fp, fu = res["find_floor"], res["find_pipelined"], res["find_unpipelined"]
+    rows = [
+        "| cell | method | ours | p50 / p99 ms | floor | ratio ours/floor | loadgen CPU |",
+        "|---|---|---|---|---|---|---|",
+        f"| commit, closed loop | {CONNS} conns x 1 in flight, CommitBatches of {BATCHES} batches"
+        f" over {PARTITIONS} partitions, new object each | **{cc['commits_per_s']:,.0f}**"
+        f" commits/s | {cc['p50_ms']:.1f} / {cc['p99_ms']:.1f} | {cf:,.0f} commits/s (before"
+        f" {f0['commits_per_s']:,.0f}, after {f1['commits_per_s']:,.0f}; raw sqlite3, G=16/tx)"
+        f" | **{cc['commits_per_s'] / cf:.2f}** | {cc['loadgen_cpu']:.0%} |",
+        f"| commit, open loop | {co['offered_per_s']:,.0f} commits/s offered round-robin over"
+        f" {CONNS} conns, latency from scheduled send | {co['commits_per_s']:,.0f} commits/s"
+        f" achieved ({co['unfinished']} unfinished) | {co['p50_ms']:.1f} / **{co['p99_ms']:.1f}**"
+        f" | - | {co['commits_per_s'] / co['offered_per_s']:.2f} of offered"
+        f" | {co['loadgen_cpu']:.0%} |",
+        f"| find, pipelined | {CONNS} conns x {args.window} in flight, 1 partition per request"
+        f" ({fp['batches_per_lookup']:.1f} batches/lookup) | **{fp['lookups_per_s']:,.0f}**"
+        f" lookups/s | {fp['p50_ms']:.2f} / {fp['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
+        f" lookups/s (raw sqlite3, 1 thread, same db)"
+        f" | **{fp['lookups_per_s'] / ff['lookups_per_s']:.2f}** | {fp['loadgen_cpu']:.0%} |",
+        f"| find, unpipelined | {CONNS} conns x 1 in flight | {fu['lookups_per_s']:,.0f}"
+        f" lookups/s | {fu['p50_ms']:.2f} / {fu['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
+        f" lookups/s | {fu['lookups_per_s'] / ff['lookups_per_s']:.2f} | {fu['loadgen_cpu']:.0%} |",
+    ]  # fmt: skip
+    return "\n".join(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0, help="duration of each cell")
+    ap.add_argument("--quick", action="store_true", help="1 s per cell")
+    ap.add_argument("--rate", type=float, default=1000.0, help="open loop: offered commits/s")
+    ap.add_argument("--window", type=int, default=8, help="find: requests in flight per conn")
+    ap.add_argument("--tail", type=int, default=5, help="lookups start within the last N batches")
+    ap.add_argument("--fetch-bytes", type=int, default=1 << 20, help="partition MaxBytes")
+    ap.add_argument("--dir", default=None, help="parent directory of the databases")
+    ap.add_argument("--json", default=None, help="JSON path (default bench/results/...)")
+    args = ap.parse_args()
+    if args.quick:
+        args.seconds = 1.0
+    args.warmup = 0.3 if args.quick else 1.0
+    pinned = shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
+    if pinned and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {0})
+    import uvloop
+
+    base = tempfile.mkdtemp(prefix="kafka-rpc-coord-bench-", dir=args.dir)
+    res: dict = {}
+    proc = None
+    try:
+        say("commit floor (before)")
+        res["commit_floor_before"] = floor.commit_floor(
+            os.path.join(base, "floor-before.db"), args.seconds, CONNS
+        )
+        data_dir = os.path.join(base, "data")
+        proc, port = _start(
+            [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
+             "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+             "--override", f"log.dirs={data_dir}"],
+            r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
+        )  # fmt: skip
+        db_path = os.path.join(data_dir, "coordinator.db")
+        res.update(uvloop.run(server_cells(port, db_path, args)))
+        targets = res.pop("targets")
+        proc.terminate()
+        proc.wait(15)
+        say("find floor (server's database, after)")
+        res["find_floor"] = floor.find_floor(db_path, args.seconds, targets, args.fetch_bytes)
+        say("commit floor (after)")
+        res["commit_floor_after"] = floor.commit_floor(
+            os.path.join(base, "floor-after.db"), args.seconds, CONNS
+        )
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(15)
+        shutil.rmtree(base, ignore_errors=True)
+
+    env = (
+        f"sqlite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, {platform.machine()},"
+        f" {os.cpu_count()} CPUs; server {'on CPU 1 (taskset)' if pinned else 'unpinned'}, load"
+        f" generator + floors {'on CPU 0' if pinned else 'unpinned'}; {args.seconds:g} s per"
+        f" cell; databases under {args.dir or tempfile.gettempdir()}"
+    )
+    print(f"\n{env}\n")
+    print(table(res, args))
+    res["meta"] = {
+        "env": env,
+        "seconds": args.seconds,
+        "conns": CONNS,
+        "window": args.window,
+        "rate": args.rate,
+        "batches_per_commit": BATCHES,
+        "partitions": PARTITIONS,
+        "floor_group": CONNS,
+    }
+    out = Path(args.json) if args.json else (
+        HERE / "results" / f"coordinator-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    )  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(f"\nJSON: {out}")
+
+
+if __name__ == "__main__":
+    main()
