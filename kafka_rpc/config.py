@@ -287,8 +287,10 @@ def load_config(
         raise ConfigError("max.inflight.requests.per.connection: must be at least 1")
     if not vals["log.dirs"]:
         raise ConfigError("log.dirs: empty")
+    # sqlite:// + an absolute path (a relative log.dirs such as the default ./data would
+    # otherwise read as /data after the scheme's slashes).
     url = vals["diskless.coordinator.url"] or (
-        f"sqlite:///{Path(vals['log.dirs'][0]) / 'coordinator.db'}"
+        f"sqlite://{(Path(vals['log.dirs'][0]) / 'coordinator.db').resolve()}"
     )
     return Config(
         raw=dict(raw),

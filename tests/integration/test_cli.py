@@ -16,7 +16,7 @@ TIMEOUT = 15
 class ServeProcess:
     """`kafka-rpc serve` on ephemeral ports; waits on its printed lines, never sleeps."""
 
-    def __init__(self, tmp_path, *extra):
+    def __init__(self, tmp_path, *extra, default_data_dir=False):
         args = [
             sys.executable,
             "-m",
@@ -24,13 +24,13 @@ class ServeProcess:
             "serve",
             "--override",
             "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-            "--override",
-            f"log.dirs={tmp_path / 'data'}",
+            *([] if default_data_dir else ["--override", f"log.dirs={tmp_path / 'data'}"]),
             *extra,
         ]
         self.proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ)
-        )
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env=dict(os.environ), cwd=tmp_path,
+        )  # fmt: skip
         self.lines = []
         self.ports = {}
         done = threading.Event()
@@ -125,3 +125,16 @@ def test_bad_config_file_exits_2(tmp_path):
     )
     assert r.returncode == 2
     assert "socket.request.max.bytes" in r.stderr
+
+
+def test_serve_on_the_default_relative_data_dir(tmp_path):
+    # The README's first command: no log.dirs, so ./data relative to the working directory
+    # holds meta.properties and the SQLite coordinator (regression: the coordinator URL used to
+    # turn ./data into /data).
+    srv = ServeProcess(tmp_path, default_data_dir=True)
+    try:
+        assert f"data directory {tmp_path / 'data'}\n" in srv.lines
+        assert (tmp_path / "data" / "coordinator.db").exists()
+        assert (tmp_path / "data" / "meta.properties").exists()
+    finally:
+        assert srv.stop() == 0
