@@ -2,6 +2,7 @@
 
     kafka-rpc serve [--config server.properties] [--override key=value ...]
     kafka-rpc api-versions --bootstrap-server HOST:PORT
+    kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=1048576`` and
 ``MALLOC_TRIM_THRESHOLD_=8388608`` when they are not set (they only take effect at process start;
@@ -107,6 +108,118 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
     return asyncio.run(run())
 
 
+def _bench_spark_submit() -> str:
+    import pyspark
+
+    return os.path.join(os.path.dirname(pyspark.__file__), "bin", "spark-submit")
+
+
+def _bench_start_server(args: argparse.Namespace, data_dir: str):
+    """`kafka-rpc serve` on ephemeral loopback ports, optionally pinned with taskset."""
+    import re
+    import shutil
+    import subprocess
+    import threading
+
+    cmd = [sys.executable, "-m", "kafka_rpc.cli", "serve",
+           "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+           "--override", f"log.dirs={data_dir}"]  # fmt: skip
+    for o in args.server_override or ():
+        cmd += ["--override", o]
+    if args.server_cpus and args.server_cpus != "none" and shutil.which("taskset"):
+        have = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else set()
+        want = {int(c) for c in args.server_cpus.split(",") if c.isdigit()}
+        if want and want <= have and len(have) > 1:
+            cmd = ["taskset", "-c", args.server_cpus, *cmd]
+        else:
+            args.server_cpus = "none"  # not pinned: then Spark is not pinned either
+            print(f"kafka-rpc: not pinning the server (cpus {sorted(have)})", file=sys.stderr)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, text=True)
+    found: dict[str, str] = {}
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            print(f"[server] {line}", end="", flush=True)
+            m = re.match(r"listening PLAINTEXT \(\w+\) on ([\d.]+):(\d+)", line)
+            if m:
+                found["addr"] = f"{m.group(1)}:{m.group(2)}"
+            if line.startswith("cluster id"):
+                ready.set()
+        ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    if not ready.wait(30) or "addr" not in found:
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("kafka-rpc serve did not start")
+    return proc, found["addr"]
+
+
+def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
+    """Build and run the spark-submit command for bench/diskless_load.py."""
+    import shutil
+    import subprocess
+    import time
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    script = repo / "bench" / "diskless_load.py"
+    if not script.exists():
+        print(f"kafka-rpc: {script} not found (run from a source checkout)", file=sys.stderr)
+        return 2
+    try:
+        submit = _bench_spark_submit()
+    except ImportError:
+        print("kafka-rpc: pyspark is not installed (pip install -e '.[bench]')", file=sys.stderr)
+        return 2
+    if not args.server and not args.start_server:
+        print("kafka-rpc: give --server HOST:PORT or --start-server", file=sys.stderr)
+        return 2
+    out = Path(args.out or repo / "bench" / "results" / time.strftime("%Y%m%dT%H%M%S"))
+    out.mkdir(parents=True, exist_ok=True)
+    extra = list(args.load_args or ())
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    env = dict(os.environ)
+    env.update(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
+               PYSPARK_DRIVER_PYTHON=sys.executable)  # fmt: skip
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH")) if p)
+    proc = None
+    server = args.server
+    try:
+        if args.start_server:
+            proc, server = _bench_start_server(args, str(out / "server-data"))
+        cmd = [submit, "--master", args.master, "--driver-memory", args.driver_memory,
+               "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
+               "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.log.level=WARN",
+               str(script), "--server", server, "--duration", str(args.duration),
+               "--out", str(out), *extra]  # fmt: skip
+        pin = args.spark_cpus
+        if pin == "rest" and args.start_server and args.server_cpus not in (None, "", "none"):
+            cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+            pinned = {int(c) for c in args.server_cpus.split(",") if c.isdigit()}
+            rest = [c for c in cpus if c not in pinned]
+            pin = ",".join(map(str, rest)) if rest and pinned and len(rest) < len(cpus) else ""
+        elif pin == "rest":
+            pin = ""
+        if pin and pin != "none" and shutil.which("taskset"):
+            cmd = ["taskset", "-c", pin, *cmd]
+        print("+ " + " ".join(cmd), flush=True)
+        return subprocess.call(cmd, env=env)
+    except RuntimeError as e:
+        print(f"kafka-rpc: {e}", file=sys.stderr)
+        return 2
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -122,6 +235,41 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     a.add_argument("--timeout", type=float, default=10.0)
     a.set_defaults(func=_cmd_api_versions)
+
+    b = sub.add_parser("bench", help="run the Spark diskless load + verification pipeline",
+                       description="Runs bench/diskless_load.py through spark-submit with the "
+                       "loopback settings; extra options after -- go to diskless_load.py "
+                       "(see its --help).")  # fmt: skip
+    b.add_argument("--master", default="local[2]")
+    b.add_argument("--duration", type=float, default=60.0)
+    g = b.add_mutually_exclusive_group()
+    g.add_argument("--server", metavar="HOST:PORT")
+    g.add_argument(
+        "--start-server",
+        action="store_true",
+        help="start `kafka-rpc serve` on ephemeral ports for the run",
+    )
+    b.add_argument(
+        "--server-cpus",
+        default="1",
+        help="taskset CPU list for the started server ('none': no pinning)",
+    )
+    b.add_argument(
+        "--spark-cpus",
+        default="rest",
+        help="taskset CPU list for Spark ('rest': the CPUs the server does not get "
+        "when it was started pinned; 'none')",
+    )
+    b.add_argument(
+        "--server-override",
+        action="append",
+        metavar="KEY=VALUE",
+        help="--override for the started server (repeatable)",
+    )
+    b.add_argument("--out", help="output dir (default bench/results/<timestamp>)")
+    b.add_argument("--driver-memory", default="1g")
+    b.add_argument("load_args", nargs=argparse.REMAINDER, help="-- options for diskless_load.py")
+    b.set_defaults(func=_cmd_bench)
     return p
 
 

@@ -1,0 +1,243 @@
+"""Reports for ``bench/diskless_load.py``: results.json, report.md, latency CDF and throughput PNGs.
+
+Pure Python on the results dict (no Spark), so a report can be regenerated from a JSON file::
+
+    python bench/report.py bench/results/<timestamp>/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+APIS_ORDER = (
+    "CommitBatches",
+    "FindDisklessBatches",
+    "ListDisklessOffsets",
+    "DeleteDisklessRecords",
+    "ListDisklessFilesToDelete",
+    "DeleteDisklessFiles",
+    "InitDisklessTopics",
+)
+QKEYS = (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("p99_9", "p99.9"))
+
+
+def _apis(results: dict) -> list[str]:
+    have = list(results["apis"])
+    return [a for a in APIS_ORDER if a in have] + sorted(a for a in have if a not in APIS_ORDER)
+
+
+def _ms(us) -> str:
+    return "-" if us is None else f"{us / 1000:.2f}"
+
+
+def headline(results: dict) -> dict:
+    """The figures quoted in the README: rates, p99s, lost/duplicated."""
+    a = results["apis"]
+    v = results["verification"]
+    b = results["kinds"].get("broker", {})
+    c = results["kinds"].get("consumer", {})
+
+    def rate(api):
+        return a.get(api, {}).get("rate_per_s", 0.0)
+
+    return {
+        "commits_per_s": rate("CommitBatches"),
+        "batches_per_s": b.get("batches", 0) / max(b.get("rate_window_s", 0) or 1, 1e-9),
+        "lookups_per_s": rate("FindDisklessBatches"),
+        "partition_lookups_per_s": c.get("partition_lookups", 0)
+        / max(c.get("rate_window_s", 0) or 1, 1e-9),
+        "list_offsets_per_s": rate("ListDisklessOffsets"),
+        "p99_ms": {api: (a[api].get("p99") or 0) / 1000 for api in _apis(results)},
+        "lost": v.get("lost", 0),
+        "duplicated": v.get("duplicated", 0) + v.get("dup_offset_mismatch", 0),
+        "gaps": v.get("gaps", 0),
+        "overlaps": v.get("overlaps", 0),
+        "passed": results["passed"],
+    }
+
+
+def console_summary(results: dict) -> str:
+    h = headline(results)
+    lines = [
+        f"{'api':28} {'requests':>9} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
+        f"{'p99.9 ms':>9} errors"
+    ]
+    for api in _apis(results):
+        s = results["apis"][api]
+        lines.append(
+            f"{api:28} {s['requests']:9d} {s['rate_per_s']:9.1f} {_ms(s.get('p50')):>8} "
+            f"{_ms(s.get('p99')):>8} {_ms(s.get('p99_9')):>9} "
+            f"{s.get('errors') or ''}"
+        )
+    lines.append(
+        f"commits/s {h['commits_per_s']:.1f}, batches/s {h['batches_per_s']:.0f}, "
+        f"lookups/s {h['lookups_per_s']:.1f}; lost {h['lost']}, duplicated "
+        f"{h['duplicated']}, gaps {h['gaps']}, overlaps {h['overlaps']}: "
+        f"{'PASSED' if h['passed'] else 'FAILED'}"
+    )
+    return "\n".join(lines)
+
+
+def markdown(results: dict, plots: dict[str, str]) -> str:
+    h = headline(results)
+    cfg = results["config"]
+    t = results["timing"]
+    v = results["verification"]
+    out = [
+        f"# Diskless load run `{results['run_id']}`",
+        "",
+        f"**{'PASSED' if results['passed'] else 'FAILED'}**"
+        + ("" if results["passed"] else ": " + "; ".join(results["failures"])),
+        "",
+        f"Server `{cfg['server']}`, Spark master `{results['master']}`, {results['tasks']} load "
+        f"tasks; {cfg['brokers']} brokers (one commit every {cfg['commit_interval_ms']:g} ms), "
+        f"{cfg['consumers']} consumers, retention {'on' if cfg['retention'] else 'off'}; "
+        f"{cfg['topics']} topics x {cfg['partitions_per_topic']} partitions; {cfg['duration']:g} s "
+        "per role.",
+        "",
+        f"Batches per object `{cfg['batches_per_object']}`, partitions per object "
+        f"`{cfg['partitions_per_object']}`, batch bytes `{cfg['batch_bytes']}`, records per batch "
+        f"`{cfg['records_per_batch']}`; {cfg['producers_per_broker']} producers per broker, "
+        f"{cfg['idempotent_fraction']:.0%} idempotent, {cfg['retry_fraction']:.1%} retries.",
+        "",
+        "## Headline",
+        "",
+        f"* commits/s: **{h['commits_per_s']:.1f}** ({h['batches_per_s']:.0f} batches/s)",
+        f"* lookups/s (FindDisklessBatches requests): **{h['lookups_per_s']:.1f}** "
+        f"({h['partition_lookups_per_s']:.0f} partition lookups/s)",
+        f"* ListDisklessOffsets/s: {h['list_offsets_per_s']:.1f}",
+        "* p99: " + ", ".join(f"{api} {ms:.2f} ms" for api, ms in h["p99_ms"].items()),
+        f"* verification: lost **{h['lost']}**, duplicated **{h['duplicated']}**, gaps "
+        f"{h['gaps']}, overlaps {h['overlaps']}",
+        "",
+        "Rates are measured inside the Spark tasks: for each API, the sum over roles of the role's "
+        "requests divided by its own start-to-end span. Percentiles come from merged log-spaced "
+        f"histograms ({results['bucket_scheme']['buckets_per_decade']} buckets per decade, value = "
+        "bucket upper bound, so up to ~5 % high).",
+        "",
+        "## Per API",
+        "",
+        "| API | requests | req/s | mean ms | p50 ms | p95 ms | p99 ms | p99.9 ms | max ms | "
+        "errors |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for api in _apis(results):
+        s = results["apis"][api]
+        errs = ", ".join(f"{k}: {n}" for k, n in sorted(s.get("errors", {}).items())) or "-"
+        out.append(
+            f"| {api} | {s['requests']} | {s['rate_per_s']:.1f} | {_ms(s['mean_us'])} | "
+            + " | ".join(_ms(s.get(k)) for k, _ in QKEYS)
+            + f" | {_ms(s['max_us'])} | {errs} |"
+        )
+    out += ["", "## Roles", ""]
+    for kind, st in sorted(results["kinds"].items()):
+        body = ", ".join(
+            f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}" for k, v in sorted(st.items())
+        )
+        out.append(f"* **{kind}**: {body}")
+    out += ["", "## Verification", ""]
+    for k in sorted(x for x in v if x != "examples"):
+        val = v[k]
+        out.append(f"* {k}: {val:.2f}" if isinstance(val, float) else f"* {k}: {val}")
+    if v.get("examples"):
+        out += ["", "Examples:", ""] + [f"* `{e}`" for e in v["examples"][:20]]
+    out += ["", "## Timing", ""]
+    out += [f"* {k}: {val:.1f} s" for k, val in t.items()]
+    if plots:
+        out += ["", "## Plots", ""] + [f"![{k}]({Path(p).name})" for k, p in plots.items()]
+    return "\n".join(out) + "\n"
+
+
+def plot_latency_cdf(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bpd = results["bucket_scheme"]["buckets_per_decade"]
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for api in _apis(results):
+        counts = results["histograms"].get(api) or []
+        total = sum(counts)
+        if not total:
+            continue
+        xs, ys, cum = [], [], 0
+        for i, c in enumerate(counts):
+            if c:
+                cum += c
+                xs.append(10 ** (i / bpd) / 1000)  # ms, bucket upper bound
+                ys.append(cum / total)
+        ax.step(xs, ys, where="post", label=f"{api} (n={total})")
+    ax.set_xscale("log")
+    ax.set_xlabel("latency (ms, log scale)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_title(f"Latency CDF per API - run {results['run_id']}")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def plot_throughput(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = results["throughput"]
+    t0 = min((s[0][0] for s in series.values() if s), default=0)
+    fig, ax = plt.subplots(figsize=(8, 5))
+    for api in _apis(results):
+        pts = series.get(api) or []
+        if len(pts) < 1:
+            continue
+        ax.plot([p[0] - t0 for p in pts], [p[1] for p in pts], marker=".", label=api)
+    ax.set_yscale("symlog", linthresh=10)
+    ax.set_xlabel("seconds since the first request")
+    ax.set_ylabel("requests completed per second")
+    ax.set_title(f"Throughput over time - run {results['run_id']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_all(results: dict, out: Path, plots: bool = True) -> dict[str, str]:
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, str] = {}
+    pngs: dict[str, str] = {}
+    if plots:
+        pngs["latency CDF"] = str(out / "latency_cdf.png")
+        plot_latency_cdf(results, Path(pngs["latency CDF"]))
+        pngs["throughput"] = str(out / "throughput.png")
+        plot_throughput(results, Path(pngs["throughput"]))
+    results = dict(results, headline=headline(results), plots=pngs)
+    (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
+    paths["results"] = str(out / "results.json")
+    (out / "report.md").write_text(markdown(results, pngs))
+    paths["report"] = str(out / "report.md")
+    paths.update(pngs)
+    return paths
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description="regenerate report.md and plots from results.json")
+    p.add_argument("results")
+    p.add_argument("--out", help="default: the results file's directory")
+    args = p.parse_args(argv)
+    results = json.loads(Path(args.results).read_text())
+    results.pop("headline", None)
+    results.pop("plots", None)
+    for name, path in write_all(results, Path(args.out or Path(args.results).parent)).items():
+        print(f"{name}: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+"""The Spark load pipeline (bench/diskless_load.py, bench/report.py, `kafka-rpc bench`).
+
+Fast tests check the pieces without Spark (histograms, distributions, the per-partition verifier,
+the roles against an in-process server, the report); one slow test runs the whole pipeline through
+real spark-submit against a `kafka-rpc serve` subprocess on ephemeral ports.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from array import array
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from bench import diskless_load as dl  # noqa: E402
+from bench import report  # noqa: E402
+
+# A tiny load: a few seconds, 2 topics x 4 partitions, small objects, many retries.
+TINY = [
+    "--topics",
+    "2",
+    "--partitions-per-topic",
+    "4",
+    "--brokers",
+    "2",
+    "--consumers",
+    "1",
+    "--commit-interval-ms",
+    "50",
+    "--batches-per-object",
+    "lognormal:6:0.5:1:20",
+    "--partitions-per-object",
+    "lognormal:4:0.5:1:8",
+    "--batch-bytes",
+    "uniform:100:2000",
+    "--records-per-batch",
+    "uniform:1:10",
+    "--producers-per-broker",
+    "4",
+    "--retry-fraction",
+    "0.2",
+    "--retention-interval-ms",
+    "300",
+    "--progress",
+    "plain",
+]
+
+
+# ------------------------------------------------------------------ pieces
+
+
+def test_histogram_buckets_and_quantiles():
+    assert dl.bucket_of(0.5) == 0
+    assert dl.bucket_of(1.0) == 1
+    assert dl.bucket_of(1e12) == dl.NBUCKETS - 1
+    for us in (3.0, 47.0, 999.0, 12_345.0, 2.5e6):
+        i = dl.bucket_of(us)
+        assert dl.bucket_upper_us(i - 1) <= us < dl.bucket_upper_us(i)
+    rec = dl.Recorder()
+    for k in range(1, 1001):  # 1..1000 ms
+        rec.record("X", 0.0, k / 1000.0, [0, 3] if k == 5 else ())
+    s = rec.apis["X"]
+    assert s.n == 1000 and s.errors == {"3": 1}
+    for q, want_ms in ((0.5, 500), (0.99, 990), (0.999, 999)):
+        got = dl.quantile_from_counts(s.hist, q) / 1000
+        assert want_ms <= got <= want_ms * 1.05
+    assert dl.quantile_from_counts([0] * 5, 0.5) is None
+    (row,) = rec.rows({"role": "r"}, 0.0, 1.0)
+    assert sum(row["series"]) == 1000 and sum(row["hist"]) == 1000
+
+
+def test_distributions():
+    rng = random.Random(1)
+    assert dl.Dist("const:7").draw(rng) == 7
+    assert all(3 <= dl.Dist("uniform:3:5").draw(rng) <= 5 for _ in range(100))
+    d = dl.Dist("lognormal:100:0.8:1:1600")
+    xs = sorted(d.draw(rng) for _ in range(2001))
+    assert 80 <= xs[1000] <= 120 and xs[0] >= 1 and xs[-1] <= 1600
+    with pytest.raises(ValueError):
+        dl.Dist("pareto:1")
+
+
+def test_acks_roundtrip():
+    a = array("q", [3, 10, 5, 100, 0, 7, 0, -1, 3, 10, 5, 100, 0, 7, dl.FLAG_DUP, 10])
+    assert list(dl.unpack_acks(dl.pack_acks(a))) == [
+        (3, 10, 5, 100, 0, 7, 0, -1),
+        (3, 10, 5, 100, 0, 7, dl.FLAG_DUP, 10),
+    ]
+
+
+def _ack(off, cnt, pid=-1, ep=-1, seq=-1, flags=0, orig=-1):
+    return (0, off, cnt, pid, ep, seq, flags, orig)
+
+
+def test_check_partition_clean_log_with_retention_and_duplicates():
+    # batches [0,4] [5,9] [10,11]; LSO 3 (inside the first batch), HW 12
+    batches = [(0, 4, 7, 0, 0), (5, 9, -1, -1, -1), (10, 11, 7, 0, 5)]
+    acks = [
+        _ack(0, 5, 7, 0, 0),
+        _ack(5, 5),
+        _ack(10, 2, 7, 0, 5),
+        _ack(0, 5, 7, 0, 0, dl.FLAG_DUP, 0),
+    ]
+    r = dl.check_partition(3, 12, batches, acks)
+    bad = {k: v for k, v in r.items() if k in dl.VERIFY_FAIL_KEYS + ("phantoms",) and v}
+    assert bad == {} and r["acks_checked"] == 3 and r["dup_checked"] == 1
+    # everything below the LSO is skipped, not lost
+    r = dl.check_partition(10, 12, batches[2:], acks)
+    assert r["lost"] == 0 and r["below_lso"] == 2
+    # an empty log
+    assert dl.check_partition(12, 12, [], [])["gaps"] == 0
+
+
+@pytest.mark.parametrize(
+    ("lso", "hw", "batches", "acks", "key"),
+    [
+        (0, 10, [(0, 4, -1, -1, -1), (6, 9, -1, -1, -1)], [_ack(0, 5), _ack(6, 4)], "gaps"),
+        (0, 10, [(0, 4, -1, -1, -1)], [_ack(0, 5)], "gaps"),  # short of the HW
+        (0, 10, [(0, 5, -1, -1, -1), (5, 9, -1, -1, -1)], [_ack(0, 6), _ack(5, 5)], "overlaps"),
+        (0, 5, [(0, 4, -1, -1, -1)], [_ack(0, 5), _ack(5, 3)], "lost"),  # acked, not there
+        (0, 5, [(0, 4, -1, -1, -1)], [_ack(0, 4)], "lost"),  # wrong record count
+        (0, 5, [(0, 4, 9, 0, 0)], [_ack(0, 5, 9, 0, 1)], "lost"),  # another producer's batch
+        (
+            0,
+            10,
+            [(0, 4, 9, 0, 0), (5, 9, 9, 0, 0)],
+            [_ack(0, 5, 9, 0, 0), _ack(5, 5, 9, 0, 0)],
+            "duplicated",
+        ),  # one producer batch written twice
+        (
+            0,
+            5,
+            [(0, 4, 9, 0, 0)],
+            [_ack(0, 5, 9, 0, 0), _ack(3, 5, 9, 0, 0, dl.FLAG_DUP, 0)],
+            "dup_offset_mismatch",
+        ),
+        (0, 5, [(0, 4, -1, -1, -1)], [], "phantoms"),
+    ],
+)
+def test_check_partition_detects(lso, hw, batches, acks, key):
+    r = dl.check_partition(lso, hw, batches, acks)
+    assert r[key] >= 1, r
+    assert r["examples"]
+
+
+def test_verdict():
+    assert dl.verdict({"lost": 0, "phantoms": 2}, unknown_outcome=2) == []
+    assert dl.verdict({"phantoms": 3}, unknown_outcome=2)
+    assert dl.verdict({"lost": 1}, 0) == ["lost=1"]
+
+
+def test_plan_spreads_kinds():
+    cfg = {"brokers": 3, "consumers": 2, "retention": True}
+    plan = dl.build_plan(cfg, 2)
+    assert sorted(r for t in plan for r in t) == sorted(
+        [
+            ("broker", 0),
+            ("broker", 1),
+            ("broker", 2),
+            ("consumer", 0),
+            ("consumer", 1),
+            ("retention", 0),
+        ]
+    )
+    assert all({k for k, _ in t} & {"broker"} for t in plan)
+
+
+# ------------------------------------------------------------------ roles, in process
+
+
+def _cfg(port, **kw):
+    args = dl.parse_args(["--server", f"127.0.0.1:{port}", "--duration", "1.5", *TINY])
+    cfg = dl.make_cfg(args)
+    cfg.update(kw)
+    return cfg
+
+
+@pytest.mark.integration
+async def test_roles_then_verification_in_process(tmp_path):
+    """Brokers, a consumer and retention against an in-process server; every acknowledged
+    commit reads back; a forged ack is reported lost."""
+    import asyncio
+
+    from tests.integration.conftest import start_server
+
+    running = await start_server(tmp_path)
+    try:
+        cfg = _cfg(running.port())
+        recs = [dl.Recorder() for _ in range(4)]
+        outs = await asyncio.gather(
+            dl.run_broker(cfg, 0, recs[0]),
+            dl.run_broker(cfg, 1, recs[1]),
+            dl.run_consumer(cfg, 0, recs[2]),
+            dl.run_retention(cfg, 0, recs[3]),
+        )
+        b = outs[0]["stats"]
+        assert b["commits"] > 5 and b["batches"] > 0 and b["dup_ok"] > 0
+        assert b["dup_offset_mismatch"] == b["dup_new_copy"] == b["rejected"] == 0
+        assert outs[2]["stats"]["batches_read"] > 0 and outs[2]["stats"]["anomalies"] == 0
+        assert outs[3]["stats"]["records_deleted"] > 0
+        assert "CommitBatches" in recs[0].apis and "FindDisklessBatches" in recs[2].apis
+
+        acks: dict[int, list] = {}
+        for o in outs[:2]:
+            for a in dl.unpack_acks(o["acks"]):
+                acks.setdefault(a[0], []).append(a)
+        client = await dl.connect(cfg, "verify")
+        tids = dl.topic_ids(cfg)
+        totals = {"lost": 0, "acks_checked": 0, "gaps": 0, "overlaps": 0, "phantoms": 0}
+        for p in range(cfg["topics"] * cfg["partitions_per_topic"]):
+            lso, hw, batches, err = await dl.read_partition(cfg, client, tids, p)
+            assert not err
+            r = dl.check_partition(lso, hw, batches, acks.get(p, []))
+            for k in totals:
+                totals[k] += r[k]
+        assert totals["acks_checked"] > 0
+        assert {k: v for k, v in totals.items() if k != "acks_checked"} == {
+            "lost": 0,
+            "gaps": 0,
+            "overlaps": 0,
+            "phantoms": 0,
+        }
+        # a forged acknowledgement past the high watermark is reported lost
+        lso, hw, batches, _ = await dl.read_partition(cfg, client, tids, 0)
+        assert dl.check_partition(lso, hw, batches, [_ack(hw + 1, 3)])["lost"] == 1
+        await client.close()
+    finally:
+        await running.stop()
+
+
+def test_report_from_synthetic_results(tmp_path):
+    hist = [0] * dl.NBUCKETS
+    hist[dl.bucket_of(1500)] = 90
+    hist[dl.bucket_of(9000)] = 10
+    api = {
+        "requests": 100,
+        "rate_per_s": 10.0,
+        "roles": 1,
+        "mean_us": 2000.0,
+        "max_us": 9000.0,
+        "first_start": 0.0,
+        "last_end": 10.0,
+        "p50": 1500.0,
+        "p95": 9000.0,
+        "p99": 9000.0,
+        "p99_9": 9000.0,
+        "errors": {"3": 1},
+    }
+    results = {
+        "run_id": "t",
+        "passed": True,
+        "failures": [],
+        "master": "local[2]",
+        "tasks": 2,
+        "plan": [],
+        "config": vars(dl.parse_args(["--server", "x:1"])) | {"run_id": "t"},
+        "timing": {"total_s": 1.0},
+        "apis": {"CommitBatches": api},
+        "kinds": {"broker": {"batches": 50, "rate_window_s": 10.0}},
+        "verification": {"lost": 0, "duplicated": 0, "examples": []},
+        "histograms": {"CommitBatches": hist},
+        "throughput": {"CommitBatches": [[100, 5], [101, 5]]},
+        "bucket_scheme": {"buckets_per_decade": dl.BUCKETS_PER_DECADE},
+    }
+    paths = report.write_all(results, tmp_path)
+    for p in paths.values():
+        assert Path(p).stat().st_size > 0
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["headline"]["commits_per_s"] == 10.0 and data["headline"]["batches_per_s"] == 5.0
+    md = (tmp_path / "report.md").read_text()
+    assert "| CommitBatches | 100 | 10.0 |" in md and "latency_cdf.png" in md
+    assert "PASSED" in report.console_summary(results)
+
+
+# ------------------------------------------------------------------ end to end through Spark
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_spark_pipeline_end_to_end(tmp_path):
+    """`kafka-rpc bench --start-server`: a few seconds of load on local[2] through real
+    spark-submit, then the verification job; exit 0, report files, nothing lost/duplicated."""
+    # No skip: CI must install the bench extra (pip install -e '.[test,bench]') and have Java 17.
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kafka_rpc.cli",
+            "bench",
+            "--master",
+            "local[2]",
+            "--duration",
+            "3",
+            "--start-server",
+            "--server-cpus",
+            "none",
+            "--out",
+            str(out),
+            "--",
+            *TINY,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=REPO,
+    )
+    log = proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert proc.returncode == 0, log
+    for name in ("results.json", "report.md", "latency_cdf.png", "throughput.png"):
+        assert (out / name).stat().st_size > 0, name
+    r = json.loads((out / "results.json").read_text())
+    assert r["passed"], r["failures"]
+    v = r["verification"]
+    assert v["lost"] == v["duplicated"] == v["dup_offset_mismatch"] == 0
+    assert v["gaps"] == v["overlaps"] == 0 and v["partitions"] == 8
+    assert v["acks_checked"] > 0 and v["dup_checked"] > 0
+    assert r["apis"]["CommitBatches"]["requests"] > 0 and r["headline"]["commits_per_s"] > 0
+    assert r["apis"]["FindDisklessBatches"]["requests"] > 0
+    assert r["apis"]["CommitBatches"]["p99"] > 0
+    assert r["kinds"]["broker"]["dup_ok"] > 0
