@@ -18,9 +18,7 @@ For every spec the module holds
 
 from __future__ import annotations
 
-import base64
 import uuid
-from dataclasses import dataclass
 
 from codegen.model import (
     FIXED_WIDTH,
@@ -111,11 +109,6 @@ def _py_literal(value: object) -> str:
     return repr(value)
 
 
-@dataclass
-class _StructInfo:
-    spec: StructSpec
-    all_fields: tuple[FieldSpec, ...]
-
 
 class ModuleEmitter:
     def __init__(self, spec: MessageSpec, source_label: str):
@@ -152,21 +145,6 @@ class ModuleEmitter:
 
     def fields_at(self, st: StructSpec, v: int) -> list[FieldSpec]:
         return [f for f in st.fields if v in f.versions]
-
-    def struct_versions(self, name: str) -> list[int]:
-        """Versions (within validVersions) at which the struct occurs."""
-        out: set[int] = set()
-
-        def walk(st: StructSpec, v: int) -> None:
-            if st.name == name:
-                out.add(v)
-            for f in st.fields:
-                if v in f.versions and f.struct is not None:
-                    walk(f.struct, v)
-
-        for v in self.spec.valid_versions:
-            walk(self.spec.struct, v)
-        return sorted(out)
 
     def default_expr(self, f: FieldSpec) -> str:
         """A Python expression for the field's default value in the full class."""
@@ -222,15 +200,12 @@ class ModuleEmitter:
         b("from kafka_rpc.protocol.errors import EncodeError as _EncodeError")
         b()
         b("_new = object.__new__")
-        b("_unpack_from = _struct.unpack_from")
-        b("_pack = _struct.pack")
         b("_ruv = _p.read_uvarint_slow")
         b("_uvb = _p.uvarint_bytes")
         b("_uuid = _p.uuid_from_bytes")
         b("_ub = _p.uuid_to_bytes")
         b("_s_h = _p.s_h")
         b("_s_i = _p.s_i")
-        b("_MISSING = object()")
         for fmt, name in sorted(self.struct_consts.items(), key=lambda kv: int(kv[1][2:])):
             b(f"{name} = _struct.Struct({fmt!r})")
         b()
@@ -933,5 +908,3 @@ def emit_index(specs: list[MessageSpec]) -> str:
     b("}")
     return b.text()
 
-
-_ = base64  # kept for parity with model defaults

@@ -134,11 +134,6 @@ def null_not_allowed(what: str, version: int) -> EncodeError:
     return EncodeError(f"null is not allowed for {what} at version {version}")
 
 
-def skip_tag(buf: bytes, pos: int) -> int:
-    """Skip one unknown tagged field's payload (size varint already read by the caller)."""
-    return pos
-
-
 def read_tag_header(buf: bytes, pos: int) -> tuple[int, int, int]:
     """Read ``(tag, size, new_pos)`` of one tagged field and check the payload fits."""
     tag, pos = read_uvarint(buf, pos)
@@ -183,10 +178,8 @@ def array_struct(code: str, count: int) -> struct.Struct:
     return s
 
 
-s_b = struct.Struct(">b")
 s_h = struct.Struct(">h")
 s_i = struct.Struct(">i")
-s_q = struct.Struct(">q")
 
 __all__ = [
     "METADATA_TOPIC_ID",

@@ -11,7 +11,7 @@ import uuid
 
 from hypothesis import strategies as st
 
-from codegen.model import INT_RANGES, FieldSpec, MessageSpec, StructSpec, python_default
+from codegen.model import INT_RANGES, FieldSpec, MessageSpec, StructSpec
 from kafka_rpc.protocol.errors import ErrorCode
 
 _ERROR_CODES = [int(c) for c in ErrorCode]
@@ -74,7 +74,3 @@ def message_strategy(spec: MessageSpec, version: int, module, **opts):
     """Full message objects of ``spec`` with random values in the fields ``version`` has."""
     flexible = version in spec.flexible_versions
     return struct_strategy(module, spec.struct, version, opts, flexible)
-
-
-def default_of(f: FieldSpec):
-    return python_default(f)

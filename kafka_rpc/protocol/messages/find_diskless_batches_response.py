@@ -12,15 +12,12 @@ from kafka_rpc.protocol.errors import DecodeError as _DecodeError
 from kafka_rpc.protocol.errors import EncodeError as _EncodeError
 
 _new = object.__new__
-_unpack_from = _struct.unpack_from
-_pack = _struct.pack
 _ruv = _p.read_uvarint_slow
 _uvb = _p.uvarint_bytes
 _uuid = _p.uuid_from_bytes
 _ub = _p.uuid_to_bytes
 _s_h = _p.s_h
 _s_i = _p.s_i
-_MISSING = object()
 _S0 = _struct.Struct(">ihqq")
 _S1 = _struct.Struct(">iqqqqbqhii")
 _S2 = _struct.Struct(">16s")
