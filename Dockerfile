@@ -12,8 +12,12 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 COPY . /app
-# same install as the README, non-editable
-RUN python3 -m pip install --no-cache-dir .
+# gcc builds the native decoder (kafka_rpc/protocol/_cdecode.c; optional, but 5x faster decode);
+# then the same install as the README, non-editable, and the compiler is removed again.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends gcc libc6-dev \
+ && python3 -m pip install --no-cache-dir . \
+ && apt-get purge -y gcc libc6-dev && apt-get autoremove -y && rm -rf /var/lib/apt/lists/*
 
 RUN mkdir -p /var/lib/kafka-rpc
 VOLUME /var/lib/kafka-rpc

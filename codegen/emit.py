@@ -40,6 +40,22 @@ _STRUCT_CODE = {
     "float64": "d",
     "uuid": "16s",
 }
+# Field kinds of the native decoder (the K_* enum in kafka_rpc/protocol/_cdecode.c).
+_NATIVE_KIND = {
+    "bool": 1,
+    "int8": 2,
+    "int16": 3,
+    "uint16": 4,
+    "int32": 5,
+    "uint32": 6,
+    "int64": 7,
+    "float64": 8,
+    "uuid": 9,
+    "string": 10,
+    "bytes": 11,
+    "records": 11,
+    "struct": 12,
+}
 _PY_TYPE = {
     "bool": "bool",
     "int8": "int",
@@ -244,8 +260,14 @@ class ModuleEmitter:
             done: set[str] = set()
             self._emit_codecs(b, spec.struct, v, done)
             self._emit_entry_points(b, v)
+            self._emit_programs(b, spec.struct, v, set())
         b(f"MESSAGE = {spec.name}")
-        b("READERS = {" + ", ".join(f"{v}: read_v{v}" for v in vv) + "}")
+        b("PY_READERS = {" + ", ".join(f"{v}: read_v{v}" for v in vv) + "}")
+        b(
+            "READERS = _p.native_readers(PY_READERS, {"
+            + ", ".join(f"{v}: _P{v}_{spec.struct.name}" for v in vv)
+            + "})"
+        )
         b("WRITERS = {" + ", ".join(f"{v}: write_v{v}" for v in vv) + "}")
         b("VERSION_CLASSES = {" + ", ".join(f"{v}: {spec.name}V{v}" for v in vv) + "}")
 
@@ -414,6 +436,59 @@ class ModuleEmitter:
             b("except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:")
             with b.indent():
                 b(f"raise _EncodeError(f'{name} v{v}: {{e}}') from None")
+
+    # -- native decoder programs (data for kafka_rpc/protocol/_cdecode.c)
+    def _emit_programs(self, b: Buf, st: StructSpec, v: int, done: set[str]) -> None:
+        """Emit ``_P{v}_{Struct}``: the program the native decoder runs for ``st`` at ``v``,
+        children first. Layout (documented in ``_cdecode.c``): ``(cls, version, flexible,
+        regular, tagged, other_tags, defaults)``; it encodes exactly what ``_emit_reader``
+        writes as Python, so the two decoders are interchangeable (tests compare them)."""
+        if st.name in done:
+            return
+        done.add(st.name)
+        fields = self.fields_at(st, v)
+        for f in fields:
+            if f.struct is not None:
+                self._emit_programs(b, f.struct, v, done)
+        tagged = sorted(
+            (f for f in fields if f.tag is not None and v in f.tagged_versions),
+            key=lambda f: f.tag,
+        )
+        regular = [f for f in fields if f not in tagged]
+        absent = [f for f in st.fields if v not in f.versions]
+        other_tags = sorted(
+            {f.tag for f in st.fields if f.tag is not None and f not in tagged}
+            - {f.tag for f in tagged}
+        )
+
+        def spec_of(f: FieldSpec) -> str:
+            t = f.type
+            kind = _NATIVE_KIND["struct" if t.is_struct else t.name]
+            flags = (
+                (1 if v in f.nullable_versions else 0)
+                | (2 if self.compact(f, v) else 0)
+                | (4 if t.is_array else 0)
+            )
+            sub = f"_P{v}_{t.name}" if t.is_struct else "None"
+            return f"{f.py_name!r}, {kind}, {flags}, {sub}, {st.name + '.' + f.name!r}"
+
+        b()
+        b(f"_P{v}_{st.name} = (")
+        with b.indent():
+            b(f"{st.name},")
+            b(f"{v},")
+            b(f"{self.flexible(v)!r},")
+            b("(" + "".join(f"({spec_of(f)}), " for f in regular) + "),")
+            b("(" + "".join(f"({f.tag}, {spec_of(f)}), " for f in tagged) + "),")
+            b(f"{tuple(other_tags)!r},")
+            b(
+                "("
+                + "".join(
+                    f"({f.py_name!r}, {self._default_ref(st, f)}), " for f in absent + tagged
+                )
+                + "),"
+            )
+        b(")")
 
     # -- reader
     def _emit_reader(self, b: Buf, st: StructSpec, v: int) -> None:

@@ -12,6 +12,7 @@ Readers take ``(buf: bytes, pos: int)`` and return ``(value, new_pos)``. Running
 
 from __future__ import annotations
 
+import os
 import struct
 import uuid as _uuid_mod
 
@@ -176,6 +177,33 @@ def array_struct(code: str, count: int) -> struct.Struct:
         if count <= 256:
             _ARRAY_STRUCTS[key] = s
     return s
+
+
+def _load_native():
+    """The native decoder module, or None when it was not built (``pip install`` without a C
+    compiler: the extension is optional) or ``KAFKA_RPC_PURE_PYTHON=1`` is set."""
+    if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from kafka_rpc.protocol import _cdecode
+    except ImportError:
+        return None
+    return _cdecode
+
+
+_native = _load_native()
+#: True when generated modules decode with the native decoder (``_cdecode.c``).
+NATIVE_DECODER = _native is not None
+
+
+def native_readers(py_readers: dict, programs: dict) -> dict:
+    """The ``READERS`` table of a generated module: native readers compiled from ``programs``
+    (``{version: program}``, emitted by codegen) when the extension is available, else the
+    generated Python ``read_vN`` functions. Both have the same signature ``(buf, pos=0) ->
+    (message, end)`` and the same results and exceptions (``tests/protocol/test_native.py``)."""
+    if _native is None:
+        return py_readers
+    return {v: _native.Reader(prog) for v, prog in programs.items()}
 
 
 s_h = struct.Struct(">h")

@@ -129,7 +129,20 @@ def write_v0(o: AllocateProducerIdsRequest, w: bytearray) -> None:
         raise _EncodeError(f"AllocateProducerIdsRequest v0: {e}") from None
 
 
+_P0_AllocateProducerIdsRequest = (
+    AllocateProducerIdsRequest,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "AllocateProducerIdsRequest.BrokerId"),
+        ("broker_epoch", 7, 2, None, "AllocateProducerIdsRequest.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = AllocateProducerIdsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AllocateProducerIdsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AllocateProducerIdsRequestV0}

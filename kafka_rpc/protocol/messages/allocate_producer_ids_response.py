@@ -149,7 +149,22 @@ def write_v0(o: AllocateProducerIdsResponse, w: bytearray) -> None:
         raise _EncodeError(f"AllocateProducerIdsResponse v0: {e}") from None
 
 
+_P0_AllocateProducerIdsResponse = (
+    AllocateProducerIdsResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "AllocateProducerIdsResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "AllocateProducerIdsResponse.ErrorCode"),
+        ("producer_id_start", 7, 2, None, "AllocateProducerIdsResponse.ProducerIdStart"),
+        ("producer_id_len", 5, 2, None, "AllocateProducerIdsResponse.ProducerIdLen"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = AllocateProducerIdsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AllocateProducerIdsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AllocateProducerIdsResponseV0}

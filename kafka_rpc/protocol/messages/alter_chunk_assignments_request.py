@@ -288,7 +288,33 @@ def write_v0(o: AlterChunkAssignmentsRequest, w: bytearray) -> None:
         raise _EncodeError(f"AlterChunkAssignmentsRequest v0: {e}") from None
 
 
+_P0_AlterChunkAssignment = (
+    AlterChunkAssignment,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "AlterChunkAssignment.TopicName"),
+        ("partition_id", 5, 2, None, "AlterChunkAssignment.PartitionId"),
+        ("start_offset", 7, 2, None, "AlterChunkAssignment.StartOffset"),
+        ("chunk_epoch", 5, 2, None, "AlterChunkAssignment.ChunkEpoch"),
+        ("broker_ids", 5, 6, None, "AlterChunkAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AlterChunkAssignmentsRequest = (
+    AlterChunkAssignmentsRequest,
+    0,
+    True,
+    (("chunks", 12, 6, _P0_AlterChunkAssignment, "AlterChunkAssignmentsRequest.Chunks"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = AlterChunkAssignmentsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AlterChunkAssignmentsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterChunkAssignmentsRequestV0}

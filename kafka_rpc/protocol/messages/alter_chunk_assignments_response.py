@@ -322,7 +322,36 @@ def write_v0(o: AlterChunkAssignmentsResponse, w: bytearray) -> None:
         raise _EncodeError(f"AlterChunkAssignmentsResponse v0: {e}") from None
 
 
+_P0_AlterChunkAssignmentResult = (
+    AlterChunkAssignmentResult,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "AlterChunkAssignmentResult.TopicName"),
+        ("partition_id", 5, 2, None, "AlterChunkAssignmentResult.PartitionId"),
+        ("start_offset", 7, 2, None, "AlterChunkAssignmentResult.StartOffset"),
+        ("error_code", 3, 2, None, "AlterChunkAssignmentResult.ErrorCode"),
+        ("error_message", 10, 3, None, "AlterChunkAssignmentResult.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AlterChunkAssignmentsResponse = (
+    AlterChunkAssignmentsResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "AlterChunkAssignmentsResponse.ThrottleTimeMs"),
+        ("results", 12, 6, _P0_AlterChunkAssignmentResult, "AlterChunkAssignmentsResponse.Results"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = AlterChunkAssignmentsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AlterChunkAssignmentsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterChunkAssignmentsResponseV0}

@@ -157,6 +157,20 @@ def write_v0(o: ApiVersionsRequest, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsRequest v0: {e}") from None
 
 
+_P0_ApiVersionsRequest = (
+    ApiVersionsRequest,
+    0,
+    False,
+    (),
+    (),
+    (),
+    (
+        ("client_software_name", _DF_ApiVersionsRequest_client_software_name),
+        ("client_software_version", _DF_ApiVersionsRequest_client_software_version),
+    ),
+)
+
+
 def _r1_ApiVersionsRequest(b, p):
     o = _M_ApiVersionsRequest(
         _DF_ApiVersionsRequest_client_software_name, _DF_ApiVersionsRequest_client_software_version
@@ -196,6 +210,20 @@ def write_v1(o: ApiVersionsRequest, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsRequest v1: {e}") from None
 
 
+_P1_ApiVersionsRequest = (
+    ApiVersionsRequest,
+    1,
+    False,
+    (),
+    (),
+    (),
+    (
+        ("client_software_name", _DF_ApiVersionsRequest_client_software_name),
+        ("client_software_version", _DF_ApiVersionsRequest_client_software_version),
+    ),
+)
+
+
 def _r2_ApiVersionsRequest(b, p):
     o = _M_ApiVersionsRequest(
         _DF_ApiVersionsRequest_client_software_name, _DF_ApiVersionsRequest_client_software_version
@@ -233,6 +261,20 @@ def write_v2(o: ApiVersionsRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"ApiVersionsRequest v2: {e}") from None
+
+
+_P2_ApiVersionsRequest = (
+    ApiVersionsRequest,
+    2,
+    False,
+    (),
+    (),
+    (),
+    (
+        ("client_software_name", _DF_ApiVersionsRequest_client_software_name),
+        ("client_software_version", _DF_ApiVersionsRequest_client_software_version),
+    ),
+)
 
 
 def _r3_ApiVersionsRequest(b, p):
@@ -348,6 +390,20 @@ def write_v3(o: ApiVersionsRequest, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsRequest v3: {e}") from None
 
 
+_P3_ApiVersionsRequest = (
+    ApiVersionsRequest,
+    3,
+    True,
+    (
+        ("client_software_name", 10, 2, None, "ApiVersionsRequest.ClientSoftwareName"),
+        ("client_software_version", 10, 2, None, "ApiVersionsRequest.ClientSoftwareVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r4_ApiVersionsRequest(b, p):
     n = b[p]
     if n < 0x80:
@@ -461,8 +517,30 @@ def write_v4(o: ApiVersionsRequest, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsRequest v4: {e}") from None
 
 
+_P4_ApiVersionsRequest = (
+    ApiVersionsRequest,
+    4,
+    True,
+    (
+        ("client_software_name", 10, 2, None, "ApiVersionsRequest.ClientSoftwareName"),
+        ("client_software_version", 10, 2, None, "ApiVersionsRequest.ClientSoftwareVersion"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ApiVersionsRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_ApiVersionsRequest,
+        1: _P1_ApiVersionsRequest,
+        2: _P2_ApiVersionsRequest,
+        3: _P3_ApiVersionsRequest,
+        4: _P4_ApiVersionsRequest,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: ApiVersionsRequestV0,

@@ -477,6 +477,40 @@ def write_v0(o: ApiVersionsResponse, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsResponse v0: {e}") from None
 
 
+_P0_ApiVersion = (
+    ApiVersion,
+    0,
+    False,
+    (
+        ("api_key", 3, 0, None, "ApiVersion.ApiKey"),
+        ("min_version", 3, 0, None, "ApiVersion.MinVersion"),
+        ("max_version", 3, 0, None, "ApiVersion.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ApiVersionsResponse = (
+    ApiVersionsResponse,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "ApiVersionsResponse.ErrorCode"),
+        ("api_keys", 12, 4, _P0_ApiVersion, "ApiVersionsResponse.ApiKeys"),
+    ),
+    (),
+    (0, 1, 2, 3),
+    (
+        ("throttle_time_ms", _DF_ApiVersionsResponse_throttle_time_ms),
+        ("supported_features", _DF_ApiVersionsResponse_supported_features),
+        ("finalized_features_epoch", _DF_ApiVersionsResponse_finalized_features_epoch),
+        ("finalized_features", _DF_ApiVersionsResponse_finalized_features),
+        ("zk_migration_ready", _DF_ApiVersionsResponse_zk_migration_ready),
+    ),
+)
+
+
 def _r1_ApiVersion(b, p):
     f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
@@ -560,6 +594,40 @@ def write_v1(o: ApiVersionsResponse, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsResponse v1: {e}") from None
 
 
+_P1_ApiVersion = (
+    ApiVersion,
+    1,
+    False,
+    (
+        ("api_key", 3, 0, None, "ApiVersion.ApiKey"),
+        ("min_version", 3, 0, None, "ApiVersion.MinVersion"),
+        ("max_version", 3, 0, None, "ApiVersion.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_ApiVersionsResponse = (
+    ApiVersionsResponse,
+    1,
+    False,
+    (
+        ("error_code", 3, 0, None, "ApiVersionsResponse.ErrorCode"),
+        ("api_keys", 12, 4, _P1_ApiVersion, "ApiVersionsResponse.ApiKeys"),
+        ("throttle_time_ms", 5, 0, None, "ApiVersionsResponse.ThrottleTimeMs"),
+    ),
+    (),
+    (0, 1, 2, 3),
+    (
+        ("supported_features", _DF_ApiVersionsResponse_supported_features),
+        ("finalized_features_epoch", _DF_ApiVersionsResponse_finalized_features_epoch),
+        ("finalized_features", _DF_ApiVersionsResponse_finalized_features),
+        ("zk_migration_ready", _DF_ApiVersionsResponse_zk_migration_ready),
+    ),
+)
+
+
 def _r2_ApiVersion(b, p):
     f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
@@ -641,6 +709,40 @@ def write_v2(o: ApiVersionsResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"ApiVersionsResponse v2: {e}") from None
+
+
+_P2_ApiVersion = (
+    ApiVersion,
+    2,
+    False,
+    (
+        ("api_key", 3, 0, None, "ApiVersion.ApiKey"),
+        ("min_version", 3, 0, None, "ApiVersion.MinVersion"),
+        ("max_version", 3, 0, None, "ApiVersion.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_ApiVersionsResponse = (
+    ApiVersionsResponse,
+    2,
+    False,
+    (
+        ("error_code", 3, 0, None, "ApiVersionsResponse.ErrorCode"),
+        ("api_keys", 12, 4, _P2_ApiVersion, "ApiVersionsResponse.ApiKeys"),
+        ("throttle_time_ms", 5, 0, None, "ApiVersionsResponse.ThrottleTimeMs"),
+    ),
+    (),
+    (0, 1, 2, 3),
+    (
+        ("supported_features", _DF_ApiVersionsResponse_supported_features),
+        ("finalized_features_epoch", _DF_ApiVersionsResponse_finalized_features_epoch),
+        ("finalized_features", _DF_ApiVersionsResponse_finalized_features),
+        ("zk_migration_ready", _DF_ApiVersionsResponse_zk_migration_ready),
+    ),
+)
 
 
 def _r3_ApiVersion(b, p):
@@ -1000,6 +1102,87 @@ def write_v3(o: ApiVersionsResponse, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsResponse v3: {e}") from None
 
 
+_P3_ApiVersion = (
+    ApiVersion,
+    3,
+    True,
+    (
+        ("api_key", 3, 2, None, "ApiVersion.ApiKey"),
+        ("min_version", 3, 2, None, "ApiVersion.MinVersion"),
+        ("max_version", 3, 2, None, "ApiVersion.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_SupportedFeatureKey = (
+    SupportedFeatureKey,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "SupportedFeatureKey.Name"),
+        ("min_version", 3, 2, None, "SupportedFeatureKey.MinVersion"),
+        ("max_version", 3, 2, None, "SupportedFeatureKey.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_FinalizedFeatureKey = (
+    FinalizedFeatureKey,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "FinalizedFeatureKey.Name"),
+        ("max_version_level", 3, 2, None, "FinalizedFeatureKey.MaxVersionLevel"),
+        ("min_version_level", 3, 2, None, "FinalizedFeatureKey.MinVersionLevel"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_ApiVersionsResponse = (
+    ApiVersionsResponse,
+    3,
+    True,
+    (
+        ("error_code", 3, 2, None, "ApiVersionsResponse.ErrorCode"),
+        ("api_keys", 12, 6, _P3_ApiVersion, "ApiVersionsResponse.ApiKeys"),
+        ("throttle_time_ms", 5, 2, None, "ApiVersionsResponse.ThrottleTimeMs"),
+    ),
+    (
+        (
+            0,
+            "supported_features",
+            12,
+            6,
+            _P3_SupportedFeatureKey,
+            "ApiVersionsResponse.SupportedFeatures",
+        ),
+        (1, "finalized_features_epoch", 7, 2, None, "ApiVersionsResponse.FinalizedFeaturesEpoch"),
+        (
+            2,
+            "finalized_features",
+            12,
+            6,
+            _P3_FinalizedFeatureKey,
+            "ApiVersionsResponse.FinalizedFeatures",
+        ),
+        (3, "zk_migration_ready", 1, 2, None, "ApiVersionsResponse.ZkMigrationReady"),
+    ),
+    (),
+    (
+        ("supported_features", _DF_ApiVersionsResponse_supported_features),
+        ("finalized_features_epoch", _DF_ApiVersionsResponse_finalized_features_epoch),
+        ("finalized_features", _DF_ApiVersionsResponse_finalized_features),
+        ("zk_migration_ready", _DF_ApiVersionsResponse_zk_migration_ready),
+    ),
+)
+
+
 def _r4_ApiVersion(b, p):
     f_api_key, f_min_version, f_max_version = _S0.unpack_from(b, p)
     p += 6
@@ -1337,8 +1520,97 @@ def write_v4(o: ApiVersionsResponse, w: bytearray) -> None:
         raise _EncodeError(f"ApiVersionsResponse v4: {e}") from None
 
 
+_P4_ApiVersion = (
+    ApiVersion,
+    4,
+    True,
+    (
+        ("api_key", 3, 2, None, "ApiVersion.ApiKey"),
+        ("min_version", 3, 2, None, "ApiVersion.MinVersion"),
+        ("max_version", 3, 2, None, "ApiVersion.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_SupportedFeatureKey = (
+    SupportedFeatureKey,
+    4,
+    True,
+    (
+        ("name", 10, 2, None, "SupportedFeatureKey.Name"),
+        ("min_version", 3, 2, None, "SupportedFeatureKey.MinVersion"),
+        ("max_version", 3, 2, None, "SupportedFeatureKey.MaxVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_FinalizedFeatureKey = (
+    FinalizedFeatureKey,
+    4,
+    True,
+    (
+        ("name", 10, 2, None, "FinalizedFeatureKey.Name"),
+        ("max_version_level", 3, 2, None, "FinalizedFeatureKey.MaxVersionLevel"),
+        ("min_version_level", 3, 2, None, "FinalizedFeatureKey.MinVersionLevel"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_ApiVersionsResponse = (
+    ApiVersionsResponse,
+    4,
+    True,
+    (
+        ("error_code", 3, 2, None, "ApiVersionsResponse.ErrorCode"),
+        ("api_keys", 12, 6, _P4_ApiVersion, "ApiVersionsResponse.ApiKeys"),
+        ("throttle_time_ms", 5, 2, None, "ApiVersionsResponse.ThrottleTimeMs"),
+    ),
+    (
+        (
+            0,
+            "supported_features",
+            12,
+            6,
+            _P4_SupportedFeatureKey,
+            "ApiVersionsResponse.SupportedFeatures",
+        ),
+        (1, "finalized_features_epoch", 7, 2, None, "ApiVersionsResponse.FinalizedFeaturesEpoch"),
+        (
+            2,
+            "finalized_features",
+            12,
+            6,
+            _P4_FinalizedFeatureKey,
+            "ApiVersionsResponse.FinalizedFeatures",
+        ),
+        (3, "zk_migration_ready", 1, 2, None, "ApiVersionsResponse.ZkMigrationReady"),
+    ),
+    (),
+    (
+        ("supported_features", _DF_ApiVersionsResponse_supported_features),
+        ("finalized_features_epoch", _DF_ApiVersionsResponse_finalized_features_epoch),
+        ("finalized_features", _DF_ApiVersionsResponse_finalized_features),
+        ("zk_migration_ready", _DF_ApiVersionsResponse_zk_migration_ready),
+    ),
+)
 MESSAGE = ApiVersionsResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_ApiVersionsResponse,
+        1: _P1_ApiVersionsResponse,
+        2: _P2_ApiVersionsResponse,
+        3: _P3_ApiVersionsResponse,
+        4: _P4_ApiVersionsResponse,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: ApiVersionsResponseV0,

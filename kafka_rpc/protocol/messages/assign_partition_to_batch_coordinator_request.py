@@ -331,7 +331,63 @@ def write_v0(o: AssignPartitionToBatchCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"AssignPartitionToBatchCoordinatorRequest v0: {e}") from None
 
 
+_P0_AssignTopicPartitionToBatchCoordinator = (
+    AssignTopicPartitionToBatchCoordinator,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "AssignTopicPartitionToBatchCoordinator.PartitionIndex"),
+        (
+            "batch_coordinator_partition_index",
+            5,
+            2,
+            None,
+            "AssignTopicPartitionToBatchCoordinator.BatchCoordinatorPartitionIndex",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AssignTopicToBatchCoordinator = (
+    AssignTopicToBatchCoordinator,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "AssignTopicToBatchCoordinator.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_AssignTopicPartitionToBatchCoordinator,
+            "AssignTopicToBatchCoordinator.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AssignPartitionToBatchCoordinatorRequest = (
+    AssignPartitionToBatchCoordinatorRequest,
+    0,
+    True,
+    (
+        (
+            "topics",
+            12,
+            6,
+            _P0_AssignTopicToBatchCoordinator,
+            "AssignPartitionToBatchCoordinatorRequest.Topics",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = AssignPartitionToBatchCoordinatorRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AssignPartitionToBatchCoordinatorRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AssignPartitionToBatchCoordinatorRequestV0}

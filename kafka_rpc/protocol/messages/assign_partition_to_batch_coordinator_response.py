@@ -331,7 +331,63 @@ def write_v0(o: AssignPartitionToBatchCoordinatorResponse, w: bytearray) -> None
         raise _EncodeError(f"AssignPartitionToBatchCoordinatorResponse v0: {e}") from None
 
 
+_P0_AssignTopicPartitionToBatchCoordinatorResult = (
+    AssignTopicPartitionToBatchCoordinatorResult,
+    0,
+    True,
+    (
+        (
+            "partition_index",
+            5,
+            2,
+            None,
+            "AssignTopicPartitionToBatchCoordinatorResult.PartitionIndex",
+        ),
+        ("error_code", 3, 2, None, "AssignTopicPartitionToBatchCoordinatorResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AssignTopicToBatchCoordinatorResult = (
+    AssignTopicToBatchCoordinatorResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "AssignTopicToBatchCoordinatorResult.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_AssignTopicPartitionToBatchCoordinatorResult,
+            "AssignTopicToBatchCoordinatorResult.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_AssignPartitionToBatchCoordinatorResponse = (
+    AssignPartitionToBatchCoordinatorResponse,
+    0,
+    True,
+    (
+        (
+            "responses",
+            12,
+            6,
+            _P0_AssignTopicToBatchCoordinatorResult,
+            "AssignPartitionToBatchCoordinatorResponse.Responses",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = AssignPartitionToBatchCoordinatorResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_AssignPartitionToBatchCoordinatorResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AssignPartitionToBatchCoordinatorResponseV0}

@@ -474,6 +474,50 @@ def write_v0(o: BeginQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"BeginQuorumEpochRequest v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("leader_id", 5, 0, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 0, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (("voter_directory_id", _DF_PartitionData_voter_directory_id),),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "TopicData.TopicName"),
+        ("partitions", 12, 4, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P0_BeginQuorumEpochRequest = (
+    BeginQuorumEpochRequest,
+    0,
+    False,
+    (
+        ("cluster_id", 10, 1, None, "BeginQuorumEpochRequest.ClusterId"),
+        ("topics", 12, 4, _P0_TopicData, "BeginQuorumEpochRequest.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("voter_id", _DF_BeginQuorumEpochRequest_voter_id),
+        ("leader_endpoints", _DF_BeginQuorumEpochRequest_leader_endpoints),
+    ),
+)
+
+
 def _r1_PartitionData(b, p):
     f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 28
@@ -821,6 +865,64 @@ def write_v1(o: BeginQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"BeginQuorumEpochRequest v1: {e}") from None
 
 
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("voter_directory_id", 9, 2, None, "PartitionData.VoterDirectoryId"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P1_LeaderEndpoint = (
+    LeaderEndpoint,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "LeaderEndpoint.Name"),
+        ("host", 10, 2, None, "LeaderEndpoint.Host"),
+        ("port", 4, 2, None, "LeaderEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_BeginQuorumEpochRequest = (
+    BeginQuorumEpochRequest,
+    1,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "BeginQuorumEpochRequest.ClusterId"),
+        ("voter_id", 5, 2, None, "BeginQuorumEpochRequest.VoterId"),
+        ("topics", 12, 6, _P1_TopicData, "BeginQuorumEpochRequest.Topics"),
+        ("leader_endpoints", 12, 6, _P1_LeaderEndpoint, "BeginQuorumEpochRequest.LeaderEndpoints"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r2_PartitionData(b, p):
     f_partition_index, f_voter_directory_id, f_leader_id, f_leader_epoch = _S1.unpack_from(b, p)
     p += 28
@@ -1134,8 +1236,72 @@ def write_v2(o: BeginQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"BeginQuorumEpochRequest v2: {e}") from None
 
 
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("voter_directory_id", 9, 2, None, "PartitionData.VoterDirectoryId"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_id", 9, 2, None, "TopicData.TopicId"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_TopicData_topic_name),),
+)
+
+_P2_LeaderEndpoint = (
+    LeaderEndpoint,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "LeaderEndpoint.Name"),
+        ("host", 10, 2, None, "LeaderEndpoint.Host"),
+        ("port", 4, 2, None, "LeaderEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_BeginQuorumEpochRequest = (
+    BeginQuorumEpochRequest,
+    2,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "BeginQuorumEpochRequest.ClusterId"),
+        ("voter_id", 5, 2, None, "BeginQuorumEpochRequest.VoterId"),
+        ("topics", 12, 6, _P2_TopicData, "BeginQuorumEpochRequest.Topics"),
+        ("leader_endpoints", 12, 6, _P2_LeaderEndpoint, "BeginQuorumEpochRequest.LeaderEndpoints"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = BeginQuorumEpochRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_BeginQuorumEpochRequest,
+        1: _P1_BeginQuorumEpochRequest,
+        2: _P2_BeginQuorumEpochRequest,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: BeginQuorumEpochRequestV0,

@@ -208,6 +208,23 @@ def write_v0(o: BrokerHeartbeatRequest, w: bytearray) -> None:
         raise _EncodeError(f"BrokerHeartbeatRequest v0: {e}") from None
 
 
+_P0_BrokerHeartbeatRequest = (
+    BrokerHeartbeatRequest,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerHeartbeatRequest.BrokerId"),
+        ("broker_epoch", 7, 2, None, "BrokerHeartbeatRequest.BrokerEpoch"),
+        ("current_metadata_offset", 7, 2, None, "BrokerHeartbeatRequest.CurrentMetadataOffset"),
+        ("want_fence", 1, 2, None, "BrokerHeartbeatRequest.WantFence"),
+        ("want_shut_down", 1, 2, None, "BrokerHeartbeatRequest.WantShutDown"),
+    ),
+    (),
+    (0,),
+    (("offline_log_dirs", _DF_BrokerHeartbeatRequest_offline_log_dirs),),
+)
+
+
 def _r1_BrokerHeartbeatRequest(b, p):
     f_broker_id, f_broker_epoch, f_current_metadata_offset, f_want_fence, f_want_shut_down = (
         _S0.unpack_from(b, p)
@@ -322,7 +339,25 @@ def write_v1(o: BrokerHeartbeatRequest, w: bytearray) -> None:
         raise _EncodeError(f"BrokerHeartbeatRequest v1: {e}") from None
 
 
+_P1_BrokerHeartbeatRequest = (
+    BrokerHeartbeatRequest,
+    1,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerHeartbeatRequest.BrokerId"),
+        ("broker_epoch", 7, 2, None, "BrokerHeartbeatRequest.BrokerEpoch"),
+        ("current_metadata_offset", 7, 2, None, "BrokerHeartbeatRequest.CurrentMetadataOffset"),
+        ("want_fence", 1, 2, None, "BrokerHeartbeatRequest.WantFence"),
+        ("want_shut_down", 1, 2, None, "BrokerHeartbeatRequest.WantShutDown"),
+    ),
+    ((0, "offline_log_dirs", 9, 6, None, "BrokerHeartbeatRequest.OfflineLogDirs"),),
+    (),
+    (("offline_log_dirs", _DF_BrokerHeartbeatRequest_offline_log_dirs),),
+)
 MESSAGE = BrokerHeartbeatRequest
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(
+    PY_READERS, {0: _P0_BrokerHeartbeatRequest, 1: _P1_BrokerHeartbeatRequest}
+)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: BrokerHeartbeatRequestV0, 1: BrokerHeartbeatRequestV1}

@@ -168,6 +168,23 @@ def write_v0(o: BrokerHeartbeatResponse, w: bytearray) -> None:
         raise _EncodeError(f"BrokerHeartbeatResponse v0: {e}") from None
 
 
+_P0_BrokerHeartbeatResponse = (
+    BrokerHeartbeatResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerHeartbeatResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerHeartbeatResponse.ErrorCode"),
+        ("is_caught_up", 1, 2, None, "BrokerHeartbeatResponse.IsCaughtUp"),
+        ("is_fenced", 1, 2, None, "BrokerHeartbeatResponse.IsFenced"),
+        ("should_shut_down", 1, 2, None, "BrokerHeartbeatResponse.ShouldShutDown"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_BrokerHeartbeatResponse(b, p):
     f_throttle_time_ms, f_error_code, f_is_caught_up, f_is_fenced, f_should_shut_down = (
         _S0.unpack_from(b, p)
@@ -226,7 +243,25 @@ def write_v1(o: BrokerHeartbeatResponse, w: bytearray) -> None:
         raise _EncodeError(f"BrokerHeartbeatResponse v1: {e}") from None
 
 
+_P1_BrokerHeartbeatResponse = (
+    BrokerHeartbeatResponse,
+    1,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerHeartbeatResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerHeartbeatResponse.ErrorCode"),
+        ("is_caught_up", 1, 2, None, "BrokerHeartbeatResponse.IsCaughtUp"),
+        ("is_fenced", 1, 2, None, "BrokerHeartbeatResponse.IsFenced"),
+        ("should_shut_down", 1, 2, None, "BrokerHeartbeatResponse.ShouldShutDown"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = BrokerHeartbeatResponse
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(
+    PY_READERS, {0: _P0_BrokerHeartbeatResponse, 1: _P1_BrokerHeartbeatResponse}
+)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: BrokerHeartbeatResponseV0, 1: BrokerHeartbeatResponseV1}

@@ -217,6 +217,24 @@ def write_v0(o: BrokerRegistrationChangeRecord, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationChangeRecord v0: {e}") from None
 
 
+_P0_BrokerRegistrationChangeRecord = (
+    BrokerRegistrationChangeRecord,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationChangeRecord.BrokerId"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationChangeRecord.BrokerEpoch"),
+    ),
+    ((0, "fenced", 2, 2, None, "BrokerRegistrationChangeRecord.Fenced"),),
+    (1, 2),
+    (
+        ("in_controlled_shutdown", _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown),
+        ("log_dirs", _DF_BrokerRegistrationChangeRecord_log_dirs),
+        ("fenced", _DF_BrokerRegistrationChangeRecord_fenced),
+    ),
+)
+
+
 def _r1_BrokerRegistrationChangeRecord(b, p):
     f_broker_id, f_broker_epoch = _S0.unpack_from(b, p)
     p += 12
@@ -311,6 +329,34 @@ def write_v1(o: BrokerRegistrationChangeRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"BrokerRegistrationChangeRecord v1: {e}") from None
+
+
+_P1_BrokerRegistrationChangeRecord = (
+    BrokerRegistrationChangeRecord,
+    1,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationChangeRecord.BrokerId"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationChangeRecord.BrokerEpoch"),
+    ),
+    (
+        (0, "fenced", 2, 2, None, "BrokerRegistrationChangeRecord.Fenced"),
+        (
+            1,
+            "in_controlled_shutdown",
+            2,
+            2,
+            None,
+            "BrokerRegistrationChangeRecord.InControlledShutdown",
+        ),
+    ),
+    (2,),
+    (
+        ("log_dirs", _DF_BrokerRegistrationChangeRecord_log_dirs),
+        ("fenced", _DF_BrokerRegistrationChangeRecord_fenced),
+        ("in_controlled_shutdown", _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown),
+    ),
+)
 
 
 def _r2_BrokerRegistrationChangeRecord(b, p):
@@ -444,8 +490,43 @@ def write_v2(o: BrokerRegistrationChangeRecord, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationChangeRecord v2: {e}") from None
 
 
+_P2_BrokerRegistrationChangeRecord = (
+    BrokerRegistrationChangeRecord,
+    2,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationChangeRecord.BrokerId"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationChangeRecord.BrokerEpoch"),
+    ),
+    (
+        (0, "fenced", 2, 2, None, "BrokerRegistrationChangeRecord.Fenced"),
+        (
+            1,
+            "in_controlled_shutdown",
+            2,
+            2,
+            None,
+            "BrokerRegistrationChangeRecord.InControlledShutdown",
+        ),
+        (2, "log_dirs", 9, 6, None, "BrokerRegistrationChangeRecord.LogDirs"),
+    ),
+    (),
+    (
+        ("fenced", _DF_BrokerRegistrationChangeRecord_fenced),
+        ("in_controlled_shutdown", _DF_BrokerRegistrationChangeRecord_in_controlled_shutdown),
+        ("log_dirs", _DF_BrokerRegistrationChangeRecord_log_dirs),
+    ),
+)
 MESSAGE = BrokerRegistrationChangeRecord
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_BrokerRegistrationChangeRecord,
+        1: _P1_BrokerRegistrationChangeRecord,
+        2: _P2_BrokerRegistrationChangeRecord,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: BrokerRegistrationChangeRecordV0,

@@ -750,6 +750,57 @@ def write_v0(o: BrokerRegistrationRequest, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationRequest v0: {e}") from None
 
 
+_P0_Listener = (
+    Listener,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+        ("security_protocol", 3, 2, None, "Listener.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_Feature = (
+    Feature,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "Feature.Name"),
+        ("min_supported_version", 3, 2, None, "Feature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "Feature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_BrokerRegistrationRequest = (
+    BrokerRegistrationRequest,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationRequest.BrokerId"),
+        ("cluster_id", 10, 2, None, "BrokerRegistrationRequest.ClusterId"),
+        ("incarnation_id", 9, 2, None, "BrokerRegistrationRequest.IncarnationId"),
+        ("listeners", 12, 6, _P0_Listener, "BrokerRegistrationRequest.Listeners"),
+        ("features", 12, 6, _P0_Feature, "BrokerRegistrationRequest.Features"),
+        ("rack", 10, 3, None, "BrokerRegistrationRequest.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("is_migrating_zk_broker", _DF_BrokerRegistrationRequest_is_migrating_zk_broker),
+        ("log_dirs", _DF_BrokerRegistrationRequest_log_dirs),
+        ("previous_broker_epoch", _DF_BrokerRegistrationRequest_previous_broker_epoch),
+    ),
+)
+
+
 def _r1_Listener(b, p):
     n = b[p]
     if n < 0x80:
@@ -1077,6 +1128,57 @@ def write_v1(o: BrokerRegistrationRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"BrokerRegistrationRequest v1: {e}") from None
+
+
+_P1_Listener = (
+    Listener,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+        ("security_protocol", 3, 2, None, "Listener.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_Feature = (
+    Feature,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "Feature.Name"),
+        ("min_supported_version", 3, 2, None, "Feature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "Feature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_BrokerRegistrationRequest = (
+    BrokerRegistrationRequest,
+    1,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationRequest.BrokerId"),
+        ("cluster_id", 10, 2, None, "BrokerRegistrationRequest.ClusterId"),
+        ("incarnation_id", 9, 2, None, "BrokerRegistrationRequest.IncarnationId"),
+        ("listeners", 12, 6, _P1_Listener, "BrokerRegistrationRequest.Listeners"),
+        ("features", 12, 6, _P1_Feature, "BrokerRegistrationRequest.Features"),
+        ("rack", 10, 3, None, "BrokerRegistrationRequest.Rack"),
+        ("is_migrating_zk_broker", 1, 2, None, "BrokerRegistrationRequest.IsMigratingZkBroker"),
+    ),
+    (),
+    (),
+    (
+        ("log_dirs", _DF_BrokerRegistrationRequest_log_dirs),
+        ("previous_broker_epoch", _DF_BrokerRegistrationRequest_previous_broker_epoch),
+    ),
+)
 
 
 def _r2_Listener(b, p):
@@ -1437,6 +1539,55 @@ def write_v2(o: BrokerRegistrationRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"BrokerRegistrationRequest v2: {e}") from None
+
+
+_P2_Listener = (
+    Listener,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+        ("security_protocol", 3, 2, None, "Listener.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_Feature = (
+    Feature,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "Feature.Name"),
+        ("min_supported_version", 3, 2, None, "Feature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "Feature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_BrokerRegistrationRequest = (
+    BrokerRegistrationRequest,
+    2,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationRequest.BrokerId"),
+        ("cluster_id", 10, 2, None, "BrokerRegistrationRequest.ClusterId"),
+        ("incarnation_id", 9, 2, None, "BrokerRegistrationRequest.IncarnationId"),
+        ("listeners", 12, 6, _P2_Listener, "BrokerRegistrationRequest.Listeners"),
+        ("features", 12, 6, _P2_Feature, "BrokerRegistrationRequest.Features"),
+        ("rack", 10, 3, None, "BrokerRegistrationRequest.Rack"),
+        ("is_migrating_zk_broker", 1, 2, None, "BrokerRegistrationRequest.IsMigratingZkBroker"),
+        ("log_dirs", 9, 6, None, "BrokerRegistrationRequest.LogDirs"),
+    ),
+    (),
+    (),
+    (("previous_broker_epoch", _DF_BrokerRegistrationRequest_previous_broker_epoch),),
+)
 
 
 def _r3_Listener(b, p):
@@ -1802,6 +1953,56 @@ def write_v3(o: BrokerRegistrationRequest, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationRequest v3: {e}") from None
 
 
+_P3_Listener = (
+    Listener,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+        ("security_protocol", 3, 2, None, "Listener.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_Feature = (
+    Feature,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "Feature.Name"),
+        ("min_supported_version", 3, 2, None, "Feature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "Feature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_BrokerRegistrationRequest = (
+    BrokerRegistrationRequest,
+    3,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationRequest.BrokerId"),
+        ("cluster_id", 10, 2, None, "BrokerRegistrationRequest.ClusterId"),
+        ("incarnation_id", 9, 2, None, "BrokerRegistrationRequest.IncarnationId"),
+        ("listeners", 12, 6, _P3_Listener, "BrokerRegistrationRequest.Listeners"),
+        ("features", 12, 6, _P3_Feature, "BrokerRegistrationRequest.Features"),
+        ("rack", 10, 3, None, "BrokerRegistrationRequest.Rack"),
+        ("is_migrating_zk_broker", 1, 2, None, "BrokerRegistrationRequest.IsMigratingZkBroker"),
+        ("log_dirs", 9, 6, None, "BrokerRegistrationRequest.LogDirs"),
+        ("previous_broker_epoch", 7, 2, None, "BrokerRegistrationRequest.PreviousBrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r4_Listener(b, p):
     n = b[p]
     if n < 0x80:
@@ -2165,8 +2366,66 @@ def write_v4(o: BrokerRegistrationRequest, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationRequest v4: {e}") from None
 
 
+_P4_Listener = (
+    Listener,
+    4,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+        ("security_protocol", 3, 2, None, "Listener.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_Feature = (
+    Feature,
+    4,
+    True,
+    (
+        ("name", 10, 2, None, "Feature.Name"),
+        ("min_supported_version", 3, 2, None, "Feature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "Feature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_BrokerRegistrationRequest = (
+    BrokerRegistrationRequest,
+    4,
+    True,
+    (
+        ("broker_id", 5, 2, None, "BrokerRegistrationRequest.BrokerId"),
+        ("cluster_id", 10, 2, None, "BrokerRegistrationRequest.ClusterId"),
+        ("incarnation_id", 9, 2, None, "BrokerRegistrationRequest.IncarnationId"),
+        ("listeners", 12, 6, _P4_Listener, "BrokerRegistrationRequest.Listeners"),
+        ("features", 12, 6, _P4_Feature, "BrokerRegistrationRequest.Features"),
+        ("rack", 10, 3, None, "BrokerRegistrationRequest.Rack"),
+        ("is_migrating_zk_broker", 1, 2, None, "BrokerRegistrationRequest.IsMigratingZkBroker"),
+        ("log_dirs", 9, 6, None, "BrokerRegistrationRequest.LogDirs"),
+        ("previous_broker_epoch", 7, 2, None, "BrokerRegistrationRequest.PreviousBrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = BrokerRegistrationRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_BrokerRegistrationRequest,
+        1: _P1_BrokerRegistrationRequest,
+        2: _P2_BrokerRegistrationRequest,
+        3: _P3_BrokerRegistrationRequest,
+        4: _P4_BrokerRegistrationRequest,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: BrokerRegistrationRequestV0,

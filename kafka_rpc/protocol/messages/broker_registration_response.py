@@ -191,6 +191,21 @@ def write_v0(o: BrokerRegistrationResponse, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationResponse v0: {e}") from None
 
 
+_P0_BrokerRegistrationResponse = (
+    BrokerRegistrationResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerRegistrationResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerRegistrationResponse.ErrorCode"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationResponse.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_BrokerRegistrationResponse(b, p):
     f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
@@ -243,6 +258,21 @@ def write_v1(o: BrokerRegistrationResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"BrokerRegistrationResponse v1: {e}") from None
+
+
+_P1_BrokerRegistrationResponse = (
+    BrokerRegistrationResponse,
+    1,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerRegistrationResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerRegistrationResponse.ErrorCode"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationResponse.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r2_BrokerRegistrationResponse(b, p):
@@ -299,6 +329,21 @@ def write_v2(o: BrokerRegistrationResponse, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationResponse v2: {e}") from None
 
 
+_P2_BrokerRegistrationResponse = (
+    BrokerRegistrationResponse,
+    2,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerRegistrationResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerRegistrationResponse.ErrorCode"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationResponse.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_BrokerRegistrationResponse(b, p):
     f_throttle_time_ms, f_error_code, f_broker_epoch = _S0.unpack_from(b, p)
     p += 14
@@ -351,6 +396,21 @@ def write_v3(o: BrokerRegistrationResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"BrokerRegistrationResponse v3: {e}") from None
+
+
+_P3_BrokerRegistrationResponse = (
+    BrokerRegistrationResponse,
+    3,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerRegistrationResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerRegistrationResponse.ErrorCode"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationResponse.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r4_BrokerRegistrationResponse(b, p):
@@ -407,8 +467,31 @@ def write_v4(o: BrokerRegistrationResponse, w: bytearray) -> None:
         raise _EncodeError(f"BrokerRegistrationResponse v4: {e}") from None
 
 
+_P4_BrokerRegistrationResponse = (
+    BrokerRegistrationResponse,
+    4,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "BrokerRegistrationResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "BrokerRegistrationResponse.ErrorCode"),
+        ("broker_epoch", 7, 2, None, "BrokerRegistrationResponse.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = BrokerRegistrationResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_BrokerRegistrationResponse,
+        1: _P1_BrokerRegistrationResponse,
+        2: _P2_BrokerRegistrationResponse,
+        3: _P3_BrokerRegistrationResponse,
+        4: _P4_BrokerRegistrationResponse,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: BrokerRegistrationResponseV0,

@@ -377,7 +377,34 @@ def write_v0(o: ChunkChangeRecord, w: bytearray) -> None:
         raise _EncodeError(f"ChunkChangeRecord v0: {e}") from None
 
 
+_P0_ChunkChangeRecord = (
+    ChunkChangeRecord,
+    0,
+    True,
+    (
+        ("partition_id", 5, 2, None, "ChunkChangeRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "ChunkChangeRecord.TopicId"),
+        ("start_offset", 7, 2, None, "ChunkChangeRecord.StartOffset"),
+        ("epoch", 5, 2, None, "ChunkChangeRecord.Epoch"),
+    ),
+    (
+        (0, "replicas", 5, 6, None, "ChunkChangeRecord.Replicas"),
+        (1, "directories", 9, 7, None, "ChunkChangeRecord.Directories"),
+        (2, "isr", 5, 6, None, "ChunkChangeRecord.Isr"),
+        (3, "removing_replicas", 5, 6, None, "ChunkChangeRecord.RemovingReplicas"),
+        (4, "adding_replicas", 5, 6, None, "ChunkChangeRecord.AddingReplicas"),
+    ),
+    (),
+    (
+        ("replicas", _DF_ChunkChangeRecord_replicas),
+        ("directories", _DF_ChunkChangeRecord_directories),
+        ("isr", _DF_ChunkChangeRecord_isr),
+        ("removing_replicas", _DF_ChunkChangeRecord_removing_replicas),
+        ("adding_replicas", _DF_ChunkChangeRecord_adding_replicas),
+    ),
+)
 MESSAGE = ChunkChangeRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ChunkChangeRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ChunkChangeRecordV0}

@@ -379,7 +379,31 @@ def write_v0(o: ChunkRecord, w: bytearray) -> None:
         raise _EncodeError(f"ChunkRecord v0: {e}") from None
 
 
+_P0_ChunkRecord = (
+    ChunkRecord,
+    0,
+    True,
+    (
+        ("partition_id", 5, 2, None, "ChunkRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "ChunkRecord.TopicId"),
+        ("start_offset", 7, 2, None, "ChunkRecord.StartOffset"),
+        ("start_timestamp", 7, 2, None, "ChunkRecord.StartTimestamp"),
+        ("stop_offset", 7, 2, None, "ChunkRecord.StopOffset"),
+        ("end_offset", 7, 2, None, "ChunkRecord.EndOffset"),
+        ("chunk_epoch", 5, 2, None, "ChunkRecord.ChunkEpoch"),
+        ("replicas", 5, 6, None, "ChunkRecord.Replicas"),
+        ("directories", 9, 6, None, "ChunkRecord.Directories"),
+        ("isr", 5, 6, None, "ChunkRecord.Isr"),
+        ("removing_replicas", 5, 6, None, "ChunkRecord.RemovingReplicas"),
+        ("adding_replicas", 5, 6, None, "ChunkRecord.AddingReplicas"),
+        ("epoch", 5, 2, None, "ChunkRecord.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ChunkRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ChunkRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ChunkRecordV0}

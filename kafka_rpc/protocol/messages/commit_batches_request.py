@@ -584,7 +584,66 @@ def write_v0(o: CommitBatchesRequest, w: bytearray) -> None:
         raise _EncodeError(f"CommitBatchesRequest v0: {e}") from None
 
 
+_P0_CommitBatchesTopicPartition = (
+    CommitBatchesTopicPartition,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "CommitBatchesTopicPartition.PartitionIndex"),
+        ("object_key", 10, 2, None, "CommitBatchesTopicPartition.ObjectKey"),
+        ("byte_offset", 5, 2, None, "CommitBatchesTopicPartition.ByteOffset"),
+        ("size", 7, 2, None, "CommitBatchesTopicPartition.Size"),
+        ("base_offset", 7, 2, None, "CommitBatchesTopicPartition.BaseOffset"),
+        ("last_offset", 7, 2, None, "CommitBatchesTopicPartition.LastOffset"),
+        ("batch_max_timestamp", 7, 2, None, "CommitBatchesTopicPartition.BatchMaxTimestamp"),
+        ("message_timestamp_type", 2, 2, None, "CommitBatchesTopicPartition.MessageTimestampType"),
+        ("producer_id", 7, 2, None, "CommitBatchesTopicPartition.ProducerId"),
+        ("producer_epoch", 3, 2, None, "CommitBatchesTopicPartition.ProducerEpoch"),
+        ("base_sequence", 5, 2, None, "CommitBatchesTopicPartition.BaseSequence"),
+        ("last_sequence", 5, 2, None, "CommitBatchesTopicPartition.LastSequence"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_CommitBatchesTopic = (
+    CommitBatchesTopic,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "CommitBatchesTopic.TopicId"),
+        ("partitions", 12, 6, _P0_CommitBatchesTopicPartition, "CommitBatchesTopic.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_Batches = (
+    Batches,
+    0,
+    True,
+    (("topics", 12, 6, _P0_CommitBatchesTopic, "Batches.Topics"),),
+    (),
+    (),
+    (),
+)
+
+_P0_CommitBatchesRequest = (
+    CommitBatchesRequest,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "CommitBatchesRequest.BrokerId"),
+        ("batches", 12, 6, _P0_Batches, "CommitBatchesRequest.Batches"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = CommitBatchesRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_CommitBatchesRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CommitBatchesRequestV0}

@@ -387,7 +387,59 @@ def write_v0(o: CommitBatchesResponse, w: bytearray) -> None:
         raise _EncodeError(f"CommitBatchesResponse v0: {e}") from None
 
 
+_P0_CommitBatchesTopicPartitionResults = (
+    CommitBatchesTopicPartitionResults,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "CommitBatchesTopicPartitionResults.PartitionIndex"),
+        ("error_code", 3, 2, None, "CommitBatchesTopicPartitionResults.ErrorCode"),
+        (
+            "assigned_base_offset",
+            7,
+            2,
+            None,
+            "CommitBatchesTopicPartitionResults.AssignedBaseOffset",
+        ),
+        ("log_append_time", 7, 2, None, "CommitBatchesTopicPartitionResults.LogAppendTime"),
+        ("log_start_offset", 7, 2, None, "CommitBatchesTopicPartitionResults.LogStartOffset"),
+        ("is_duplicate", 1, 2, None, "CommitBatchesTopicPartitionResults.IsDuplicate"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_CommitBatchesTopicResults = (
+    CommitBatchesTopicResults,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "CommitBatchesTopicResults.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_CommitBatchesTopicPartitionResults,
+            "CommitBatchesTopicResults.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_CommitBatchesResponse = (
+    CommitBatchesResponse,
+    0,
+    True,
+    (("topics", 12, 6, _P0_CommitBatchesTopicResults, "CommitBatchesResponse.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = CommitBatchesResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_CommitBatchesResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CommitBatchesResponseV0}

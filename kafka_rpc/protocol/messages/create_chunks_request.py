@@ -326,7 +326,42 @@ def write_v0(o: CreateChunksRequest, w: bytearray) -> None:
         raise _EncodeError(f"CreateChunksRequest v0: {e}") from None
 
 
+_P0_CreateChunksTopicPartition = (
+    CreateChunksTopicPartition,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "CreateChunksTopicPartition.TopicName"),
+        ("partition_id", 5, 2, None, "CreateChunksTopicPartition.PartitionId"),
+        ("broker_ids", 5, 6, None, "CreateChunksTopicPartition.BrokerIds"),
+        ("start_offset", 7, 2, None, "CreateChunksTopicPartition.StartOffset"),
+        ("start_timestamp", 7, 2, None, "CreateChunksTopicPartition.StartTimestamp"),
+        ("prev_stop_offset", 7, 2, None, "CreateChunksTopicPartition.PrevStopOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_CreateChunksRequest = (
+    CreateChunksRequest,
+    0,
+    True,
+    (
+        (
+            "topic_partitions",
+            12,
+            6,
+            _P0_CreateChunksTopicPartition,
+            "CreateChunksRequest.TopicPartitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = CreateChunksRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_CreateChunksRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CreateChunksRequestV0}

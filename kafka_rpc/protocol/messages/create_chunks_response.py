@@ -312,7 +312,35 @@ def write_v0(o: CreateChunksResponse, w: bytearray) -> None:
         raise _EncodeError(f"CreateChunksResponse v0: {e}") from None
 
 
+_P0_CreateChunksTopicPartitionResult = (
+    CreateChunksTopicPartitionResult,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "CreateChunksTopicPartitionResult.TopicName"),
+        ("partition_id", 5, 2, None, "CreateChunksTopicPartitionResult.PartitionId"),
+        ("error_code", 3, 2, None, "CreateChunksTopicPartitionResult.ErrorCode"),
+        ("error_message", 10, 3, None, "CreateChunksTopicPartitionResult.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_CreateChunksResponse = (
+    CreateChunksResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "CreateChunksResponse.ThrottleTimeMs"),
+        ("results", 12, 6, _P0_CreateChunksTopicPartitionResult, "CreateChunksResponse.Results"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = CreateChunksResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_CreateChunksResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CreateChunksResponseV0}

@@ -723,6 +723,63 @@ def write_v2(o: CreateTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsRequest v2: {e}") from None
 
 
+_P2_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    2,
+    False,
+    (
+        ("partition_index", 5, 0, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 4, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    2,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 1, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_CreatableTopic = (
+    CreatableTopic,
+    2,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 0, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 0, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 4, _P2_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 4, _P2_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    2,
+    False,
+    (
+        ("topics", 12, 4, _P2_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 0, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 0, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_CreatableReplicaAssignment(b, p):
     (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
@@ -940,6 +997,63 @@ def write_v3(o: CreateTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsRequest v3: {e}") from None
 
 
+_P3_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    3,
+    False,
+    (
+        ("partition_index", 5, 0, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 4, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    3,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 1, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_CreatableTopic = (
+    CreatableTopic,
+    3,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 0, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 0, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 4, _P3_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 4, _P3_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    3,
+    False,
+    (
+        ("topics", 12, 4, _P3_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 0, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 0, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r4_CreatableReplicaAssignment(b, p):
     (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
@@ -1155,6 +1269,63 @@ def write_v4(o: CreateTopicsRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"CreateTopicsRequest v4: {e}") from None
+
+
+_P4_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    4,
+    False,
+    (
+        ("partition_index", 5, 0, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 4, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    4,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 1, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_CreatableTopic = (
+    CreatableTopic,
+    4,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 0, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 0, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 4, _P4_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 4, _P4_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    4,
+    False,
+    (
+        ("topics", 12, 4, _P4_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 0, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 0, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r5_CreatableReplicaAssignment(b, p):
@@ -1483,6 +1654,63 @@ def write_v5(o: CreateTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsRequest v5: {e}") from None
 
 
+_P5_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    5,
+    True,
+    (
+        ("partition_index", 5, 2, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 6, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    5,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_CreatableTopic = (
+    CreatableTopic,
+    5,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 2, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 6, _P5_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 6, _P5_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    5,
+    True,
+    (
+        ("topics", 12, 6, _P5_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 2, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 2, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r6_CreatableReplicaAssignment(b, p):
     (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
@@ -1807,6 +2035,63 @@ def write_v6(o: CreateTopicsRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"CreateTopicsRequest v6: {e}") from None
+
+
+_P6_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    6,
+    True,
+    (
+        ("partition_index", 5, 2, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 6, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    6,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_CreatableTopic = (
+    CreatableTopic,
+    6,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 2, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 6, _P6_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 6, _P6_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    6,
+    True,
+    (
+        ("topics", 12, 6, _P6_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 2, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 2, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r7_CreatableReplicaAssignment(b, p):
@@ -2135,8 +2420,74 @@ def write_v7(o: CreateTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsRequest v7: {e}") from None
 
 
+_P7_CreatableReplicaAssignment = (
+    CreatableReplicaAssignment,
+    7,
+    True,
+    (
+        ("partition_index", 5, 2, None, "CreatableReplicaAssignment.PartitionIndex"),
+        ("broker_ids", 5, 6, None, "CreatableReplicaAssignment.BrokerIds"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_CreatableTopicConfig = (
+    CreatableTopicConfig,
+    7,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfig.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfig.Value"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_CreatableTopic = (
+    CreatableTopic,
+    7,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopic.Name"),
+        ("num_partitions", 5, 2, None, "CreatableTopic.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopic.ReplicationFactor"),
+        ("assignments", 12, 6, _P7_CreatableReplicaAssignment, "CreatableTopic.Assignments"),
+        ("configs", 12, 6, _P7_CreatableTopicConfig, "CreatableTopic.Configs"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_CreateTopicsRequest = (
+    CreateTopicsRequest,
+    7,
+    True,
+    (
+        ("topics", 12, 6, _P7_CreatableTopic, "CreateTopicsRequest.Topics"),
+        ("timeout_ms", 5, 2, None, "CreateTopicsRequest.timeoutMs"),
+        ("validate_only", 1, 2, None, "CreateTopicsRequest.validateOnly"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = CreateTopicsRequest
-READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
+PY_READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        2: _P2_CreateTopicsRequest,
+        3: _P3_CreateTopicsRequest,
+        4: _P4_CreateTopicsRequest,
+        5: _P5_CreateTopicsRequest,
+        6: _P6_CreateTopicsRequest,
+        7: _P7_CreateTopicsRequest,
+    },
+)
 WRITERS = {2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6, 7: write_v7}
 VERSION_CLASSES = {
     2: CreateTopicsRequestV2,

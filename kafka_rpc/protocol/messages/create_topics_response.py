@@ -532,6 +532,40 @@ def write_v2(o: CreateTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsResponse v2: {e}") from None
 
 
+_P2_CreatableTopicResult = (
+    CreatableTopicResult,
+    2,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicResult.Name"),
+        ("error_code", 3, 0, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 1, None, "CreatableTopicResult.ErrorMessage"),
+    ),
+    (),
+    (0,),
+    (
+        ("topic_id", _DF_CreatableTopicResult_topic_id),
+        ("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),
+        ("num_partitions", _DF_CreatableTopicResult_num_partitions),
+        ("replication_factor", _DF_CreatableTopicResult_replication_factor),
+        ("configs", _DF_CreatableTopicResult_configs),
+    ),
+)
+
+_P2_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    2,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 4, _P2_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_CreatableTopicResult(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -659,6 +693,40 @@ def write_v3(o: CreateTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsResponse v3: {e}") from None
 
 
+_P3_CreatableTopicResult = (
+    CreatableTopicResult,
+    3,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicResult.Name"),
+        ("error_code", 3, 0, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 1, None, "CreatableTopicResult.ErrorMessage"),
+    ),
+    (),
+    (0,),
+    (
+        ("topic_id", _DF_CreatableTopicResult_topic_id),
+        ("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),
+        ("num_partitions", _DF_CreatableTopicResult_num_partitions),
+        ("replication_factor", _DF_CreatableTopicResult_replication_factor),
+        ("configs", _DF_CreatableTopicResult_configs),
+    ),
+)
+
+_P3_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    3,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 4, _P3_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r4_CreatableTopicResult(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -784,6 +852,40 @@ def write_v4(o: CreateTopicsResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"CreateTopicsResponse v4: {e}") from None
+
+
+_P4_CreatableTopicResult = (
+    CreatableTopicResult,
+    4,
+    False,
+    (
+        ("name", 10, 0, None, "CreatableTopicResult.Name"),
+        ("error_code", 3, 0, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 1, None, "CreatableTopicResult.ErrorMessage"),
+    ),
+    (),
+    (0,),
+    (
+        ("topic_id", _DF_CreatableTopicResult_topic_id),
+        ("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),
+        ("num_partitions", _DF_CreatableTopicResult_num_partitions),
+        ("replication_factor", _DF_CreatableTopicResult_replication_factor),
+        ("configs", _DF_CreatableTopicResult_configs),
+    ),
+)
+
+_P4_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    4,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 4, _P4_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r5_CreatableTopicConfigs(b, p):
@@ -1112,6 +1214,56 @@ def write_v5(o: CreateTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsResponse v5: {e}") from None
 
 
+_P5_CreatableTopicConfigs = (
+    CreatableTopicConfigs,
+    5,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfigs.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfigs.Value"),
+        ("read_only", 1, 2, None, "CreatableTopicConfigs.ReadOnly"),
+        ("config_source", 2, 2, None, "CreatableTopicConfigs.ConfigSource"),
+        ("is_sensitive", 1, 2, None, "CreatableTopicConfigs.IsSensitive"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_CreatableTopicResult = (
+    CreatableTopicResult,
+    5,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicResult.Name"),
+        ("error_code", 3, 2, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 3, None, "CreatableTopicResult.ErrorMessage"),
+        ("num_partitions", 5, 2, None, "CreatableTopicResult.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopicResult.ReplicationFactor"),
+        ("configs", 12, 7, _P5_CreatableTopicConfigs, "CreatableTopicResult.Configs"),
+    ),
+    ((0, "topic_config_error_code", 3, 2, None, "CreatableTopicResult.TopicConfigErrorCode"),),
+    (),
+    (
+        ("topic_id", _DF_CreatableTopicResult_topic_id),
+        ("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),
+    ),
+)
+
+_P5_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    5,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 6, _P5_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r6_CreatableTopicConfigs(b, p):
     n = b[p]
     if n < 0x80:
@@ -1424,6 +1576,56 @@ def write_v6(o: CreateTopicsResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"CreateTopicsResponse v6: {e}") from None
+
+
+_P6_CreatableTopicConfigs = (
+    CreatableTopicConfigs,
+    6,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfigs.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfigs.Value"),
+        ("read_only", 1, 2, None, "CreatableTopicConfigs.ReadOnly"),
+        ("config_source", 2, 2, None, "CreatableTopicConfigs.ConfigSource"),
+        ("is_sensitive", 1, 2, None, "CreatableTopicConfigs.IsSensitive"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_CreatableTopicResult = (
+    CreatableTopicResult,
+    6,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicResult.Name"),
+        ("error_code", 3, 2, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 3, None, "CreatableTopicResult.ErrorMessage"),
+        ("num_partitions", 5, 2, None, "CreatableTopicResult.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopicResult.ReplicationFactor"),
+        ("configs", 12, 7, _P6_CreatableTopicConfigs, "CreatableTopicResult.Configs"),
+    ),
+    ((0, "topic_config_error_code", 3, 2, None, "CreatableTopicResult.TopicConfigErrorCode"),),
+    (),
+    (
+        ("topic_id", _DF_CreatableTopicResult_topic_id),
+        ("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),
+    ),
+)
+
+_P6_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    6,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 6, _P6_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r7_CreatableTopicConfigs(b, p):
@@ -1740,8 +1942,65 @@ def write_v7(o: CreateTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"CreateTopicsResponse v7: {e}") from None
 
 
+_P7_CreatableTopicConfigs = (
+    CreatableTopicConfigs,
+    7,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicConfigs.Name"),
+        ("value", 10, 3, None, "CreatableTopicConfigs.Value"),
+        ("read_only", 1, 2, None, "CreatableTopicConfigs.ReadOnly"),
+        ("config_source", 2, 2, None, "CreatableTopicConfigs.ConfigSource"),
+        ("is_sensitive", 1, 2, None, "CreatableTopicConfigs.IsSensitive"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_CreatableTopicResult = (
+    CreatableTopicResult,
+    7,
+    True,
+    (
+        ("name", 10, 2, None, "CreatableTopicResult.Name"),
+        ("topic_id", 9, 2, None, "CreatableTopicResult.TopicId"),
+        ("error_code", 3, 2, None, "CreatableTopicResult.ErrorCode"),
+        ("error_message", 10, 3, None, "CreatableTopicResult.ErrorMessage"),
+        ("num_partitions", 5, 2, None, "CreatableTopicResult.NumPartitions"),
+        ("replication_factor", 3, 2, None, "CreatableTopicResult.ReplicationFactor"),
+        ("configs", 12, 7, _P7_CreatableTopicConfigs, "CreatableTopicResult.Configs"),
+    ),
+    ((0, "topic_config_error_code", 3, 2, None, "CreatableTopicResult.TopicConfigErrorCode"),),
+    (),
+    (("topic_config_error_code", _DF_CreatableTopicResult_topic_config_error_code),),
+)
+
+_P7_CreateTopicsResponse = (
+    CreateTopicsResponse,
+    7,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "CreateTopicsResponse.ThrottleTimeMs"),
+        ("topics", 12, 6, _P7_CreatableTopicResult, "CreateTopicsResponse.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = CreateTopicsResponse
-READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
+PY_READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        2: _P2_CreateTopicsResponse,
+        3: _P3_CreateTopicsResponse,
+        4: _P4_CreateTopicsResponse,
+        5: _P5_CreateTopicsResponse,
+        6: _P6_CreateTopicsResponse,
+        7: _P7_CreateTopicsResponse,
+    },
+)
 WRITERS = {2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6, 7: write_v7}
 VERSION_CLASSES = {
     2: CreateTopicsResponseV2,

@@ -172,7 +172,17 @@ def write_v0(o: DeleteDisklessFilesRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessFilesRequest v0: {e}") from None
 
 
+_P0_DeleteDisklessFilesRequest = (
+    DeleteDisklessFilesRequest,
+    0,
+    True,
+    (("object_keys", 10, 6, None, "DeleteDisklessFilesRequest.ObjectKeys"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessFilesRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessFilesRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessFilesRequestV0}

@@ -267,7 +267,34 @@ def write_v0(o: DeleteDisklessFilesResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessFilesResponse v0: {e}") from None
 
 
+_P0_DeleteDisklessFileResult = (
+    DeleteDisklessFileResult,
+    0,
+    True,
+    (
+        ("object_key", 10, 2, None, "DeleteDisklessFileResult.ObjectKey"),
+        ("error_code", 3, 2, None, "DeleteDisklessFileResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessFilesResponse = (
+    DeleteDisklessFilesResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "DeleteDisklessFilesResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "DeleteDisklessFilesResponse.ErrorCode"),
+        ("results", 12, 6, _P0_DeleteDisklessFileResult, "DeleteDisklessFilesResponse.Results"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessFilesResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessFilesResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessFilesResponseV0}

@@ -321,7 +321,49 @@ def write_v0(o: DeleteDisklessRecordsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessRecordsRequest v0: {e}") from None
 
 
+_P0_DeleteDisklessPartitionRecords = (
+    DeleteDisklessPartitionRecords,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "DeleteDisklessPartitionRecords.PartitionIndex"),
+        ("offset", 7, 2, None, "DeleteDisklessPartitionRecords.Offset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessTopicRecords = (
+    DeleteDisklessTopicRecords,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "DeleteDisklessTopicRecords.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_DeleteDisklessPartitionRecords,
+            "DeleteDisklessTopicRecords.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessRecordsRequest = (
+    DeleteDisklessRecordsRequest,
+    0,
+    True,
+    (("topics", 12, 6, _P0_DeleteDisklessTopicRecords, "DeleteDisklessRecordsRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessRecordsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessRecordsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessRecordsRequestV0}

@@ -354,7 +354,57 @@ def write_v0(o: DeleteDisklessRecordsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessRecordsResponse v0: {e}") from None
 
 
+_P0_DeleteDisklessPartitionRecordsResult = (
+    DeleteDisklessPartitionRecordsResult,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "DeleteDisklessPartitionRecordsResult.PartitionIndex"),
+        ("error_code", 3, 2, None, "DeleteDisklessPartitionRecordsResult.ErrorCode"),
+    ),
+    ((0, "low_watermark", 7, 2, None, "DeleteDisklessPartitionRecordsResult.LowWatermark"),),
+    (),
+    (("low_watermark", _DF_DeleteDisklessPartitionRecordsResult_low_watermark),),
+)
+
+_P0_DeleteDisklessRecordsResult = (
+    DeleteDisklessRecordsResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "DeleteDisklessRecordsResult.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_DeleteDisklessPartitionRecordsResult,
+            "DeleteDisklessRecordsResult.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessRecordsResponse = (
+    DeleteDisklessRecordsResponse,
+    0,
+    True,
+    (
+        (
+            "responses",
+            12,
+            6,
+            _P0_DeleteDisklessRecordsResult,
+            "DeleteDisklessRecordsResponse.Responses",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessRecordsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessRecordsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessRecordsResponseV0}

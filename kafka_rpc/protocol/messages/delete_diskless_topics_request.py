@@ -206,7 +206,27 @@ def write_v0(o: DeleteDisklessTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessTopicsRequest v0: {e}") from None
 
 
+_P0_DeleteDisklessTopic = (
+    DeleteDisklessTopic,
+    0,
+    True,
+    (("topic_id", 9, 2, None, "DeleteDisklessTopic.TopicId"),),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessTopicsRequest = (
+    DeleteDisklessTopicsRequest,
+    0,
+    True,
+    (("topics", 12, 6, _P0_DeleteDisklessTopic, "DeleteDisklessTopicsRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessTopicsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessTopicsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessTopicsRequestV0}

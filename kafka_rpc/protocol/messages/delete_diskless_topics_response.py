@@ -218,7 +218,38 @@ def write_v0(o: DeleteDisklessTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteDisklessTopicsResponse v0: {e}") from None
 
 
+_P0_DeleteDisklessTopicResult = (
+    DeleteDisklessTopicResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "DeleteDisklessTopicResult.TopicId"),
+        ("error_code", 3, 2, None, "DeleteDisklessTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DeleteDisklessTopicsResponse = (
+    DeleteDisklessTopicsResponse,
+    0,
+    True,
+    (
+        (
+            "responses",
+            12,
+            6,
+            _P0_DeleteDisklessTopicResult,
+            "DeleteDisklessTopicsResponse.Responses",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteDisklessTopicsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessTopicsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessTopicsResponseV0}

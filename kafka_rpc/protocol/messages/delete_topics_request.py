@@ -253,6 +253,20 @@ def write_v1(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsRequest v1: {e}") from None
 
 
+_P1_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    1,
+    False,
+    (
+        ("topic_names", 10, 4, None, "DeleteTopicsRequest.TopicNames"),
+        ("timeout_ms", 5, 0, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topics", _DF_DeleteTopicsRequest_topics),),
+)
+
+
 def _r2_DeleteTopicsRequest(b, p):
     (n,) = _s_i.unpack_from(b, p)
     p += 4
@@ -334,6 +348,20 @@ def write_v2(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsRequest v2: {e}") from None
 
 
+_P2_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    2,
+    False,
+    (
+        ("topic_names", 10, 4, None, "DeleteTopicsRequest.TopicNames"),
+        ("timeout_ms", 5, 0, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topics", _DF_DeleteTopicsRequest_topics),),
+)
+
+
 def _r3_DeleteTopicsRequest(b, p):
     (n,) = _s_i.unpack_from(b, p)
     p += 4
@@ -413,6 +441,20 @@ def write_v3(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DeleteTopicsRequest v3: {e}") from None
+
+
+_P3_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    3,
+    False,
+    (
+        ("topic_names", 10, 4, None, "DeleteTopicsRequest.TopicNames"),
+        ("timeout_ms", 5, 0, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topics", _DF_DeleteTopicsRequest_topics),),
+)
 
 
 def _r4_DeleteTopicsRequest(b, p):
@@ -525,6 +567,20 @@ def write_v4(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsRequest v4: {e}") from None
 
 
+_P4_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    4,
+    True,
+    (
+        ("topic_names", 10, 6, None, "DeleteTopicsRequest.TopicNames"),
+        ("timeout_ms", 5, 2, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topics", _DF_DeleteTopicsRequest_topics),),
+)
+
+
 def _r5_DeleteTopicsRequest(b, p):
     n = b[p]
     if n < 0x80:
@@ -633,6 +689,20 @@ def write_v5(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DeleteTopicsRequest v5: {e}") from None
+
+
+_P5_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    5,
+    True,
+    (
+        ("topic_names", 10, 6, None, "DeleteTopicsRequest.TopicNames"),
+        ("timeout_ms", 5, 2, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topics", _DF_DeleteTopicsRequest_topics),),
+)
 
 
 def _r6_DeleteTopicState(b, p):
@@ -779,8 +849,44 @@ def write_v6(o: DeleteTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsRequest v6: {e}") from None
 
 
+_P6_DeleteTopicState = (
+    DeleteTopicState,
+    6,
+    True,
+    (
+        ("name", 10, 3, None, "DeleteTopicState.Name"),
+        ("topic_id", 9, 2, None, "DeleteTopicState.TopicId"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_DeleteTopicsRequest = (
+    DeleteTopicsRequest,
+    6,
+    True,
+    (
+        ("topics", 12, 6, _P6_DeleteTopicState, "DeleteTopicsRequest.Topics"),
+        ("timeout_ms", 5, 2, None, "DeleteTopicsRequest.TimeoutMs"),
+    ),
+    (),
+    (),
+    (("topic_names", _DF_DeleteTopicsRequest_topic_names),),
+)
 MESSAGE = DeleteTopicsRequest
-READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
+PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        1: _P1_DeleteTopicsRequest,
+        2: _P2_DeleteTopicsRequest,
+        3: _P3_DeleteTopicsRequest,
+        4: _P4_DeleteTopicsRequest,
+        5: _P5_DeleteTopicsRequest,
+        6: _P6_DeleteTopicsRequest,
+    },
+)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6}
 VERSION_CLASSES = {
     1: DeleteTopicsRequestV1,

@@ -362,6 +362,36 @@ def write_v1(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsResponse v1: {e}") from None
 
 
+_P1_DeletableTopicResult = (
+    DeletableTopicResult,
+    1,
+    False,
+    (
+        ("name", 10, 0, None, "DeletableTopicResult.Name"),
+        ("error_code", 3, 0, None, "DeletableTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_DeletableTopicResult_topic_id),
+        ("error_message", _DF_DeletableTopicResult_error_message),
+    ),
+)
+
+_P1_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    1,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P1_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r2_DeletableTopicResult(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -461,6 +491,36 @@ def write_v2(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsResponse v2: {e}") from None
 
 
+_P2_DeletableTopicResult = (
+    DeletableTopicResult,
+    2,
+    False,
+    (
+        ("name", 10, 0, None, "DeletableTopicResult.Name"),
+        ("error_code", 3, 0, None, "DeletableTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_DeletableTopicResult_topic_id),
+        ("error_message", _DF_DeletableTopicResult_error_message),
+    ),
+)
+
+_P2_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    2,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P2_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_DeletableTopicResult(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -558,6 +618,36 @@ def write_v3(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DeleteTopicsResponse v3: {e}") from None
+
+
+_P3_DeletableTopicResult = (
+    DeletableTopicResult,
+    3,
+    False,
+    (
+        ("name", 10, 0, None, "DeletableTopicResult.Name"),
+        ("error_code", 3, 0, None, "DeletableTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_DeletableTopicResult_topic_id),
+        ("error_message", _DF_DeletableTopicResult_error_message),
+    ),
+)
+
+_P3_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    3,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P3_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r4_DeletableTopicResult(b, p):
@@ -701,6 +791,36 @@ def write_v4(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DeleteTopicsResponse v4: {e}") from None
+
+
+_P4_DeletableTopicResult = (
+    DeletableTopicResult,
+    4,
+    True,
+    (
+        ("name", 10, 2, None, "DeletableTopicResult.Name"),
+        ("error_code", 3, 2, None, "DeletableTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_DeletableTopicResult_topic_id),
+        ("error_message", _DF_DeletableTopicResult_error_message),
+    ),
+)
+
+_P4_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    4,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 6, _P4_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r5_DeletableTopicResult(b, p):
@@ -874,6 +994,34 @@ def write_v5(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsResponse v5: {e}") from None
 
 
+_P5_DeletableTopicResult = (
+    DeletableTopicResult,
+    5,
+    True,
+    (
+        ("name", 10, 2, None, "DeletableTopicResult.Name"),
+        ("error_code", 3, 2, None, "DeletableTopicResult.ErrorCode"),
+        ("error_message", 10, 3, None, "DeletableTopicResult.ErrorMessage"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_DeletableTopicResult_topic_id),),
+)
+
+_P5_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    5,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 6, _P5_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r6_DeletableTopicResult(b, p):
     n = b[p]
     if n < 0x80:
@@ -1043,8 +1191,46 @@ def write_v6(o: DeleteTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"DeleteTopicsResponse v6: {e}") from None
 
 
+_P6_DeletableTopicResult = (
+    DeletableTopicResult,
+    6,
+    True,
+    (
+        ("name", 10, 3, None, "DeletableTopicResult.Name"),
+        ("topic_id", 9, 2, None, "DeletableTopicResult.TopicId"),
+        ("error_code", 3, 2, None, "DeletableTopicResult.ErrorCode"),
+        ("error_message", 10, 3, None, "DeletableTopicResult.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_DeleteTopicsResponse = (
+    DeleteTopicsResponse,
+    6,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "DeleteTopicsResponse.ThrottleTimeMs"),
+        ("responses", 12, 6, _P6_DeletableTopicResult, "DeleteTopicsResponse.Responses"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = DeleteTopicsResponse
-READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
+PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        1: _P1_DeleteTopicsResponse,
+        2: _P2_DeleteTopicsResponse,
+        3: _P3_DeleteTopicsResponse,
+        4: _P4_DeleteTopicsResponse,
+        5: _P5_DeleteTopicsResponse,
+        6: _P6_DeleteTopicsResponse,
+    },
+)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6}
 VERSION_CLASSES = {
     1: DeleteTopicsResponseV1,

@@ -394,6 +394,40 @@ def write_v0(o: DescribeQuorumRequest, w: bytearray) -> None:
         raise _EncodeError(f"DescribeQuorumRequest v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    True,
+    (("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),),
+    (),
+    (),
+    (),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DescribeQuorumRequest = (
+    DescribeQuorumRequest,
+    0,
+    True,
+    (("topics", 12, 6, _P0_TopicData, "DescribeQuorumRequest.Topics"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_PartitionData(b, p):
     (f_partition_index,) = _S0.unpack_from(b, p)
     p += 4
@@ -579,6 +613,40 @@ def write_v1(o: DescribeQuorumRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DescribeQuorumRequest v1: {e}") from None
+
+
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),),
+    (),
+    (),
+    (),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_DescribeQuorumRequest = (
+    DescribeQuorumRequest,
+    1,
+    True,
+    (("topics", 12, 6, _P1_TopicData, "DescribeQuorumRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 
 
 def _r2_PartitionData(b, p):
@@ -768,8 +836,44 @@ def write_v2(o: DescribeQuorumRequest, w: bytearray) -> None:
         raise _EncodeError(f"DescribeQuorumRequest v2: {e}") from None
 
 
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_DescribeQuorumRequest = (
+    DescribeQuorumRequest,
+    2,
+    True,
+    (("topics", 12, 6, _P2_TopicData, "DescribeQuorumRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = DescribeQuorumRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {0: _P0_DescribeQuorumRequest, 1: _P1_DescribeQuorumRequest, 2: _P2_DescribeQuorumRequest},
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: DescribeQuorumRequestV0,

@@ -783,6 +783,71 @@ def write_v0(o: DescribeQuorumResponse, w: bytearray) -> None:
         raise _EncodeError(f"DescribeQuorumResponse v0: {e}") from None
 
 
+_P0_ReplicaState = (
+    ReplicaState,
+    0,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("log_end_offset", 7, 2, None, "ReplicaState.LogEndOffset"),
+    ),
+    (),
+    (),
+    (
+        ("replica_directory_id", _DF_ReplicaState_replica_directory_id),
+        ("last_fetch_timestamp", _DF_ReplicaState_last_fetch_timestamp),
+        ("last_caught_up_timestamp", _DF_ReplicaState_last_caught_up_timestamp),
+    ),
+)
+
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("current_voters", 12, 6, _P0_ReplicaState, "PartitionData.CurrentVoters"),
+        ("observers", 12, 6, _P0_ReplicaState, "PartitionData.Observers"),
+    ),
+    (),
+    (),
+    (("error_message", _DF_PartitionData_error_message),),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DescribeQuorumResponse = (
+    DescribeQuorumResponse,
+    0,
+    True,
+    (
+        ("error_code", 3, 2, None, "DescribeQuorumResponse.ErrorCode"),
+        ("topics", 12, 6, _P0_TopicData, "DescribeQuorumResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("error_message", _DF_DescribeQuorumResponse_error_message),
+        ("nodes", _DF_DescribeQuorumResponse_nodes),
+    ),
+)
+
+
 def _r1_ReplicaState(b, p):
     f_replica_id, f_log_end_offset, f_last_fetch_timestamp, f_last_caught_up_timestamp = (
         _S3.unpack_from(b, p)
@@ -1086,6 +1151,69 @@ def write_v1(o: DescribeQuorumResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"DescribeQuorumResponse v1: {e}") from None
+
+
+_P1_ReplicaState = (
+    ReplicaState,
+    1,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("log_end_offset", 7, 2, None, "ReplicaState.LogEndOffset"),
+        ("last_fetch_timestamp", 7, 2, None, "ReplicaState.LastFetchTimestamp"),
+        ("last_caught_up_timestamp", 7, 2, None, "ReplicaState.LastCaughtUpTimestamp"),
+    ),
+    (),
+    (),
+    (("replica_directory_id", _DF_ReplicaState_replica_directory_id),),
+)
+
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("current_voters", 12, 6, _P1_ReplicaState, "PartitionData.CurrentVoters"),
+        ("observers", 12, 6, _P1_ReplicaState, "PartitionData.Observers"),
+    ),
+    (),
+    (),
+    (("error_message", _DF_PartitionData_error_message),),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_DescribeQuorumResponse = (
+    DescribeQuorumResponse,
+    1,
+    True,
+    (
+        ("error_code", 3, 2, None, "DescribeQuorumResponse.ErrorCode"),
+        ("topics", 12, 6, _P1_TopicData, "DescribeQuorumResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("error_message", _DF_DescribeQuorumResponse_error_message),
+        ("nodes", _DF_DescribeQuorumResponse_nodes),
+    ),
+)
 
 
 def _r2_ReplicaState(b, p):
@@ -1633,8 +1761,101 @@ def write_v2(o: DescribeQuorumResponse, w: bytearray) -> None:
         raise _EncodeError(f"DescribeQuorumResponse v2: {e}") from None
 
 
+_P2_ReplicaState = (
+    ReplicaState,
+    2,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("replica_directory_id", 9, 2, None, "ReplicaState.ReplicaDirectoryId"),
+        ("log_end_offset", 7, 2, None, "ReplicaState.LogEndOffset"),
+        ("last_fetch_timestamp", 7, 2, None, "ReplicaState.LastFetchTimestamp"),
+        ("last_caught_up_timestamp", 7, 2, None, "ReplicaState.LastCaughtUpTimestamp"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("error_message", 10, 3, None, "PartitionData.ErrorMessage"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("current_voters", 12, 6, _P2_ReplicaState, "PartitionData.CurrentVoters"),
+        ("observers", 12, 6, _P2_ReplicaState, "PartitionData.Observers"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_Listener = (
+    Listener,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "Listener.Name"),
+        ("host", 10, 2, None, "Listener.Host"),
+        ("port", 4, 2, None, "Listener.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_Node = (
+    Node,
+    2,
+    True,
+    (
+        ("node_id", 5, 2, None, "Node.NodeId"),
+        ("listeners", 12, 6, _P2_Listener, "Node.Listeners"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_DescribeQuorumResponse = (
+    DescribeQuorumResponse,
+    2,
+    True,
+    (
+        ("error_code", 3, 2, None, "DescribeQuorumResponse.ErrorCode"),
+        ("error_message", 10, 3, None, "DescribeQuorumResponse.ErrorMessage"),
+        ("topics", 12, 6, _P2_TopicData, "DescribeQuorumResponse.Topics"),
+        ("nodes", 12, 6, _P2_Node, "DescribeQuorumResponse.Nodes"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = DescribeQuorumResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {0: _P0_DescribeQuorumResponse, 1: _P1_DescribeQuorumResponse, 2: _P2_DescribeQuorumResponse},
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: DescribeQuorumResponseV0,

@@ -546,6 +546,48 @@ def write_v0(o: EndQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochRequest v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("leader_id", 5, 0, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 0, None, "PartitionData.LeaderEpoch"),
+        ("preferred_successors", 5, 4, None, "PartitionData.PreferredSuccessors"),
+    ),
+    (),
+    (),
+    (("preferred_candidates", _DF_PartitionData_preferred_candidates),),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "TopicData.TopicName"),
+        ("partitions", 12, 4, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P0_EndQuorumEpochRequest = (
+    EndQuorumEpochRequest,
+    0,
+    False,
+    (
+        ("cluster_id", 10, 1, None, "EndQuorumEpochRequest.ClusterId"),
+        ("topics", 12, 4, _P0_TopicData, "EndQuorumEpochRequest.Topics"),
+    ),
+    (),
+    (),
+    (("leader_endpoints", _DF_EndQuorumEpochRequest_leader_endpoints),),
+)
+
+
 def _r1_ReplicaInfo(b, p):
     f_candidate_id, f_candidate_directory_id = _S1.unpack_from(b, p)
     p += 20
@@ -955,6 +997,76 @@ def write_v1(o: EndQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochRequest v1: {e}") from None
 
 
+_P1_ReplicaInfo = (
+    ReplicaInfo,
+    1,
+    True,
+    (
+        ("candidate_id", 5, 2, None, "ReplicaInfo.CandidateId"),
+        ("candidate_directory_id", 9, 2, None, "ReplicaInfo.CandidateDirectoryId"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("preferred_candidates", 12, 6, _P1_ReplicaInfo, "PartitionData.PreferredCandidates"),
+    ),
+    (),
+    (),
+    (("preferred_successors", _DF_PartitionData_preferred_successors),),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P1_LeaderEndpoint = (
+    LeaderEndpoint,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "LeaderEndpoint.Name"),
+        ("host", 10, 2, None, "LeaderEndpoint.Host"),
+        ("port", 4, 2, None, "LeaderEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_EndQuorumEpochRequest = (
+    EndQuorumEpochRequest,
+    1,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "EndQuorumEpochRequest.ClusterId"),
+        ("topics", 12, 6, _P1_TopicData, "EndQuorumEpochRequest.Topics"),
+        ("leader_endpoints", 12, 6, _P1_LeaderEndpoint, "EndQuorumEpochRequest.LeaderEndpoints"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r2_ReplicaInfo(b, p):
     f_candidate_id, f_candidate_directory_id = _S1.unpack_from(b, p)
     p += 20
@@ -1324,8 +1436,80 @@ def write_v2(o: EndQuorumEpochRequest, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochRequest v2: {e}") from None
 
 
+_P2_ReplicaInfo = (
+    ReplicaInfo,
+    2,
+    True,
+    (
+        ("candidate_id", 5, 2, None, "ReplicaInfo.CandidateId"),
+        ("candidate_directory_id", 9, 2, None, "ReplicaInfo.CandidateDirectoryId"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("preferred_candidates", 12, 6, _P2_ReplicaInfo, "PartitionData.PreferredCandidates"),
+    ),
+    (),
+    (),
+    (("preferred_successors", _DF_PartitionData_preferred_successors),),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_id", 9, 2, None, "TopicData.TopicId"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_TopicData_topic_name),),
+)
+
+_P2_LeaderEndpoint = (
+    LeaderEndpoint,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "LeaderEndpoint.Name"),
+        ("host", 10, 2, None, "LeaderEndpoint.Host"),
+        ("port", 4, 2, None, "LeaderEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_EndQuorumEpochRequest = (
+    EndQuorumEpochRequest,
+    2,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "EndQuorumEpochRequest.ClusterId"),
+        ("topics", 12, 6, _P2_TopicData, "EndQuorumEpochRequest.Topics"),
+        ("leader_endpoints", 12, 6, _P2_LeaderEndpoint, "EndQuorumEpochRequest.LeaderEndpoints"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = EndQuorumEpochRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {0: _P0_EndQuorumEpochRequest, 1: _P1_EndQuorumEpochRequest, 2: _P2_EndQuorumEpochRequest},
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: EndQuorumEpochRequestV0,

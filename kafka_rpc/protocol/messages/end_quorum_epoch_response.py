@@ -443,6 +443,48 @@ def write_v0(o: EndQuorumEpochResponse, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochResponse v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 0, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 0, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "TopicData.TopicName"),
+        ("partitions", 12, 4, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P0_EndQuorumEpochResponse = (
+    EndQuorumEpochResponse,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "EndQuorumEpochResponse.ErrorCode"),
+        ("topics", 12, 4, _P0_TopicData, "EndQuorumEpochResponse.Topics"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_EndQuorumEpochResponse_node_endpoints),),
+)
+
+
 def _r1_PartitionData(b, p):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 14
@@ -749,6 +791,62 @@ def write_v1(o: EndQuorumEpochResponse, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochResponse v1: {e}") from None
 
 
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P1_NodeEndpoint = (
+    NodeEndpoint,
+    1,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_EndQuorumEpochResponse = (
+    EndQuorumEpochResponse,
+    1,
+    True,
+    (
+        ("error_code", 3, 2, None, "EndQuorumEpochResponse.ErrorCode"),
+        ("topics", 12, 6, _P1_TopicData, "EndQuorumEpochResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P1_NodeEndpoint, "EndQuorumEpochResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_EndQuorumEpochResponse_node_endpoints),),
+)
+
+
 def _r2_PartitionData(b, p):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch = _S0.unpack_from(b, p)
     p += 14
@@ -1021,8 +1119,66 @@ def write_v2(o: EndQuorumEpochResponse, w: bytearray) -> None:
         raise _EncodeError(f"EndQuorumEpochResponse v2: {e}") from None
 
 
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_id", 9, 2, None, "TopicData.TopicId"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_TopicData_topic_name),),
+)
+
+_P2_NodeEndpoint = (
+    NodeEndpoint,
+    2,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_EndQuorumEpochResponse = (
+    EndQuorumEpochResponse,
+    2,
+    True,
+    (
+        ("error_code", 3, 2, None, "EndQuorumEpochResponse.ErrorCode"),
+        ("topics", 12, 6, _P2_TopicData, "EndQuorumEpochResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P2_NodeEndpoint, "EndQuorumEpochResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_EndQuorumEpochResponse_node_endpoints),),
+)
 MESSAGE = EndQuorumEpochResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
+READERS = _p.native_readers(
+    PY_READERS,
+    {0: _P0_EndQuorumEpochResponse, 1: _P1_EndQuorumEpochResponse, 2: _P2_EndQuorumEpochResponse},
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: EndQuorumEpochResponseV0,

@@ -156,7 +156,20 @@ def write_v0(o: FeatureLevelRecord, w: bytearray) -> None:
         raise _EncodeError(f"FeatureLevelRecord v0: {e}") from None
 
 
+_P0_FeatureLevelRecord = (
+    FeatureLevelRecord,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "FeatureLevelRecord.Name"),
+        ("feature_level", 3, 2, None, "FeatureLevelRecord.FeatureLevel"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = FeatureLevelRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_FeatureLevelRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FeatureLevelRecordV0}

@@ -127,7 +127,20 @@ def write_v0(o: FenceBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"FenceBrokerRecord v0: {e}") from None
 
 
+_P0_FenceBrokerRecord = (
+    FenceBrokerRecord,
+    0,
+    True,
+    (
+        ("id", 5, 2, None, "FenceBrokerRecord.Id"),
+        ("epoch", 7, 2, None, "FenceBrokerRecord.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = FenceBrokerRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_FenceBrokerRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FenceBrokerRecordV0}

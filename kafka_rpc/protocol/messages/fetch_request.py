@@ -1393,6 +1393,64 @@ def write_v4(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v4: {e}") from None
 
 
+_P4_FetchPartition = (
+    FetchPartition,
+    4,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("current_leader_epoch", _DF_FetchPartition_current_leader_epoch),
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("log_start_offset", _DF_FetchPartition_log_start_offset),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P4_FetchTopic = (
+    FetchTopic,
+    4,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P4_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P4_FetchRequest = (
+    FetchRequest,
+    4,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("topics", 12, 4, _P4_FetchTopic, "FetchRequest.Topics"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("session_id", _DF_FetchRequest_session_id),
+        ("session_epoch", _DF_FetchRequest_session_epoch),
+        ("forgotten_topics_data", _DF_FetchRequest_forgotten_topics_data),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
+
+
 def _r5_FetchPartition(b, p):
     f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
@@ -1548,6 +1606,64 @@ def write_v5(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v5: {e}") from None
 
 
+_P5_FetchPartition = (
+    FetchPartition,
+    5,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("current_leader_epoch", _DF_FetchPartition_current_leader_epoch),
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P5_FetchTopic = (
+    FetchTopic,
+    5,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P5_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P5_FetchRequest = (
+    FetchRequest,
+    5,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("topics", 12, 4, _P5_FetchTopic, "FetchRequest.Topics"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("session_id", _DF_FetchRequest_session_id),
+        ("session_epoch", _DF_FetchRequest_session_epoch),
+        ("forgotten_topics_data", _DF_FetchRequest_forgotten_topics_data),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
+
+
 def _r6_FetchPartition(b, p):
     f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
@@ -1701,6 +1817,64 @@ def write_v6(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v6: {e}") from None
+
+
+_P6_FetchPartition = (
+    FetchPartition,
+    6,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("current_leader_epoch", _DF_FetchPartition_current_leader_epoch),
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P6_FetchTopic = (
+    FetchTopic,
+    6,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P6_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P6_FetchRequest = (
+    FetchRequest,
+    6,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("topics", 12, 4, _P6_FetchTopic, "FetchRequest.Topics"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("session_id", _DF_FetchRequest_session_id),
+        ("session_epoch", _DF_FetchRequest_session_epoch),
+        ("forgotten_topics_data", _DF_FetchRequest_forgotten_topics_data),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
 
 
 def _r7_FetchPartition(b, p):
@@ -1947,6 +2121,77 @@ def write_v7(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v7: {e}") from None
 
 
+_P7_FetchPartition = (
+    FetchPartition,
+    7,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("current_leader_epoch", _DF_FetchPartition_current_leader_epoch),
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P7_FetchTopic = (
+    FetchTopic,
+    7,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P7_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P7_ForgottenTopic = (
+    ForgottenTopic,
+    7,
+    False,
+    (
+        ("topic", 10, 0, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 4, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P7_FetchRequest = (
+    FetchRequest,
+    7,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 0, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 0, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 4, _P7_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 4, _P7_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
+
+
 def _r8_FetchPartition(b, p):
     f_partition, f_fetch_offset, f_log_start_offset, f_partition_max_bytes = _S2.unpack_from(b, p)
     p += 24
@@ -2181,6 +2426,77 @@ def write_v8(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v8: {e}") from None
+
+
+_P8_FetchPartition = (
+    FetchPartition,
+    8,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("current_leader_epoch", _DF_FetchPartition_current_leader_epoch),
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P8_FetchTopic = (
+    FetchTopic,
+    8,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P8_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P8_ForgottenTopic = (
+    ForgottenTopic,
+    8,
+    False,
+    (
+        ("topic", 10, 0, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 4, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P8_FetchRequest = (
+    FetchRequest,
+    8,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 0, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 0, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 4, _P8_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 4, _P8_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
 
 
 def _r9_FetchPartition(b, p):
@@ -2431,6 +2747,77 @@ def write_v9(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v9: {e}") from None
 
 
+_P9_FetchPartition = (
+    FetchPartition,
+    9,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 0, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P9_FetchTopic = (
+    FetchTopic,
+    9,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P9_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P9_ForgottenTopic = (
+    ForgottenTopic,
+    9,
+    False,
+    (
+        ("topic", 10, 0, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 4, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P9_FetchRequest = (
+    FetchRequest,
+    9,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 0, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 0, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 4, _P9_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 4, _P9_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
+
+
 def _r10_FetchPartition(b, p):
     (
         f_partition,
@@ -2677,6 +3064,77 @@ def write_v10(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v10: {e}") from None
+
+
+_P10_FetchPartition = (
+    FetchPartition,
+    10,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 0, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P10_FetchTopic = (
+    FetchTopic,
+    10,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P10_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P10_ForgottenTopic = (
+    ForgottenTopic,
+    10,
+    False,
+    (
+        ("topic", 10, 0, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 4, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P10_FetchRequest = (
+    FetchRequest,
+    10,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 0, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 0, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 4, _P10_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 4, _P10_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("rack_id", _DF_FetchRequest_rack_id),
+    ),
+)
 
 
 def _r11_FetchPartition(b, p):
@@ -2947,6 +3405,77 @@ def write_v11(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v11: {e}") from None
+
+
+_P11_FetchPartition = (
+    FetchPartition,
+    11,
+    False,
+    (
+        ("partition", 5, 0, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 0, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 0, None, "FetchPartition.FetchOffset"),
+        ("log_start_offset", 7, 0, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 0, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("last_fetched_epoch", _DF_FetchPartition_last_fetched_epoch),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P11_FetchTopic = (
+    FetchTopic,
+    11,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchTopic.Topic"),
+        ("partitions", 12, 4, _P11_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P11_ForgottenTopic = (
+    ForgottenTopic,
+    11,
+    False,
+    (
+        ("topic", 10, 0, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 4, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P11_FetchRequest = (
+    FetchRequest,
+    11,
+    False,
+    (
+        ("replica_id", 5, 0, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 0, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 0, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 0, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 0, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 0, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 0, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 4, _P11_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 4, _P11_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 0, None, "FetchRequest.RackId"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+    ),
+)
 
 
 def _r12_FetchPartition(b, p):
@@ -3379,6 +3908,77 @@ def write_v12(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v12: {e}") from None
 
 
+_P12_FetchPartition = (
+    FetchPartition,
+    12,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P12_FetchTopic = (
+    FetchTopic,
+    12,
+    True,
+    (
+        ("topic", 10, 2, None, "FetchTopic.Topic"),
+        ("partitions", 12, 6, _P12_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchTopic_topic_id),),
+)
+
+_P12_ForgottenTopic = (
+    ForgottenTopic,
+    12,
+    True,
+    (
+        ("topic", 10, 2, None, "ForgottenTopic.Topic"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_ForgottenTopic_topic_id),),
+)
+
+_P12_FetchRequest = (
+    FetchRequest,
+    12,
+    True,
+    (
+        ("replica_id", 5, 2, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P12_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P12_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    ((0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),),
+    (1,),
+    (
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+    ),
+)
+
+
 def _r13_FetchPartition(b, p):
     (
         f_partition,
@@ -3757,6 +4357,77 @@ def write_v13(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v13: {e}") from None
 
 
+_P13_FetchPartition = (
+    FetchPartition,
+    13,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P13_FetchTopic = (
+    FetchTopic,
+    13,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P13_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P13_ForgottenTopic = (
+    ForgottenTopic,
+    13,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P13_FetchRequest = (
+    FetchRequest,
+    13,
+    True,
+    (
+        ("replica_id", 5, 2, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P13_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P13_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    ((0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),),
+    (1,),
+    (
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+    ),
+)
+
+
 def _r14_FetchPartition(b, p):
     (
         f_partition,
@@ -4133,6 +4804,77 @@ def write_v14(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v14: {e}") from None
+
+
+_P14_FetchPartition = (
+    FetchPartition,
+    14,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P14_FetchTopic = (
+    FetchTopic,
+    14,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P14_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P14_ForgottenTopic = (
+    ForgottenTopic,
+    14,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P14_FetchRequest = (
+    FetchRequest,
+    14,
+    True,
+    (
+        ("replica_id", 5, 2, None, "FetchRequest.ReplicaId"),
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P14_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P14_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    ((0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),),
+    (1,),
+    (
+        ("replica_state", _DF_FetchRequest_replica_state),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+    ),
+)
 
 
 def _r15_ReplicaState(b, p):
@@ -4542,6 +5284,93 @@ def write_v15(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v15: {e}") from None
 
 
+_P15_ReplicaState = (
+    ReplicaState,
+    15,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("replica_epoch", 7, 2, None, "ReplicaState.ReplicaEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P15_FetchPartition = (
+    FetchPartition,
+    15,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P15_FetchTopic = (
+    FetchTopic,
+    15,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P15_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P15_ForgottenTopic = (
+    ForgottenTopic,
+    15,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P15_FetchRequest = (
+    FetchRequest,
+    15,
+    True,
+    (
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P15_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P15_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    (
+        (0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),
+        (1, "replica_state", 12, 2, _P15_ReplicaState, "FetchRequest.ReplicaState"),
+    ),
+    (),
+    (
+        ("replica_id", _DF_FetchRequest_replica_id),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+    ),
+)
+
+
 def _r16_ReplicaState(b, p):
     f_replica_id, f_replica_epoch = _S7.unpack_from(b, p)
     p += 12
@@ -4941,6 +5770,93 @@ def write_v16(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v16: {e}") from None
+
+
+_P16_ReplicaState = (
+    ReplicaState,
+    16,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("replica_epoch", 7, 2, None, "ReplicaState.ReplicaEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_FetchPartition = (
+    FetchPartition,
+    16,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (),
+    (0, 1),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P16_FetchTopic = (
+    FetchTopic,
+    16,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P16_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P16_ForgottenTopic = (
+    ForgottenTopic,
+    16,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P16_FetchRequest = (
+    FetchRequest,
+    16,
+    True,
+    (
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P16_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P16_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    (
+        (0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),
+        (1, "replica_state", 12, 2, _P16_ReplicaState, "FetchRequest.ReplicaState"),
+    ),
+    (),
+    (
+        ("replica_id", _DF_FetchRequest_replica_id),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+    ),
+)
 
 
 def _r17_ReplicaState(b, p):
@@ -5362,6 +6278,93 @@ def write_v17(o: FetchRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchRequest v17: {e}") from None
+
+
+_P17_ReplicaState = (
+    ReplicaState,
+    17,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("replica_epoch", 7, 2, None, "ReplicaState.ReplicaEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_FetchPartition = (
+    FetchPartition,
+    17,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    ((0, "replica_directory_id", 9, 2, None, "FetchPartition.ReplicaDirectoryId"),),
+    (1,),
+    (
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+    ),
+)
+
+_P17_FetchTopic = (
+    FetchTopic,
+    17,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P17_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P17_ForgottenTopic = (
+    ForgottenTopic,
+    17,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P17_FetchRequest = (
+    FetchRequest,
+    17,
+    True,
+    (
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P17_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P17_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    (
+        (0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),
+        (1, "replica_state", 12, 2, _P17_ReplicaState, "FetchRequest.ReplicaState"),
+    ),
+    (),
+    (
+        ("replica_id", _DF_FetchRequest_replica_id),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+    ),
+)
 
 
 def _r18_ReplicaState(b, p):
@@ -5794,8 +6797,96 @@ def write_v18(o: FetchRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchRequest v18: {e}") from None
 
 
+_P18_ReplicaState = (
+    ReplicaState,
+    18,
+    True,
+    (
+        ("replica_id", 5, 2, None, "ReplicaState.ReplicaId"),
+        ("replica_epoch", 7, 2, None, "ReplicaState.ReplicaEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_FetchPartition = (
+    FetchPartition,
+    18,
+    True,
+    (
+        ("partition", 5, 2, None, "FetchPartition.Partition"),
+        ("current_leader_epoch", 5, 2, None, "FetchPartition.CurrentLeaderEpoch"),
+        ("fetch_offset", 7, 2, None, "FetchPartition.FetchOffset"),
+        ("last_fetched_epoch", 5, 2, None, "FetchPartition.LastFetchedEpoch"),
+        ("log_start_offset", 7, 2, None, "FetchPartition.LogStartOffset"),
+        ("partition_max_bytes", 5, 2, None, "FetchPartition.PartitionMaxBytes"),
+    ),
+    (
+        (0, "replica_directory_id", 9, 2, None, "FetchPartition.ReplicaDirectoryId"),
+        (1, "high_watermark", 7, 2, None, "FetchPartition.HighWatermark"),
+    ),
+    (),
+    (
+        ("replica_directory_id", _DF_FetchPartition_replica_directory_id),
+        ("high_watermark", _DF_FetchPartition_high_watermark),
+    ),
+)
+
+_P18_FetchTopic = (
+    FetchTopic,
+    18,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchTopic.TopicId"),
+        ("partitions", 12, 6, _P18_FetchPartition, "FetchTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchTopic_topic),),
+)
+
+_P18_ForgottenTopic = (
+    ForgottenTopic,
+    18,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ForgottenTopic.TopicId"),
+        ("partitions", 5, 6, None, "ForgottenTopic.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_ForgottenTopic_topic),),
+)
+
+_P18_FetchRequest = (
+    FetchRequest,
+    18,
+    True,
+    (
+        ("max_wait_ms", 5, 2, None, "FetchRequest.MaxWaitMs"),
+        ("min_bytes", 5, 2, None, "FetchRequest.MinBytes"),
+        ("max_bytes", 5, 2, None, "FetchRequest.MaxBytes"),
+        ("isolation_level", 2, 2, None, "FetchRequest.IsolationLevel"),
+        ("session_id", 5, 2, None, "FetchRequest.SessionId"),
+        ("session_epoch", 5, 2, None, "FetchRequest.SessionEpoch"),
+        ("topics", 12, 6, _P18_FetchTopic, "FetchRequest.Topics"),
+        ("forgotten_topics_data", 12, 6, _P18_ForgottenTopic, "FetchRequest.ForgottenTopicsData"),
+        ("rack_id", 10, 2, None, "FetchRequest.RackId"),
+    ),
+    (
+        (0, "cluster_id", 10, 3, None, "FetchRequest.ClusterId"),
+        (1, "replica_state", 12, 2, _P18_ReplicaState, "FetchRequest.ReplicaState"),
+    ),
+    (),
+    (
+        ("replica_id", _DF_FetchRequest_replica_id),
+        ("cluster_id", _DF_FetchRequest_cluster_id),
+        ("replica_state", _DF_FetchRequest_replica_state),
+    ),
+)
 MESSAGE = FetchRequest
-READERS = {
+PY_READERS = {
     4: read_v4,
     5: read_v5,
     6: read_v6,
@@ -5812,6 +6903,26 @@ READERS = {
     17: read_v17,
     18: read_v18,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        4: _P4_FetchRequest,
+        5: _P5_FetchRequest,
+        6: _P6_FetchRequest,
+        7: _P7_FetchRequest,
+        8: _P8_FetchRequest,
+        9: _P9_FetchRequest,
+        10: _P10_FetchRequest,
+        11: _P11_FetchRequest,
+        12: _P12_FetchRequest,
+        13: _P13_FetchRequest,
+        14: _P14_FetchRequest,
+        15: _P15_FetchRequest,
+        16: _P16_FetchRequest,
+        17: _P17_FetchRequest,
+        18: _P18_FetchRequest,
+    },
+)
 WRITERS = {
     4: write_v4,
     5: write_v5,

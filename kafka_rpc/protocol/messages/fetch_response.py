@@ -1804,6 +1804,79 @@ def write_v4(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v4: {e}") from None
 
 
+_P4_AbortedTransaction = (
+    AbortedTransaction,
+    4,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_PartitionData = (
+    PartitionData,
+    4,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P4_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("log_start_offset", _DF_PartitionData_log_start_offset),
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P4_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    4,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P4_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P4_FetchResponse = (
+    FetchResponse,
+    4,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P4_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (
+        ("error_code", _DF_FetchResponse_error_code),
+        ("session_id", _DF_FetchResponse_session_id),
+        ("node_endpoints", _DF_FetchResponse_node_endpoints),
+    ),
+)
+
+
 def _r5_AbortedTransaction(b, p):
     f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
@@ -2016,6 +2089,79 @@ def write_v5(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v5: {e}") from None
+
+
+_P5_AbortedTransaction = (
+    AbortedTransaction,
+    5,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_PartitionData = (
+    PartitionData,
+    5,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P5_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P5_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    5,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P5_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P5_FetchResponse = (
+    FetchResponse,
+    5,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P5_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (
+        ("error_code", _DF_FetchResponse_error_code),
+        ("session_id", _DF_FetchResponse_session_id),
+        ("node_endpoints", _DF_FetchResponse_node_endpoints),
+    ),
+)
 
 
 def _r6_AbortedTransaction(b, p):
@@ -2232,6 +2378,79 @@ def write_v6(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v6: {e}") from None
 
 
+_P6_AbortedTransaction = (
+    AbortedTransaction,
+    6,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_PartitionData = (
+    PartitionData,
+    6,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P6_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P6_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    6,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P6_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P6_FetchResponse = (
+    FetchResponse,
+    6,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("responses", 12, 4, _P6_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (
+        ("error_code", _DF_FetchResponse_error_code),
+        ("session_id", _DF_FetchResponse_session_id),
+        ("node_endpoints", _DF_FetchResponse_node_endpoints),
+    ),
+)
+
+
 def _r7_AbortedTransaction(b, p):
     f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
@@ -2441,6 +2660,77 @@ def write_v7(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v7: {e}") from None
+
+
+_P7_AbortedTransaction = (
+    AbortedTransaction,
+    7,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_PartitionData = (
+    PartitionData,
+    7,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P7_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P7_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    7,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P7_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P7_FetchResponse = (
+    FetchResponse,
+    7,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 0, None, "FetchResponse.SessionId"),
+        ("responses", 12, 4, _P7_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r8_AbortedTransaction(b, p):
@@ -2654,6 +2944,77 @@ def write_v8(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v8: {e}") from None
 
 
+_P8_AbortedTransaction = (
+    AbortedTransaction,
+    8,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P8_PartitionData = (
+    PartitionData,
+    8,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P8_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P8_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    8,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P8_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P8_FetchResponse = (
+    FetchResponse,
+    8,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 0, None, "FetchResponse.SessionId"),
+        ("responses", 12, 4, _P8_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
+
+
 def _r9_AbortedTransaction(b, p):
     f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
@@ -2863,6 +3224,77 @@ def write_v9(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v9: {e}") from None
+
+
+_P9_AbortedTransaction = (
+    AbortedTransaction,
+    9,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P9_PartitionData = (
+    PartitionData,
+    9,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P9_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P9_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    9,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P9_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P9_FetchResponse = (
+    FetchResponse,
+    9,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 0, None, "FetchResponse.SessionId"),
+        ("responses", 12, 4, _P9_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r10_AbortedTransaction(b, p):
@@ -3076,6 +3508,77 @@ def write_v10(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v10: {e}") from None
 
 
+_P10_AbortedTransaction = (
+    AbortedTransaction,
+    10,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P10_PartitionData = (
+    PartitionData,
+    10,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P10_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+        ("preferred_read_replica", _DF_PartitionData_preferred_read_replica),
+    ),
+)
+
+_P10_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    10,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P10_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P10_FetchResponse = (
+    FetchResponse,
+    10,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 0, None, "FetchResponse.SessionId"),
+        ("responses", 12, 4, _P10_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
+
+
 def _r11_AbortedTransaction(b, p):
     f_producer_id, f_first_offset = _S0.unpack_from(b, p)
     p += 16
@@ -3285,6 +3788,77 @@ def write_v11(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v11: {e}") from None
+
+
+_P11_AbortedTransaction = (
+    AbortedTransaction,
+    11,
+    False,
+    (
+        ("producer_id", 7, 0, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 0, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P11_PartitionData = (
+    PartitionData,
+    11,
+    False,
+    (
+        ("partition_index", 5, 0, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 0, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 0, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 0, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 0, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            5,
+            _P11_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 0, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 1, None, "PartitionData.Records"),
+    ),
+    (),
+    (0, 1, 2),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P11_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    11,
+    False,
+    (
+        ("topic", 10, 0, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 4, _P11_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P11_FetchResponse = (
+    FetchResponse,
+    11,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 0, None, "FetchResponse.SessionId"),
+        ("responses", 12, 4, _P11_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r12_EpochEndOffset(b, p):
@@ -3725,6 +4299,120 @@ def write_v12(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v12: {e}") from None
 
 
+_P12_EpochEndOffset = (
+    EpochEndOffset,
+    12,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    12,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_SnapshotId = (
+    SnapshotId,
+    12,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_AbortedTransaction = (
+    AbortedTransaction,
+    12,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_PartitionData = (
+    PartitionData,
+    12,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P12_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P12_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P12_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P12_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P12_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    12,
+    True,
+    (
+        ("topic", 10, 2, None, "FetchableTopicResponse.Topic"),
+        ("partitions", 12, 6, _P12_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_FetchableTopicResponse_topic_id),),
+)
+
+_P12_FetchResponse = (
+    FetchResponse,
+    12,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P12_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
+
+
 def _r13_EpochEndOffset(b, p):
     f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
@@ -4117,6 +4805,120 @@ def write_v13(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v13: {e}") from None
+
+
+_P13_EpochEndOffset = (
+    EpochEndOffset,
+    13,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    13,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_SnapshotId = (
+    SnapshotId,
+    13,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_AbortedTransaction = (
+    AbortedTransaction,
+    13,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_PartitionData = (
+    PartitionData,
+    13,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P13_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P13_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P13_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P13_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P13_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    13,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P13_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P13_FetchResponse = (
+    FetchResponse,
+    13,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P13_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r14_EpochEndOffset(b, p):
@@ -4513,6 +5315,120 @@ def write_v14(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v14: {e}") from None
 
 
+_P14_EpochEndOffset = (
+    EpochEndOffset,
+    14,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    14,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_SnapshotId = (
+    SnapshotId,
+    14,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_AbortedTransaction = (
+    AbortedTransaction,
+    14,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_PartitionData = (
+    PartitionData,
+    14,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P14_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P14_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P14_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P14_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P14_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    14,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P14_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P14_FetchResponse = (
+    FetchResponse,
+    14,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P14_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
+
+
 def _r15_EpochEndOffset(b, p):
     f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
@@ -4905,6 +5821,120 @@ def write_v15(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v15: {e}") from None
+
+
+_P15_EpochEndOffset = (
+    EpochEndOffset,
+    15,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P15_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    15,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P15_SnapshotId = (
+    SnapshotId,
+    15,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P15_AbortedTransaction = (
+    AbortedTransaction,
+    15,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P15_PartitionData = (
+    PartitionData,
+    15,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P15_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P15_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P15_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P15_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P15_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    15,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P15_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P15_FetchResponse = (
+    FetchResponse,
+    15,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P15_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r16_EpochEndOffset(b, p):
@@ -5437,6 +6467,135 @@ def write_v16(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v16: {e}") from None
 
 
+_P16_EpochEndOffset = (
+    EpochEndOffset,
+    16,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    16,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_SnapshotId = (
+    SnapshotId,
+    16,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_AbortedTransaction = (
+    AbortedTransaction,
+    16,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_PartitionData = (
+    PartitionData,
+    16,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P16_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P16_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P16_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P16_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P16_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    16,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P16_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P16_NodeEndpoint = (
+    NodeEndpoint,
+    16,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 5, 2, None, "NodeEndpoint.Port"),
+        ("rack", 10, 3, None, "NodeEndpoint.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P16_FetchResponse = (
+    FetchResponse,
+    16,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P16_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P16_NodeEndpoint, "FetchResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
+
+
 def _r17_EpochEndOffset(b, p):
     f_epoch, f_end_offset = _S5.unpack_from(b, p)
     p += 12
@@ -5955,6 +7114,135 @@ def write_v17(o: FetchResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FetchResponse v17: {e}") from None
+
+
+_P17_EpochEndOffset = (
+    EpochEndOffset,
+    17,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    17,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_SnapshotId = (
+    SnapshotId,
+    17,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_AbortedTransaction = (
+    AbortedTransaction,
+    17,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_PartitionData = (
+    PartitionData,
+    17,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P17_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P17_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P17_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P17_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P17_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    17,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P17_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P17_NodeEndpoint = (
+    NodeEndpoint,
+    17,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 5, 2, None, "NodeEndpoint.Port"),
+        ("rack", 10, 3, None, "NodeEndpoint.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P17_FetchResponse = (
+    FetchResponse,
+    17,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P17_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P17_NodeEndpoint, "FetchResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 
 
 def _r18_EpochEndOffset(b, p):
@@ -6477,8 +7765,135 @@ def write_v18(o: FetchResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchResponse v18: {e}") from None
 
 
+_P18_EpochEndOffset = (
+    EpochEndOffset,
+    18,
+    True,
+    (
+        ("epoch", 5, 2, None, "EpochEndOffset.Epoch"),
+        ("end_offset", 7, 2, None, "EpochEndOffset.EndOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    18,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_SnapshotId = (
+    SnapshotId,
+    18,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_AbortedTransaction = (
+    AbortedTransaction,
+    18,
+    True,
+    (
+        ("producer_id", 7, 2, None, "AbortedTransaction.ProducerId"),
+        ("first_offset", 7, 2, None, "AbortedTransaction.FirstOffset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_PartitionData = (
+    PartitionData,
+    18,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("high_watermark", 7, 2, None, "PartitionData.HighWatermark"),
+        ("last_stable_offset", 7, 2, None, "PartitionData.LastStableOffset"),
+        ("log_start_offset", 7, 2, None, "PartitionData.LogStartOffset"),
+        (
+            "aborted_transactions",
+            12,
+            7,
+            _P18_AbortedTransaction,
+            "PartitionData.AbortedTransactions",
+        ),
+        ("preferred_read_replica", 5, 2, None, "PartitionData.PreferredReadReplica"),
+        ("records", 11, 3, None, "PartitionData.Records"),
+    ),
+    (
+        (0, "diverging_epoch", 12, 2, _P18_EpochEndOffset, "PartitionData.DivergingEpoch"),
+        (1, "current_leader", 12, 2, _P18_LeaderIdAndEpoch, "PartitionData.CurrentLeader"),
+        (2, "snapshot_id", 12, 2, _P18_SnapshotId, "PartitionData.SnapshotId"),
+    ),
+    (),
+    (
+        ("diverging_epoch", _DF_PartitionData_diverging_epoch),
+        ("current_leader", _DF_PartitionData_current_leader),
+        ("snapshot_id", _DF_PartitionData_snapshot_id),
+    ),
+)
+
+_P18_FetchableTopicResponse = (
+    FetchableTopicResponse,
+    18,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FetchableTopicResponse.TopicId"),
+        ("partitions", 12, 6, _P18_PartitionData, "FetchableTopicResponse.Partitions"),
+    ),
+    (),
+    (),
+    (("topic", _DF_FetchableTopicResponse_topic),),
+)
+
+_P18_NodeEndpoint = (
+    NodeEndpoint,
+    18,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 5, 2, None, "NodeEndpoint.Port"),
+        ("rack", 10, 3, None, "NodeEndpoint.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P18_FetchResponse = (
+    FetchResponse,
+    18,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchResponse.ErrorCode"),
+        ("session_id", 5, 2, None, "FetchResponse.SessionId"),
+        ("responses", 12, 6, _P18_FetchableTopicResponse, "FetchResponse.Responses"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P18_NodeEndpoint, "FetchResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_FetchResponse_node_endpoints),),
+)
 MESSAGE = FetchResponse
-READERS = {
+PY_READERS = {
     4: read_v4,
     5: read_v5,
     6: read_v6,
@@ -6495,6 +7910,26 @@ READERS = {
     17: read_v17,
     18: read_v18,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        4: _P4_FetchResponse,
+        5: _P5_FetchResponse,
+        6: _P6_FetchResponse,
+        7: _P7_FetchResponse,
+        8: _P8_FetchResponse,
+        9: _P9_FetchResponse,
+        10: _P10_FetchResponse,
+        11: _P11_FetchResponse,
+        12: _P12_FetchResponse,
+        13: _P13_FetchResponse,
+        14: _P14_FetchResponse,
+        15: _P15_FetchResponse,
+        16: _P16_FetchResponse,
+        17: _P17_FetchResponse,
+        18: _P18_FetchResponse,
+    },
+)
 WRITERS = {
     4: write_v4,
     5: write_v5,

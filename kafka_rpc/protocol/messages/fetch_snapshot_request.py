@@ -582,6 +582,62 @@ def write_v0(o: FetchSnapshotRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchSnapshotRequest v0: {e}") from None
 
 
+_P0_SnapshotId = (
+    SnapshotId,
+    0,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_PartitionSnapshot = (
+    PartitionSnapshot,
+    0,
+    True,
+    (
+        ("partition", 5, 2, None, "PartitionSnapshot.Partition"),
+        ("current_leader_epoch", 5, 2, None, "PartitionSnapshot.CurrentLeaderEpoch"),
+        ("snapshot_id", 12, 2, _P0_SnapshotId, "PartitionSnapshot.SnapshotId"),
+        ("position", 7, 2, None, "PartitionSnapshot.Position"),
+    ),
+    (),
+    (0,),
+    (("replica_directory_id", _DF_PartitionSnapshot_replica_directory_id),),
+)
+
+_P0_TopicSnapshot = (
+    TopicSnapshot,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "TopicSnapshot.Name"),
+        ("partitions", 12, 6, _P0_PartitionSnapshot, "TopicSnapshot.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FetchSnapshotRequest = (
+    FetchSnapshotRequest,
+    0,
+    True,
+    (
+        ("replica_id", 5, 2, None, "FetchSnapshotRequest.ReplicaId"),
+        ("max_bytes", 5, 2, None, "FetchSnapshotRequest.MaxBytes"),
+        ("topics", 12, 6, _P0_TopicSnapshot, "FetchSnapshotRequest.Topics"),
+    ),
+    ((0, "cluster_id", 10, 3, None, "FetchSnapshotRequest.ClusterId"),),
+    (),
+    (("cluster_id", _DF_FetchSnapshotRequest_cluster_id),),
+)
+
+
 def _r1_SnapshotId(b, p):
     f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
@@ -881,7 +937,62 @@ def write_v1(o: FetchSnapshotRequest, w: bytearray) -> None:
         raise _EncodeError(f"FetchSnapshotRequest v1: {e}") from None
 
 
+_P1_SnapshotId = (
+    SnapshotId,
+    1,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_PartitionSnapshot = (
+    PartitionSnapshot,
+    1,
+    True,
+    (
+        ("partition", 5, 2, None, "PartitionSnapshot.Partition"),
+        ("current_leader_epoch", 5, 2, None, "PartitionSnapshot.CurrentLeaderEpoch"),
+        ("snapshot_id", 12, 2, _P1_SnapshotId, "PartitionSnapshot.SnapshotId"),
+        ("position", 7, 2, None, "PartitionSnapshot.Position"),
+    ),
+    ((0, "replica_directory_id", 9, 2, None, "PartitionSnapshot.ReplicaDirectoryId"),),
+    (),
+    (("replica_directory_id", _DF_PartitionSnapshot_replica_directory_id),),
+)
+
+_P1_TopicSnapshot = (
+    TopicSnapshot,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "TopicSnapshot.Name"),
+        ("partitions", 12, 6, _P1_PartitionSnapshot, "TopicSnapshot.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_FetchSnapshotRequest = (
+    FetchSnapshotRequest,
+    1,
+    True,
+    (
+        ("replica_id", 5, 2, None, "FetchSnapshotRequest.ReplicaId"),
+        ("max_bytes", 5, 2, None, "FetchSnapshotRequest.MaxBytes"),
+        ("topics", 12, 6, _P1_TopicSnapshot, "FetchSnapshotRequest.Topics"),
+    ),
+    ((0, "cluster_id", 10, 3, None, "FetchSnapshotRequest.ClusterId"),),
+    (),
+    (("cluster_id", _DF_FetchSnapshotRequest_cluster_id),),
+)
 MESSAGE = FetchSnapshotRequest
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(PY_READERS, {0: _P0_FetchSnapshotRequest, 1: _P1_FetchSnapshotRequest})
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: FetchSnapshotRequestV0, 1: FetchSnapshotRequestV1}

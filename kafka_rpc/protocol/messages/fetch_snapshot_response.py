@@ -720,6 +720,77 @@ def write_v0(o: FetchSnapshotResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchSnapshotResponse v0: {e}") from None
 
 
+_P0_SnapshotId = (
+    SnapshotId,
+    0,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    0,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_PartitionSnapshot = (
+    PartitionSnapshot,
+    0,
+    True,
+    (
+        ("index", 5, 2, None, "PartitionSnapshot.Index"),
+        ("error_code", 3, 2, None, "PartitionSnapshot.ErrorCode"),
+        ("snapshot_id", 12, 2, _P0_SnapshotId, "PartitionSnapshot.SnapshotId"),
+        ("size", 7, 2, None, "PartitionSnapshot.Size"),
+        ("position", 7, 2, None, "PartitionSnapshot.Position"),
+        ("unaligned_records", 11, 2, None, "PartitionSnapshot.UnalignedRecords"),
+    ),
+    ((0, "current_leader", 12, 2, _P0_LeaderIdAndEpoch, "PartitionSnapshot.CurrentLeader"),),
+    (),
+    (("current_leader", _DF_PartitionSnapshot_current_leader),),
+)
+
+_P0_TopicSnapshot = (
+    TopicSnapshot,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "TopicSnapshot.Name"),
+        ("partitions", 12, 6, _P0_PartitionSnapshot, "TopicSnapshot.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FetchSnapshotResponse = (
+    FetchSnapshotResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchSnapshotResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchSnapshotResponse.ErrorCode"),
+        ("topics", 12, 6, _P0_TopicSnapshot, "FetchSnapshotResponse.Topics"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_FetchSnapshotResponse_node_endpoints),),
+)
+
+
 def _r1_SnapshotId(b, p):
     f_end_offset, f_epoch = _S0.unpack_from(b, p)
     p += 12
@@ -1136,7 +1207,93 @@ def write_v1(o: FetchSnapshotResponse, w: bytearray) -> None:
         raise _EncodeError(f"FetchSnapshotResponse v1: {e}") from None
 
 
+_P1_SnapshotId = (
+    SnapshotId,
+    1,
+    True,
+    (
+        ("end_offset", 7, 2, None, "SnapshotId.EndOffset"),
+        ("epoch", 5, 2, None, "SnapshotId.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_LeaderIdAndEpoch = (
+    LeaderIdAndEpoch,
+    1,
+    True,
+    (
+        ("leader_id", 5, 2, None, "LeaderIdAndEpoch.LeaderId"),
+        ("leader_epoch", 5, 2, None, "LeaderIdAndEpoch.LeaderEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_PartitionSnapshot = (
+    PartitionSnapshot,
+    1,
+    True,
+    (
+        ("index", 5, 2, None, "PartitionSnapshot.Index"),
+        ("error_code", 3, 2, None, "PartitionSnapshot.ErrorCode"),
+        ("snapshot_id", 12, 2, _P1_SnapshotId, "PartitionSnapshot.SnapshotId"),
+        ("size", 7, 2, None, "PartitionSnapshot.Size"),
+        ("position", 7, 2, None, "PartitionSnapshot.Position"),
+        ("unaligned_records", 11, 2, None, "PartitionSnapshot.UnalignedRecords"),
+    ),
+    ((0, "current_leader", 12, 2, _P1_LeaderIdAndEpoch, "PartitionSnapshot.CurrentLeader"),),
+    (),
+    (("current_leader", _DF_PartitionSnapshot_current_leader),),
+)
+
+_P1_TopicSnapshot = (
+    TopicSnapshot,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "TopicSnapshot.Name"),
+        ("partitions", 12, 6, _P1_PartitionSnapshot, "TopicSnapshot.Partitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_NodeEndpoint = (
+    NodeEndpoint,
+    1,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_FetchSnapshotResponse = (
+    FetchSnapshotResponse,
+    1,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FetchSnapshotResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FetchSnapshotResponse.ErrorCode"),
+        ("topics", 12, 6, _P1_TopicSnapshot, "FetchSnapshotResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P1_NodeEndpoint, "FetchSnapshotResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_FetchSnapshotResponse_node_endpoints),),
+)
 MESSAGE = FetchSnapshotResponse
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(
+    PY_READERS, {0: _P0_FetchSnapshotResponse, 1: _P1_FetchSnapshotResponse}
+)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: FetchSnapshotResponseV0, 1: FetchSnapshotResponseV1}

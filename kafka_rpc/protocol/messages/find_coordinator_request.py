@@ -229,6 +229,20 @@ def write_v0(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorRequest v0: {e}") from None
 
 
+_P0_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    0,
+    False,
+    (("key", 10, 0, None, "FindCoordinatorRequest.Key"),),
+    (),
+    (),
+    (
+        ("key_type", _DF_FindCoordinatorRequest_key_type),
+        ("coordinator_keys", _DF_FindCoordinatorRequest_coordinator_keys),
+    ),
+)
+
+
 def _r1_FindCoordinatorRequest(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -293,6 +307,20 @@ def write_v1(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorRequest v1: {e}") from None
 
 
+_P1_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    1,
+    False,
+    (
+        ("key", 10, 0, None, "FindCoordinatorRequest.Key"),
+        ("key_type", 2, 0, None, "FindCoordinatorRequest.KeyType"),
+    ),
+    (),
+    (),
+    (("coordinator_keys", _DF_FindCoordinatorRequest_coordinator_keys),),
+)
+
+
 def _r2_FindCoordinatorRequest(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -355,6 +383,20 @@ def write_v2(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorRequest v2: {e}") from None
+
+
+_P2_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    2,
+    False,
+    (
+        ("key", 10, 0, None, "FindCoordinatorRequest.Key"),
+        ("key_type", 2, 0, None, "FindCoordinatorRequest.KeyType"),
+    ),
+    (),
+    (),
+    (("coordinator_keys", _DF_FindCoordinatorRequest_coordinator_keys),),
+)
 
 
 def _r3_FindCoordinatorRequest(b, p):
@@ -441,6 +483,20 @@ def write_v3(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorRequest v3: {e}") from None
+
+
+_P3_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    3,
+    True,
+    (
+        ("key", 10, 2, None, "FindCoordinatorRequest.Key"),
+        ("key_type", 2, 2, None, "FindCoordinatorRequest.KeyType"),
+    ),
+    (),
+    (),
+    (("coordinator_keys", _DF_FindCoordinatorRequest_coordinator_keys),),
+)
 
 
 def _r4_FindCoordinatorRequest(b, p):
@@ -553,6 +609,20 @@ def write_v4(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorRequest v4: {e}") from None
 
 
+_P4_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    4,
+    True,
+    (
+        ("key_type", 2, 2, None, "FindCoordinatorRequest.KeyType"),
+        ("coordinator_keys", 10, 6, None, "FindCoordinatorRequest.CoordinatorKeys"),
+    ),
+    (),
+    (),
+    (("key", _DF_FindCoordinatorRequest_key),),
+)
+
+
 def _r5_FindCoordinatorRequest(b, p):
     (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
@@ -661,6 +731,20 @@ def write_v5(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorRequest v5: {e}") from None
+
+
+_P5_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    5,
+    True,
+    (
+        ("key_type", 2, 2, None, "FindCoordinatorRequest.KeyType"),
+        ("coordinator_keys", 10, 6, None, "FindCoordinatorRequest.CoordinatorKeys"),
+    ),
+    (),
+    (),
+    (("key", _DF_FindCoordinatorRequest_key),),
+)
 
 
 def _r6_FindCoordinatorRequest(b, p):
@@ -773,6 +857,20 @@ def write_v6(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorRequest v6: {e}") from None
 
 
+_P6_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    6,
+    True,
+    (
+        ("key_type", 2, 2, None, "FindCoordinatorRequest.KeyType"),
+        ("coordinator_keys", 10, 6, None, "FindCoordinatorRequest.CoordinatorKeys"),
+    ),
+    (),
+    (),
+    (("key", _DF_FindCoordinatorRequest_key),),
+)
+
+
 def _r7_FindCoordinatorRequest(b, p):
     (f_key_type,) = _S0.unpack_from(b, p)
     p += 1
@@ -883,8 +981,20 @@ def write_v7(o: FindCoordinatorRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorRequest v7: {e}") from None
 
 
+_P7_FindCoordinatorRequest = (
+    FindCoordinatorRequest,
+    7,
+    True,
+    (
+        ("key_type", 2, 2, None, "FindCoordinatorRequest.KeyType"),
+        ("coordinator_keys", 10, 6, None, "FindCoordinatorRequest.CoordinatorKeys"),
+    ),
+    (),
+    (),
+    (("key", _DF_FindCoordinatorRequest_key),),
+)
 MESSAGE = FindCoordinatorRequest
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -894,6 +1004,19 @@ READERS = {
     6: read_v6,
     7: read_v7,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_FindCoordinatorRequest,
+        1: _P1_FindCoordinatorRequest,
+        2: _P2_FindCoordinatorRequest,
+        3: _P3_FindCoordinatorRequest,
+        4: _P4_FindCoordinatorRequest,
+        5: _P5_FindCoordinatorRequest,
+        6: _P6_FindCoordinatorRequest,
+        7: _P7_FindCoordinatorRequest,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

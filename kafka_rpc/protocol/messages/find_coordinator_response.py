@@ -384,6 +384,26 @@ def write_v0(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorResponse v0: {e}") from None
 
 
+_P0_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "FindCoordinatorResponse.ErrorCode"),
+        ("node_id", 5, 0, None, "FindCoordinatorResponse.NodeId"),
+        ("host", 10, 0, None, "FindCoordinatorResponse.Host"),
+        ("port", 5, 0, None, "FindCoordinatorResponse.Port"),
+    ),
+    (),
+    (),
+    (
+        ("throttle_time_ms", _DF_FindCoordinatorResponse_throttle_time_ms),
+        ("error_message", _DF_FindCoordinatorResponse_error_message),
+        ("coordinators", _DF_FindCoordinatorResponse_coordinators),
+    ),
+)
+
+
 def _r1_FindCoordinatorResponse(b, p):
     f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
@@ -486,6 +506,24 @@ def write_v1(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorResponse v1: {e}") from None
 
 
+_P1_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    1,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FindCoordinatorResponse.ErrorCode"),
+        ("error_message", 10, 1, None, "FindCoordinatorResponse.ErrorMessage"),
+        ("node_id", 5, 0, None, "FindCoordinatorResponse.NodeId"),
+        ("host", 10, 0, None, "FindCoordinatorResponse.Host"),
+        ("port", 5, 0, None, "FindCoordinatorResponse.Port"),
+    ),
+    (),
+    (),
+    (("coordinators", _DF_FindCoordinatorResponse_coordinators),),
+)
+
+
 def _r2_FindCoordinatorResponse(b, p):
     f_throttle_time_ms, f_error_code = _S2.unpack_from(b, p)
     p += 6
@@ -586,6 +624,24 @@ def write_v2(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorResponse v2: {e}") from None
+
+
+_P2_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    2,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("error_code", 3, 0, None, "FindCoordinatorResponse.ErrorCode"),
+        ("error_message", 10, 1, None, "FindCoordinatorResponse.ErrorMessage"),
+        ("node_id", 5, 0, None, "FindCoordinatorResponse.NodeId"),
+        ("host", 10, 0, None, "FindCoordinatorResponse.Host"),
+        ("port", 5, 0, None, "FindCoordinatorResponse.Port"),
+    ),
+    (),
+    (),
+    (("coordinators", _DF_FindCoordinatorResponse_coordinators),),
+)
 
 
 def _r3_FindCoordinatorResponse(b, p):
@@ -717,6 +773,24 @@ def write_v3(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorResponse v3: {e}") from None
+
+
+_P3_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    3,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "FindCoordinatorResponse.ErrorCode"),
+        ("error_message", 10, 3, None, "FindCoordinatorResponse.ErrorMessage"),
+        ("node_id", 5, 2, None, "FindCoordinatorResponse.NodeId"),
+        ("host", 10, 2, None, "FindCoordinatorResponse.Host"),
+        ("port", 5, 2, None, "FindCoordinatorResponse.Port"),
+    ),
+    (),
+    (),
+    (("coordinators", _DF_FindCoordinatorResponse_coordinators),),
+)
 
 
 def _r4_Coordinator(b, p):
@@ -952,6 +1026,43 @@ def write_v4(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorResponse v4: {e}") from None
 
 
+_P4_Coordinator = (
+    Coordinator,
+    4,
+    True,
+    (
+        ("key", 10, 2, None, "Coordinator.Key"),
+        ("node_id", 5, 2, None, "Coordinator.NodeId"),
+        ("host", 10, 2, None, "Coordinator.Host"),
+        ("port", 5, 2, None, "Coordinator.Port"),
+        ("error_code", 3, 2, None, "Coordinator.ErrorCode"),
+        ("error_message", 10, 3, None, "Coordinator.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    4,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("coordinators", 12, 6, _P4_Coordinator, "FindCoordinatorResponse.Coordinators"),
+    ),
+    (),
+    (),
+    (
+        ("error_code", _DF_FindCoordinatorResponse_error_code),
+        ("error_message", _DF_FindCoordinatorResponse_error_message),
+        ("node_id", _DF_FindCoordinatorResponse_node_id),
+        ("host", _DF_FindCoordinatorResponse_host),
+        ("port", _DF_FindCoordinatorResponse_port),
+    ),
+)
+
+
 def _r5_Coordinator(b, p):
     n = b[p]
     if n < 0x80:
@@ -1169,6 +1280,43 @@ def write_v5(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"FindCoordinatorResponse v5: {e}") from None
+
+
+_P5_Coordinator = (
+    Coordinator,
+    5,
+    True,
+    (
+        ("key", 10, 2, None, "Coordinator.Key"),
+        ("node_id", 5, 2, None, "Coordinator.NodeId"),
+        ("host", 10, 2, None, "Coordinator.Host"),
+        ("port", 5, 2, None, "Coordinator.Port"),
+        ("error_code", 3, 2, None, "Coordinator.ErrorCode"),
+        ("error_message", 10, 3, None, "Coordinator.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    5,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("coordinators", 12, 6, _P5_Coordinator, "FindCoordinatorResponse.Coordinators"),
+    ),
+    (),
+    (),
+    (
+        ("error_code", _DF_FindCoordinatorResponse_error_code),
+        ("error_message", _DF_FindCoordinatorResponse_error_message),
+        ("node_id", _DF_FindCoordinatorResponse_node_id),
+        ("host", _DF_FindCoordinatorResponse_host),
+        ("port", _DF_FindCoordinatorResponse_port),
+    ),
+)
 
 
 def _r6_Coordinator(b, p):
@@ -1390,6 +1538,43 @@ def write_v6(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorResponse v6: {e}") from None
 
 
+_P6_Coordinator = (
+    Coordinator,
+    6,
+    True,
+    (
+        ("key", 10, 2, None, "Coordinator.Key"),
+        ("node_id", 5, 2, None, "Coordinator.NodeId"),
+        ("host", 10, 2, None, "Coordinator.Host"),
+        ("port", 5, 2, None, "Coordinator.Port"),
+        ("error_code", 3, 2, None, "Coordinator.ErrorCode"),
+        ("error_message", 10, 3, None, "Coordinator.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    6,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("coordinators", 12, 6, _P6_Coordinator, "FindCoordinatorResponse.Coordinators"),
+    ),
+    (),
+    (),
+    (
+        ("error_code", _DF_FindCoordinatorResponse_error_code),
+        ("error_message", _DF_FindCoordinatorResponse_error_message),
+        ("node_id", _DF_FindCoordinatorResponse_node_id),
+        ("host", _DF_FindCoordinatorResponse_host),
+        ("port", _DF_FindCoordinatorResponse_port),
+    ),
+)
+
+
 def _r7_Coordinator(b, p):
     n = b[p]
     if n < 0x80:
@@ -1609,8 +1794,43 @@ def write_v7(o: FindCoordinatorResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindCoordinatorResponse v7: {e}") from None
 
 
+_P7_Coordinator = (
+    Coordinator,
+    7,
+    True,
+    (
+        ("key", 10, 2, None, "Coordinator.Key"),
+        ("node_id", 5, 2, None, "Coordinator.NodeId"),
+        ("host", 10, 2, None, "Coordinator.Host"),
+        ("port", 5, 2, None, "Coordinator.Port"),
+        ("error_code", 3, 2, None, "Coordinator.ErrorCode"),
+        ("error_message", 10, 3, None, "Coordinator.ErrorMessage"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_FindCoordinatorResponse = (
+    FindCoordinatorResponse,
+    7,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "FindCoordinatorResponse.ThrottleTimeMs"),
+        ("coordinators", 12, 6, _P7_Coordinator, "FindCoordinatorResponse.Coordinators"),
+    ),
+    (),
+    (),
+    (
+        ("error_code", _DF_FindCoordinatorResponse_error_code),
+        ("error_message", _DF_FindCoordinatorResponse_error_message),
+        ("node_id", _DF_FindCoordinatorResponse_node_id),
+        ("host", _DF_FindCoordinatorResponse_host),
+        ("port", _DF_FindCoordinatorResponse_port),
+    ),
+)
 MESSAGE = FindCoordinatorResponse
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -1620,6 +1840,19 @@ READERS = {
     6: read_v6,
     7: read_v7,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_FindCoordinatorResponse,
+        1: _P1_FindCoordinatorResponse,
+        2: _P2_FindCoordinatorResponse,
+        3: _P3_FindCoordinatorResponse,
+        4: _P4_FindCoordinatorResponse,
+        5: _P5_FindCoordinatorResponse,
+        6: _P6_FindCoordinatorResponse,
+        7: _P7_FindCoordinatorResponse,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

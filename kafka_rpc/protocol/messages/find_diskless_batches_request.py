@@ -337,7 +337,53 @@ def write_v0(o: FindDisklessBatchesRequest, w: bytearray) -> None:
         raise _EncodeError(f"FindDisklessBatchesRequest v0: {e}") from None
 
 
+_P0_FindDisklessBatchTopicPartition = (
+    FindDisklessBatchTopicPartition,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "FindDisklessBatchTopicPartition.PartitionIndex"),
+        ("offset", 7, 2, None, "FindDisklessBatchTopicPartition.Offset"),
+        ("max_bytes", 5, 2, None, "FindDisklessBatchTopicPartition.MaxBytes"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FindDisklessBatchTopic = (
+    FindDisklessBatchTopic,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FindDisklessBatchTopic.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_FindDisklessBatchTopicPartition,
+            "FindDisklessBatchTopic.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FindDisklessBatchesRequest = (
+    FindDisklessBatchesRequest,
+    0,
+    True,
+    (
+        ("topics", 12, 6, _P0_FindDisklessBatchTopic, "FindDisklessBatchesRequest.Topics"),
+        ("max_bytes", 5, 2, None, "FindDisklessBatchesRequest.MaxBytes"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = FindDisklessBatchesRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_FindDisklessBatchesRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FindDisklessBatchesRequestV0}

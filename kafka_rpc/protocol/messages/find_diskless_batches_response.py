@@ -535,7 +535,82 @@ def write_v0(o: FindDisklessBatchesResponse, w: bytearray) -> None:
         raise _EncodeError(f"FindDisklessBatchesResponse v0: {e}") from None
 
 
+_P0_FindDisklessBatchTopicPartitionResult = (
+    FindDisklessBatchTopicPartitionResult,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "FindDisklessBatchTopicPartitionResult.PartitionIndex"),
+        ("error_code", 3, 2, None, "FindDisklessBatchTopicPartitionResult.ErrorCode"),
+        ("log_start_offset", 7, 2, None, "FindDisklessBatchTopicPartitionResult.LogStartOffset"),
+        ("high_watermark", 7, 2, None, "FindDisklessBatchTopicPartitionResult.HighWatermark"),
+        ("object_key", 10, 2, None, "FindDisklessBatchTopicPartitionResult.ObjectKey"),
+        ("byte_offset", 5, 2, None, "FindDisklessBatchTopicPartitionResult.ByteOffset"),
+        ("size", 7, 2, None, "FindDisklessBatchTopicPartitionResult.Size"),
+        ("base_offset", 7, 2, None, "FindDisklessBatchTopicPartitionResult.BaseOffset"),
+        ("last_offset", 7, 2, None, "FindDisklessBatchTopicPartitionResult.LastOffset"),
+        (
+            "batch_max_timestamp",
+            7,
+            2,
+            None,
+            "FindDisklessBatchTopicPartitionResult.BatchMaxTimestamp",
+        ),
+        (
+            "message_timestamp_type",
+            2,
+            2,
+            None,
+            "FindDisklessBatchTopicPartitionResult.MessageTimestampType",
+        ),
+        ("producer_id", 7, 2, None, "FindDisklessBatchTopicPartitionResult.ProducerId"),
+        ("producer_epoch", 3, 2, None, "FindDisklessBatchTopicPartitionResult.ProducerEpoch"),
+        ("base_sequence", 5, 2, None, "FindDisklessBatchTopicPartitionResult.BaseSequence"),
+        ("last_sequence", 5, 2, None, "FindDisklessBatchTopicPartitionResult.LastSequence"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FindDisklessBatchTopicResult = (
+    FindDisklessBatchTopicResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "FindDisklessBatchTopicResult.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_FindDisklessBatchTopicPartitionResult,
+            "FindDisklessBatchTopicResult.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_FindDisklessBatchesResponse = (
+    FindDisklessBatchesResponse,
+    0,
+    True,
+    (
+        (
+            "responses",
+            12,
+            6,
+            _P0_FindDisklessBatchTopicResult,
+            "FindDisklessBatchesResponse.Responses",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = FindDisklessBatchesResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_FindDisklessBatchesResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FindDisklessBatchesResponseV0}

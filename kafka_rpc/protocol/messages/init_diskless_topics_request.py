@@ -212,7 +212,30 @@ def write_v0(o: InitDisklessTopicsRequest, w: bytearray) -> None:
         raise _EncodeError(f"InitDisklessTopicsRequest v0: {e}") from None
 
 
+_P0_InitDisklessTopic = (
+    InitDisklessTopic,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "InitDisklessTopic.TopicId"),
+        ("num_partitions", 5, 2, None, "InitDisklessTopic.NumPartitions"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_InitDisklessTopicsRequest = (
+    InitDisklessTopicsRequest,
+    0,
+    True,
+    (("topics", 12, 6, _P0_InitDisklessTopic, "InitDisklessTopicsRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = InitDisklessTopicsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_InitDisklessTopicsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: InitDisklessTopicsRequestV0}

@@ -216,7 +216,30 @@ def write_v0(o: InitDisklessTopicsResponse, w: bytearray) -> None:
         raise _EncodeError(f"InitDisklessTopicsResponse v0: {e}") from None
 
 
+_P0_InitDisklessTopicResult = (
+    InitDisklessTopicResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "InitDisklessTopicResult.TopicId"),
+        ("error_code", 3, 2, None, "InitDisklessTopicResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_InitDisklessTopicsResponse = (
+    InitDisklessTopicsResponse,
+    0,
+    True,
+    (("responses", 12, 6, _P0_InitDisklessTopicResult, "InitDisklessTopicsResponse.Responses"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = InitDisklessTopicsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_InitDisklessTopicsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: InitDisklessTopicsResponseV0}

@@ -1035,6 +1035,71 @@ def write_v0(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrRequest v0: {e}") from None
 
 
+_P0_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 0, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 4, None, "LeaderAndIsrPartitionState.Replicas"),
+    ),
+    (),
+    (),
+    (
+        ("adding_replicas", _DF_LeaderAndIsrPartitionState_adding_replicas),
+        ("removing_replicas", _DF_LeaderAndIsrPartitionState_removing_replicas),
+        ("is_new", _DF_LeaderAndIsrPartitionState_is_new),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P0_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    0,
+    False,
+    (
+        ("broker_id", 5, 0, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 0, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 0, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    0,
+    False,
+    (
+        ("controller_id", 5, 0, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P0_LeaderAndIsrPartitionState,
+            "LeaderAndIsrRequest.UngroupedPartitionStates",
+        ),
+        ("live_leaders", 12, 4, _P0_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("broker_epoch", _DF_LeaderAndIsrRequest_broker_epoch),
+        ("type", _DF_LeaderAndIsrRequest_type),
+        ("topic_states", _DF_LeaderAndIsrRequest_topic_states),
+    ),
+)
+
+
 def _r1_LeaderAndIsrPartitionState(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -1263,6 +1328,71 @@ def write_v1(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrRequest v1: {e}") from None
+
+
+_P1_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    1,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 0, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 4, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("is_new", 1, 0, None, "LeaderAndIsrPartitionState.IsNew"),
+    ),
+    (),
+    (),
+    (
+        ("adding_replicas", _DF_LeaderAndIsrPartitionState_adding_replicas),
+        ("removing_replicas", _DF_LeaderAndIsrPartitionState_removing_replicas),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P1_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    1,
+    False,
+    (
+        ("broker_id", 5, 0, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 0, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 0, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    1,
+    False,
+    (
+        ("controller_id", 5, 0, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P1_LeaderAndIsrPartitionState,
+            "LeaderAndIsrRequest.UngroupedPartitionStates",
+        ),
+        ("live_leaders", 12, 4, _P1_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("broker_epoch", _DF_LeaderAndIsrRequest_broker_epoch),
+        ("type", _DF_LeaderAndIsrRequest_type),
+        ("topic_states", _DF_LeaderAndIsrRequest_topic_states),
+    ),
+)
 
 
 def _r2_LeaderAndIsrPartitionState(b, p):
@@ -1533,6 +1663,84 @@ def write_v2(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrRequest v2: {e}") from None
+
+
+_P2_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    2,
+    False,
+    (
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 0, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 4, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("is_new", 1, 0, None, "LeaderAndIsrPartitionState.IsNew"),
+    ),
+    (),
+    (),
+    (
+        ("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),
+        ("adding_replicas", _DF_LeaderAndIsrPartitionState_adding_replicas),
+        ("removing_replicas", _DF_LeaderAndIsrPartitionState_removing_replicas),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P2_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    2,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            4,
+            _P2_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_LeaderAndIsrTopicState_topic_id),),
+)
+
+_P2_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    2,
+    False,
+    (
+        ("broker_id", 5, 0, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 0, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 0, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    2,
+    False,
+    (
+        ("controller_id", 5, 0, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 0, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("topic_states", 12, 4, _P2_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 4, _P2_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("type", _DF_LeaderAndIsrRequest_type),
+        ("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),
+    ),
+)
 
 
 def _r3_LeaderAndIsrPartitionState(b, p):
@@ -1829,6 +2037,84 @@ def write_v3(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrRequest v3: {e}") from None
+
+
+_P3_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    3,
+    False,
+    (
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 0, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 4, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("adding_replicas", 5, 4, None, "LeaderAndIsrPartitionState.AddingReplicas"),
+        ("removing_replicas", 5, 4, None, "LeaderAndIsrPartitionState.RemovingReplicas"),
+        ("is_new", 1, 0, None, "LeaderAndIsrPartitionState.IsNew"),
+    ),
+    (),
+    (),
+    (
+        ("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P3_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    3,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            4,
+            _P3_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_LeaderAndIsrTopicState_topic_id),),
+)
+
+_P3_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    3,
+    False,
+    (
+        ("broker_id", 5, 0, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 0, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 0, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    3,
+    False,
+    (
+        ("controller_id", 5, 0, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 0, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("topic_states", 12, 4, _P3_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 4, _P3_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("type", _DF_LeaderAndIsrRequest_type),
+        ("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),
+    ),
+)
 
 
 def _r4_LeaderAndIsrPartitionState(b, p):
@@ -2250,6 +2536,84 @@ def write_v4(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrRequest v4: {e}") from None
 
 
+_P4_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    4,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 2, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 6, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("adding_replicas", 5, 6, None, "LeaderAndIsrPartitionState.AddingReplicas"),
+        ("removing_replicas", 5, 6, None, "LeaderAndIsrPartitionState.RemovingReplicas"),
+        ("is_new", 1, 2, None, "LeaderAndIsrPartitionState.IsNew"),
+    ),
+    (),
+    (),
+    (
+        ("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P4_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    4,
+    True,
+    (
+        ("topic_name", 10, 2, None, "LeaderAndIsrTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P4_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_LeaderAndIsrTopicState_topic_id),),
+)
+
+_P4_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    4,
+    True,
+    (
+        ("broker_id", 5, 2, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 2, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 2, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    4,
+    True,
+    (
+        ("controller_id", 5, 2, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P4_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 6, _P4_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("type", _DF_LeaderAndIsrRequest_type),
+        ("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),
+    ),
+)
+
+
 def _r5_LeaderAndIsrPartitionState(b, p):
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
@@ -2667,6 +3031,85 @@ def write_v5(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrRequest v5: {e}") from None
 
 
+_P5_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    5,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 2, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 6, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("adding_replicas", 5, 6, None, "LeaderAndIsrPartitionState.AddingReplicas"),
+        ("removing_replicas", 5, 6, None, "LeaderAndIsrPartitionState.RemovingReplicas"),
+        ("is_new", 1, 2, None, "LeaderAndIsrPartitionState.IsNew"),
+    ),
+    (),
+    (),
+    (
+        ("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),
+        ("leader_recovery_state", _DF_LeaderAndIsrPartitionState_leader_recovery_state),
+    ),
+)
+
+_P5_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    5,
+    True,
+    (
+        ("topic_name", 10, 2, None, "LeaderAndIsrTopicState.TopicName"),
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicState.TopicId"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P5_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    5,
+    True,
+    (
+        ("broker_id", 5, 2, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 2, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 2, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    5,
+    True,
+    (
+        ("controller_id", 5, 2, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("type", 2, 2, None, "LeaderAndIsrRequest.Type"),
+        ("topic_states", 12, 6, _P5_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 6, _P5_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),
+    ),
+)
+
+
 def _r6_LeaderAndIsrPartitionState(b, p):
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
@@ -3079,6 +3522,83 @@ def write_v6(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrRequest v6: {e}") from None
+
+
+_P6_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    6,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 2, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 6, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("adding_replicas", 5, 6, None, "LeaderAndIsrPartitionState.AddingReplicas"),
+        ("removing_replicas", 5, 6, None, "LeaderAndIsrPartitionState.RemovingReplicas"),
+        ("is_new", 1, 2, None, "LeaderAndIsrPartitionState.IsNew"),
+        ("leader_recovery_state", 2, 2, None, "LeaderAndIsrPartitionState.LeaderRecoveryState"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),),
+)
+
+_P6_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    6,
+    True,
+    (
+        ("topic_name", 10, 2, None, "LeaderAndIsrTopicState.TopicName"),
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicState.TopicId"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P6_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    6,
+    True,
+    (
+        ("broker_id", 5, 2, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 2, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 2, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    6,
+    True,
+    (
+        ("controller_id", 5, 2, None, "LeaderAndIsrRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("type", 2, 2, None, "LeaderAndIsrRequest.Type"),
+        ("topic_states", 12, 6, _P6_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 6, _P6_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_LeaderAndIsrRequest_is_kraft_controller),
+        ("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),
+    ),
+)
 
 
 def _r7_LeaderAndIsrPartitionState(b, p):
@@ -3496,8 +4016,81 @@ def write_v7(o: LeaderAndIsrRequest, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrRequest v7: {e}") from None
 
 
+_P7_LeaderAndIsrPartitionState = (
+    LeaderAndIsrPartitionState,
+    7,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "LeaderAndIsrPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "LeaderAndIsrPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "LeaderAndIsrPartitionState.Isr"),
+        ("partition_epoch", 5, 2, None, "LeaderAndIsrPartitionState.PartitionEpoch"),
+        ("replicas", 5, 6, None, "LeaderAndIsrPartitionState.Replicas"),
+        ("adding_replicas", 5, 6, None, "LeaderAndIsrPartitionState.AddingReplicas"),
+        ("removing_replicas", 5, 6, None, "LeaderAndIsrPartitionState.RemovingReplicas"),
+        ("is_new", 1, 2, None, "LeaderAndIsrPartitionState.IsNew"),
+        ("leader_recovery_state", 2, 2, None, "LeaderAndIsrPartitionState.LeaderRecoveryState"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_LeaderAndIsrPartitionState_topic_name),),
+)
+
+_P7_LeaderAndIsrTopicState = (
+    LeaderAndIsrTopicState,
+    7,
+    True,
+    (
+        ("topic_name", 10, 2, None, "LeaderAndIsrTopicState.TopicName"),
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicState.TopicId"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P7_LeaderAndIsrPartitionState,
+            "LeaderAndIsrTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_LeaderAndIsrLiveLeader = (
+    LeaderAndIsrLiveLeader,
+    7,
+    True,
+    (
+        ("broker_id", 5, 2, None, "LeaderAndIsrLiveLeader.BrokerId"),
+        ("host_name", 10, 2, None, "LeaderAndIsrLiveLeader.HostName"),
+        ("port", 5, 2, None, "LeaderAndIsrLiveLeader.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_LeaderAndIsrRequest = (
+    LeaderAndIsrRequest,
+    7,
+    True,
+    (
+        ("controller_id", 5, 2, None, "LeaderAndIsrRequest.ControllerId"),
+        ("is_kraft_controller", 1, 2, None, "LeaderAndIsrRequest.isKRaftController"),
+        ("controller_epoch", 5, 2, None, "LeaderAndIsrRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "LeaderAndIsrRequest.BrokerEpoch"),
+        ("type", 2, 2, None, "LeaderAndIsrRequest.Type"),
+        ("topic_states", 12, 6, _P7_LeaderAndIsrTopicState, "LeaderAndIsrRequest.TopicStates"),
+        ("live_leaders", 12, 6, _P7_LeaderAndIsrLiveLeader, "LeaderAndIsrRequest.LiveLeaders"),
+    ),
+    (),
+    (),
+    (("ungrouped_partition_states", _DF_LeaderAndIsrRequest_ungrouped_partition_states),),
+)
 MESSAGE = LeaderAndIsrRequest
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -3507,6 +4100,19 @@ READERS = {
     6: read_v6,
     7: read_v7,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_LeaderAndIsrRequest,
+        1: _P1_LeaderAndIsrRequest,
+        2: _P2_LeaderAndIsrRequest,
+        3: _P3_LeaderAndIsrRequest,
+        4: _P4_LeaderAndIsrRequest,
+        5: _P5_LeaderAndIsrRequest,
+        6: _P6_LeaderAndIsrRequest,
+        7: _P7_LeaderAndIsrRequest,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

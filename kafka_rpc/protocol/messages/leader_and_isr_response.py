@@ -489,6 +489,40 @@ def write_v0(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrResponse v0: {e}") from None
 
 
+_P0_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "LeaderAndIsrResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P0_LeaderAndIsrPartitionError,
+            "LeaderAndIsrResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (("topics", _DF_LeaderAndIsrResponse_topics),),
+)
+
+
 def _r1_LeaderAndIsrPartitionError(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -586,6 +620,40 @@ def write_v1(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrResponse v1: {e}") from None
+
+
+_P1_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    1,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    1,
+    False,
+    (
+        ("error_code", 3, 0, None, "LeaderAndIsrResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P1_LeaderAndIsrPartitionError,
+            "LeaderAndIsrResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (("topics", _DF_LeaderAndIsrResponse_topics),),
+)
 
 
 def _r2_LeaderAndIsrPartitionError(b, p):
@@ -687,6 +755,40 @@ def write_v2(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrResponse v2: {e}") from None
 
 
+_P2_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    2,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    2,
+    False,
+    (
+        ("error_code", 3, 0, None, "LeaderAndIsrResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P2_LeaderAndIsrPartitionError,
+            "LeaderAndIsrResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (("topics", _DF_LeaderAndIsrResponse_topics),),
+)
+
+
 def _r3_LeaderAndIsrPartitionError(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -784,6 +886,40 @@ def write_v3(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrResponse v3: {e}") from None
+
+
+_P3_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    3,
+    False,
+    (
+        ("topic_name", 10, 0, None, "LeaderAndIsrPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    3,
+    False,
+    (
+        ("error_code", 3, 0, None, "LeaderAndIsrResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P3_LeaderAndIsrPartitionError,
+            "LeaderAndIsrResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (("topics", _DF_LeaderAndIsrResponse_topics),),
+)
 
 
 def _r4_LeaderAndIsrPartitionError(b, p):
@@ -927,6 +1063,40 @@ def write_v4(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrResponse v4: {e}") from None
+
+
+_P4_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    4,
+    True,
+    (
+        ("topic_name", 10, 2, None, "LeaderAndIsrPartitionError.TopicName"),
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    4,
+    True,
+    (
+        ("error_code", 3, 2, None, "LeaderAndIsrResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P4_LeaderAndIsrPartitionError,
+            "LeaderAndIsrResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (("topics", _DF_LeaderAndIsrResponse_topics),),
+)
 
 
 def _r5_LeaderAndIsrPartitionError(b, p):
@@ -1106,6 +1276,52 @@ def write_v5(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrResponse v5: {e}") from None
 
 
+_P5_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    5,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_LeaderAndIsrPartitionError_topic_name),),
+)
+
+_P5_LeaderAndIsrTopicError = (
+    LeaderAndIsrTopicError,
+    5,
+    True,
+    (
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicError.TopicId"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P5_LeaderAndIsrPartitionError,
+            "LeaderAndIsrTopicError.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    5,
+    True,
+    (
+        ("error_code", 3, 2, None, "LeaderAndIsrResponse.ErrorCode"),
+        ("topics", 12, 6, _P5_LeaderAndIsrTopicError, "LeaderAndIsrResponse.Topics"),
+    ),
+    (),
+    (),
+    (("partition_errors", _DF_LeaderAndIsrResponse_partition_errors),),
+)
+
+
 def _r6_LeaderAndIsrPartitionError(b, p):
     f_partition_index, f_error_code = _S0.unpack_from(b, p)
     p += 6
@@ -1273,6 +1489,52 @@ def write_v6(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"LeaderAndIsrResponse v6: {e}") from None
+
+
+_P6_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    6,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_LeaderAndIsrPartitionError_topic_name),),
+)
+
+_P6_LeaderAndIsrTopicError = (
+    LeaderAndIsrTopicError,
+    6,
+    True,
+    (
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicError.TopicId"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P6_LeaderAndIsrPartitionError,
+            "LeaderAndIsrTopicError.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    6,
+    True,
+    (
+        ("error_code", 3, 2, None, "LeaderAndIsrResponse.ErrorCode"),
+        ("topics", 12, 6, _P6_LeaderAndIsrTopicError, "LeaderAndIsrResponse.Topics"),
+    ),
+    (),
+    (),
+    (("partition_errors", _DF_LeaderAndIsrResponse_partition_errors),),
+)
 
 
 def _r7_LeaderAndIsrPartitionError(b, p):
@@ -1444,8 +1706,52 @@ def write_v7(o: LeaderAndIsrResponse, w: bytearray) -> None:
         raise _EncodeError(f"LeaderAndIsrResponse v7: {e}") from None
 
 
+_P7_LeaderAndIsrPartitionError = (
+    LeaderAndIsrPartitionError,
+    7,
+    True,
+    (
+        ("partition_index", 5, 2, None, "LeaderAndIsrPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "LeaderAndIsrPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_LeaderAndIsrPartitionError_topic_name),),
+)
+
+_P7_LeaderAndIsrTopicError = (
+    LeaderAndIsrTopicError,
+    7,
+    True,
+    (
+        ("topic_id", 9, 2, None, "LeaderAndIsrTopicError.TopicId"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P7_LeaderAndIsrPartitionError,
+            "LeaderAndIsrTopicError.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_LeaderAndIsrResponse = (
+    LeaderAndIsrResponse,
+    7,
+    True,
+    (
+        ("error_code", 3, 2, None, "LeaderAndIsrResponse.ErrorCode"),
+        ("topics", 12, 6, _P7_LeaderAndIsrTopicError, "LeaderAndIsrResponse.Topics"),
+    ),
+    (),
+    (),
+    (("partition_errors", _DF_LeaderAndIsrResponse_partition_errors),),
+)
 MESSAGE = LeaderAndIsrResponse
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -1455,6 +1761,19 @@ READERS = {
     6: read_v6,
     7: read_v7,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_LeaderAndIsrResponse,
+        1: _P1_LeaderAndIsrResponse,
+        2: _P2_LeaderAndIsrResponse,
+        3: _P3_LeaderAndIsrResponse,
+        4: _P4_LeaderAndIsrResponse,
+        5: _P5_LeaderAndIsrResponse,
+        6: _P6_LeaderAndIsrResponse,
+        7: _P7_LeaderAndIsrResponse,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

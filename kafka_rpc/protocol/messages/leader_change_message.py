@@ -291,6 +291,32 @@ def write_v0(o: LeaderChangeMessage, w: bytearray) -> None:
         raise _EncodeError(f"LeaderChangeMessage v0: {e}") from None
 
 
+_P0_Voter = (
+    Voter,
+    0,
+    True,
+    (("voter_id", 5, 2, None, "Voter.VoterId"),),
+    (),
+    (),
+    (("voter_directory_id", _DF_Voter_voter_directory_id),),
+)
+
+_P0_LeaderChangeMessage = (
+    LeaderChangeMessage,
+    0,
+    True,
+    (
+        ("version", 3, 2, None, "LeaderChangeMessage.Version"),
+        ("leader_id", 5, 2, None, "LeaderChangeMessage.LeaderId"),
+        ("voters", 12, 6, _P0_Voter, "LeaderChangeMessage.Voters"),
+        ("granting_voters", 12, 6, _P0_Voter, "LeaderChangeMessage.GrantingVoters"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_Voter(b, p):
     f_voter_id, f_voter_directory_id = _S2.unpack_from(b, p)
     p += 20
@@ -428,7 +454,35 @@ def write_v1(o: LeaderChangeMessage, w: bytearray) -> None:
         raise _EncodeError(f"LeaderChangeMessage v1: {e}") from None
 
 
+_P1_Voter = (
+    Voter,
+    1,
+    True,
+    (
+        ("voter_id", 5, 2, None, "Voter.VoterId"),
+        ("voter_directory_id", 9, 2, None, "Voter.VoterDirectoryId"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_LeaderChangeMessage = (
+    LeaderChangeMessage,
+    1,
+    True,
+    (
+        ("version", 3, 2, None, "LeaderChangeMessage.Version"),
+        ("leader_id", 5, 2, None, "LeaderChangeMessage.LeaderId"),
+        ("voters", 12, 6, _P1_Voter, "LeaderChangeMessage.Voters"),
+        ("granting_voters", 12, 6, _P1_Voter, "LeaderChangeMessage.GrantingVoters"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = LeaderChangeMessage
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(PY_READERS, {0: _P0_LeaderChangeMessage, 1: _P1_LeaderChangeMessage})
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: LeaderChangeMessageV0, 1: LeaderChangeMessageV1}

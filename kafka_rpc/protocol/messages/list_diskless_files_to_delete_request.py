@@ -241,7 +241,28 @@ def write_v0(o: ListDisklessFilesToDeleteRequest, w: bytearray) -> None:
         raise _EncodeError(f"ListDisklessFilesToDeleteRequest v0: {e}") from None
 
 
+_P0_ListDisklessFilesToDeleteRequest = (
+    ListDisklessFilesToDeleteRequest,
+    0,
+    True,
+    (
+        (
+            "marked_for_deletion_before_ms",
+            7,
+            2,
+            None,
+            "ListDisklessFilesToDeleteRequest.MarkedForDeletionBeforeMs",
+        ),
+        ("after_object_key", 10, 3, None, "ListDisklessFilesToDeleteRequest.AfterObjectKey"),
+        ("max_objects", 5, 2, None, "ListDisklessFilesToDeleteRequest.MaxObjects"),
+        ("object_keys", 10, 6, None, "ListDisklessFilesToDeleteRequest.ObjectKeys"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ListDisklessFilesToDeleteRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessFilesToDeleteRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessFilesToDeleteRequestV0}

@@ -435,7 +435,57 @@ def write_v0(o: ListDisklessFilesToDeleteResponse, w: bytearray) -> None:
         raise _EncodeError(f"ListDisklessFilesToDeleteResponse v0: {e}") from None
 
 
+_P0_DisklessFileToDelete = (
+    DisklessFileToDelete,
+    0,
+    True,
+    (
+        ("object_key", 10, 2, None, "DisklessFileToDelete.ObjectKey"),
+        ("marked_for_deletion_at_ms", 7, 2, None, "DisklessFileToDelete.MarkedForDeletionAtMs"),
+        ("size_in_bytes", 7, 2, None, "DisklessFileToDelete.SizeInBytes"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_DisklessFileSafetyResult = (
+    DisklessFileSafetyResult,
+    0,
+    True,
+    (
+        ("object_key", 10, 2, None, "DisklessFileSafetyResult.ObjectKey"),
+        ("is_safe_to_delete", 1, 2, None, "DisklessFileSafetyResult.IsSafeToDelete"),
+        ("error_code", 3, 2, None, "DisklessFileSafetyResult.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ListDisklessFilesToDeleteResponse = (
+    ListDisklessFilesToDeleteResponse,
+    0,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "ListDisklessFilesToDeleteResponse.ThrottleTimeMs"),
+        ("error_code", 3, 2, None, "ListDisklessFilesToDeleteResponse.ErrorCode"),
+        ("files", 12, 6, _P0_DisklessFileToDelete, "ListDisklessFilesToDeleteResponse.Files"),
+        ("has_more", 1, 2, None, "ListDisklessFilesToDeleteResponse.HasMore"),
+        (
+            "safe_to_delete",
+            12,
+            6,
+            _P0_DisklessFileSafetyResult,
+            "ListDisklessFilesToDeleteResponse.SafeToDelete",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ListDisklessFilesToDeleteResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessFilesToDeleteResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessFilesToDeleteResponseV0}

@@ -319,7 +319,49 @@ def write_v0(o: ListDisklessOffsetsRequest, w: bytearray) -> None:
         raise _EncodeError(f"ListDisklessOffsetsRequest v0: {e}") from None
 
 
+_P0_ListDisklessOffsetsTopicPartition = (
+    ListDisklessOffsetsTopicPartition,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "ListDisklessOffsetsTopicPartition.PartitionIndex"),
+        ("timestamp", 7, 2, None, "ListDisklessOffsetsTopicPartition.Timestamp"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ListDisklessOffsetsTopic = (
+    ListDisklessOffsetsTopic,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ListDisklessOffsetsTopic.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_ListDisklessOffsetsTopicPartition,
+            "ListDisklessOffsetsTopic.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ListDisklessOffsetsRequest = (
+    ListDisklessOffsetsRequest,
+    0,
+    True,
+    (("topics", 12, 6, _P0_ListDisklessOffsetsTopic, "ListDisklessOffsetsRequest.Topics"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = ListDisklessOffsetsRequest
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessOffsetsRequest})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessOffsetsRequestV0}

@@ -345,7 +345,59 @@ def write_v0(o: ListDisklessOffsetsResponse, w: bytearray) -> None:
         raise _EncodeError(f"ListDisklessOffsetsResponse v0: {e}") from None
 
 
+_P0_ListDisklessOffsetsTopicPartitionResult = (
+    ListDisklessOffsetsTopicPartitionResult,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "ListDisklessOffsetsTopicPartitionResult.PartitionIndex"),
+        ("error_code", 3, 2, None, "ListDisklessOffsetsTopicPartitionResult.ErrorCode"),
+        ("timestamp", 7, 2, None, "ListDisklessOffsetsTopicPartitionResult.Timestamp"),
+        ("offset", 7, 2, None, "ListDisklessOffsetsTopicPartitionResult.Offset"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ListDisklessOffsetsTopicResult = (
+    ListDisklessOffsetsTopicResult,
+    0,
+    True,
+    (
+        ("topic_id", 9, 2, None, "ListDisklessOffsetsTopicResult.TopicId"),
+        (
+            "partitions",
+            12,
+            6,
+            _P0_ListDisklessOffsetsTopicPartitionResult,
+            "ListDisklessOffsetsTopicResult.Partitions",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_ListDisklessOffsetsResponse = (
+    ListDisklessOffsetsResponse,
+    0,
+    True,
+    (
+        (
+            "responses",
+            12,
+            6,
+            _P0_ListDisklessOffsetsTopicResult,
+            "ListDisklessOffsetsResponse.Responses",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ListDisklessOffsetsResponse
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessOffsetsResponse})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessOffsetsResponseV0}

@@ -632,6 +632,37 @@ def write_v0(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v0: {e}") from None
 
 
+_P0_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    0,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P0_MetadataRequest = (
+    MetadataRequest,
+    0,
+    False,
+    (("topics", 12, 4, _P0_MetadataRequestTopic, "MetadataRequest.Topics"),),
+    (),
+    (),
+    (
+        ("allow_auto_topic_creation", _DF_MetadataRequest_allow_auto_topic_creation),
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
+
+
 def _r1_MetadataRequestTopic(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -732,6 +763,37 @@ def write_v1(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v1: {e}") from None
+
+
+_P1_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    1,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P1_MetadataRequest = (
+    MetadataRequest,
+    1,
+    False,
+    (("topics", 12, 5, _P1_MetadataRequestTopic, "MetadataRequest.Topics"),),
+    (),
+    (),
+    (
+        ("allow_auto_topic_creation", _DF_MetadataRequest_allow_auto_topic_creation),
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r2_MetadataRequestTopic(b, p):
@@ -836,6 +898,37 @@ def write_v2(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v2: {e}") from None
 
 
+_P2_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    2,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P2_MetadataRequest = (
+    MetadataRequest,
+    2,
+    False,
+    (("topics", 12, 5, _P2_MetadataRequestTopic, "MetadataRequest.Topics"),),
+    (),
+    (),
+    (
+        ("allow_auto_topic_creation", _DF_MetadataRequest_allow_auto_topic_creation),
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
+
+
 def _r3_MetadataRequestTopic(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -936,6 +1029,37 @@ def write_v3(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v3: {e}") from None
+
+
+_P3_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    3,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P3_MetadataRequest = (
+    MetadataRequest,
+    3,
+    False,
+    (("topics", 12, 5, _P3_MetadataRequestTopic, "MetadataRequest.Topics"),),
+    (),
+    (),
+    (
+        ("allow_auto_topic_creation", _DF_MetadataRequest_allow_auto_topic_creation),
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r4_MetadataRequestTopic(b, p):
@@ -1040,6 +1164,39 @@ def write_v4(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v4: {e}") from None
 
 
+_P4_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    4,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P4_MetadataRequest = (
+    MetadataRequest,
+    4,
+    False,
+    (
+        ("topics", 12, 5, _P4_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 0, None, "MetadataRequest.AllowAutoTopicCreation"),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
+
+
 def _r5_MetadataRequestTopic(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -1140,6 +1297,39 @@ def write_v5(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v5: {e}") from None
+
+
+_P5_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    5,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P5_MetadataRequest = (
+    MetadataRequest,
+    5,
+    False,
+    (
+        ("topics", 12, 5, _P5_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 0, None, "MetadataRequest.AllowAutoTopicCreation"),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r6_MetadataRequestTopic(b, p):
@@ -1244,6 +1434,39 @@ def write_v6(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v6: {e}") from None
 
 
+_P6_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    6,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P6_MetadataRequest = (
+    MetadataRequest,
+    6,
+    False,
+    (
+        ("topics", 12, 5, _P6_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 0, None, "MetadataRequest.AllowAutoTopicCreation"),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
+
+
 def _r7_MetadataRequestTopic(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -1344,6 +1567,39 @@ def write_v7(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v7: {e}") from None
+
+
+_P7_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    7,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P7_MetadataRequest = (
+    MetadataRequest,
+    7,
+    False,
+    (
+        ("topics", 12, 5, _P7_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 0, None, "MetadataRequest.AllowAutoTopicCreation"),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+        (
+            "include_topic_authorized_operations",
+            _DF_MetadataRequest_include_topic_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r8_MetadataRequestTopic(b, p):
@@ -1448,6 +1704,44 @@ def write_v8(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v8: {e}") from None
+
+
+_P8_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    8,
+    False,
+    (("name", 10, 0, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P8_MetadataRequest = (
+    MetadataRequest,
+    8,
+    False,
+    (
+        ("topics", 12, 5, _P8_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 0, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_cluster_authorized_operations",
+            1,
+            0,
+            None,
+            "MetadataRequest.IncludeClusterAuthorizedOperations",
+        ),
+        (
+            "include_topic_authorized_operations",
+            1,
+            0,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r9_MetadataRequestTopic(b, p):
@@ -1596,6 +1890,44 @@ def write_v9(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v9: {e}") from None
+
+
+_P9_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    9,
+    True,
+    (("name", 10, 2, None, "MetadataRequestTopic.Name"),),
+    (),
+    (),
+    (("topic_id", _DF_MetadataRequestTopic_topic_id),),
+)
+
+_P9_MetadataRequest = (
+    MetadataRequest,
+    9,
+    True,
+    (
+        ("topics", 12, 7, _P9_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_cluster_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeClusterAuthorizedOperations",
+        ),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r10_MetadataRequestTopic(b, p):
@@ -1749,6 +2081,47 @@ def write_v10(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v10: {e}") from None
 
 
+_P10_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    10,
+    True,
+    (
+        ("topic_id", 9, 2, None, "MetadataRequestTopic.TopicId"),
+        ("name", 10, 3, None, "MetadataRequestTopic.Name"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P10_MetadataRequest = (
+    MetadataRequest,
+    10,
+    True,
+    (
+        ("topics", 12, 7, _P10_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_cluster_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeClusterAuthorizedOperations",
+        ),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r11_MetadataRequestTopic(b, p):
     (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
@@ -1893,6 +2266,45 @@ def write_v11(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v11: {e}") from None
+
+
+_P11_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    11,
+    True,
+    (
+        ("topic_id", 9, 2, None, "MetadataRequestTopic.TopicId"),
+        ("name", 10, 3, None, "MetadataRequestTopic.Name"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P11_MetadataRequest = (
+    MetadataRequest,
+    11,
+    True,
+    (
+        ("topics", 12, 7, _P11_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r12_MetadataRequestTopic(b, p):
@@ -2041,6 +2453,45 @@ def write_v12(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v12: {e}") from None
 
 
+_P12_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    12,
+    True,
+    (
+        ("topic_id", 9, 2, None, "MetadataRequestTopic.TopicId"),
+        ("name", 10, 3, None, "MetadataRequestTopic.Name"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_MetadataRequest = (
+    MetadataRequest,
+    12,
+    True,
+    (
+        ("topics", 12, 7, _P12_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+    ),
+)
+
+
 def _r13_MetadataRequestTopic(b, p):
     (f_topic_id,) = _S2.unpack_from(b, p)
     p += 16
@@ -2185,6 +2636,45 @@ def write_v13(o: MetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataRequest v13: {e}") from None
+
+
+_P13_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    13,
+    True,
+    (
+        ("topic_id", 9, 2, None, "MetadataRequestTopic.TopicId"),
+        ("name", 10, 3, None, "MetadataRequestTopic.Name"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_MetadataRequest = (
+    MetadataRequest,
+    13,
+    True,
+    (
+        ("topics", 12, 7, _P13_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+    ),
+)
 
 
 def _r14_MetadataRequestTopic(b, p):
@@ -2333,8 +2823,45 @@ def write_v14(o: MetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"MetadataRequest v14: {e}") from None
 
 
+_P14_MetadataRequestTopic = (
+    MetadataRequestTopic,
+    14,
+    True,
+    (
+        ("topic_id", 9, 2, None, "MetadataRequestTopic.TopicId"),
+        ("name", 10, 3, None, "MetadataRequestTopic.Name"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_MetadataRequest = (
+    MetadataRequest,
+    14,
+    True,
+    (
+        ("topics", 12, 7, _P14_MetadataRequestTopic, "MetadataRequest.Topics"),
+        ("allow_auto_topic_creation", 1, 2, None, "MetadataRequest.AllowAutoTopicCreation"),
+        (
+            "include_topic_authorized_operations",
+            1,
+            2,
+            None,
+            "MetadataRequest.IncludeTopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (
+        (
+            "include_cluster_authorized_operations",
+            _DF_MetadataRequest_include_cluster_authorized_operations,
+        ),
+    ),
+)
 MESSAGE = MetadataRequest
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -2351,6 +2878,26 @@ READERS = {
     13: read_v13,
     14: read_v14,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_MetadataRequest,
+        1: _P1_MetadataRequest,
+        2: _P2_MetadataRequest,
+        3: _P3_MetadataRequest,
+        4: _P4_MetadataRequest,
+        5: _P5_MetadataRequest,
+        6: _P6_MetadataRequest,
+        7: _P7_MetadataRequest,
+        8: _P8_MetadataRequest,
+        9: _P9_MetadataRequest,
+        10: _P10_MetadataRequest,
+        11: _P11_MetadataRequest,
+        12: _P12_MetadataRequest,
+        13: _P13_MetadataRequest,
+        14: _P14_MetadataRequest,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -1609,6 +1609,79 @@ def write_v0(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v0: {e}") from None
 
 
+_P0_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    0,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+    ),
+    (),
+    (),
+    (("rack", _DF_MetadataResponseBroker_rack),),
+)
+
+_P0_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("offline_replicas", _DF_MetadataResponsePartition_offline_replicas),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P0_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("partitions", 12, 4, _P0_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("is_internal", _DF_MetadataResponseTopic_is_internal),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P0_MetadataResponse = (
+    MetadataResponse,
+    0,
+    False,
+    (
+        ("brokers", 12, 4, _P0_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("topics", 12, 4, _P0_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("throttle_time_ms", _DF_MetadataResponse_throttle_time_ms),
+        ("cluster_id", _DF_MetadataResponse_cluster_id),
+        ("controller_id", _DF_MetadataResponse_controller_id),
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
+
+
 def _r1_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -1883,6 +1956,80 @@ def write_v1(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v1: {e}") from None
+
+
+_P1_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    1,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    1,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("offline_replicas", _DF_MetadataResponsePartition_offline_replicas),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P1_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    1,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P1_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P1_MetadataResponse = (
+    MetadataResponse,
+    1,
+    False,
+    (
+        ("brokers", 12, 4, _P1_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P1_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("throttle_time_ms", _DF_MetadataResponse_throttle_time_ms),
+        ("cluster_id", _DF_MetadataResponse_cluster_id),
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
 
 
 def _r2_MetadataResponseBroker(b, p):
@@ -2181,6 +2328,80 @@ def write_v2(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v2: {e}") from None
+
+
+_P2_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    2,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    2,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("offline_replicas", _DF_MetadataResponsePartition_offline_replicas),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P2_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    2,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P2_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P2_MetadataResponse = (
+    MetadataResponse,
+    2,
+    False,
+    (
+        ("brokers", 12, 4, _P2_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P2_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("throttle_time_ms", _DF_MetadataResponse_throttle_time_ms),
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
 
 
 def _r3_MetadataResponseBroker(b, p):
@@ -2484,6 +2705,80 @@ def write_v3(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v3: {e}") from None
 
 
+_P3_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    3,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    3,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("offline_replicas", _DF_MetadataResponsePartition_offline_replicas),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P3_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    3,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P3_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P3_MetadataResponse = (
+    MetadataResponse,
+    3,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P3_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P3_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
+
+
 def _r4_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -2783,6 +3078,80 @@ def write_v4(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v4: {e}") from None
+
+
+_P4_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    4,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    4,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("offline_replicas", _DF_MetadataResponsePartition_offline_replicas),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P4_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    4,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P4_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P4_MetadataResponse = (
+    MetadataResponse,
+    4,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P4_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P4_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
 
 
 def _r5_MetadataResponseBroker(b, p):
@@ -3104,6 +3473,80 @@ def write_v5(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v5: {e}") from None
 
 
+_P5_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    5,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    5,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 4, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P5_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    5,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P5_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P5_MetadataResponse = (
+    MetadataResponse,
+    5,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P5_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P5_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
+
+
 def _r6_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -3421,6 +3864,80 @@ def write_v6(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v6: {e}") from None
+
+
+_P6_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    6,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    6,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 4, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("leader_epoch", _DF_MetadataResponsePartition_leader_epoch),
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P6_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    6,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P6_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P6_MetadataResponse = (
+    MetadataResponse,
+    6,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P6_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P6_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
 
 
 def _r7_MetadataResponseBroker(b, p):
@@ -3742,6 +4259,80 @@ def write_v7(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v7: {e}") from None
 
 
+_P7_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    7,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    7,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 0, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 4, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P7_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    7,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P7_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+    ),
+    (),
+    (),
+    (
+        ("topic_id", _DF_MetadataResponseTopic_topic_id),
+        ("topic_authorized_operations", _DF_MetadataResponseTopic_topic_authorized_operations),
+    ),
+)
+
+_P7_MetadataResponse = (
+    MetadataResponse,
+    7,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P7_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P7_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
+
+
 def _r8_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -4059,6 +4650,88 @@ def write_v8(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v8: {e}") from None
+
+
+_P8_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    8,
+    False,
+    (
+        ("node_id", 5, 0, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 0, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 0, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 1, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P8_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    8,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 0, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 0, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 0, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 4, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 4, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 4, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P8_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    8,
+    False,
+    (
+        ("error_code", 3, 0, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 0, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 0, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 4, _P8_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            0,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_MetadataResponseTopic_topic_id),),
+)
+
+_P8_MetadataResponse = (
+    MetadataResponse,
+    8,
+    False,
+    (
+        ("throttle_time_ms", 5, 0, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 4, _P8_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 1, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 0, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 4, _P8_MetadataResponseTopic, "MetadataResponse.Topics"),
+        (
+            "cluster_authorized_operations",
+            5,
+            0,
+            None,
+            "MetadataResponse.ClusterAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (("error_code", _DF_MetadataResponse_error_code),),
+)
 
 
 def _r9_MetadataResponseBroker(b, p):
@@ -4510,6 +5183,88 @@ def write_v9(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v9: {e}") from None
 
 
+_P9_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    9,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P9_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    9,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P9_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    9,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 2, None, "MetadataResponseTopic.Name"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P9_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_MetadataResponseTopic_topic_id),),
+)
+
+_P9_MetadataResponse = (
+    MetadataResponse,
+    9,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P9_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P9_MetadataResponseTopic, "MetadataResponse.Topics"),
+        (
+            "cluster_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponse.ClusterAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (("error_code", _DF_MetadataResponse_error_code),),
+)
+
+
 def _r10_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -4957,6 +5712,89 @@ def write_v10(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v10: {e}") from None
+
+
+_P10_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    10,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P10_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    10,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P10_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    10,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 2, None, "MetadataResponseTopic.Name"),
+        ("topic_id", 9, 2, None, "MetadataResponseTopic.TopicId"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P10_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P10_MetadataResponse = (
+    MetadataResponse,
+    10,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P10_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P10_MetadataResponseTopic, "MetadataResponse.Topics"),
+        (
+            "cluster_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponse.ClusterAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (("error_code", _DF_MetadataResponse_error_code),),
+)
 
 
 def _r11_MetadataResponseBroker(b, p):
@@ -5408,6 +6246,85 @@ def write_v11(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v11: {e}") from None
 
 
+_P11_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    11,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P11_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    11,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P11_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    11,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 2, None, "MetadataResponseTopic.Name"),
+        ("topic_id", 9, 2, None, "MetadataResponseTopic.TopicId"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P11_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P11_MetadataResponse = (
+    MetadataResponse,
+    11,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P11_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P11_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
+
+
 def _r12_MetadataResponseBroker(b, p):
     (f_node_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -5855,6 +6772,85 @@ def write_v12(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v12: {e}") from None
+
+
+_P12_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    12,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    12,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P12_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    12,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 3, None, "MetadataResponseTopic.Name"),
+        ("topic_id", 9, 2, None, "MetadataResponseTopic.TopicId"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P12_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P12_MetadataResponse = (
+    MetadataResponse,
+    12,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P12_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P12_MetadataResponseTopic, "MetadataResponse.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),
+        ("error_code", _DF_MetadataResponse_error_code),
+    ),
+)
 
 
 def _r13_MetadataResponseBroker(b, p):
@@ -6307,6 +7303,83 @@ def write_v13(o: MetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"MetadataResponse v13: {e}") from None
+
+
+_P13_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    13,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    13,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (
+        ("start_offset", _DF_MetadataResponsePartition_start_offset),
+        ("chunks", _DF_MetadataResponsePartition_chunks),
+    ),
+)
+
+_P13_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    13,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 3, None, "MetadataResponseTopic.Name"),
+        ("topic_id", 9, 2, None, "MetadataResponseTopic.TopicId"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P13_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P13_MetadataResponse = (
+    MetadataResponse,
+    13,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P13_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P13_MetadataResponseTopic, "MetadataResponse.Topics"),
+        ("error_code", 3, 2, None, "MetadataResponse.ErrorCode"),
+    ),
+    (),
+    (),
+    (("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),),
+)
 
 
 def _r14_MetadataResponseBroker(b, p):
@@ -6880,8 +7953,99 @@ def write_v14(o: MetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"MetadataResponse v14: {e}") from None
 
 
+_P14_MetadataResponseBroker = (
+    MetadataResponseBroker,
+    14,
+    True,
+    (
+        ("node_id", 5, 2, None, "MetadataResponseBroker.NodeId"),
+        ("host", 10, 2, None, "MetadataResponseBroker.Host"),
+        ("port", 5, 2, None, "MetadataResponseBroker.Port"),
+        ("rack", 10, 3, None, "MetadataResponseBroker.Rack"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_MetadataResponseChunk = (
+    MetadataResponseChunk,
+    14,
+    True,
+    (
+        ("start_offset", 7, 2, None, "MetadataResponseChunk.StartOffset"),
+        ("start_timestamp", 7, 2, None, "MetadataResponseChunk.StartTimestamp"),
+        ("stop_offset", 7, 2, None, "MetadataResponseChunk.StopOffset"),
+        ("end_offset", 7, 2, None, "MetadataResponseChunk.EndOffset"),
+        ("replica_nodes", 5, 6, None, "MetadataResponseChunk.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponseChunk.IsrNodes"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_MetadataResponsePartition = (
+    MetadataResponsePartition,
+    14,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponsePartition.ErrorCode"),
+        ("partition_index", 5, 2, None, "MetadataResponsePartition.PartitionIndex"),
+        ("leader_id", 5, 2, None, "MetadataResponsePartition.LeaderId"),
+        ("leader_epoch", 5, 2, None, "MetadataResponsePartition.LeaderEpoch"),
+        ("replica_nodes", 5, 6, None, "MetadataResponsePartition.ReplicaNodes"),
+        ("isr_nodes", 5, 6, None, "MetadataResponsePartition.IsrNodes"),
+        ("offline_replicas", 5, 6, None, "MetadataResponsePartition.OfflineReplicas"),
+        ("start_offset", 7, 2, None, "MetadataResponsePartition.StartOffset"),
+        ("chunks", 12, 6, _P14_MetadataResponseChunk, "MetadataResponsePartition.Chunks"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_MetadataResponseTopic = (
+    MetadataResponseTopic,
+    14,
+    True,
+    (
+        ("error_code", 3, 2, None, "MetadataResponseTopic.ErrorCode"),
+        ("name", 10, 3, None, "MetadataResponseTopic.Name"),
+        ("topic_id", 9, 2, None, "MetadataResponseTopic.TopicId"),
+        ("is_internal", 1, 2, None, "MetadataResponseTopic.IsInternal"),
+        ("partitions", 12, 6, _P14_MetadataResponsePartition, "MetadataResponseTopic.Partitions"),
+        (
+            "topic_authorized_operations",
+            5,
+            2,
+            None,
+            "MetadataResponseTopic.TopicAuthorizedOperations",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P14_MetadataResponse = (
+    MetadataResponse,
+    14,
+    True,
+    (
+        ("throttle_time_ms", 5, 2, None, "MetadataResponse.ThrottleTimeMs"),
+        ("brokers", 12, 6, _P14_MetadataResponseBroker, "MetadataResponse.Brokers"),
+        ("cluster_id", 10, 3, None, "MetadataResponse.ClusterId"),
+        ("controller_id", 5, 2, None, "MetadataResponse.ControllerId"),
+        ("topics", 12, 6, _P14_MetadataResponseTopic, "MetadataResponse.Topics"),
+        ("error_code", 3, 2, None, "MetadataResponse.ErrorCode"),
+    ),
+    (),
+    (),
+    (("cluster_authorized_operations", _DF_MetadataResponse_cluster_authorized_operations),),
+)
 MESSAGE = MetadataResponse
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -6898,6 +8062,26 @@ READERS = {
     13: read_v13,
     14: read_v14,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_MetadataResponse,
+        1: _P1_MetadataResponse,
+        2: _P2_MetadataResponse,
+        3: _P3_MetadataResponse,
+        4: _P4_MetadataResponse,
+        5: _P5_MetadataResponse,
+        6: _P6_MetadataResponse,
+        7: _P7_MetadataResponse,
+        8: _P8_MetadataResponse,
+        9: _P9_MetadataResponse,
+        10: _P10_MetadataResponse,
+        11: _P11_MetadataResponse,
+        12: _P12_MetadataResponse,
+        13: _P13_MetadataResponse,
+        14: _P14_MetadataResponse,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -111,7 +111,17 @@ def write_v0(o: NoOpRecord, w: bytearray) -> None:
         raise _EncodeError(f"NoOpRecord v0: {e}") from None
 
 
+_P0_NoOpRecord = (
+    NoOpRecord,
+    0,
+    True,
+    (),
+    (),
+    (),
+    (),
+)
 MESSAGE = NoOpRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_NoOpRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: NoOpRecordV0}

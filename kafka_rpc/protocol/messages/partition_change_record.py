@@ -529,6 +529,39 @@ def write_v0(o: PartitionChangeRecord, w: bytearray) -> None:
         raise _EncodeError(f"PartitionChangeRecord v0: {e}") from None
 
 
+_P0_PartitionChangeRecord = (
+    PartitionChangeRecord,
+    0,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionChangeRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionChangeRecord.TopicId"),
+    ),
+    (
+        (0, "isr", 5, 7, None, "PartitionChangeRecord.Isr"),
+        (1, "leader", 5, 2, None, "PartitionChangeRecord.Leader"),
+        (2, "replicas", 5, 7, None, "PartitionChangeRecord.Replicas"),
+        (3, "removing_replicas", 5, 7, None, "PartitionChangeRecord.RemovingReplicas"),
+        (4, "adding_replicas", 5, 7, None, "PartitionChangeRecord.AddingReplicas"),
+        (5, "leader_recovery_state", 2, 2, None, "PartitionChangeRecord.LeaderRecoveryState"),
+    ),
+    (6, 7, 8, 9, 10),
+    (
+        ("directories", _DF_PartitionChangeRecord_directories),
+        ("eligible_leader_replicas", _DF_PartitionChangeRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionChangeRecord_last_known_elr),
+        ("start_offset", _DF_PartitionChangeRecord_start_offset),
+        ("start_timestamp", _DF_PartitionChangeRecord_start_timestamp),
+        ("isr", _DF_PartitionChangeRecord_isr),
+        ("leader", _DF_PartitionChangeRecord_leader),
+        ("replicas", _DF_PartitionChangeRecord_replicas),
+        ("removing_replicas", _DF_PartitionChangeRecord_removing_replicas),
+        ("adding_replicas", _DF_PartitionChangeRecord_adding_replicas),
+        ("leader_recovery_state", _DF_PartitionChangeRecord_leader_recovery_state),
+    ),
+)
+
+
 def _r1_PartitionChangeRecord(b, p):
     f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
@@ -804,6 +837,40 @@ def write_v1(o: PartitionChangeRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"PartitionChangeRecord v1: {e}") from None
+
+
+_P1_PartitionChangeRecord = (
+    PartitionChangeRecord,
+    1,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionChangeRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionChangeRecord.TopicId"),
+    ),
+    (
+        (0, "isr", 5, 7, None, "PartitionChangeRecord.Isr"),
+        (1, "leader", 5, 2, None, "PartitionChangeRecord.Leader"),
+        (2, "replicas", 5, 7, None, "PartitionChangeRecord.Replicas"),
+        (3, "removing_replicas", 5, 7, None, "PartitionChangeRecord.RemovingReplicas"),
+        (4, "adding_replicas", 5, 7, None, "PartitionChangeRecord.AddingReplicas"),
+        (5, "leader_recovery_state", 2, 2, None, "PartitionChangeRecord.LeaderRecoveryState"),
+        (8, "directories", 9, 7, None, "PartitionChangeRecord.Directories"),
+    ),
+    (6, 7, 9, 10),
+    (
+        ("eligible_leader_replicas", _DF_PartitionChangeRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionChangeRecord_last_known_elr),
+        ("start_offset", _DF_PartitionChangeRecord_start_offset),
+        ("start_timestamp", _DF_PartitionChangeRecord_start_timestamp),
+        ("isr", _DF_PartitionChangeRecord_isr),
+        ("leader", _DF_PartitionChangeRecord_leader),
+        ("replicas", _DF_PartitionChangeRecord_replicas),
+        ("removing_replicas", _DF_PartitionChangeRecord_removing_replicas),
+        ("adding_replicas", _DF_PartitionChangeRecord_adding_replicas),
+        ("leader_recovery_state", _DF_PartitionChangeRecord_leader_recovery_state),
+        ("directories", _DF_PartitionChangeRecord_directories),
+    ),
+)
 
 
 def _r2_PartitionChangeRecord(b, p):
@@ -1139,6 +1206,42 @@ def write_v2(o: PartitionChangeRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"PartitionChangeRecord v2: {e}") from None
+
+
+_P2_PartitionChangeRecord = (
+    PartitionChangeRecord,
+    2,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionChangeRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionChangeRecord.TopicId"),
+    ),
+    (
+        (0, "isr", 5, 7, None, "PartitionChangeRecord.Isr"),
+        (1, "leader", 5, 2, None, "PartitionChangeRecord.Leader"),
+        (2, "replicas", 5, 7, None, "PartitionChangeRecord.Replicas"),
+        (3, "removing_replicas", 5, 7, None, "PartitionChangeRecord.RemovingReplicas"),
+        (4, "adding_replicas", 5, 7, None, "PartitionChangeRecord.AddingReplicas"),
+        (5, "leader_recovery_state", 2, 2, None, "PartitionChangeRecord.LeaderRecoveryState"),
+        (6, "eligible_leader_replicas", 5, 7, None, "PartitionChangeRecord.EligibleLeaderReplicas"),
+        (7, "last_known_elr", 5, 7, None, "PartitionChangeRecord.LastKnownElr"),
+        (8, "directories", 9, 7, None, "PartitionChangeRecord.Directories"),
+    ),
+    (9, 10),
+    (
+        ("start_offset", _DF_PartitionChangeRecord_start_offset),
+        ("start_timestamp", _DF_PartitionChangeRecord_start_timestamp),
+        ("isr", _DF_PartitionChangeRecord_isr),
+        ("leader", _DF_PartitionChangeRecord_leader),
+        ("replicas", _DF_PartitionChangeRecord_replicas),
+        ("removing_replicas", _DF_PartitionChangeRecord_removing_replicas),
+        ("adding_replicas", _DF_PartitionChangeRecord_adding_replicas),
+        ("leader_recovery_state", _DF_PartitionChangeRecord_leader_recovery_state),
+        ("eligible_leader_replicas", _DF_PartitionChangeRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionChangeRecord_last_known_elr),
+        ("directories", _DF_PartitionChangeRecord_directories),
+    ),
+)
 
 
 def _r3_PartitionChangeRecord(b, p):
@@ -1490,8 +1593,53 @@ def write_v3(o: PartitionChangeRecord, w: bytearray) -> None:
         raise _EncodeError(f"PartitionChangeRecord v3: {e}") from None
 
 
+_P3_PartitionChangeRecord = (
+    PartitionChangeRecord,
+    3,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionChangeRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionChangeRecord.TopicId"),
+    ),
+    (
+        (0, "isr", 5, 7, None, "PartitionChangeRecord.Isr"),
+        (1, "leader", 5, 2, None, "PartitionChangeRecord.Leader"),
+        (2, "replicas", 5, 7, None, "PartitionChangeRecord.Replicas"),
+        (3, "removing_replicas", 5, 7, None, "PartitionChangeRecord.RemovingReplicas"),
+        (4, "adding_replicas", 5, 7, None, "PartitionChangeRecord.AddingReplicas"),
+        (5, "leader_recovery_state", 2, 2, None, "PartitionChangeRecord.LeaderRecoveryState"),
+        (6, "eligible_leader_replicas", 5, 7, None, "PartitionChangeRecord.EligibleLeaderReplicas"),
+        (7, "last_known_elr", 5, 7, None, "PartitionChangeRecord.LastKnownElr"),
+        (8, "directories", 9, 7, None, "PartitionChangeRecord.Directories"),
+        (9, "start_offset", 7, 2, None, "PartitionChangeRecord.StartOffset"),
+        (10, "start_timestamp", 7, 2, None, "PartitionChangeRecord.StartTimestamp"),
+    ),
+    (),
+    (
+        ("isr", _DF_PartitionChangeRecord_isr),
+        ("leader", _DF_PartitionChangeRecord_leader),
+        ("replicas", _DF_PartitionChangeRecord_replicas),
+        ("removing_replicas", _DF_PartitionChangeRecord_removing_replicas),
+        ("adding_replicas", _DF_PartitionChangeRecord_adding_replicas),
+        ("leader_recovery_state", _DF_PartitionChangeRecord_leader_recovery_state),
+        ("eligible_leader_replicas", _DF_PartitionChangeRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionChangeRecord_last_known_elr),
+        ("directories", _DF_PartitionChangeRecord_directories),
+        ("start_offset", _DF_PartitionChangeRecord_start_offset),
+        ("start_timestamp", _DF_PartitionChangeRecord_start_timestamp),
+    ),
+)
 MESSAGE = PartitionChangeRecord
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_PartitionChangeRecord,
+        1: _P1_PartitionChangeRecord,
+        2: _P2_PartitionChangeRecord,
+        3: _P3_PartitionChangeRecord,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {
     0: PartitionChangeRecordV0,

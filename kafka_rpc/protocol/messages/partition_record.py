@@ -469,6 +469,34 @@ def write_v0(o: PartitionRecord, w: bytearray) -> None:
         raise _EncodeError(f"PartitionRecord v0: {e}") from None
 
 
+_P0_PartitionRecord = (
+    PartitionRecord,
+    0,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionRecord.TopicId"),
+        ("replicas", 5, 6, None, "PartitionRecord.Replicas"),
+        ("isr", 5, 6, None, "PartitionRecord.Isr"),
+        ("removing_replicas", 5, 6, None, "PartitionRecord.RemovingReplicas"),
+        ("adding_replicas", 5, 6, None, "PartitionRecord.AddingReplicas"),
+        ("leader", 5, 2, None, "PartitionRecord.Leader"),
+        ("leader_epoch", 5, 2, None, "PartitionRecord.LeaderEpoch"),
+        ("partition_epoch", 5, 2, None, "PartitionRecord.PartitionEpoch"),
+    ),
+    ((0, "leader_recovery_state", 2, 2, None, "PartitionRecord.LeaderRecoveryState"),),
+    (1, 2, 3, 4),
+    (
+        ("directories", _DF_PartitionRecord_directories),
+        ("eligible_leader_replicas", _DF_PartitionRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionRecord_last_known_elr),
+        ("start_offset", _DF_PartitionRecord_start_offset),
+        ("start_timestamp", _DF_PartitionRecord_start_timestamp),
+        ("leader_recovery_state", _DF_PartitionRecord_leader_recovery_state),
+    ),
+)
+
+
 def _r1_PartitionRecord(b, p):
     f_partition_id, f_topic_id = _S0.unpack_from(b, p)
     p += 20
@@ -697,6 +725,34 @@ def write_v1(o: PartitionRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"PartitionRecord v1: {e}") from None
+
+
+_P1_PartitionRecord = (
+    PartitionRecord,
+    1,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionRecord.TopicId"),
+        ("replicas", 5, 6, None, "PartitionRecord.Replicas"),
+        ("isr", 5, 6, None, "PartitionRecord.Isr"),
+        ("removing_replicas", 5, 6, None, "PartitionRecord.RemovingReplicas"),
+        ("adding_replicas", 5, 6, None, "PartitionRecord.AddingReplicas"),
+        ("leader", 5, 2, None, "PartitionRecord.Leader"),
+        ("leader_epoch", 5, 2, None, "PartitionRecord.LeaderEpoch"),
+        ("partition_epoch", 5, 2, None, "PartitionRecord.PartitionEpoch"),
+        ("directories", 9, 6, None, "PartitionRecord.Directories"),
+    ),
+    ((0, "leader_recovery_state", 2, 2, None, "PartitionRecord.LeaderRecoveryState"),),
+    (1, 2, 3, 4),
+    (
+        ("eligible_leader_replicas", _DF_PartitionRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionRecord_last_known_elr),
+        ("start_offset", _DF_PartitionRecord_start_offset),
+        ("start_timestamp", _DF_PartitionRecord_start_timestamp),
+        ("leader_recovery_state", _DF_PartitionRecord_leader_recovery_state),
+    ),
+)
 
 
 def _r2_PartitionRecord(b, p):
@@ -983,6 +1039,38 @@ def write_v2(o: PartitionRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"PartitionRecord v2: {e}") from None
+
+
+_P2_PartitionRecord = (
+    PartitionRecord,
+    2,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionRecord.TopicId"),
+        ("replicas", 5, 6, None, "PartitionRecord.Replicas"),
+        ("isr", 5, 6, None, "PartitionRecord.Isr"),
+        ("removing_replicas", 5, 6, None, "PartitionRecord.RemovingReplicas"),
+        ("adding_replicas", 5, 6, None, "PartitionRecord.AddingReplicas"),
+        ("leader", 5, 2, None, "PartitionRecord.Leader"),
+        ("leader_epoch", 5, 2, None, "PartitionRecord.LeaderEpoch"),
+        ("partition_epoch", 5, 2, None, "PartitionRecord.PartitionEpoch"),
+        ("directories", 9, 6, None, "PartitionRecord.Directories"),
+    ),
+    (
+        (0, "leader_recovery_state", 2, 2, None, "PartitionRecord.LeaderRecoveryState"),
+        (1, "eligible_leader_replicas", 5, 7, None, "PartitionRecord.EligibleLeaderReplicas"),
+        (2, "last_known_elr", 5, 7, None, "PartitionRecord.LastKnownElr"),
+    ),
+    (3, 4),
+    (
+        ("start_offset", _DF_PartitionRecord_start_offset),
+        ("start_timestamp", _DF_PartitionRecord_start_timestamp),
+        ("leader_recovery_state", _DF_PartitionRecord_leader_recovery_state),
+        ("eligible_leader_replicas", _DF_PartitionRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionRecord_last_known_elr),
+    ),
+)
 
 
 def _r3_PartitionRecord(b, p):
@@ -1285,8 +1373,49 @@ def write_v3(o: PartitionRecord, w: bytearray) -> None:
         raise _EncodeError(f"PartitionRecord v3: {e}") from None
 
 
+_P3_PartitionRecord = (
+    PartitionRecord,
+    3,
+    True,
+    (
+        ("partition_id", 5, 2, None, "PartitionRecord.PartitionId"),
+        ("topic_id", 9, 2, None, "PartitionRecord.TopicId"),
+        ("replicas", 5, 6, None, "PartitionRecord.Replicas"),
+        ("isr", 5, 6, None, "PartitionRecord.Isr"),
+        ("removing_replicas", 5, 6, None, "PartitionRecord.RemovingReplicas"),
+        ("adding_replicas", 5, 6, None, "PartitionRecord.AddingReplicas"),
+        ("leader", 5, 2, None, "PartitionRecord.Leader"),
+        ("leader_epoch", 5, 2, None, "PartitionRecord.LeaderEpoch"),
+        ("partition_epoch", 5, 2, None, "PartitionRecord.PartitionEpoch"),
+        ("directories", 9, 6, None, "PartitionRecord.Directories"),
+    ),
+    (
+        (0, "leader_recovery_state", 2, 2, None, "PartitionRecord.LeaderRecoveryState"),
+        (1, "eligible_leader_replicas", 5, 7, None, "PartitionRecord.EligibleLeaderReplicas"),
+        (2, "last_known_elr", 5, 7, None, "PartitionRecord.LastKnownElr"),
+        (3, "start_offset", 7, 2, None, "PartitionRecord.StartOffset"),
+        (4, "start_timestamp", 7, 2, None, "PartitionRecord.StartTimestamp"),
+    ),
+    (),
+    (
+        ("leader_recovery_state", _DF_PartitionRecord_leader_recovery_state),
+        ("eligible_leader_replicas", _DF_PartitionRecord_eligible_leader_replicas),
+        ("last_known_elr", _DF_PartitionRecord_last_known_elr),
+        ("start_offset", _DF_PartitionRecord_start_offset),
+        ("start_timestamp", _DF_PartitionRecord_start_timestamp),
+    ),
+)
 MESSAGE = PartitionRecord
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_PartitionRecord,
+        1: _P1_PartitionRecord,
+        2: _P2_PartitionRecord,
+        3: _P3_PartitionRecord,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {
     0: PartitionRecordV0,

@@ -133,7 +133,21 @@ def write_v0(o: ProducerIdsRecord, w: bytearray) -> None:
         raise _EncodeError(f"ProducerIdsRecord v0: {e}") from None
 
 
+_P0_ProducerIdsRecord = (
+    ProducerIdsRecord,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "ProducerIdsRecord.BrokerId"),
+        ("broker_epoch", 7, 2, None, "ProducerIdsRecord.BrokerEpoch"),
+        ("next_producer_id", 7, 2, None, "ProducerIdsRecord.NextProducerId"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = ProducerIdsRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ProducerIdsRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ProducerIdsRecordV0}

@@ -319,6 +319,34 @@ def write_v0(o: QuorumStateData, w: bytearray) -> None:
         raise _EncodeError(f"QuorumStateData v0: {e}") from None
 
 
+_P0_Voter = (
+    Voter,
+    0,
+    True,
+    (("voter_id", 5, 2, None, "Voter.VoterId"),),
+    (),
+    (),
+    (),
+)
+
+_P0_QuorumStateData = (
+    QuorumStateData,
+    0,
+    True,
+    (
+        ("cluster_id", 10, 2, None, "QuorumStateData.ClusterId"),
+        ("leader_id", 5, 2, None, "QuorumStateData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "QuorumStateData.LeaderEpoch"),
+        ("voted_id", 5, 2, None, "QuorumStateData.VotedId"),
+        ("applied_offset", 7, 2, None, "QuorumStateData.AppliedOffset"),
+        ("current_voters", 12, 7, _P0_Voter, "QuorumStateData.CurrentVoters"),
+    ),
+    (),
+    (),
+    (("voted_directory_id", _DF_QuorumStateData_voted_directory_id),),
+)
+
+
 def _r1_QuorumStateData(b, p):
     f_leader_id, f_leader_epoch, f_voted_id, f_voted_directory_id = _S2.unpack_from(b, p)
     p += 28
@@ -390,7 +418,26 @@ def write_v1(o: QuorumStateData, w: bytearray) -> None:
         raise _EncodeError(f"QuorumStateData v1: {e}") from None
 
 
+_P1_QuorumStateData = (
+    QuorumStateData,
+    1,
+    True,
+    (
+        ("leader_id", 5, 2, None, "QuorumStateData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "QuorumStateData.LeaderEpoch"),
+        ("voted_id", 5, 2, None, "QuorumStateData.VotedId"),
+        ("voted_directory_id", 9, 2, None, "QuorumStateData.VotedDirectoryId"),
+    ),
+    (),
+    (),
+    (
+        ("cluster_id", _DF_QuorumStateData_cluster_id),
+        ("applied_offset", _DF_QuorumStateData_applied_offset),
+        ("current_voters", _DF_QuorumStateData_current_voters),
+    ),
+)
 MESSAGE = QuorumStateData
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(PY_READERS, {0: _P0_QuorumStateData, 1: _P1_QuorumStateData})
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: QuorumStateDataV0, 1: QuorumStateDataV1}

@@ -690,6 +690,58 @@ def write_v0(o: RegisterBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"RegisterBrokerRecord v0: {e}") from None
 
 
+_P0_BrokerEndpoint = (
+    BrokerEndpoint,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerEndpoint.Name"),
+        ("host", 10, 2, None, "BrokerEndpoint.Host"),
+        ("port", 4, 2, None, "BrokerEndpoint.Port"),
+        ("security_protocol", 3, 2, None, "BrokerEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_BrokerFeature = (
+    BrokerFeature,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerFeature.Name"),
+        ("min_supported_version", 3, 2, None, "BrokerFeature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "BrokerFeature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_RegisterBrokerRecord = (
+    RegisterBrokerRecord,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "RegisterBrokerRecord.BrokerId"),
+        ("incarnation_id", 9, 2, None, "RegisterBrokerRecord.IncarnationId"),
+        ("broker_epoch", 7, 2, None, "RegisterBrokerRecord.BrokerEpoch"),
+        ("end_points", 12, 6, _P0_BrokerEndpoint, "RegisterBrokerRecord.EndPoints"),
+        ("features", 12, 6, _P0_BrokerFeature, "RegisterBrokerRecord.Features"),
+        ("rack", 10, 3, None, "RegisterBrokerRecord.Rack"),
+        ("fenced", 1, 2, None, "RegisterBrokerRecord.Fenced"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_migrating_zk_broker", _DF_RegisterBrokerRecord_is_migrating_zk_broker),
+        ("in_controlled_shutdown", _DF_RegisterBrokerRecord_in_controlled_shutdown),
+        ("log_dirs", _DF_RegisterBrokerRecord_log_dirs),
+    ),
+)
+
+
 def _r1_BrokerEndpoint(b, p):
     n = b[p]
     if n < 0x80:
@@ -993,6 +1045,58 @@ def write_v1(o: RegisterBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"RegisterBrokerRecord v1: {e}") from None
 
 
+_P1_BrokerEndpoint = (
+    BrokerEndpoint,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerEndpoint.Name"),
+        ("host", 10, 2, None, "BrokerEndpoint.Host"),
+        ("port", 4, 2, None, "BrokerEndpoint.Port"),
+        ("security_protocol", 3, 2, None, "BrokerEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_BrokerFeature = (
+    BrokerFeature,
+    1,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerFeature.Name"),
+        ("min_supported_version", 3, 2, None, "BrokerFeature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "BrokerFeature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_RegisterBrokerRecord = (
+    RegisterBrokerRecord,
+    1,
+    True,
+    (
+        ("broker_id", 5, 2, None, "RegisterBrokerRecord.BrokerId"),
+        ("incarnation_id", 9, 2, None, "RegisterBrokerRecord.IncarnationId"),
+        ("broker_epoch", 7, 2, None, "RegisterBrokerRecord.BrokerEpoch"),
+        ("end_points", 12, 6, _P1_BrokerEndpoint, "RegisterBrokerRecord.EndPoints"),
+        ("features", 12, 6, _P1_BrokerFeature, "RegisterBrokerRecord.Features"),
+        ("rack", 10, 3, None, "RegisterBrokerRecord.Rack"),
+        ("fenced", 1, 2, None, "RegisterBrokerRecord.Fenced"),
+        ("in_controlled_shutdown", 1, 2, None, "RegisterBrokerRecord.InControlledShutdown"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_migrating_zk_broker", _DF_RegisterBrokerRecord_is_migrating_zk_broker),
+        ("log_dirs", _DF_RegisterBrokerRecord_log_dirs),
+    ),
+)
+
+
 def _r2_BrokerEndpoint(b, p):
     n = b[p]
     if n < 0x80:
@@ -1291,6 +1395,56 @@ def write_v2(o: RegisterBrokerRecord, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"RegisterBrokerRecord v2: {e}") from None
+
+
+_P2_BrokerEndpoint = (
+    BrokerEndpoint,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerEndpoint.Name"),
+        ("host", 10, 2, None, "BrokerEndpoint.Host"),
+        ("port", 4, 2, None, "BrokerEndpoint.Port"),
+        ("security_protocol", 3, 2, None, "BrokerEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_BrokerFeature = (
+    BrokerFeature,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerFeature.Name"),
+        ("min_supported_version", 3, 2, None, "BrokerFeature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "BrokerFeature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_RegisterBrokerRecord = (
+    RegisterBrokerRecord,
+    2,
+    True,
+    (
+        ("broker_id", 5, 2, None, "RegisterBrokerRecord.BrokerId"),
+        ("is_migrating_zk_broker", 1, 2, None, "RegisterBrokerRecord.IsMigratingZkBroker"),
+        ("incarnation_id", 9, 2, None, "RegisterBrokerRecord.IncarnationId"),
+        ("broker_epoch", 7, 2, None, "RegisterBrokerRecord.BrokerEpoch"),
+        ("end_points", 12, 6, _P2_BrokerEndpoint, "RegisterBrokerRecord.EndPoints"),
+        ("features", 12, 6, _P2_BrokerFeature, "RegisterBrokerRecord.Features"),
+        ("rack", 10, 3, None, "RegisterBrokerRecord.Rack"),
+        ("fenced", 1, 2, None, "RegisterBrokerRecord.Fenced"),
+        ("in_controlled_shutdown", 1, 2, None, "RegisterBrokerRecord.InControlledShutdown"),
+    ),
+    (),
+    (0,),
+    (("log_dirs", _DF_RegisterBrokerRecord_log_dirs),),
+)
 
 
 def _r3_BrokerEndpoint(b, p):
@@ -1634,8 +1788,65 @@ def write_v3(o: RegisterBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"RegisterBrokerRecord v3: {e}") from None
 
 
+_P3_BrokerEndpoint = (
+    BrokerEndpoint,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerEndpoint.Name"),
+        ("host", 10, 2, None, "BrokerEndpoint.Host"),
+        ("port", 4, 2, None, "BrokerEndpoint.Port"),
+        ("security_protocol", 3, 2, None, "BrokerEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_BrokerFeature = (
+    BrokerFeature,
+    3,
+    True,
+    (
+        ("name", 10, 2, None, "BrokerFeature.Name"),
+        ("min_supported_version", 3, 2, None, "BrokerFeature.MinSupportedVersion"),
+        ("max_supported_version", 3, 2, None, "BrokerFeature.MaxSupportedVersion"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_RegisterBrokerRecord = (
+    RegisterBrokerRecord,
+    3,
+    True,
+    (
+        ("broker_id", 5, 2, None, "RegisterBrokerRecord.BrokerId"),
+        ("is_migrating_zk_broker", 1, 2, None, "RegisterBrokerRecord.IsMigratingZkBroker"),
+        ("incarnation_id", 9, 2, None, "RegisterBrokerRecord.IncarnationId"),
+        ("broker_epoch", 7, 2, None, "RegisterBrokerRecord.BrokerEpoch"),
+        ("end_points", 12, 6, _P3_BrokerEndpoint, "RegisterBrokerRecord.EndPoints"),
+        ("features", 12, 6, _P3_BrokerFeature, "RegisterBrokerRecord.Features"),
+        ("rack", 10, 3, None, "RegisterBrokerRecord.Rack"),
+        ("fenced", 1, 2, None, "RegisterBrokerRecord.Fenced"),
+        ("in_controlled_shutdown", 1, 2, None, "RegisterBrokerRecord.InControlledShutdown"),
+    ),
+    ((0, "log_dirs", 9, 6, None, "RegisterBrokerRecord.LogDirs"),),
+    (),
+    (("log_dirs", _DF_RegisterBrokerRecord_log_dirs),),
+)
 MESSAGE = RegisterBrokerRecord
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_RegisterBrokerRecord,
+        1: _P1_RegisterBrokerRecord,
+        2: _P2_RegisterBrokerRecord,
+        3: _P3_RegisterBrokerRecord,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {
     0: RegisterBrokerRecordV0,

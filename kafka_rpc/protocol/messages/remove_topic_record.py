@@ -121,7 +121,17 @@ def write_v0(o: RemoveTopicRecord, w: bytearray) -> None:
         raise _EncodeError(f"RemoveTopicRecord v0: {e}") from None
 
 
+_P0_RemoveTopicRecord = (
+    RemoveTopicRecord,
+    0,
+    True,
+    (("topic_id", 9, 2, None, "RemoveTopicRecord.TopicId"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = RemoveTopicRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_RemoveTopicRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: RemoveTopicRecordV0}

@@ -160,6 +160,22 @@ def write_v1(o: RequestHeader, w: bytearray) -> None:
         raise _EncodeError(f"RequestHeader v1: {e}") from None
 
 
+_P1_RequestHeader = (
+    RequestHeader,
+    1,
+    False,
+    (
+        ("request_api_key", 3, 0, None, "RequestHeader.RequestApiKey"),
+        ("request_api_version", 3, 0, None, "RequestHeader.RequestApiVersion"),
+        ("correlation_id", 5, 0, None, "RequestHeader.CorrelationId"),
+        ("client_id", 10, 1, None, "RequestHeader.ClientId"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r2_RequestHeader(b, p):
     f_request_api_key, f_request_api_version, f_correlation_id = _S0.unpack_from(b, p)
     p += 8
@@ -236,7 +252,22 @@ def write_v2(o: RequestHeader, w: bytearray) -> None:
         raise _EncodeError(f"RequestHeader v2: {e}") from None
 
 
+_P2_RequestHeader = (
+    RequestHeader,
+    2,
+    True,
+    (
+        ("request_api_key", 3, 2, None, "RequestHeader.RequestApiKey"),
+        ("request_api_version", 3, 2, None, "RequestHeader.RequestApiVersion"),
+        ("correlation_id", 5, 2, None, "RequestHeader.CorrelationId"),
+        ("client_id", 10, 1, None, "RequestHeader.ClientId"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = RequestHeader
-READERS = {1: read_v1, 2: read_v2}
+PY_READERS = {1: read_v1, 2: read_v2}
+READERS = _p.native_readers(PY_READERS, {1: _P1_RequestHeader, 2: _P2_RequestHeader})
 WRITERS = {1: write_v1, 2: write_v2}
 VERSION_CLASSES = {1: RequestHeaderV1, 2: RequestHeaderV2}

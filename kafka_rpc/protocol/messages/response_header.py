@@ -117,6 +117,17 @@ def write_v0(o: ResponseHeader, w: bytearray) -> None:
         raise _EncodeError(f"ResponseHeader v0: {e}") from None
 
 
+_P0_ResponseHeader = (
+    ResponseHeader,
+    0,
+    False,
+    (("correlation_id", 5, 0, None, "ResponseHeader.CorrelationId"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_ResponseHeader(b, p):
     (f_correlation_id,) = _S0.unpack_from(b, p)
     p += 4
@@ -171,7 +182,17 @@ def write_v1(o: ResponseHeader, w: bytearray) -> None:
         raise _EncodeError(f"ResponseHeader v1: {e}") from None
 
 
+_P1_ResponseHeader = (
+    ResponseHeader,
+    1,
+    True,
+    (("correlation_id", 5, 2, None, "ResponseHeader.CorrelationId"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = ResponseHeader
-READERS = {0: read_v0, 1: read_v1}
+PY_READERS = {0: read_v0, 1: read_v1}
+READERS = _p.native_readers(PY_READERS, {0: _P0_ResponseHeader, 1: _P1_ResponseHeader})
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: ResponseHeaderV0, 1: ResponseHeaderV1}

@@ -121,7 +121,17 @@ def write_v0(o: SnapshotFooterRecord, w: bytearray) -> None:
         raise _EncodeError(f"SnapshotFooterRecord v0: {e}") from None
 
 
+_P0_SnapshotFooterRecord = (
+    SnapshotFooterRecord,
+    0,
+    True,
+    (("version", 3, 2, None, "SnapshotFooterRecord.Version"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = SnapshotFooterRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_SnapshotFooterRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: SnapshotFooterRecordV0}

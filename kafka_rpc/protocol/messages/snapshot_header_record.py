@@ -129,7 +129,26 @@ def write_v0(o: SnapshotHeaderRecord, w: bytearray) -> None:
         raise _EncodeError(f"SnapshotHeaderRecord v0: {e}") from None
 
 
+_P0_SnapshotHeaderRecord = (
+    SnapshotHeaderRecord,
+    0,
+    True,
+    (
+        ("version", 3, 2, None, "SnapshotHeaderRecord.Version"),
+        (
+            "last_contained_log_timestamp",
+            7,
+            2,
+            None,
+            "SnapshotHeaderRecord.LastContainedLogTimestamp",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = SnapshotHeaderRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_SnapshotHeaderRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: SnapshotHeaderRecordV0}

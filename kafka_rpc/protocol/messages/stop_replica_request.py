@@ -502,6 +502,46 @@ def write_v0(o: StopReplicaRequest, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaRequest v0: {e}") from None
 
 
+_P0_StopReplicaPartitionV0 = (
+    StopReplicaPartitionV0,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "StopReplicaPartitionV0.TopicName"),
+        ("partition_index", 5, 0, None, "StopReplicaPartitionV0.PartitionIndex"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_StopReplicaRequest = (
+    StopReplicaRequest,
+    0,
+    False,
+    (
+        ("controller_id", 5, 0, None, "StopReplicaRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "StopReplicaRequest.ControllerEpoch"),
+        ("delete_partitions", 1, 0, None, "StopReplicaRequest.DeletePartitions"),
+        (
+            "ungrouped_partitions",
+            12,
+            4,
+            _P0_StopReplicaPartitionV0,
+            "StopReplicaRequest.UngroupedPartitions",
+        ),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_StopReplicaRequest_is_kraft_controller),
+        ("broker_epoch", _DF_StopReplicaRequest_broker_epoch),
+        ("topics", _DF_StopReplicaRequest_topics),
+        ("topic_states", _DF_StopReplicaRequest_topic_states),
+    ),
+)
+
+
 def _r1_StopReplicaTopicV1(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -631,6 +671,40 @@ def write_v1(o: StopReplicaRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"StopReplicaRequest v1: {e}") from None
+
+
+_P1_StopReplicaTopicV1 = (
+    StopReplicaTopicV1,
+    1,
+    False,
+    (
+        ("name", 10, 0, None, "StopReplicaTopicV1.Name"),
+        ("partition_indexes", 5, 4, None, "StopReplicaTopicV1.PartitionIndexes"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_StopReplicaRequest = (
+    StopReplicaRequest,
+    1,
+    False,
+    (
+        ("controller_id", 5, 0, None, "StopReplicaRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "StopReplicaRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 0, None, "StopReplicaRequest.BrokerEpoch"),
+        ("delete_partitions", 1, 0, None, "StopReplicaRequest.DeletePartitions"),
+        ("topics", 12, 4, _P1_StopReplicaTopicV1, "StopReplicaRequest.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_StopReplicaRequest_is_kraft_controller),
+        ("ungrouped_partitions", _DF_StopReplicaRequest_ungrouped_partitions),
+        ("topic_states", _DF_StopReplicaRequest_topic_states),
+    ),
+)
 
 
 def _r2_StopReplicaTopicV1(b, p):
@@ -807,6 +881,40 @@ def write_v2(o: StopReplicaRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"StopReplicaRequest v2: {e}") from None
+
+
+_P2_StopReplicaTopicV1 = (
+    StopReplicaTopicV1,
+    2,
+    True,
+    (
+        ("name", 10, 2, None, "StopReplicaTopicV1.Name"),
+        ("partition_indexes", 5, 6, None, "StopReplicaTopicV1.PartitionIndexes"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_StopReplicaRequest = (
+    StopReplicaRequest,
+    2,
+    True,
+    (
+        ("controller_id", 5, 2, None, "StopReplicaRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "StopReplicaRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "StopReplicaRequest.BrokerEpoch"),
+        ("delete_partitions", 1, 2, None, "StopReplicaRequest.DeletePartitions"),
+        ("topics", 12, 6, _P2_StopReplicaTopicV1, "StopReplicaRequest.Topics"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_StopReplicaRequest_is_kraft_controller),
+        ("ungrouped_partitions", _DF_StopReplicaRequest_ungrouped_partitions),
+        ("topic_states", _DF_StopReplicaRequest_topic_states),
+    ),
+)
 
 
 def _r3_StopReplicaPartitionState(b, p):
@@ -1044,6 +1152,60 @@ def write_v3(o: StopReplicaRequest, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaRequest v3: {e}") from None
 
 
+_P3_StopReplicaPartitionState = (
+    StopReplicaPartitionState,
+    3,
+    True,
+    (
+        ("partition_index", 5, 2, None, "StopReplicaPartitionState.PartitionIndex"),
+        ("leader_epoch", 5, 2, None, "StopReplicaPartitionState.LeaderEpoch"),
+        ("delete_partition", 1, 2, None, "StopReplicaPartitionState.DeletePartition"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_StopReplicaTopicState = (
+    StopReplicaTopicState,
+    3,
+    True,
+    (
+        ("topic_name", 10, 2, None, "StopReplicaTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P3_StopReplicaPartitionState,
+            "StopReplicaTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_StopReplicaRequest = (
+    StopReplicaRequest,
+    3,
+    True,
+    (
+        ("controller_id", 5, 2, None, "StopReplicaRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "StopReplicaRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "StopReplicaRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P3_StopReplicaTopicState, "StopReplicaRequest.TopicStates"),
+    ),
+    (),
+    (),
+    (
+        ("is_kraft_controller", _DF_StopReplicaRequest_is_kraft_controller),
+        ("delete_partitions", _DF_StopReplicaRequest_delete_partitions),
+        ("ungrouped_partitions", _DF_StopReplicaRequest_ungrouped_partitions),
+        ("topics", _DF_StopReplicaRequest_topics),
+    ),
+)
+
+
 def _r4_StopReplicaPartitionState(b, p):
     f_partition_index, f_leader_epoch, f_delete_partition = _S1.unpack_from(b, p)
     p += 9
@@ -1256,8 +1418,70 @@ def write_v4(o: StopReplicaRequest, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaRequest v4: {e}") from None
 
 
+_P4_StopReplicaPartitionState = (
+    StopReplicaPartitionState,
+    4,
+    True,
+    (
+        ("partition_index", 5, 2, None, "StopReplicaPartitionState.PartitionIndex"),
+        ("leader_epoch", 5, 2, None, "StopReplicaPartitionState.LeaderEpoch"),
+        ("delete_partition", 1, 2, None, "StopReplicaPartitionState.DeletePartition"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_StopReplicaTopicState = (
+    StopReplicaTopicState,
+    4,
+    True,
+    (
+        ("topic_name", 10, 2, None, "StopReplicaTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P4_StopReplicaPartitionState,
+            "StopReplicaTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_StopReplicaRequest = (
+    StopReplicaRequest,
+    4,
+    True,
+    (
+        ("controller_id", 5, 2, None, "StopReplicaRequest.ControllerId"),
+        ("is_kraft_controller", 1, 2, None, "StopReplicaRequest.isKRaftController"),
+        ("controller_epoch", 5, 2, None, "StopReplicaRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "StopReplicaRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P4_StopReplicaTopicState, "StopReplicaRequest.TopicStates"),
+    ),
+    (),
+    (),
+    (
+        ("delete_partitions", _DF_StopReplicaRequest_delete_partitions),
+        ("ungrouped_partitions", _DF_StopReplicaRequest_ungrouped_partitions),
+        ("topics", _DF_StopReplicaRequest_topics),
+    ),
+)
 MESSAGE = StopReplicaRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_StopReplicaRequest,
+        1: _P1_StopReplicaRequest,
+        2: _P2_StopReplicaRequest,
+        3: _P3_StopReplicaRequest,
+        4: _P4_StopReplicaRequest,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: StopReplicaRequestV0,

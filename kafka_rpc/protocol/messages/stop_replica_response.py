@@ -329,6 +329,40 @@ def write_v0(o: StopReplicaResponse, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaResponse v0: {e}") from None
 
 
+_P0_StopReplicaPartitionError = (
+    StopReplicaPartitionError,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "StopReplicaPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "StopReplicaPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "StopReplicaPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_StopReplicaResponse = (
+    StopReplicaResponse,
+    0,
+    False,
+    (
+        ("error_code", 3, 0, None, "StopReplicaResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P0_StopReplicaPartitionError,
+            "StopReplicaResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_StopReplicaPartitionError(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -423,6 +457,40 @@ def write_v1(o: StopReplicaResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"StopReplicaResponse v1: {e}") from None
+
+
+_P1_StopReplicaPartitionError = (
+    StopReplicaPartitionError,
+    1,
+    False,
+    (
+        ("topic_name", 10, 0, None, "StopReplicaPartitionError.TopicName"),
+        ("partition_index", 5, 0, None, "StopReplicaPartitionError.PartitionIndex"),
+        ("error_code", 3, 0, None, "StopReplicaPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_StopReplicaResponse = (
+    StopReplicaResponse,
+    1,
+    False,
+    (
+        ("error_code", 3, 0, None, "StopReplicaResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            4,
+            _P1_StopReplicaPartitionError,
+            "StopReplicaResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r2_StopReplicaPartitionError(b, p):
@@ -565,6 +633,40 @@ def write_v2(o: StopReplicaResponse, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaResponse v2: {e}") from None
 
 
+_P2_StopReplicaPartitionError = (
+    StopReplicaPartitionError,
+    2,
+    True,
+    (
+        ("topic_name", 10, 2, None, "StopReplicaPartitionError.TopicName"),
+        ("partition_index", 5, 2, None, "StopReplicaPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "StopReplicaPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_StopReplicaResponse = (
+    StopReplicaResponse,
+    2,
+    True,
+    (
+        ("error_code", 3, 2, None, "StopReplicaResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P2_StopReplicaPartitionError,
+            "StopReplicaResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_StopReplicaPartitionError(b, p):
     n = b[p]
     if n < 0x80:
@@ -703,6 +805,40 @@ def write_v3(o: StopReplicaResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"StopReplicaResponse v3: {e}") from None
+
+
+_P3_StopReplicaPartitionError = (
+    StopReplicaPartitionError,
+    3,
+    True,
+    (
+        ("topic_name", 10, 2, None, "StopReplicaPartitionError.TopicName"),
+        ("partition_index", 5, 2, None, "StopReplicaPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "StopReplicaPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_StopReplicaResponse = (
+    StopReplicaResponse,
+    3,
+    True,
+    (
+        ("error_code", 3, 2, None, "StopReplicaResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P3_StopReplicaPartitionError,
+            "StopReplicaResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r4_StopReplicaPartitionError(b, p):
@@ -845,8 +981,50 @@ def write_v4(o: StopReplicaResponse, w: bytearray) -> None:
         raise _EncodeError(f"StopReplicaResponse v4: {e}") from None
 
 
+_P4_StopReplicaPartitionError = (
+    StopReplicaPartitionError,
+    4,
+    True,
+    (
+        ("topic_name", 10, 2, None, "StopReplicaPartitionError.TopicName"),
+        ("partition_index", 5, 2, None, "StopReplicaPartitionError.PartitionIndex"),
+        ("error_code", 3, 2, None, "StopReplicaPartitionError.ErrorCode"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_StopReplicaResponse = (
+    StopReplicaResponse,
+    4,
+    True,
+    (
+        ("error_code", 3, 2, None, "StopReplicaResponse.ErrorCode"),
+        (
+            "partition_errors",
+            12,
+            6,
+            _P4_StopReplicaPartitionError,
+            "StopReplicaResponse.PartitionErrors",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = StopReplicaResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_StopReplicaResponse,
+        1: _P1_StopReplicaResponse,
+        2: _P2_StopReplicaResponse,
+        3: _P3_StopReplicaResponse,
+        4: _P4_StopReplicaResponse,
+    },
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: StopReplicaResponseV0,

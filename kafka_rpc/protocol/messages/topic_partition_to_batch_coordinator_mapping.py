@@ -143,7 +143,27 @@ def write_v0(o: TopicPartitionToBatchCoordinatorMapping, w: bytearray) -> None:
         raise _EncodeError(f"TopicPartitionToBatchCoordinatorMapping v0: {e}") from None
 
 
+_P0_TopicPartitionToBatchCoordinatorMapping = (
+    TopicPartitionToBatchCoordinatorMapping,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "TopicPartitionToBatchCoordinatorMapping.PartitionIndex"),
+        ("topic_id", 9, 2, None, "TopicPartitionToBatchCoordinatorMapping.TopicId"),
+        (
+            "batch_coordinator_partition_index",
+            5,
+            2,
+            None,
+            "TopicPartitionToBatchCoordinatorMapping.BatchCoordinatorPartitionIndex",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = TopicPartitionToBatchCoordinatorMapping
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_TopicPartitionToBatchCoordinatorMapping})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: TopicPartitionToBatchCoordinatorMappingV0}

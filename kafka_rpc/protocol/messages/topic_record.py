@@ -156,7 +156,20 @@ def write_v0(o: TopicRecord, w: bytearray) -> None:
         raise _EncodeError(f"TopicRecord v0: {e}") from None
 
 
+_P0_TopicRecord = (
+    TopicRecord,
+    0,
+    True,
+    (
+        ("name", 10, 2, None, "TopicRecord.Name"),
+        ("topic_id", 9, 2, None, "TopicRecord.TopicId"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = TopicRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_TopicRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: TopicRecordV0}

@@ -127,7 +127,20 @@ def write_v0(o: UnfenceBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"UnfenceBrokerRecord v0: {e}") from None
 
 
+_P0_UnfenceBrokerRecord = (
+    UnfenceBrokerRecord,
+    0,
+    True,
+    (
+        ("id", 5, 2, None, "UnfenceBrokerRecord.Id"),
+        ("epoch", 7, 2, None, "UnfenceBrokerRecord.Epoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = UnfenceBrokerRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_UnfenceBrokerRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UnfenceBrokerRecordV0}

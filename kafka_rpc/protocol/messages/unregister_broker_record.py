@@ -127,7 +127,20 @@ def write_v0(o: UnregisterBrokerRecord, w: bytearray) -> None:
         raise _EncodeError(f"UnregisterBrokerRecord v0: {e}") from None
 
 
+_P0_UnregisterBrokerRecord = (
+    UnregisterBrokerRecord,
+    0,
+    True,
+    (
+        ("broker_id", 5, 2, None, "UnregisterBrokerRecord.BrokerId"),
+        ("broker_epoch", 7, 2, None, "UnregisterBrokerRecord.BrokerEpoch"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = UnregisterBrokerRecord
-READERS = {0: read_v0}
+PY_READERS = {0: read_v0}
+READERS = _p.native_readers(PY_READERS, {0: _P0_UnregisterBrokerRecord})
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UnregisterBrokerRecordV0}

@@ -1179,6 +1179,69 @@ def write_v0(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataRequest v0: {e}") from None
 
 
+_P0_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    0,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+    ),
+    (),
+    (),
+    (("offline_replicas", _DF_UpdateMetadataPartitionState_offline_replicas),),
+)
+
+_P0_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    0,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("v0_host", 10, 0, None, "UpdateMetadataBroker.V0Host"),
+        ("v0_port", 5, 0, None, "UpdateMetadataBroker.V0Port"),
+    ),
+    (),
+    (),
+    (
+        ("endpoints", _DF_UpdateMetadataBroker_endpoints),
+        ("rack", _DF_UpdateMetadataBroker_rack),
+    ),
+)
+
+_P0_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    0,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P0_UpdateMetadataPartitionState,
+            "UpdateMetadataRequest.UngroupedPartitionStates",
+        ),
+        ("live_brokers", 12, 4, _P0_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("broker_epoch", _DF_UpdateMetadataRequest_broker_epoch),
+        ("topic_states", _DF_UpdateMetadataRequest_topic_states),
+    ),
+)
+
+
 def _r1_UpdateMetadataPartitionState(b, p):
     (n,) = _s_h.unpack_from(b, p)
     p += 2
@@ -1449,6 +1512,83 @@ def write_v1(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v1: {e}") from None
+
+
+_P1_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    1,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+    ),
+    (),
+    (),
+    (("offline_replicas", _DF_UpdateMetadataPartitionState_offline_replicas),),
+)
+
+_P1_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    1,
+    False,
+    (
+        ("port", 5, 0, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 0, None, "UpdateMetadataEndpoint.Host"),
+        ("security_protocol", 3, 0, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (("listener", _DF_UpdateMetadataEndpoint_listener),),
+)
+
+_P1_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    1,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 4, _P1_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+        ("rack", _DF_UpdateMetadataBroker_rack),
+    ),
+)
+
+_P1_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    1,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P1_UpdateMetadataPartitionState,
+            "UpdateMetadataRequest.UngroupedPartitionStates",
+        ),
+        ("live_brokers", 12, 4, _P1_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("broker_epoch", _DF_UpdateMetadataRequest_broker_epoch),
+        ("topic_states", _DF_UpdateMetadataRequest_topic_states),
+    ),
+)
 
 
 def _r2_UpdateMetadataPartitionState(b, p):
@@ -1731,6 +1871,83 @@ def write_v2(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v2: {e}") from None
+
+
+_P2_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    2,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+    ),
+    (),
+    (),
+    (("offline_replicas", _DF_UpdateMetadataPartitionState_offline_replicas),),
+)
+
+_P2_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    2,
+    False,
+    (
+        ("port", 5, 0, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 0, None, "UpdateMetadataEndpoint.Host"),
+        ("security_protocol", 3, 0, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (("listener", _DF_UpdateMetadataEndpoint_listener),),
+)
+
+_P2_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    2,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 4, _P2_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 1, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P2_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    2,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P2_UpdateMetadataPartitionState,
+            "UpdateMetadataRequest.UngroupedPartitionStates",
+        ),
+        ("live_brokers", 12, 4, _P2_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("broker_epoch", _DF_UpdateMetadataRequest_broker_epoch),
+        ("topic_states", _DF_UpdateMetadataRequest_topic_states),
+    ),
+)
 
 
 def _r3_UpdateMetadataPartitionState(b, p):
@@ -2035,6 +2252,84 @@ def write_v3(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v3: {e}") from None
+
+
+_P3_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    3,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+    ),
+    (),
+    (),
+    (("offline_replicas", _DF_UpdateMetadataPartitionState_offline_replicas),),
+)
+
+_P3_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    3,
+    False,
+    (
+        ("port", 5, 0, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 0, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 0, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 0, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    3,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 4, _P3_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 1, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P3_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    3,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P3_UpdateMetadataPartitionState,
+            "UpdateMetadataRequest.UngroupedPartitionStates",
+        ),
+        ("live_brokers", 12, 4, _P3_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("broker_epoch", _DF_UpdateMetadataRequest_broker_epoch),
+        ("topic_states", _DF_UpdateMetadataRequest_topic_states),
+    ),
+)
 
 
 def _r4_UpdateMetadataPartitionState(b, p):
@@ -2357,6 +2652,85 @@ def write_v4(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v4: {e}") from None
+
+
+_P4_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    4,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataPartitionState.TopicName"),
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+        ("offline_replicas", 5, 4, None, "UpdateMetadataPartitionState.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    4,
+    False,
+    (
+        ("port", 5, 0, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 0, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 0, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 0, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P4_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    4,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 4, _P4_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 1, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P4_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    4,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        (
+            "ungrouped_partition_states",
+            12,
+            4,
+            _P4_UpdateMetadataPartitionState,
+            "UpdateMetadataRequest.UngroupedPartitionStates",
+        ),
+        ("live_brokers", 12, 4, _P4_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("broker_epoch", _DF_UpdateMetadataRequest_broker_epoch),
+        ("topic_states", _DF_UpdateMetadataRequest_topic_states),
+    ),
+)
 
 
 def _r5_UpdateMetadataPartitionState(b, p):
@@ -2719,6 +3093,97 @@ def write_v5(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v5: {e}") from None
+
+
+_P5_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    5,
+    False,
+    (
+        ("partition_index", 5, 0, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 0, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 0, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 4, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 0, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 4, None, "UpdateMetadataPartitionState.Replicas"),
+        ("offline_replicas", 5, 4, None, "UpdateMetadataPartitionState.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_UpdateMetadataPartitionState_topic_name),),
+)
+
+_P5_UpdateMetadataTopicState = (
+    UpdateMetadataTopicState,
+    5,
+    False,
+    (
+        ("topic_name", 10, 0, None, "UpdateMetadataTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            4,
+            _P5_UpdateMetadataPartitionState,
+            "UpdateMetadataTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_UpdateMetadataTopicState_topic_id),),
+)
+
+_P5_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    5,
+    False,
+    (
+        ("port", 5, 0, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 0, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 0, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 0, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P5_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    5,
+    False,
+    (
+        ("id", 5, 0, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 4, _P5_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 1, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P5_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    5,
+    False,
+    (
+        ("controller_id", 5, 0, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 0, None, "UpdateMetadataRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 0, None, "UpdateMetadataRequest.BrokerEpoch"),
+        ("topic_states", 12, 4, _P5_UpdateMetadataTopicState, "UpdateMetadataRequest.TopicStates"),
+        ("live_brokers", 12, 4, _P5_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("ungrouped_partition_states", _DF_UpdateMetadataRequest_ungrouped_partition_states),
+    ),
+)
 
 
 def _r6_UpdateMetadataPartitionState(b, p):
@@ -3228,6 +3693,97 @@ def write_v6(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataRequest v6: {e}") from None
 
 
+_P6_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    6,
+    True,
+    (
+        ("partition_index", 5, 2, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 2, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 6, None, "UpdateMetadataPartitionState.Replicas"),
+        ("offline_replicas", 5, 6, None, "UpdateMetadataPartitionState.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_UpdateMetadataPartitionState_topic_name),),
+)
+
+_P6_UpdateMetadataTopicState = (
+    UpdateMetadataTopicState,
+    6,
+    True,
+    (
+        ("topic_name", 10, 2, None, "UpdateMetadataTopicState.TopicName"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P6_UpdateMetadataPartitionState,
+            "UpdateMetadataTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_UpdateMetadataTopicState_topic_id),),
+)
+
+_P6_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    6,
+    True,
+    (
+        ("port", 5, 2, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 2, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 2, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 2, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P6_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    6,
+    True,
+    (
+        ("id", 5, 2, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 6, _P6_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 3, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P6_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    6,
+    True,
+    (
+        ("controller_id", 5, 2, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "UpdateMetadataRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P6_UpdateMetadataTopicState, "UpdateMetadataRequest.TopicStates"),
+        ("live_brokers", 12, 6, _P6_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("ungrouped_partition_states", _DF_UpdateMetadataRequest_ungrouped_partition_states),
+    ),
+)
+
+
 def _r7_UpdateMetadataPartitionState(b, p):
     f_partition_index, f_controller_epoch, f_leader, f_leader_epoch = _S0.unpack_from(b, p)
     p += 16
@@ -3734,6 +4290,98 @@ def write_v7(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataRequest v7: {e}") from None
+
+
+_P7_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    7,
+    True,
+    (
+        ("partition_index", 5, 2, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 2, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 6, None, "UpdateMetadataPartitionState.Replicas"),
+        ("offline_replicas", 5, 6, None, "UpdateMetadataPartitionState.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_UpdateMetadataPartitionState_topic_name),),
+)
+
+_P7_UpdateMetadataTopicState = (
+    UpdateMetadataTopicState,
+    7,
+    True,
+    (
+        ("topic_name", 10, 2, None, "UpdateMetadataTopicState.TopicName"),
+        ("topic_id", 9, 2, None, "UpdateMetadataTopicState.TopicId"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P7_UpdateMetadataPartitionState,
+            "UpdateMetadataTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    7,
+    True,
+    (
+        ("port", 5, 2, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 2, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 2, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 2, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P7_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    7,
+    True,
+    (
+        ("id", 5, 2, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 6, _P7_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 3, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P7_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    7,
+    True,
+    (
+        ("controller_id", 5, 2, None, "UpdateMetadataRequest.ControllerId"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "UpdateMetadataRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P7_UpdateMetadataTopicState, "UpdateMetadataRequest.TopicStates"),
+        ("live_brokers", 12, 6, _P7_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    (),
+    (0,),
+    (
+        ("is_kraft_controller", _DF_UpdateMetadataRequest_is_kraft_controller),
+        ("type", _DF_UpdateMetadataRequest_type),
+        ("ungrouped_partition_states", _DF_UpdateMetadataRequest_ungrouped_partition_states),
+    ),
+)
 
 
 def _r8_UpdateMetadataPartitionState(b, p):
@@ -4257,8 +4905,98 @@ def write_v8(o: UpdateMetadataRequest, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataRequest v8: {e}") from None
 
 
+_P8_UpdateMetadataPartitionState = (
+    UpdateMetadataPartitionState,
+    8,
+    True,
+    (
+        ("partition_index", 5, 2, None, "UpdateMetadataPartitionState.PartitionIndex"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataPartitionState.ControllerEpoch"),
+        ("leader", 5, 2, None, "UpdateMetadataPartitionState.Leader"),
+        ("leader_epoch", 5, 2, None, "UpdateMetadataPartitionState.LeaderEpoch"),
+        ("isr", 5, 6, None, "UpdateMetadataPartitionState.Isr"),
+        ("zk_version", 5, 2, None, "UpdateMetadataPartitionState.ZkVersion"),
+        ("replicas", 5, 6, None, "UpdateMetadataPartitionState.Replicas"),
+        ("offline_replicas", 5, 6, None, "UpdateMetadataPartitionState.OfflineReplicas"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_UpdateMetadataPartitionState_topic_name),),
+)
+
+_P8_UpdateMetadataTopicState = (
+    UpdateMetadataTopicState,
+    8,
+    True,
+    (
+        ("topic_name", 10, 2, None, "UpdateMetadataTopicState.TopicName"),
+        ("topic_id", 9, 2, None, "UpdateMetadataTopicState.TopicId"),
+        (
+            "partition_states",
+            12,
+            6,
+            _P8_UpdateMetadataPartitionState,
+            "UpdateMetadataTopicState.PartitionStates",
+        ),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P8_UpdateMetadataEndpoint = (
+    UpdateMetadataEndpoint,
+    8,
+    True,
+    (
+        ("port", 5, 2, None, "UpdateMetadataEndpoint.Port"),
+        ("host", 10, 2, None, "UpdateMetadataEndpoint.Host"),
+        ("listener", 10, 2, None, "UpdateMetadataEndpoint.Listener"),
+        ("security_protocol", 3, 2, None, "UpdateMetadataEndpoint.SecurityProtocol"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P8_UpdateMetadataBroker = (
+    UpdateMetadataBroker,
+    8,
+    True,
+    (
+        ("id", 5, 2, None, "UpdateMetadataBroker.Id"),
+        ("endpoints", 12, 6, _P8_UpdateMetadataEndpoint, "UpdateMetadataBroker.Endpoints"),
+        ("rack", 10, 3, None, "UpdateMetadataBroker.Rack"),
+    ),
+    (),
+    (),
+    (
+        ("v0_host", _DF_UpdateMetadataBroker_v0_host),
+        ("v0_port", _DF_UpdateMetadataBroker_v0_port),
+    ),
+)
+
+_P8_UpdateMetadataRequest = (
+    UpdateMetadataRequest,
+    8,
+    True,
+    (
+        ("controller_id", 5, 2, None, "UpdateMetadataRequest.ControllerId"),
+        ("is_kraft_controller", 1, 2, None, "UpdateMetadataRequest.isKRaftController"),
+        ("controller_epoch", 5, 2, None, "UpdateMetadataRequest.ControllerEpoch"),
+        ("broker_epoch", 7, 2, None, "UpdateMetadataRequest.BrokerEpoch"),
+        ("topic_states", 12, 6, _P8_UpdateMetadataTopicState, "UpdateMetadataRequest.TopicStates"),
+        ("live_brokers", 12, 6, _P8_UpdateMetadataBroker, "UpdateMetadataRequest.LiveBrokers"),
+    ),
+    ((0, "type", 2, 2, None, "UpdateMetadataRequest.Type"),),
+    (),
+    (
+        ("ungrouped_partition_states", _DF_UpdateMetadataRequest_ungrouped_partition_states),
+        ("type", _DF_UpdateMetadataRequest_type),
+    ),
+)
 MESSAGE = UpdateMetadataRequest
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -4269,6 +5007,20 @@ READERS = {
     7: read_v7,
     8: read_v8,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_UpdateMetadataRequest,
+        1: _P1_UpdateMetadataRequest,
+        2: _P2_UpdateMetadataRequest,
+        3: _P3_UpdateMetadataRequest,
+        4: _P4_UpdateMetadataRequest,
+        5: _P5_UpdateMetadataRequest,
+        6: _P6_UpdateMetadataRequest,
+        7: _P7_UpdateMetadataRequest,
+        8: _P8_UpdateMetadataRequest,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -194,6 +194,17 @@ def write_v0(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataResponse v0: {e}") from None
 
 
+_P0_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    0,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r1_UpdateMetadataResponse(b, p):
     (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
@@ -231,6 +242,17 @@ def write_v1(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataResponse v1: {e}") from None
+
+
+_P1_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    1,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
 
 
 def _r2_UpdateMetadataResponse(b, p):
@@ -272,6 +294,17 @@ def write_v2(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataResponse v2: {e}") from None
 
 
+_P2_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    2,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_UpdateMetadataResponse(b, p):
     (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
@@ -309,6 +342,17 @@ def write_v3(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataResponse v3: {e}") from None
+
+
+_P3_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    3,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
 
 
 def _r4_UpdateMetadataResponse(b, p):
@@ -350,6 +394,17 @@ def write_v4(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataResponse v4: {e}") from None
 
 
+_P4_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    4,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r5_UpdateMetadataResponse(b, p):
     (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
@@ -387,6 +442,17 @@ def write_v5(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataResponse v5: {e}") from None
+
+
+_P5_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    5,
+    False,
+    (("error_code", 3, 0, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
 
 
 def _r6_UpdateMetadataResponse(b, p):
@@ -443,6 +509,17 @@ def write_v6(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataResponse v6: {e}") from None
 
 
+_P6_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    6,
+    True,
+    (("error_code", 3, 2, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
+
+
 def _r7_UpdateMetadataResponse(b, p):
     (f_error_code,) = _S0.unpack_from(b, p)
     p += 2
@@ -495,6 +572,17 @@ def write_v7(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"UpdateMetadataResponse v7: {e}") from None
+
+
+_P7_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    7,
+    True,
+    (("error_code", 3, 2, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
 
 
 def _r8_UpdateMetadataResponse(b, p):
@@ -551,8 +639,17 @@ def write_v8(o: UpdateMetadataResponse, w: bytearray) -> None:
         raise _EncodeError(f"UpdateMetadataResponse v8: {e}") from None
 
 
+_P8_UpdateMetadataResponse = (
+    UpdateMetadataResponse,
+    8,
+    True,
+    (("error_code", 3, 2, None, "UpdateMetadataResponse.ErrorCode"),),
+    (),
+    (),
+    (),
+)
 MESSAGE = UpdateMetadataResponse
-READERS = {
+PY_READERS = {
     0: read_v0,
     1: read_v1,
     2: read_v2,
@@ -563,6 +660,20 @@ READERS = {
     7: read_v7,
     8: read_v8,
 }
+READERS = _p.native_readers(
+    PY_READERS,
+    {
+        0: _P0_UpdateMetadataResponse,
+        1: _P1_UpdateMetadataResponse,
+        2: _P2_UpdateMetadataResponse,
+        3: _P3_UpdateMetadataResponse,
+        4: _P4_UpdateMetadataResponse,
+        5: _P5_UpdateMetadataResponse,
+        6: _P6_UpdateMetadataResponse,
+        7: _P7_UpdateMetadataResponse,
+        8: _P8_UpdateMetadataResponse,
+    },
+)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -580,6 +580,53 @@ def write_v0(o: VoteRequest, w: bytearray) -> None:
         raise _EncodeError(f"VoteRequest v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("replica_epoch", 5, 2, None, "PartitionData.ReplicaEpoch"),
+        ("replica_id", 5, 2, None, "PartitionData.ReplicaId"),
+        ("last_offset_epoch", 5, 2, None, "PartitionData.LastOffsetEpoch"),
+        ("last_offset", 7, 2, None, "PartitionData.LastOffset"),
+    ),
+    (),
+    (),
+    (
+        ("replica_directory_id", _DF_PartitionData_replica_directory_id),
+        ("voter_directory_id", _DF_PartitionData_voter_directory_id),
+        ("pre_vote", _DF_PartitionData_pre_vote),
+    ),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P0_VoteRequest = (
+    VoteRequest,
+    0,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "VoteRequest.ClusterId"),
+        ("topics", 12, 6, _P0_TopicData, "VoteRequest.Topics"),
+    ),
+    (),
+    (),
+    (("voter_id", _DF_VoteRequest_voter_id),),
+)
+
+
 def _r1_PartitionData(b, p):
     (
         f_partition_index,
@@ -828,6 +875,52 @@ def write_v1(o: VoteRequest, w: bytearray) -> None:
         raise
     except (AttributeError, TypeError, ValueError, OverflowError, _struct.error) as e:
         raise _EncodeError(f"VoteRequest v1: {e}") from None
+
+
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("replica_epoch", 5, 2, None, "PartitionData.ReplicaEpoch"),
+        ("replica_id", 5, 2, None, "PartitionData.ReplicaId"),
+        ("replica_directory_id", 9, 2, None, "PartitionData.ReplicaDirectoryId"),
+        ("voter_directory_id", 9, 2, None, "PartitionData.VoterDirectoryId"),
+        ("last_offset_epoch", 5, 2, None, "PartitionData.LastOffsetEpoch"),
+        ("last_offset", 7, 2, None, "PartitionData.LastOffset"),
+    ),
+    (),
+    (),
+    (("pre_vote", _DF_PartitionData_pre_vote),),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P1_VoteRequest = (
+    VoteRequest,
+    1,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "VoteRequest.ClusterId"),
+        ("voter_id", 5, 2, None, "VoteRequest.VoterId"),
+        ("topics", 12, 6, _P1_TopicData, "VoteRequest.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
 
 
 def _r2_PartitionData(b, p):
@@ -1079,6 +1172,53 @@ def write_v2(o: VoteRequest, w: bytearray) -> None:
         raise _EncodeError(f"VoteRequest v2: {e}") from None
 
 
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("replica_epoch", 5, 2, None, "PartitionData.ReplicaEpoch"),
+        ("replica_id", 5, 2, None, "PartitionData.ReplicaId"),
+        ("replica_directory_id", 9, 2, None, "PartitionData.ReplicaDirectoryId"),
+        ("voter_directory_id", 9, 2, None, "PartitionData.VoterDirectoryId"),
+        ("last_offset_epoch", 5, 2, None, "PartitionData.LastOffsetEpoch"),
+        ("last_offset", 7, 2, None, "PartitionData.LastOffset"),
+        ("pre_vote", 1, 2, None, "PartitionData.PreVote"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P2_VoteRequest = (
+    VoteRequest,
+    2,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "VoteRequest.ClusterId"),
+        ("voter_id", 5, 2, None, "VoteRequest.VoterId"),
+        ("topics", 12, 6, _P2_TopicData, "VoteRequest.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
+
+
 def _r3_PartitionData(b, p):
     (
         f_partition_index,
@@ -1302,7 +1442,55 @@ def write_v3(o: VoteRequest, w: bytearray) -> None:
         raise _EncodeError(f"VoteRequest v3: {e}") from None
 
 
+_P3_PartitionData = (
+    PartitionData,
+    3,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("replica_epoch", 5, 2, None, "PartitionData.ReplicaEpoch"),
+        ("replica_id", 5, 2, None, "PartitionData.ReplicaId"),
+        ("replica_directory_id", 9, 2, None, "PartitionData.ReplicaDirectoryId"),
+        ("voter_directory_id", 9, 2, None, "PartitionData.VoterDirectoryId"),
+        ("last_offset_epoch", 5, 2, None, "PartitionData.LastOffsetEpoch"),
+        ("last_offset", 7, 2, None, "PartitionData.LastOffset"),
+        ("pre_vote", 1, 2, None, "PartitionData.PreVote"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_TopicData = (
+    TopicData,
+    3,
+    True,
+    (
+        ("topic_id", 9, 2, None, "TopicData.TopicId"),
+        ("partitions", 12, 6, _P3_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_TopicData_topic_name),),
+)
+
+_P3_VoteRequest = (
+    VoteRequest,
+    3,
+    True,
+    (
+        ("cluster_id", 10, 3, None, "VoteRequest.ClusterId"),
+        ("voter_id", 5, 2, None, "VoteRequest.VoterId"),
+        ("topics", 12, 6, _P3_TopicData, "VoteRequest.Topics"),
+    ),
+    (),
+    (),
+    (),
+)
 MESSAGE = VoteRequest
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+READERS = _p.native_readers(
+    PY_READERS, {0: _P0_VoteRequest, 1: _P1_VoteRequest, 2: _P2_VoteRequest, 3: _P3_VoteRequest}
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {0: VoteRequestV0, 1: VoteRequestV1, 2: VoteRequestV2, 3: VoteRequestV3}

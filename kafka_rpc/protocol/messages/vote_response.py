@@ -577,6 +577,49 @@ def write_v0(o: VoteResponse, w: bytearray) -> None:
         raise _EncodeError(f"VoteResponse v0: {e}") from None
 
 
+_P0_PartitionData = (
+    PartitionData,
+    0,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("vote_granted", 1, 2, None, "PartitionData.VoteGranted"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P0_TopicData = (
+    TopicData,
+    0,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P0_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P0_VoteResponse = (
+    VoteResponse,
+    0,
+    True,
+    (
+        ("error_code", 3, 2, None, "VoteResponse.ErrorCode"),
+        ("topics", 12, 6, _P0_TopicData, "VoteResponse.Topics"),
+    ),
+    (),
+    (0,),
+    (("node_endpoints", _DF_VoteResponse_node_endpoints),),
+)
+
+
 def _r1_PartitionData(b, p):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
         b, p
@@ -885,6 +928,63 @@ def write_v1(o: VoteResponse, w: bytearray) -> None:
         raise _EncodeError(f"VoteResponse v1: {e}") from None
 
 
+_P1_PartitionData = (
+    PartitionData,
+    1,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("vote_granted", 1, 2, None, "PartitionData.VoteGranted"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_TopicData = (
+    TopicData,
+    1,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P1_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P1_NodeEndpoint = (
+    NodeEndpoint,
+    1,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P1_VoteResponse = (
+    VoteResponse,
+    1,
+    True,
+    (
+        ("error_code", 3, 2, None, "VoteResponse.ErrorCode"),
+        ("topics", 12, 6, _P1_TopicData, "VoteResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P1_NodeEndpoint, "VoteResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_VoteResponse_node_endpoints),),
+)
+
+
 def _r2_PartitionData(b, p):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
         b, p
@@ -1185,6 +1285,63 @@ def write_v2(o: VoteResponse, w: bytearray) -> None:
         raise _EncodeError(f"VoteResponse v2: {e}") from None
 
 
+_P2_PartitionData = (
+    PartitionData,
+    2,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("vote_granted", 1, 2, None, "PartitionData.VoteGranted"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_TopicData = (
+    TopicData,
+    2,
+    True,
+    (
+        ("topic_name", 10, 2, None, "TopicData.TopicName"),
+        ("partitions", 12, 6, _P2_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_id", _DF_TopicData_topic_id),),
+)
+
+_P2_NodeEndpoint = (
+    NodeEndpoint,
+    2,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P2_VoteResponse = (
+    VoteResponse,
+    2,
+    True,
+    (
+        ("error_code", 3, 2, None, "VoteResponse.ErrorCode"),
+        ("topics", 12, 6, _P2_TopicData, "VoteResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P2_NodeEndpoint, "VoteResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_VoteResponse_node_endpoints),),
+)
+
+
 def _r3_PartitionData(b, p):
     f_partition_index, f_error_code, f_leader_id, f_leader_epoch, f_vote_granted = _S0.unpack_from(
         b, p
@@ -1459,7 +1616,65 @@ def write_v3(o: VoteResponse, w: bytearray) -> None:
         raise _EncodeError(f"VoteResponse v3: {e}") from None
 
 
+_P3_PartitionData = (
+    PartitionData,
+    3,
+    True,
+    (
+        ("partition_index", 5, 2, None, "PartitionData.PartitionIndex"),
+        ("error_code", 3, 2, None, "PartitionData.ErrorCode"),
+        ("leader_id", 5, 2, None, "PartitionData.LeaderId"),
+        ("leader_epoch", 5, 2, None, "PartitionData.LeaderEpoch"),
+        ("vote_granted", 1, 2, None, "PartitionData.VoteGranted"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_TopicData = (
+    TopicData,
+    3,
+    True,
+    (
+        ("topic_id", 9, 2, None, "TopicData.TopicId"),
+        ("partitions", 12, 6, _P3_PartitionData, "TopicData.Partitions"),
+    ),
+    (),
+    (),
+    (("topic_name", _DF_TopicData_topic_name),),
+)
+
+_P3_NodeEndpoint = (
+    NodeEndpoint,
+    3,
+    True,
+    (
+        ("node_id", 5, 2, None, "NodeEndpoint.NodeId"),
+        ("host", 10, 2, None, "NodeEndpoint.Host"),
+        ("port", 4, 2, None, "NodeEndpoint.Port"),
+    ),
+    (),
+    (),
+    (),
+)
+
+_P3_VoteResponse = (
+    VoteResponse,
+    3,
+    True,
+    (
+        ("error_code", 3, 2, None, "VoteResponse.ErrorCode"),
+        ("topics", 12, 6, _P3_TopicData, "VoteResponse.Topics"),
+    ),
+    ((0, "node_endpoints", 12, 6, _P3_NodeEndpoint, "VoteResponse.NodeEndpoints"),),
+    (),
+    (("node_endpoints", _DF_VoteResponse_node_endpoints),),
+)
 MESSAGE = VoteResponse
-READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
+READERS = _p.native_readers(
+    PY_READERS, {0: _P0_VoteResponse, 1: _P1_VoteResponse, 2: _P2_VoteResponse, 3: _P3_VoteResponse}
+)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {0: VoteResponseV0, 1: VoteResponseV1, 2: VoteResponseV2, 3: VoteResponseV3}
