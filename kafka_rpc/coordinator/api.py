@@ -82,6 +82,7 @@ class Errors(IntEnum):
     INVALID_PRODUCER_EPOCH = 47
     KAFKA_STORAGE_ERROR = 56
     INVALID_RECORD = 87
+    RESOURCE_NOT_FOUND = 91
 
 
 ZERO_UUID = uuid.UUID(int=0)
@@ -504,10 +505,16 @@ class BatchCoordinator(abc.ABC):
         """
 
     @abc.abstractmethod
-    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
-        """Delete the topics' partitions, batches and producer state; objects left without batches
-        are marked for deletion. Unknown ids are ignored (idempotent; Inkless ``delete_topic_v1``;
-        producer state goes with the log as in Kafka)."""
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
+        """Delete the topics' partitions, batches and producer state in one transaction; objects
+        left without batches are marked for deletion (Inkless ``delete_topic_v1``; producer state
+        goes with the log as in Kafka).
+
+        ``responses[i]`` answers ``topic_ids[i]``: ``NONE`` when this call deleted the topic,
+        ``UNKNOWN_TOPIC_OR_PARTITION`` when it has no partitions here (never created, already
+        deleted, or deleted by an earlier occurrence in the same call). Deleting is idempotent;
+        only the code tells the caller whether there was anything to delete.
+        """
 
     @abc.abstractmethod
     async def get_files_to_delete(
@@ -526,8 +533,10 @@ class BatchCoordinator(abc.ABC):
     async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
         """Forget objects that were physically deleted from storage (Inkless ``delete_files_v1``).
 
-        Only objects marked for deletion are removed. Per key: ``NONE`` if removed or unknown
-        (idempotent), ``INVALID_REQUEST`` if the object is still live (nothing removed).
+        Only objects marked for deletion are removed, in one transaction. ``responses[i]`` answers
+        ``object_keys[i]``: ``NONE`` if removed, ``INVALID_REQUEST`` if the object is still live
+        (nothing removed), ``RESOURCE_NOT_FOUND`` if the coordinator has no record of the key
+        (never committed, already forgotten, or forgotten by an earlier occurrence in the call).
         """
 
     @abc.abstractmethod

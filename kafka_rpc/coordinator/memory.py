@@ -118,18 +118,28 @@ class InMemoryBatchCoordinator(BatchCoordinator):
     async def list_partitions(self) -> list[TopicIdPartition]:
         return sorted(self._logs, key=lambda tp: (tp.topic_id.bytes, tp.partition))
 
-    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
         ids = set(topic_ids)
         now = self._time_ms()
         touched: set[str] = set()
+        deleted: set[uuid.UUID] = set()
         for tp in [tp for tp in self._logs if tp.topic_id in ids]:
             log = self._logs.pop(tp)
+            deleted.add(tp.topic_id)
             for b in log.batches:
                 b.file.live_batches -= 1
                 touched.add(b.file.object_key)
         for key in [k for k in self._producers if k[0].topic_id in ids]:
             del self._producers[key]
         self._mark_unreferenced(touched, now)
+        out: list[int] = []
+        for tid in topic_ids:
+            if tid in deleted:
+                deleted.discard(tid)
+                out.append(Errors.NONE)
+            else:
+                out.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+        return out
 
     # -- commit -------------------------------------------------------------------------------
 
@@ -382,7 +392,7 @@ class InMemoryBatchCoordinator(BatchCoordinator):
         for k in object_keys:
             f = self._files.get(k)
             if f is None:
-                out.append(Errors.NONE)
+                out.append(Errors.RESOURCE_NOT_FOUND)
             elif f.state != "deleting":
                 out.append(Errors.INVALID_REQUEST)
             else:

@@ -625,17 +625,21 @@ class _Ops:
             out.append(EnforceRetentionResponse(Errors.NONE, n, freed, new_lso))
         return out
 
-    def delete_topics(self, conn: sqlite3.Connection, topic_ids: Sequence[uuid.UUID]) -> None:
+    def delete_topics(self, conn: sqlite3.Connection, topic_ids: Sequence[uuid.UUID]) -> list[int]:
         now = self.time_ms()
         files: set[int] = set()
-        for tid in dict.fromkeys(topic_ids):
-            for (log_id,) in conn.execute(Q.select_logs_of_topic, (tid.bytes,)).fetchall():
+        out: list[int] = []
+        for tid in topic_ids:
+            logs = conn.execute(Q.select_logs_of_topic, (tid.bytes,)).fetchall()
+            for (log_id,) in logs:
                 files.update(fid for (fid,) in conn.execute(Q.select_files_of_log, (log_id,)))
                 conn.execute(Q.delete_batches_of_log, (log_id,))
                 conn.execute(Q.delete_producer_state_of_log, (log_id,))
                 conn.execute(Q.delete_log, (log_id,))
+            out.append(Errors.NONE if logs else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         if files:
             conn.executemany(Q.mark_file_if_unreferenced, [(now, fid) for fid in files])
+        return out
 
     def delete_files(self, conn: sqlite3.Connection, object_keys: Sequence[str]) -> list[int]:
         out: list[int] = []
@@ -645,7 +649,7 @@ class _Ops:
             elif conn.execute(Q.file_exists, (key,)).fetchone() is not None:
                 out.append(Errors.INVALID_REQUEST)
             else:
-                out.append(Errors.NONE)
+                out.append(Errors.RESOURCE_NOT_FOUND)
         return out
 
     @staticmethod
@@ -921,8 +925,8 @@ class SqliteBatchCoordinator(BatchCoordinator):
     async def list_partitions(self) -> list[TopicIdPartition]:
         return await self._require_reader().submit(self._ops.list_partitions)
 
-    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> None:
-        await self._require_writer().submit(self._ops.delete_topics, list(topic_ids))
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
+        return await self._require_writer().submit(self._ops.delete_topics, list(topic_ids))
 
     async def get_files_to_delete(
         self,

@@ -42,12 +42,11 @@ CommitBatches (94)
 
 DeleteDisklessTopics (95)
     API: version 0.
-    Behavior: the coordinator's ``delete_topics`` ignores unknown ids, so each distinct id is first
-    probed (``list_offsets`` LATEST on partition 0, which exists whenever the topic has any
-    partition); known ids are deleted in one call.
+    Behavior: one ``delete_topics`` call (one transaction) with every non-zero id in request
+    order; the coordinator reports per id whether it deleted anything.
     Errors: UNKNOWN_TOPIC_OR_PARTITION for an unknown or zero id, and for a repetition of an id
-    already deleted by an earlier entry of the same request; a failing probe or delete fails the
-    entries it covered.
+    already deleted by an earlier entry of the same request; a failing call fails every entry with
+    the mapped code (KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
 
 DeleteDisklessRecords (96)
     API: version 0.
@@ -84,14 +83,11 @@ ListDisklessFilesToDelete (102)
 
 DeleteDisklessFiles (103)
     API: version 0.
-    Behavior: the coordinator's ``delete_files`` answers NONE for unknown keys too, so each distinct
-    key is first checked with ``is_safe_to_delete_file`` (true = the coordinator has no record);
-    the recorded keys are passed to ``delete_files`` in one call, in request order.
-    Errors: per key RESOURCE_NOT_FOUND (91) for an unknown key (and for a repetition of a key
-    forgotten by its earlier occurrence), INVALID_REQUEST for an object still referenced by
-    batches (as ``delete_files`` answers; a repetition answers the same), NONE when forgotten. If a
-    call raises, the top-level ErrorCode and every result carry the mapped code. A key forgotten by
-    another broker between the check and the delete answers NONE (both mean "done").
+    Behavior: one ``delete_files`` call (one transaction) with the keys in request order.
+    Errors: per key as the coordinator answers: NONE when forgotten, RESOURCE_NOT_FOUND (91) for a
+    key it has no record of (and for a repetition of a key forgotten by its earlier occurrence),
+    INVALID_REQUEST for an object still referenced by batches (a repetition answers the same). If
+    the call raises, the top-level ErrorCode and every result carry the mapped code.
 """
 
 from __future__ import annotations
@@ -103,7 +99,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_rpc.coordinator.api import (
-    LATEST_TIMESTAMP,
     ZERO_UUID,
     BatchCoordinator,
     BatchInfo,
@@ -292,42 +287,22 @@ async def handle_delete_diskless_topics(
 ) -> Any:
     """DeleteDisklessTopicsRequest -> DeleteDisklessTopicsResponse."""
     ids = [t.topic_id for t in request.topics]
-    distinct = [tid for tid in dict.fromkeys(ids) if tid != ZERO_UUID]
-    code_of: dict[uuid.UUID, int] = {}
-    if distinct:
+    valid = [tid for tid in ids if tid != ZERO_UUID]
+    codes: list[int] = []
+    if valid:
         try:
-            probes = await coordinator.list_offsets(
-                [ListOffsetsRequest(TopicIdPartition(tid, 0), LATEST_TIMESTAMP) for tid in distinct]
-            )
+            codes = await coordinator.delete_topics(valid)
+            _checked(codes, len(valid), "DeleteDisklessTopics")
         except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            code = _failure_code(exc, "DeleteDisklessTopics (probe)", broker_id)
-            probes = [ListOffsetsResponse(code, TopicIdPartition(t, 0), -1, -1) for t in distinct]
-        known = []
-        for tid, probe in zip(
-            distinct, _checked(probes, len(distinct), "DeleteDisklessTopics"), strict=True
-        ):
-            if probe.error == _NONE:
-                known.append(tid)
-            else:
-                code_of[tid] = int(probe.error)
-        if known:
-            try:
-                await coordinator.delete_topics(known)
-                code = _NONE
-            except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-                code = _failure_code(exc, "DeleteDisklessTopics", broker_id)
-            for tid in known:
-                code_of[tid] = code
-
-    results = []
-    seen: set[uuid.UUID] = set()
-    for tid in ids:
-        code = code_of.get(tid, _UNKNOWN_TP)
-        if tid in seen and code == _NONE:
-            code = _UNKNOWN_TP  # already deleted by an earlier entry of this request
-        seen.add(tid)
-        results.append(_del_topics_resp.DeleteDisklessTopicResult(topic_id=tid, error_code=code))
-    return _del_topics_resp.DeleteDisklessTopicsResponse(responses=tuple(results))
+            codes = [_failure_code(exc, "DeleteDisklessTopics", broker_id)] * len(valid)
+    it = iter(codes)
+    results = tuple(
+        _del_topics_resp.DeleteDisklessTopicResult(
+            topic_id=tid, error_code=_UNKNOWN_TP if tid == ZERO_UUID else int(next(it))
+        )
+        for tid in ids
+    )
+    return _del_topics_resp.DeleteDisklessTopicsResponse(responses=results)
 
 
 # -- DeleteDisklessRecords (96) ----------------------------------------------------------------
@@ -551,21 +526,9 @@ async def handle_delete_diskless_files(
 ) -> Any:
     """DeleteDisklessFilesRequest -> DeleteDisklessFilesResponse."""
     keys = request.object_keys
-    distinct = list(dict.fromkeys(keys))
-    code_of: dict[str, int] = {}
     try:
-        recorded = []
-        for k in distinct:
-            if await coordinator.is_safe_to_delete_file(k):
-                code_of[k] = int(ErrorCode.RESOURCE_NOT_FOUND)
-            else:
-                recorded.append(k)
-        if recorded:
-            codes = await coordinator.delete_files(recorded)
-            for k, c in zip(
-                recorded, _checked(codes, len(recorded), "DeleteDisklessFiles"), strict=True
-            ):
-                code_of[k] = int(c)
+        codes = await coordinator.delete_files(list(keys)) if keys else []
+        _checked(codes, len(keys), "DeleteDisklessFiles")
     except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
         code = _failure_code(exc, "DeleteDisklessFiles", broker_id)
         return _del_files_resp.DeleteDisklessFilesResponse(
@@ -576,15 +539,11 @@ async def handle_delete_diskless_files(
             ),
         )
 
-    results = []
-    seen: set[str] = set()
-    for k in keys:
-        code = code_of[k]
-        if k in seen and code == _NONE:
-            code = int(ErrorCode.RESOURCE_NOT_FOUND)  # forgotten by its earlier occurrence
-        seen.add(k)
-        results.append(_del_files_resp.DeleteDisklessFileResult(object_key=k, error_code=code))
-    return _del_files_resp.DeleteDisklessFilesResponse(error_code=_NONE, results=tuple(results))
+    results = tuple(
+        _del_files_resp.DeleteDisklessFileResult(object_key=k, error_code=int(c))
+        for k, c in zip(keys, codes, strict=True)
+    )
+    return _del_files_resp.DeleteDisklessFilesResponse(error_code=_NONE, results=results)
 
 
 # ---------------------------------------------------------------------------- server registration

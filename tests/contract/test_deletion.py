@@ -84,16 +84,16 @@ async def test_delete_topics(topic):
     await topic.commit(
         batch(topic.tp(1)), batch(TopicIdPartition(other, 0), byte_offset=100), key="shared"
     )
-    await topic.c.delete_topics([topic.id, uuid.uuid4()])
+    assert await topic.c.delete_topics([topic.id, uuid.uuid4(), topic.id]) == [0, 3, 3]
     assert await keys_to_delete(topic.c) == ["only-mine"]
-    await topic.c.delete_topics([topic.id])  # idempotent
+    assert await topic.c.delete_topics([topic.id]) == [3]  # idempotent, reported as unknown
     for tp in (topic.tp(0), topic.tp(1)):
         assert (await topic.c.find_batches([FindBatchRequest(tp, 0, 1)], 1))[0].error == 3
         assert (await topic.c.list_offsets([ListOffsetsRequest(tp, -1)]))[0].error == 3
         assert (await topic.commit(batch(tp)))[0].error == 3
         assert await dr(topic.c, tp, 0) == (3, -1)
     assert await offsets(topic.c, TopicIdPartition(other, 0)) == [(0, 0)]
-    await topic.c.delete_topics([other])
+    assert await topic.c.delete_topics([other]) == [Errors.NONE]
     assert await keys_to_delete(topic.c) == sorted(await keys_to_delete(topic.c))
     assert "shared" in await keys_to_delete(topic.c)
 
@@ -118,7 +118,11 @@ async def test_soft_and_physical_deletion(topic, clock):
     assert await keys_to_delete(topic.c, marked_before_ms=t1 + 1) == ["k1"]
     assert await keys_to_delete(topic.c, limit=1) == ["k1"]
     assert await keys_to_delete(topic.c, after_object_key="k1") == ["k2"]
-    assert await topic.c.delete_files(["k1", "nope", "k1"]) == [0, 0, 0]
+    assert await topic.c.delete_files(["k1", "nope", "k1"]) == [
+        Errors.NONE,
+        Errors.RESOURCE_NOT_FOUND,  # never recorded
+        Errors.RESOURCE_NOT_FOUND,  # forgotten by its earlier occurrence
+    ]
     assert await topic.c.is_safe_to_delete_file("k1")
     assert not await topic.c.is_safe_to_delete_file("k2")
     assert await keys_to_delete(topic.c) == ["k2"]
