@@ -41,10 +41,17 @@ def clock() -> Clock:
 def make_coordinator(kind: str, tmp_path, clock: Clock, **options) -> BatchCoordinator:
     if kind == "memory":
         return InMemoryBatchCoordinator(time_ms=clock, **options)
+    if kind == "sqlite-thread-reads":  # every read through the reader thread (no inline reads)
+        options.setdefault("inline_read_max_partitions", 0)
     return SqliteBatchCoordinator(str(tmp_path / "coord.db"), time_ms=clock, **options)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+# "sqlite" answers small reads on the loop's thread, "sqlite-thread-reads" never does: the
+# contract holds for both read paths.
+IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads"]
+
+
+@pytest.fixture(params=IMPLEMENTATIONS)
 async def coord(request, tmp_path, clock) -> AsyncIterator[BatchCoordinator]:
     c = make_coordinator(request.param, tmp_path, clock)
     await c.start()
@@ -112,7 +119,7 @@ async def topic(coord) -> Topic:
     return Topic(coord, t, 3)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=IMPLEMENTATIONS)
 async def coord_factory(request, tmp_path):
     """Build a started coordinator with options: ``(coordinator, clock, topic)``."""
     made: list[BatchCoordinator] = []

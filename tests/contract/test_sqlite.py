@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import time
 import uuid
 
 import pytest
@@ -187,3 +188,59 @@ async def test_create_coordinator_urls(tmp_path):
         create_coordinator("postgres://x")
     with pytest.raises(ValueError):
         create_coordinator("sqlite://")
+
+
+async def test_small_reads_inline_large_reads_on_the_reader_thread(tmp_path):
+    """Reads of <= inline_read_max_partitions partitions are answered on the loop's thread and
+    see every acknowledged commit; larger ones go through the reader thread; both agree."""
+    clock = Clock()
+    c = await started(tmp_path / "i.db", time_ms=clock, inline_read_max_partitions=2)
+    try:
+        t = uuid.uuid4()
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 3)])
+        tps = [TopicIdPartition(t, p) for p in range(3)]
+        for i in range(3):
+            out = await c.commit_file(f"k{i}", 1, 300, [batch(tp) for tp in tps])
+            assert [r.error for r in out] == [0, 0, 0]
+            # read-your-writes on the inline connection, right after the acknowledgement
+            found = await c.find_batches([FindBatchRequest(tps[0], i, BIG)], BIG)
+            assert found[0].high_watermark == i + 1 and len(found[0].batches) == 1
+        assert c.inline_reads == 3
+        small = await c.list_offsets([ListOffsetsRequest(tp, -1) for tp in tps[:2]])
+        assert c.inline_reads == 4
+        large = await c.list_offsets([ListOffsetsRequest(tp, -1) for tp in tps])
+        assert c.inline_reads == 4  # three partitions: the reader thread answered
+        assert [r.offset for r in large] == [3, 3, 3] and large[:2] == small
+        many = await c.find_batches([FindBatchRequest(tp, 0, BIG) for tp in tps], BIG)
+        assert c.inline_reads == 4 and [len(r.batches) for r in many] == [3, 3, 3]
+    finally:
+        await c.close()
+    off = await started(tmp_path / "o.db", time_ms=clock, inline_read_max_partitions=0)
+    try:
+        await off.find_batches([FindBatchRequest(TopicIdPartition(uuid.uuid4(), 0), 0, 1)], 1)
+        assert off.inline_reads == 0
+    finally:
+        await off.close()
+
+
+def test_inline_reader_reports_busy_instead_of_waiting(tmp_path):
+    """busy_timeout=0 on the loop's connection: a read SQLite cannot start at once comes back as
+    _BUSY (the caller then uses the reader thread), other errors are raised."""
+    from kafka_rpc.coordinator.sqlite import _BUSY, _InlineReader
+
+    path = str(tmp_path / "b.db")
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x INTEGER)")  # rollback-journal mode: a writer locks readers
+    reader = _InlineReader(path)
+    try:
+        assert reader.run(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()) == (0,)
+        holder.execute("BEGIN EXCLUSIVE")
+        t0 = time.monotonic()
+        assert reader.run(lambda conn: conn.execute("SELECT count(*) FROM t").fetchone()) is _BUSY
+        assert time.monotonic() - t0 < 1.0
+        holder.execute("COMMIT")
+        with pytest.raises(sqlite3.OperationalError, match="no such table"):
+            reader.run(lambda conn: conn.execute("SELECT * FROM missing").fetchall())
+    finally:
+        reader.close()
+        holder.close()
