@@ -315,6 +315,9 @@ def main() -> None:
     ap.add_argument("--fetch-bytes", type=int, default=1 << 20, help="partition MaxBytes")
     ap.add_argument("--dir", default=None, help="parent directory of the databases")
     ap.add_argument("--json", default=None, help="JSON path (default bench/results/...)")
+    ap.add_argument("--inline-read-max-partitions", type=int, default=None,
+                    help="server coordinator option (default: the server's, 4; 0 = every read "
+                         "on the reader thread), for A/B runs of the two read paths")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.seconds = 1.0
@@ -333,13 +336,17 @@ def main() -> None:
             os.path.join(base, "floor-before.db"), args.seconds, CONNS
         )
         data_dir = os.path.join(base, "data")
+        db_path = os.path.join(data_dir, "coordinator.db")
+        extra = []
+        if args.inline_read_max_partitions is not None:
+            url = f"sqlite://{db_path}?inline_read_max_partitions={args.inline_read_max_partitions}"
+            extra = ["--override", f"diskless.coordinator.url={url}"]
         proc, port = _start(
             [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
              "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-             "--override", f"log.dirs={data_dir}"],
+             "--override", f"log.dirs={data_dir}", *extra],
             r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
         )  # fmt: skip
-        db_path = os.path.join(data_dir, "coordinator.db")
         res.update(uvloop.run(server_cells(port, db_path, args)))
         targets = res.pop("targets")
         proc.terminate()
@@ -356,11 +363,13 @@ def main() -> None:
             proc.wait(15)
         shutil.rmtree(base, ignore_errors=True)
 
+    inline = args.inline_read_max_partitions
     env = (
         f"sqlite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, {platform.machine()},"
         f" {os.cpu_count()} CPUs; server {'on CPU 1 (taskset)' if pinned else 'unpinned'}, load"
         f" generator + floors {'on CPU 0' if pinned else 'unpinned'}; {args.seconds:g} s per"
-        f" cell; databases under {args.dir or tempfile.gettempdir()}"
+        f" cell; databases under {args.dir or tempfile.gettempdir()}; server"
+        f" inline_read_max_partitions={'default' if inline is None else inline}"
     )
     print(f"\n{env}\n")
     print(table(res, args))
@@ -373,6 +382,7 @@ def main() -> None:
         "batches_per_commit": BATCHES,
         "partitions": PARTITIONS,
         "floor_group": CONNS,
+        "inline_read_max_partitions": args.inline_read_max_partitions,  # None = server default
     }
     out = Path(args.json) if args.json else (
         HERE / "results" / f"coordinator-{time.strftime('%Y%m%dT%H%M%S')}.json"

@@ -162,6 +162,25 @@ class ModuleEmitter:
     def fields_at(self, st: StructSpec, v: int) -> list[FieldSpec]:
         return [f for f in st.fields if v in f.versions]
 
+    def layout(
+        self, st: StructSpec, v: int
+    ) -> tuple[list[FieldSpec], list[FieldSpec], list[FieldSpec], list[int]]:
+        """``(regular, tagged, absent, other_tags)`` of ``st`` at ``v``: untagged fields in wire
+        order, tagged fields by tag, fields the version lacks, and tags that belong to other
+        versions (rejected on read). The Python reader and the native program both use it."""
+        fields = self.fields_at(st, v)
+        tagged = sorted(
+            (f for f in fields if f.tag is not None and v in f.tagged_versions),
+            key=lambda f: f.tag,
+        )
+        regular = [f for f in fields if f not in tagged]
+        absent = [f for f in st.fields if v not in f.versions]
+        other_tags = sorted(
+            {f.tag for f in st.fields if f.tag is not None and f not in tagged}
+            - {f.tag for f in tagged}
+        )
+        return regular, tagged, absent, other_tags
+
     def default_expr(self, f: FieldSpec) -> str:
         """A Python expression for the field's default value in the full class."""
         if f.type.is_struct and not f.type.is_array:
@@ -446,20 +465,10 @@ class ModuleEmitter:
         if st.name in done:
             return
         done.add(st.name)
-        fields = self.fields_at(st, v)
-        for f in fields:
+        for f in self.fields_at(st, v):
             if f.struct is not None:
                 self._emit_programs(b, f.struct, v, done)
-        tagged = sorted(
-            (f for f in fields if f.tag is not None and v in f.tagged_versions),
-            key=lambda f: f.tag,
-        )
-        regular = [f for f in fields if f not in tagged]
-        absent = [f for f in st.fields if v not in f.versions]
-        other_tags = sorted(
-            {f.tag for f in st.fields if f.tag is not None and f not in tagged}
-            - {f.tag for f in tagged}
-        )
+        regular, tagged, absent, other_tags = self.layout(st, v)
 
         def spec_of(f: FieldSpec) -> str:
             t = f.type
@@ -492,14 +501,8 @@ class ModuleEmitter:
 
     # -- reader
     def _emit_reader(self, b: Buf, st: StructSpec, v: int) -> None:
-        fields = self.fields_at(st, v)
         flex = self.flexible(v)
-        regular = [f for f in fields if not (f.tag is not None and v in f.tagged_versions)]
-        tagged = sorted(
-            (f for f in fields if f.tag is not None and v in f.tagged_versions),
-            key=lambda f: f.tag,
-        )
-        absent = [f for f in st.fields if v not in f.versions]
+        regular, tagged, absent, other_tags = self.layout(st, v)
         b()
         b()
         b(f"def _r{v}_{st.name}(b, p):")
@@ -538,7 +541,7 @@ class ModuleEmitter:
                     b(f"p = _rt{v}_{st.name}(b, p, n, o)")
             b("return o, p")
         if flex:
-            self._emit_tag_reader(b, st, v, tagged)
+            self._emit_tag_reader(b, st, v, tagged, other_tags)
         # setters and default refs (module level)
         b()
         for f in st.fields:
@@ -701,11 +704,9 @@ class ModuleEmitter:
             b("ap(y)")
         b(f"{out} = tuple(a)")
 
-    def _emit_tag_reader(self, b: Buf, st: StructSpec, v: int, tagged: list[FieldSpec]) -> None:
-        other_tags = sorted(
-            {f.tag for f in st.fields if f.tag is not None and f not in tagged}
-            - {f.tag for f in tagged}
-        )
+    def _emit_tag_reader(
+        self, b: Buf, st: StructSpec, v: int, tagged: list[FieldSpec], other_tags: list[int]
+    ) -> None:
         b()
         b()
         b(f"def _rt{v}_{st.name}(b, p, count, o):")

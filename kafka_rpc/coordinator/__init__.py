@@ -6,7 +6,7 @@
 * ``memory://`` -> ``InMemoryBatchCoordinator`` (reference implementation, nothing persisted);
 * ``sqlite:///abs/path.db`` or ``sqlite://relative/path.db`` -> ``SqliteBatchCoordinator`` (the
   path is everything after ``sqlite://``); query parameters (``?synchronous=NORMAL&
-  max_group_size=32``) become options, explicit ``options`` win;
+  max_group_size=32&inline_read_max_partitions=0``) become options, explicit ``options`` win;
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
 """
@@ -23,7 +23,7 @@ from .api import BatchCoordinator
 __all__ = ["BatchCoordinator", "create_coordinator"]
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-_INT_OPTIONS = {"max_group_size", "producer_id_expiration_ms"}
+_INT_OPTIONS = {"max_group_size", "producer_id_expiration_ms", "inline_read_max_partitions"}
 
 
 def create_coordinator(url: str, **options: Any) -> BatchCoordinator:

@@ -937,6 +937,18 @@ class SqliteBatchCoordinator(BatchCoordinator):
             raise RuntimeError("coordinator not started (await start() first)")
         return self._reader
 
+    async def _read(self, partitions: int, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run read ``fn`` on the loop's thread when it covers at most
+        ``inline_read_max_partitions`` partitions and SQLite can start it at once (no
+        suspension); otherwise on the reader thread, grouped with other waiting reads."""
+        reader = self._require_reader()
+        if self._inline is not None and partitions <= self._inline_max:
+            res = self._inline.run(fn, *args)
+            if res is not _BUSY:
+                self.inline_reads += 1
+                return res
+        return await reader.submit(fn, *args)
+
     async def create_topic_and_partitions(
         self, requests: Sequence[CreateTopicAndPartitionsRequest]
     ) -> list[int]:
@@ -958,24 +970,13 @@ class SqliteBatchCoordinator(BatchCoordinator):
     async def find_batches(
         self, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
     ) -> list[FindBatchResponse]:
-        reader = self._require_reader()
-        if self._inline is not None and len(requests) <= self._inline_max:
-            res = self._inline.run(self._ops.find_batches, list(requests), fetch_max_bytes)
-            if res is not _BUSY:
-                self.inline_reads += 1
-                return res
-        return await reader.submit(self._ops.find_batches, list(requests), fetch_max_bytes)
+        return await self._read(len(requests), self._ops.find_batches, list(requests),
+                                fetch_max_bytes)  # fmt: skip
 
     async def list_offsets(
         self, requests: Sequence[ListOffsetsRequest]
     ) -> list[ListOffsetsResponse]:
-        reader = self._require_reader()
-        if self._inline is not None and len(requests) <= self._inline_max:
-            res = self._inline.run(self._ops.list_offsets, list(requests))
-            if res is not _BUSY:
-                self.inline_reads += 1
-                return res
-        return await reader.submit(self._ops.list_offsets, list(requests))
+        return await self._read(len(requests), self._ops.list_offsets, list(requests))
 
     async def delete_records(
         self, requests: Sequence[DeleteRecordsRequest]

@@ -178,6 +178,10 @@ async def test_create_coordinator_urls(tmp_path):
     assert c.path == f"{tmp_path}/u.db" and c._synchronous == "NORMAL" and c._cap == 8
     async with c:
         assert await c.is_safe_to_delete_file("x")
+    off = create_coordinator(f"sqlite://{tmp_path}/n.db?inline_read_max_partitions=0")
+    async with off:
+        await off.list_offsets([ListOffsetsRequest(TopicIdPartition(uuid.uuid4(), 0), -1)])
+        assert off.inline_reads == 0
     dotted = create_coordinator(
         "kafka_rpc.coordinator.memory:InMemoryBatchCoordinator", producer_id_expiration_ms=5
     )

@@ -70,6 +70,19 @@ def field_strategy(module, f: FieldSpec, version: int, opts: dict, flexible: boo
     return base
 
 
+def draw_cut_and_mutation(data, wire: bytes) -> tuple[bytes, bytes]:
+    """From a non-empty encoding, draw a strict prefix and a copy with up to 4 bytes replaced
+    (hypothesis ``st.data()``); the decode fuzz and the native-vs-Python tests share them."""
+    cut = data.draw(st.integers(0, len(wire) - 1))
+    flips = data.draw(
+        st.lists(st.tuples(st.integers(0, len(wire) - 1), st.integers(0, 255)), max_size=4)
+    )
+    mutated = bytearray(wire)
+    for i, b in flips:
+        mutated[i] = b
+    return wire[:cut], bytes(mutated)
+
+
 def message_strategy(spec: MessageSpec, version: int, module, **opts):
     """Full message objects of ``spec`` with random values in the fields ``version`` has."""
     flexible = version in spec.flexible_versions

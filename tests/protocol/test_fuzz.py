@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from codegen.model import load_dir
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError
-from tests.protocol.strategies import message_strategy
+from tests.protocol.strategies import draw_cut_and_mutation, message_strategy
 from tests.protocol.test_roundtrip import ROOT
 
 SPECS = [s for s in load_dir(ROOT / "message_specs") if not s.removed]
@@ -48,15 +48,10 @@ def test_truncated_and_mutated(spec, version):
     def check(msg, data):
         wire = codec.encode(msg, version)
         if wire:
-            cut = data.draw(st.integers(0, len(wire) - 1))
+            prefix, mutated = draw_cut_and_mutation(data, wire)
             with pytest.raises(DecodeError):
-                codec.decode_from(spec.name, version, wire[:cut])
-            flips = data.draw(st.lists(st.tuples(st.integers(0, len(wire) - 1),
-                                                 st.integers(0, 255)), max_size=4))  # fmt: skip
-            mutated = bytearray(wire)
-            for i, b in flips:
-                mutated[i] = b
-            _decode_or_decode_error(spec.name, version, bytes(mutated))
+                codec.decode_from(spec.name, version, prefix)
+            _decode_or_decode_error(spec.name, version, mutated)
 
     check()
 

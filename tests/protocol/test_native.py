@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from kafka_rpc.protocol import codec, primitives
 from kafka_rpc.protocol.errors import BufferUnderflow, DecodeError, InvalidLength
-from tests.protocol.strategies import message_strategy
+from tests.protocol.strategies import draw_cut_and_mutation, message_strategy
 from tests.protocol.test_fuzz import CASES, HOSTILE, IDS
 
 pytestmark = pytest.mark.skipif(
@@ -66,14 +66,9 @@ def test_native_equals_python(spec, version):
         # the decoded message re-encodes to the same bytes
         assert codec.encode(mod.READERS[version](wire)[0], version) == wire
         if wire:
-            cut = data.draw(st.integers(0, len(wire) - 1))
-            assert _same(mod, version, wire[:cut])[0] == "error"
-            flips = data.draw(st.lists(st.tuples(st.integers(0, len(wire) - 1),
-                                                 st.integers(0, 255)), max_size=4))  # fmt: skip
-            mutated = bytearray(wire)
-            for i, b in flips:
-                mutated[i] = b
-            _same(mod, version, bytes(mutated))
+            prefix, mutated = draw_cut_and_mutation(data, wire)
+            assert _same(mod, version, prefix)[0] == "error"
+            _same(mod, version, mutated)
         _same(mod, version, data.draw(st.binary(max_size=64)))
 
     check()
