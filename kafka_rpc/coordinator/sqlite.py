@@ -17,10 +17,13 @@ Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 
   ``inline_read_max_partitions`` (4) partitions run synchronously on the event loop's thread, on
   a third, read-only stdlib ``sqlite3`` connection with ``busy_timeout=0``: a WAL read never waits
   for the writer, and such a read costs less (~20 us) than the hop to a thread and back, which
-  on a one-core server also competes for the GIL. Measured with ``bench/coordinator.py``
-  (server pinned to one core): single-partition FindDisklessBatches 14-16k -> 19.6-20.3k
-  lookups/s. If the inline read reports SQLITE_BUSY (WAL recovery, never in steady state) or the
-  request is larger, the read goes to the reader thread as before.
+  on a one-core server also competes for the GIL. Measured with ``bench/coordinator.py --quick
+  --inline-read-max-partitions 0|4``, alternated, two runs each (server pinned to one core):
+  single-partition FindDisklessBatches 16 conns x 8 in flight 15.2k/13.4k -> 16.7k/19.4k
+  lookups/s; unpipelined no gain within the noise (14.2k/12.9k vs 13.2k/9.2k). If the inline
+  read reports SQLITE_BUSY (WAL recovery, never in steady state) or the request is larger, the
+  read goes to the reader thread as before. ``inline_read_max_partitions=0`` (also a URL
+  option) turns inline reads off.
 * SQL lives in ``sql/*.sql`` (named sections); the schema in numbered ``migrations/V###__*.sql``,
   applied at start and recorded in ``schema_version``; a database newer than the code is refused.
 
