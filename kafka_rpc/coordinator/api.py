@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from types import TracebackType
 
+from kafka_rpc._frozen import frozen_constructor
+
 __all__ = [
     "CREATE_TIME",
     "EARLIEST_LOCAL_TIMESTAMP",
@@ -60,6 +62,9 @@ __all__ = [
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "TopicIdPartition",
+    "new_commit_batch_request",
+    "new_commit_batch_response",
+    "new_topic_id_partition",
 ]
 
 
@@ -225,6 +230,13 @@ class CommitBatchResponse:
     def out_of_order_sequence(cls) -> CommitBatchResponse:
         return _COMMIT_OOO
 
+
+# Hot-path constructors (``kafka_rpc._frozen``): positional, EVERY field in declaration order, no
+# defaults; about 5x cheaper than the dataclass ``__init__``. The objects are ordinary frozen
+# instances. Used by the CommitBatches handler and the coordinators (100 of each per request).
+new_topic_id_partition = frozen_constructor(TopicIdPartition)
+new_commit_batch_request = frozen_constructor(CommitBatchRequest)
+new_commit_batch_response = frozen_constructor(CommitBatchResponse)
 
 _COMMIT_UNKNOWN = CommitBatchResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION)
 _COMMIT_INVALID = CommitBatchResponse(Errors.INVALID_REQUEST)

@@ -73,6 +73,7 @@ from .api import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     TopicIdPartition,
+    new_commit_batch_response,
 )
 from .memory import wall_clock_ms
 
@@ -432,7 +433,7 @@ class _Ops:
         valid = _rules.is_valid_commit_request
         cache = self.logs
         select_log = Q.select_log
-        response = CommitBatchResponse
+        response = new_commit_batch_response
         none = Errors.NONE
         # Log rows changed by this call: id(cache entry) -> (entry, hw, byte_size at start).
         touched: dict[int, tuple] = {}

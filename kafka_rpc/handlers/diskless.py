@@ -98,6 +98,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from kafka_rpc._frozen import frozen_constructor
 from kafka_rpc.coordinator.api import (
     ZERO_UUID,
     BatchCoordinator,
@@ -112,6 +113,8 @@ from kafka_rpc.coordinator.api import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     TopicIdPartition,
+    new_commit_batch_request,
+    new_topic_id_partition,
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
@@ -215,68 +218,89 @@ async def handle_init_diskless_topics(
 # -- CommitBatches (94) ------------------------------------------------------------------------
 
 
-def _to_commit_request(topic_id: uuid.UUID, p: Any) -> CommitBatchRequest:
-    return CommitBatchRequest(
-        topic_id_partition=TopicIdPartition(topic_id, p.partition_index),
-        byte_offset=p.byte_offset,
-        size=p.size,
-        base_offset=p.base_offset,
-        last_offset=p.last_offset,
-        batch_max_timestamp=p.batch_max_timestamp,
-        timestamp_type=p.message_timestamp_type,
-        producer_id=p.producer_id,
-        producer_epoch=p.producer_epoch,
-        base_sequence=p.base_sequence,
-        last_sequence=p.last_sequence,
-    )
+_new_commit_result = frozen_constructor(_commit_resp.CommitBatchesTopicPartitionResults)
 
 
 async def handle_commit_batches(
     coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
 ) -> Any:
-    """CommitBatchesRequest -> CommitBatchesResponse (one ``commit_file`` per object)."""
-    entries: list[tuple[uuid.UUID, Any]] = [
-        (topic.topic_id, p)
-        for group in request.batches
-        for topic in group.topics
-        for p in topic.partitions
-    ]
-    by_object: dict[str, list[int]] = {}
-    for i, (_, p) in enumerate(entries):
-        by_object.setdefault(p.object_key, []).append(i)
+    """CommitBatchesRequest -> CommitBatchesResponse (one ``commit_file`` per object).
 
-    answers: list[CommitBatchResponse | None] = [None] * len(entries)
-    for object_key, indexes in by_object.items():
-        reqs = [_to_commit_request(*entries[i]) for i in indexes]
-        file_size = max(r.byte_offset + r.size for r in reqs)
+    One pass over the entries builds each object's ``CommitBatchRequest`` list, the entry index
+    of each and the object's size, with one ``TopicIdPartition`` per distinct partition; the
+    domain and wire objects are built with the positional constructors of ``kafka_rpc._frozen``
+    (100 of each per typical request: this handler is on the event loop's hot path)."""
+    new_req = new_commit_batch_request
+    tps: dict[tuple[uuid.UUID, int], TopicIdPartition] = {}
+    # object key -> (requests, entry indexes, [object size])
+    objects: dict[str, tuple[list[CommitBatchRequest], list[int], list[int]]] = {}
+    topic_ids: list[uuid.UUID] = []  # per entry
+    partitions: list[int] = []  # per entry
+    i = 0
+    for group in request.batches:
+        for topic in group.topics:
+            tid = topic.topic_id
+            for p in topic.partitions:
+                index = p.partition_index
+                tp = tps.get((tid, index))
+                if tp is None:
+                    tp = tps[(tid, index)] = new_topic_id_partition(tid, index)
+                obj = objects.get(p.object_key)
+                if obj is None:
+                    obj = objects[p.object_key] = ([], [], [0])
+                byte_offset, size = p.byte_offset, p.size
+                obj[0].append(
+                    new_req(tp, byte_offset, size, p.base_offset, p.last_offset,
+                            p.batch_max_timestamp, p.message_timestamp_type, p.producer_id,
+                            p.producer_epoch, p.base_sequence, p.last_sequence, 2)
+                )  # fmt: skip
+                obj[1].append(i)
+                if byte_offset + size > obj[2][0]:
+                    obj[2][0] = byte_offset + size
+                topic_ids.append(tid)
+                partitions.append(index)
+                i += 1
+
+    answers: Sequence[CommitBatchResponse] = []
+    if len(objects) > 1:
+        answers = [_NO_ANSWER] * i
+    for object_key, (reqs, indexes, (file_size,)) in objects.items():
         try:
             out = await coordinator.commit_file(object_key, request.broker_id, file_size, reqs)
         except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
             code = _failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
             out = [CommitBatchResponse.of_error(code)] * len(reqs)
-        for i, answer in zip(indexes, _checked(out, len(reqs), "CommitBatches"), strict=True):
-            answers[i] = answer
+        out = _checked(out, len(reqs), "CommitBatches")
+        if len(objects) == 1:
+            answers = out  # the entries of the only object are all entries, in order
+        else:
+            for j, answer in zip(indexes, out, strict=True):
+                answers[j] = answer
 
     per_topic: dict[uuid.UUID, list[Any]] = {}
-    for (topic_id, p), a in zip(entries, answers, strict=True):
-        assert a is not None
-        ok = a.error == _NONE
-        per_topic.setdefault(topic_id, []).append(
-            _commit_resp.CommitBatchesTopicPartitionResults(
-                partition_index=p.partition_index,
-                error_code=int(a.error),
-                assigned_base_offset=a.assigned_base_offset if ok else -1,
-                log_append_time=a.log_append_time if ok else -1,
-                log_start_offset=a.log_start_offset if ok else -1,
-                is_duplicate=bool(a.is_duplicate) if ok else False,
-            )
-        )
+    new_result = _new_commit_result
+    parts: list[Any] = []
+    last_tid: Any = None
+    for tid, index, a in zip(topic_ids, partitions, answers, strict=True):
+        if tid != last_tid:
+            last_tid = tid
+            parts = per_topic.setdefault(tid, [])
+        if a.error == _NONE:
+            parts.append(new_result(index, _NONE, a.assigned_base_offset, a.log_append_time,
+                                    a.log_start_offset, bool(a.is_duplicate)))  # fmt: skip
+        else:
+            parts.append(new_result(index, int(a.error), -1, -1, -1, False))
     return _commit_resp.CommitBatchesResponse(
         topics=tuple(
             _commit_resp.CommitBatchesTopicResults(topic_id=tid, partitions=tuple(parts))
             for tid, parts in per_topic.items()
         )
     )
+
+
+_NO_ANSWER = CommitBatchResponse.of_error(int(ErrorCode.UNKNOWN_SERVER_ERROR))
+"""Placeholder of an entry whose object has not been answered yet (never returned: every
+object's call answers all its entries or ``_checked`` raises)."""
 
 
 # -- DeleteDisklessTopics (95) -----------------------------------------------------------------
