@@ -6,7 +6,8 @@ Cells (each bounded by ``--seconds``):
   migration files (``kafka_rpc/coordinator/migrations``), WAL, ``synchronous=FULL``, the same
   rows per CommitBatches as the coordinator writes: 1 ``files`` row + 100 ``batches`` rows
   (``executemany``) + one high-watermark ``UPDATE logs`` per touched partition (50), with the
-  high watermarks kept in a Python dict. ``G`` (default 16) commits per ``BEGIN IMMEDIATE ..
+  high watermarks and batch ids kept in Python (the batch id counter written once per
+  transaction, as the coordinator does). ``G`` (default 16) commits per ``BEGIN IMMEDIATE ..
   COMMIT``, i.e. grouped as the coordinator groups 16 concurrent callers. No asyncio, no
   validation, no response objects: the floor of this schema on this disk.
 * **commit coordinator** - ``SqliteBatchCoordinator.commit_file`` (same schema, WAL, FULL) from
@@ -59,15 +60,18 @@ BATCH_SIZE = 10_000  # bytes per batch; file = BATCHES * BATCH_SIZE
 FILE_SIZE = BATCHES * BATCH_SIZE
 TOPIC = uuid.UUID("6f1c2b7e-0000-4000-8000-000000000001")
 
+# The floor knows every batch is accepted, so the file row carries its batch count at once
+# (the coordinator sets it after the batches are decided: one more UPDATE per commit).
 INSERT_FILE = (
-    "INSERT INTO files (object_key, state, uploader_broker_id, committed_at_ms, size)"
-    " VALUES (?, 'uploaded', ?, ?, ?)"
+    "INSERT INTO files (object_key, state, uploader_broker_id, committed_at_ms, size, batch_count)"
+    " VALUES (?, 'uploaded', ?, ?, ?, ?)"
 )
 INSERT_BATCH = (
-    "INSERT INTO batches (log_id, base_offset, last_offset, file_id, byte_offset, byte_size,"
-    " magic, timestamp_type, log_append_timestamp, batch_max_timestamp, producer_id,"
-    " producer_epoch, base_sequence, last_sequence) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    "INSERT INTO batches (batch_id, log_id, base_offset, last_offset, file_id, byte_offset,"
+    " byte_size, magic, timestamp_type, log_append_timestamp, batch_max_timestamp, producer_id,"
+    " producer_epoch, base_sequence, last_sequence) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
 )
+UPDATE_BATCH_ID = "UPDATE batch_id_seq SET next_batch_id = ?"
 UPDATE_HW = "UPDATE logs SET high_watermark = ?, byte_size = ? WHERE log_id = ?"
 SELECT_BOUNDS = (
     "SELECT log_id, log_start_offset, high_watermark FROM logs WHERE topic_id = ? AND partition = ?"
@@ -118,6 +122,7 @@ def commit_floor(path: str, seconds: float, group: int) -> dict:
     per_part = BATCHES // PARTITIONS
     commits = 0
     seq = 0
+    batch_id = conn.execute("SELECT next_batch_id FROM batch_id_seq").fetchone()[0]
     t0 = time.perf_counter()
     deadline = t0 + seconds
     while time.perf_counter() < deadline:
@@ -125,7 +130,7 @@ def commit_floor(path: str, seconds: float, group: int) -> dict:
         for _ in range(group):
             now = int(time.time() * 1000)
             seq += 1
-            fid = conn.execute(INSERT_FILE, (f"floor/{seq}", 1, now, FILE_SIZE)).lastrowid
+            fid = conn.execute(INSERT_FILE, (f"floor/{seq}", 1, now, FILE_SIZE, BATCHES)).lastrowid
             rows = []
             i = 0
             for lid in log_ids:
@@ -134,12 +139,14 @@ def commit_floor(path: str, seconds: float, group: int) -> dict:
                     hw[lid] = base + RECORDS
                     size[lid] += BATCH_SIZE
                     rows.append(
-                        (lid, base, base + RECORDS - 1, fid, i * BATCH_SIZE, BATCH_SIZE, 2, 0,
-                         now, now, -1, -1, -1, -1)
-                    )
+                        (batch_id, lid, base, base + RECORDS - 1, fid, i * BATCH_SIZE,
+                         BATCH_SIZE, 2, 0, now, now, -1, -1, -1, -1)
+                    )  # fmt: skip
+                    batch_id += 1
                     i += 1
             conn.executemany(INSERT_BATCH, rows)
             conn.executemany(UPDATE_HW, [(hw[lid], size[lid], lid) for lid in log_ids])
+        conn.execute(UPDATE_BATCH_ID, (batch_id,))
         conn.execute("COMMIT")
         commits += group
     elapsed = time.perf_counter() - t0

@@ -13,6 +13,10 @@ Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 
   call rolls back only itself, then one ``COMMIT`` (one fsync) for all. Every caller's future is
   resolved only after that ``COMMIT`` returned, i.e. once its change is durable. Reads are grouped
   the same way on the reader (one hop, one snapshot for the group).
+* **Narrow batches table (migration V002).** ``batches`` is ``WITHOUT ROWID`` keyed by
+  ``(log_id, last_offset)``: one b-tree per insert instead of three. ``batch_id`` is assigned
+  by the writer from ``batch_id_seq`` (kept in memory, written once per group), and objects
+  count their live batches in ``files.batch_count`` instead of an index on ``batches.file_id``.
 * **Small reads inline.** ``find_batches`` / ``list_offsets`` calls of at most
   ``inline_read_max_partitions`` (4) partitions run synchronously on the event loop's thread, on
   a third, read-only stdlib ``sqlite3`` connection with ``busy_timeout=0``: a WAL read never waits
@@ -370,6 +374,10 @@ class _Ops:
         # written with ONE ``UPDATE`` per partition per group, just before COMMIT (or before an
         # operation that reads ``logs`` from the database).
         self.dirty: dict[int, list[int]] = {}
+        # The next batch_id to assign (batch_id_seq.next_batch_id), None = not loaded; written
+        # back by flush() when it moved (once per group), dropped with the logs rows.
+        self.next_batch_id: int | None = None
+        self.stored_batch_id: int | None = None
 
     def keeps(self, fn: Callable[..., Any]) -> bool:
         """Whether write operation ``fn`` keeps the cache exact (it changes no ``logs`` row
@@ -382,10 +390,14 @@ class _Ops:
                 Q.update_log_head, [(st[2], st[3], st[0]) for st in self.dirty.values()]
             )
             self.dirty.clear()
+        if self.next_batch_id != self.stored_batch_id:
+            conn.execute(Q.update_next_batch_id, (self.next_batch_id,))
+            self.stored_batch_id = self.next_batch_id
 
     def drop(self) -> None:
         self.logs.clear()
         self.dirty.clear()
+        self.next_batch_id = self.stored_batch_id = None
 
     def run_write_group(
         self, conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]]
@@ -429,6 +441,11 @@ class _Ops:
         file_id = conn.execute(
             Q.insert_file, (object_key, uploader_broker_id, now, file_size)
         ).lastrowid
+        if self.next_batch_id is None:
+            self.next_batch_id = self.stored_batch_id = conn.execute(
+                Q.select_next_batch_id
+            ).fetchone()[0]
+        first_batch_id = self.next_batch_id
         expiration_ms = self.expiration_ms
         valid = _rules.is_valid_commit_request
         cache = self.logs
@@ -497,6 +514,7 @@ class _Ops:
                 st[3] += size
                 append_row(
                     (
+                        first_batch_id + len(batch_rows),
                         st[0],
                         assigned,
                         last,
@@ -524,6 +542,8 @@ class _Ops:
                 append_out(response(none, assigned, now, st[1], False))
             if batch_rows:
                 conn.executemany(Q.insert_batch, batch_rows)
+                conn.execute(Q.set_file_batch_count, (len(batch_rows), file_id))
+                self.next_batch_id = first_batch_id + len(batch_rows)
             else:
                 conn.execute(Q.mark_file_deleting, (now, file_id))
             if pstates:
@@ -554,6 +574,7 @@ class _Ops:
             for st, hw0, size0 in touched.values():  # undo this call's cache changes
                 st[2] = hw0
                 st[3] = size0
+            self.next_batch_id = first_batch_id
             raise
         # The logs rows themselves are written by flush(), once per partition per group.
         dirty = self.dirty
@@ -574,9 +595,7 @@ class _Ops:
         freed = sum(size for _, size in gone)
         conn.execute(Q.update_log_tail, (new_lso, freed, log_id))
         if gone:
-            conn.executemany(
-                Q.mark_file_if_unreferenced, [(now, fid) for fid in {fid for fid, _ in gone}]
-            )
+            _release_files(conn, collections.Counter(fid for fid, _ in gone), now)
         return new_lso, len(gone), freed
 
     def _log(self, conn: sqlite3.Connection, tp: Any) -> tuple | None:
@@ -639,18 +658,19 @@ class _Ops:
 
     def delete_topics(self, conn: sqlite3.Connection, topic_ids: Sequence[uuid.UUID]) -> list[int]:
         now = self.time_ms()
-        files: set[int] = set()
+        files: collections.Counter[int] = collections.Counter()  # file_id -> batches deleted
         out: list[int] = []
         for tid in topic_ids:
             logs = conn.execute(Q.select_logs_of_topic, (tid.bytes,)).fetchall()
             for (log_id,) in logs:
-                files.update(fid for (fid,) in conn.execute(Q.select_files_of_log, (log_id,)))
+                for fid, n in conn.execute(Q.count_batches_of_log_by_file, (log_id,)):
+                    files[fid] += n
                 conn.execute(Q.delete_batches_of_log, (log_id,))
                 conn.execute(Q.delete_producer_state_of_log, (log_id,))
                 conn.execute(Q.delete_log, (log_id,))
             out.append(Errors.NONE if logs else Errors.UNKNOWN_TOPIC_OR_PARTITION)
         if files:
-            conn.executemany(Q.mark_file_if_unreferenced, [(now, fid) for fid in files])
+            _release_files(conn, files, now)
         return out
 
     def delete_files(self, conn: sqlite3.Connection, object_keys: Sequence[str]) -> list[int]:
@@ -788,6 +808,13 @@ class _Ops:
             ),
         )
         return [FileToDelete(k, at, size) for k, at, size in rows]
+
+
+def _release_files(conn: sqlite3.Connection, deleted: collections.Counter[int], now: int) -> None:
+    """Take ``deleted[file_id]`` deleted batches off each file's ``batch_count``; a file left with
+    none is marked for deletion at ``now`` (ms). Raises ``sqlite3.IntegrityError`` (CHECK) if a
+    count would go negative, i.e. if the counts were wrong."""
+    conn.executemany(Q.release_file_batches, [(n, now, fid) for fid, n in deleted.items()])
 
 
 _CACHE_AWARE = frozenset(

@@ -158,7 +158,8 @@ async def test_pragmas_and_schema(tmp_path):
                 " ORDER BY last_offset"
             )
         )
-        assert "batches_by_log_last_offset" in plan and "TEMP B-TREE" not in plan
+        assert "USING PRIMARY KEY (log_id=? AND last_offset>?)" in plan, plan
+        assert "TEMP B-TREE" not in plan
     finally:
         db.close()
     with pytest.raises(ValueError):
@@ -248,3 +249,133 @@ def test_inline_reader_reports_busy_instead_of_waiting(tmp_path):
     finally:
         reader.close()
         holder.close()
+
+
+async def test_v001_database_is_upgraded_with_its_data(tmp_path, monkeypatch):
+    """A database written under schema V001 (batches with a rowid, AUTOINCREMENT batch ids and
+    the batches_by_file index) is migrated at start: batches, object reference counts and the
+    batch id counter carry over, and reads, commits and deletions answer as before."""
+    import kafka_rpc.coordinator.sqlite as sqlite_mod
+
+    path = tmp_path / "v1.db"
+    v001 = [m for m in load_migrations() if m[0] == 1]
+    db = sqlite3.connect(path, isolation_level=None)
+    db.execute("PRAGMA foreign_keys=ON")
+    monkeypatch.setattr(sqlite_mod, "load_migrations", lambda: v001)
+    assert sqlite_mod.apply_migrations(db, 1) == 1
+    monkeypatch.undo()
+    t = uuid.uuid4()
+    # V001 rows as its coordinator wrote them: partition 0 holds batches 1-2 (object a) and 3
+    # (object b); batch 4 (object c, partition 1), the newest, was deleted by deleteRecords,
+    # which marked c: the AUTOINCREMENT counter (4) is above every remaining batch id.
+    db.executescript(f"""
+        BEGIN;
+        INSERT INTO logs (log_id, topic_id, partition, topic_name, log_start_offset,
+                          high_watermark, byte_size)
+        VALUES (1, x'{t.hex}', 0, 't', 0, 6, 300), (2, x'{t.hex}', 1, 't', 2, 2, 0);
+        INSERT INTO files (file_id, object_key, state, uploader_broker_id, committed_at_ms,
+                           marked_for_deletion_at_ms, size)
+        VALUES (1, 'a', 'uploaded', 1, 1000, NULL, 200), (2, 'c', 'deleting', 1, 1001, 1500, 50),
+               (3, 'b', 'uploaded', 1, 1002, NULL, 100);
+        INSERT INTO batches (batch_id, log_id, base_offset, last_offset, file_id, byte_offset,
+                             byte_size, magic, timestamp_type, log_append_timestamp,
+                             batch_max_timestamp, producer_id, producer_epoch, base_sequence,
+                             last_sequence)
+        VALUES (1, 1, 0, 1, 1, 0, 100, 2, 0, 1000, 900, -1, -1, -1, -1),
+               (2, 1, 2, 4, 1, 100, 100, 2, 1, 1000, 950, 7, 0, 0, 2),
+               (3, 1, 5, 5, 3, 0, 100, 2, 0, 1002, 1200, -1, -1, -1, -1),
+               (4, 2, 0, 1, 2, 0, 50, 2, 0, 1001, 990, -1, -1, -1, -1);
+        DELETE FROM batches WHERE batch_id = 4;
+        INSERT INTO producer_state (log_id, producer_id, producer_epoch, base_sequence,
+                                    last_sequence, assigned_offset, batch_timestamp,
+                                    committed_at_ms)
+        VALUES (1, 7, 0, 0, 2, 2, 1000, 1000);
+        COMMIT;
+    """)
+    assert db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'batches'").fetchone() == (4,)
+    db.close()
+
+    clock = Clock(2000)
+    c = await started(path, time_ms=clock)
+    try:
+        assert c.schema_version == load_migrations()[-1][0] >= 2
+        tp0, tp1 = TopicIdPartition(t, 0), TopicIdPartition(t, 1)
+        r0, r1 = await c.find_batches(
+            [FindBatchRequest(tp0, 0, BIG), FindBatchRequest(tp1, 2, BIG)], BIG
+        )
+        assert (r0.error, r0.log_start_offset, r0.high_watermark) == (0, 0, 6)
+        got = [(b.batch_id, b.object_key, b.base_offset, b.last_offset, b.timestamp, b.producer_id)
+               for b in r0.batches]  # fmt: skip
+        assert got == [(1, "a", 0, 1, 900, -1), (2, "a", 2, 4, 1000, 7), (3, "b", 5, 5, 1200, -1)]
+        assert (r1.error, r1.log_start_offset, r1.high_watermark, r1.batches) == (0, 2, 2, ())
+        offsets = await c.list_offsets(
+            [ListOffsetsRequest(tp0, ts) for ts in (-1, -2, -3, 950, 1001)]
+        )
+        assert [(o.timestamp, o.offset) for o in offsets] == [
+            (-1, 6), (-1, 0), (1200, 5), (1000, 2), (1200, 5)
+        ]  # fmt: skip
+        assert [f.object_key for f in await c.get_files_to_delete()] == ["c"]
+        # the producer state came along: a retry of its batch is a duplicate
+        (dup,) = await c.commit_file("d", 1, 100, [batch(tp0, 3, pid=7, epoch=0, seq=0)])
+        assert dup.is_duplicate and dup.assigned_base_offset == 2
+        # batch ids continue after the largest ever used (4, deleted), not the largest left
+        await c.commit_file("e", 1, 100, [batch(tp0, 1)])
+        (r,) = await c.find_batches([FindBatchRequest(tp0, 6, BIG)], BIG)
+        assert [(b.batch_id, b.object_key, b.base_offset) for b in r.batches] == [(5, "e", 6)]
+        # reference counts were rebuilt: a is released only when both its batches are gone
+        await c.delete_records([DeleteRecordsRequest(tp0, 2)])
+        assert [f.object_key for f in await c.get_files_to_delete()] == ["c", "d"]
+        await c.delete_records([DeleteRecordsRequest(tp0, 5)])
+        assert [f.object_key for f in await c.get_files_to_delete()] == ["a", "c", "d"]
+        assert not await c.is_safe_to_delete_file("b")
+    finally:
+        await c.close()
+
+
+async def test_object_batch_counts_follow_every_deletion_path(tmp_path):
+    """files.batch_count (V002, replaces the batches_by_file index) equals the number of batches
+    pointing at each object after commits, deleteRecords, retention and deleteTopics, and an
+    object is 'deleting' exactly when that number is 0."""
+    from kafka_rpc.coordinator.api import EnforceRetentionRequest
+
+    from .conftest import chain
+
+    path = tmp_path / "rc.db"
+    clock = Clock()
+    c = await started(path, time_ms=clock)
+
+    def check() -> None:
+        db = sqlite3.connect(path)
+        try:
+            counted = dict(db.execute("SELECT file_id, batch_count FROM files"))
+            actual = dict(db.execute("SELECT file_id, count(*) FROM batches GROUP BY file_id"))
+            assert counted == {fid: actual.get(fid, 0) for fid in counted}
+            assert set(actual) <= set(counted)
+            for n, state in db.execute("SELECT batch_count, state FROM files"):
+                assert (state == "deleting") == (n == 0)
+        finally:
+            db.close()
+
+    try:
+        a, b = uuid.uuid4(), uuid.uuid4()
+        await c.create_topic_and_partitions(
+            [CreateTopicAndPartitionsRequest(a, "a", 2), CreateTopicAndPartitionsRequest(b, "b", 1)]
+        )
+        a0, a1, b0 = TopicIdPartition(a, 0), TopicIdPartition(a, 1), TopicIdPartition(b, 0)
+        for i in range(4):  # each object spans both topics
+            reqs = [*chain(a0, 2), batch(a1, byte_offset=200), batch(b0, byte_offset=300)]
+            assert all(r.error == 0 for r in await c.commit_file(f"o{i}", 1, 400, reqs))
+            clock.advance(1000)
+        check()
+        await c.delete_records([DeleteRecordsRequest(a0, 3)])  # o0 whole, o1 half
+        check()
+        await c.enforce_retention([EnforceRetentionRequest(a1, 100, -1)])  # keeps o3's batch
+        check()
+        await c.delete_topics([a])
+        check()
+        assert await c.get_files_to_delete() == []  # every object still has its batch on b0
+        await c.delete_records([DeleteRecordsRequest(b0, -1)])
+        check()
+        assert [f.object_key for f in await c.get_files_to_delete()] == ["o0", "o1", "o2", "o3"]
+    finally:
+        await c.close()

@@ -5,7 +5,7 @@
 SELECT log_id, log_start_offset, high_watermark FROM logs WHERE topic_id = ? AND partition = ?;
 
 -- name: find_batches
--- Uses batches_by_log_last_offset (log_id, last_offset): a range scan that the caller stops as
+-- Uses the batches primary key (log_id, last_offset): a range scan that the caller stops as
 -- soon as the fetch budget is spent, so the cost is O(result), not O(consumer lag).
 SELECT b.batch_id, f.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset,
        b.log_append_timestamp, b.batch_max_timestamp, b.timestamp_type, b.magic, b.producer_id,

@@ -12,20 +12,33 @@ VALUES (?, 'uploaded', ?, ?, ?);
 UPDATE files SET state = 'deleting', marked_for_deletion_at_ms = ?
 WHERE file_id = ? AND state = 'uploaded';
 
--- name: mark_file_if_unreferenced
-UPDATE files SET state = 'deleting', marked_for_deletion_at_ms = ?
-WHERE file_id = ? AND state = 'uploaded'
-  AND NOT EXISTS (SELECT 1 FROM batches WHERE batches.file_id = files.file_id);
+-- name: set_file_batch_count
+UPDATE files SET batch_count = ? WHERE file_id = ?;
+
+-- name: release_file_batches
+-- ?1 of the file's batches were deleted: the file becomes garbage ('deleting', marked at ?2) when
+-- that was all of them. (Right-hand sides see the row before the update.)
+UPDATE files SET batch_count = batch_count - ?1,
+                 state = CASE WHEN batch_count = ?1 THEN 'deleting' ELSE state END,
+                 marked_for_deletion_at_ms = CASE WHEN batch_count = ?1 THEN ?2
+                                                  ELSE marked_for_deletion_at_ms END
+WHERE file_id = ?3;
+
+-- name: select_next_batch_id
+SELECT next_batch_id FROM batch_id_seq;
+
+-- name: update_next_batch_id
+UPDATE batch_id_seq SET next_batch_id = ?;
 
 -- name: select_log
 SELECT log_id, log_start_offset, high_watermark, byte_size
 FROM logs WHERE topic_id = ? AND partition = ?;
 
 -- name: insert_batch
-INSERT INTO batches (log_id, base_offset, last_offset, file_id, byte_offset, byte_size, magic,
-                     timestamp_type, log_append_timestamp, batch_max_timestamp, producer_id,
-                     producer_epoch, base_sequence, last_sequence)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
+INSERT INTO batches (batch_id, log_id, base_offset, last_offset, file_id, byte_offset, byte_size,
+                     magic, timestamp_type, log_append_timestamp, batch_max_timestamp,
+                     producer_id, producer_epoch, base_sequence, last_sequence)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?);
 
 -- name: update_log_head
 UPDATE logs SET high_watermark = ?, byte_size = ? WHERE log_id = ?;
@@ -61,8 +74,8 @@ FROM batches WHERE log_id = ? ORDER BY last_offset;
 -- name: select_logs_of_topic
 SELECT log_id FROM logs WHERE topic_id = ?;
 
--- name: select_files_of_log
-SELECT DISTINCT file_id FROM batches WHERE log_id = ?;
+-- name: count_batches_of_log_by_file
+SELECT file_id, count(*) FROM batches WHERE log_id = ? GROUP BY file_id;
 
 -- name: delete_batches_of_log
 DELETE FROM batches WHERE log_id = ?;
