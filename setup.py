@@ -11,6 +11,13 @@ setup(
             # Without a C compiler the install still succeeds and the generated Python readers
             # decode (slower, same results).
             optional=True,
-        )
+        ),
+        # The server's per-frame path (frames.py has the pure-Python reference).
+        Extension(
+            "kafka_rpc.protocol._cframes",
+            ["kafka_rpc/protocol/_cframes.c"],
+            extra_compile_args=["-O2", "-Wall"],
+            optional=True,
+        ),
     ]
 )

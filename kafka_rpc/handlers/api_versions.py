@@ -21,6 +21,17 @@ ApiVersionsResponse = codec.message_class("ApiVersionsResponse")
 ApiVersion = codec.module("ApiVersionsResponse").ApiVersion
 
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+_valid_software: set[str] = set()  # names/versions that matched; a client repeats its own
+
+
+def _is_valid_software(text: str) -> bool:
+    """Kafka's ApiVersionsRequest.isValid rule for ClientSoftwareName/Version. Matches are
+    remembered (up to 4,096 distinct strings) so a connection's repeated requests skip the regex."""
+    if _SOFTWARE_RE.fullmatch(text) is None:
+        return False
+    if len(_valid_software) < 4096:
+        _valid_software.add(text)
+    return True
 
 
 def _ok_body(listener, version: int) -> bytes:
@@ -43,9 +54,16 @@ def _ok_body(listener, version: int) -> bytes:
 
 @handles("ApiVersionsRequest")
 def api_versions(ctx, request):
-    if ctx.api_version >= 3 and not (
-        _SOFTWARE_RE.fullmatch(request.client_software_name)
-        and _SOFTWARE_RE.fullmatch(request.client_software_version)
-    ):
+    version = ctx.api_version
+    if version >= 3 and not (
+        (request.client_software_name in _valid_software
+         or _is_valid_software(request.client_software_name))
+        and (request.client_software_version in _valid_software
+             or _is_valid_software(request.client_software_version))
+    ):  # fmt: skip
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
-    return _ok_body(ctx.listener, ctx.api_version)
+    listener = ctx.listener
+    bodies = listener.__dict__.get("_api_versions_bodies")
+    if bodies is not None and version in bodies:
+        return bodies[version]
+    return _ok_body(listener, version)

@@ -9,6 +9,7 @@ except ApiVersions (18), whose responses always use header v0 (KIP-511).
 
 from __future__ import annotations
 
+import os
 import struct
 
 from kafka_rpc.protocol.errors import DecodeError
@@ -23,8 +24,12 @@ __all__ = [
     "parse_request_header",
     "request_header_bytes",
     "request_header_version",
+    "response_frame",
+    "response_frame_py",
     "response_header_bytes",
     "response_header_version",
+    "scan_frames",
+    "scan_frames_py",
 ]
 
 API_VERSIONS_KEY = 18
@@ -145,3 +150,86 @@ def response_header_bytes(api_key: int, api_version: int, correlation_id: int) -
 def frame(payload: bytes) -> bytes:
     """Prefix ``payload`` with its int32 big-endian size."""
     return _size_pack(len(payload)) + payload
+
+
+# ------------------------------------------------------------------ the server's per-frame path
+
+#: ``REQUEST_FLEX[api_key]``: first flexible request version of the API (request header v2 from
+#: there on), ``1 << 30`` when never flexible, None for an api key no spec defines.
+REQUEST_FLEX: tuple[int | None, ...] = tuple(
+    _REQ_FLEX.get(k) for k in range(max(_REQ_FLEX, default=-1) + 1)
+)
+
+
+def scan_frames_py(
+    buf: bytes,
+    pos: int,
+    max_bytes: int,
+    max_frames: int,
+    flex: tuple = REQUEST_FLEX,
+    ctx_type: type = tuple,
+    listener: object = None,
+) -> tuple[list[tuple], int, str | None]:
+    """Split the complete frames of ``buf[pos:]`` and parse their request headers.
+
+    Returns ``(frames, new_pos, error)``. Each frame is a ``ctx_type`` (tuple or a tuple
+    subclass, e.g. the server's RequestContext) of ``(api_key, api_version, correlation_id,
+    client_id, listener, frame, body_pos)`` where ``frame`` holds the 4-byte size and the
+    payload (``buf``
+    itself when the frame is all of it, else a copy, so a body reader cannot run into the next
+    frame) and ``body_pos`` indexes it. At most ``max_frames`` frames are taken; ``new_pos`` is
+    the start of the first frame not taken (incomplete, over the limit, or bad). ``error`` is
+    None, or why the connection must close at ``new_pos``: a size that is negative or above
+    ``max_bytes`` (Kafka's ``socket.request.max.bytes``), an api key no spec defines, or a
+    malformed header (HeaderError cases of :func:`parse_request_header`). The frames before a
+    bad one are returned: Kafka answers them before closing.
+
+    ``flex`` is :data:`REQUEST_FLEX` (the native twin takes it as an argument; this reference
+    reads the same table through :func:`parse_request_header`). The reference implementation;
+    the server uses :data:`scan_frames`, the native twin in
+    ``_cframes.c`` when it is built (same results, checked by tests/protocol/test_frames.py).
+    """
+    out: list[tuple] = []
+    n = len(buf)
+    while n - pos >= 4 and len(out) < max_frames:
+        size = _SIZE.unpack_from(buf, pos)[0]
+        if size < 0 or size > max_bytes:
+            return out, pos, f"frame size {size} outside [0, {max_bytes}]"
+        end = pos + 4 + size
+        if end > n:
+            break
+        frame = buf if pos == 0 and end == n else buf[pos:end]
+        try:
+            api_key, version, corr, client_id, body_pos = parse_request_header(frame, 4)
+        except DecodeError as e:
+            return out, pos, f"bad request header: {e}"
+        out.append(ctx_type((api_key, version, corr, client_id, listener, frame, body_pos)))
+        pos = end
+    return out, pos, None
+
+
+def response_frame_py(correlation_id: int, header_v1: bool, body: bytes) -> bytes:
+    """A response frame: int32 size, int32 correlation id, an empty tagged section when the
+    response header is v1, then ``body`` (already encoded at the request's version)."""
+    head = _corr_pack(correlation_id) + b"\x00" if header_v1 else _corr_pack(correlation_id)
+    return _size_pack(len(head) + len(body)) + head + body
+
+
+def _load_native():
+    if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
+        return None
+    try:
+        from kafka_rpc.protocol import _cframes
+    except ImportError:
+        return None
+    return _cframes
+
+
+_native = _load_native()
+#: True when the server's per-frame path runs in ``_cframes.c``.
+NATIVE_FRAMES = _native is not None
+#: ``scan_frames(buf, pos, max_bytes, max_frames, flex, ctx_type, listener)``: native when
+#: built, else the reference.
+scan_frames = _native.scan_frames if _native is not None else scan_frames_py
+#: ``response_frame(correlation_id, header_v1, body)``: native when built, else the reference.
+response_frame = _native.response_frame if _native is not None else response_frame_py

@@ -24,11 +24,17 @@ import struct
 import time
 import types
 from collections import deque
+from operator import itemgetter as _itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.errors import DecodeError, EncodeError, ErrorCode, KafkaError
-from kafka_rpc.protocol.frames import API_VERSIONS_KEY, parse_request_header
+from kafka_rpc.protocol.errors import EncodeError, ErrorCode, KafkaError
+from kafka_rpc.protocol.frames import (
+    API_VERSIONS_KEY,
+    REQUEST_FLEX,
+    response_frame,
+    scan_frames,
+)
 
 if TYPE_CHECKING:
     from kafka_rpc.server.registry import ApiEntry
@@ -41,18 +47,31 @@ _size_pack_into = struct.Struct(">i").pack_into
 _corr_pack = struct.Struct(">i").pack
 
 
-class RequestContext:
-    """What a handler sees besides the request: the listener, the server and the header."""
+class RequestContext(tuple):
+    """What a handler sees besides the request: the request header, the listener and the server.
 
-    __slots__ = ("api_key", "api_version", "client_id", "correlation_id", "listener", "server")
+    A tuple ``(api_key, api_version, correlation_id, client_id, listener, frame, body_pos)``
+    built by :func:`~kafka_rpc.protocol.frames.scan_frames` (natively, one allocation per
+    request); ``frame`` is the request's frame (4-byte size included) and ``body_pos`` where its
+    body starts in it. Read it through the named properties.
+    """
 
-    def __init__(self, listener, api_key, api_version, correlation_id, client_id):
-        self.listener = listener
-        self.server = listener.server
-        self.api_key = api_key
-        self.api_version = api_version
-        self.correlation_id = correlation_id
-        self.client_id = client_id
+    __slots__ = ()
+
+    api_key: int = property(_itemgetter(0))  # type: ignore[assignment]
+    api_version: int = property(_itemgetter(1))  # type: ignore[assignment]
+    correlation_id: int = property(_itemgetter(2))  # type: ignore[assignment]
+    client_id: str = property(_itemgetter(3))  # type: ignore[assignment]
+    listener: ListenerState = property(_itemgetter(4))  # type: ignore[assignment]
+
+    @property
+    def server(self) -> Any:
+        return self[4].server
+
+    @classmethod
+    def of(cls, listener, api_key, api_version, correlation_id, client_id) -> RequestContext:
+        """A context for a request that did not come through a frame (tests, in-process use)."""
+        return cls((api_key, api_version, correlation_id, client_id, listener, b"", 0))
 
 
 @types.coroutine
@@ -165,41 +184,32 @@ class KafkaConnection(asyncio.Protocol):
 
     # -------------------------------------------------------------------------- frames
     def _process(self, buf: bytes) -> None:
-        pos = 0
-        n = len(buf)
-        max_bytes = self.max_bytes
-        pending = self._pending
-        while n - pos >= 4:
-            if len(pending) >= self.max_inflight:
-                self._update_reading()
-                break
-            size = _size_unpack(buf, pos)[0]
-            if size < 0 or size > max_bytes:
-                log.info("closing %s: frame size %d outside [0, %d]", self.peer, size, max_bytes)
-                self._abort()
-                return
-            end = pos + 4 + size
-            if end > n:
-                break
-            if pos == 0 and end == n:
-                self._request(buf, 4)
-            else:
-                self._request(buf[pos:end], 4)
-            pos = end
+        room = self.max_inflight - len(self._pending)
+        frames, pos, error = scan_frames(
+            buf, 0, self.max_bytes, room, REQUEST_FLEX, RequestContext, self.listener
+        )
+        request = self._request
+        for ctx in frames:
+            request(ctx)
             if self._closed:
                 return
-        if pos < n:
-            self._rest = bytearray(buf[pos:]) if pos else bytearray(buf)
-            self._need = 4 if n - pos < 4 else 4 + _size_unpack(self._rest, 0)[0]
-        self._flush()
-
-    def _request(self, buf: bytes, start: int) -> None:
-        try:
-            api_key, version, corr, client_id, body_pos = parse_request_header(buf, start)
-        except DecodeError as e:
-            log.info("closing %s: bad request header: %s", self.peer, e)
+        if error is not None:
+            log.info("closing %s: %s", self.peer, error)
             self._abort()
             return
+        n = len(buf)
+        if pos < n:
+            self._rest = bytearray(buf[pos:]) if pos else bytearray(buf)
+            size = _size_unpack(self._rest, 0)[0] if n - pos >= 4 else -1
+            # a size not yet validated (frames left for lack of room) is checked on the next scan
+            self._need = 4 + size if 0 <= size <= self.max_bytes else 4
+            if len(frames) >= room:
+                # out of room: pause; the flush resumes and scans the rest once answers left
+                self._update_reading()
+        self._flush()
+
+    def _request(self, ctx: RequestContext) -> None:
+        api_key, version, corr, _client_id, _listener, buf, body_pos = ctx
         entry = self.table.get(api_key)
         if entry is None:
             log.info("closing %s: api key %d not served on %s", self.peer, api_key,
@@ -221,7 +231,6 @@ class KafkaConnection(asyncio.Protocol):
             log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, e)
             self._abort()
             return
-        ctx = RequestContext(self.listener, api_key, version, corr, client_id)
         t0 = time.perf_counter() if self.metrics is not None else 0.0
         try:
             result = entry.handler(ctx, request)
@@ -239,7 +248,10 @@ class KafkaConnection(asyncio.Protocol):
                         lambda t: self._task_done(t, slot, entry, ctx, request, t0)
                     )
                     return
-            data = self._encode(entry, ctx, result)
+            if type(result) is bytes:  # a body the handler encoded (and may cache) at version
+                data = response_frame(corr, version >= entry.resp_header_flex, result)
+            else:
+                data = self._encode(entry, ctx, result)
         except Exception as exc:  # noqa: BLE001 - becomes the request's error response
             data = self._error(entry, ctx, request, exc)
             if data is None:
@@ -249,15 +261,16 @@ class KafkaConnection(asyncio.Protocol):
             self.metrics.observe(api_key, time.perf_counter() - t0, False)
         self._pending.append(data)
 
-    def _encode(self, entry: ApiEntry, ctx: RequestContext, response: Any) -> bytearray:
+    def _encode(self, entry: ApiEntry, ctx: RequestContext, response: Any) -> bytes | bytearray:
+        if type(response) is bytes:  # a body the handler encoded (and may cache) at the version
+            return response_frame(
+                ctx.correlation_id, ctx.api_version >= entry.resp_header_flex, response
+            )
         w = bytearray(4)
         w += _corr_pack(ctx.correlation_id)
         if ctx.api_version >= entry.resp_header_flex:
             w.append(0)
-        if type(response) is bytes:
-            w += response  # a body the handler encoded (and may cache) at ctx.api_version
-        else:
-            entry.writers[ctx.api_version](response, w)
+        entry.writers[ctx.api_version](response, w)
         _size_pack_into(w, 0, len(w) - 4)
         return w
 

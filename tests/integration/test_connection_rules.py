@@ -231,6 +231,24 @@ async def test_graceful_shutdown_answers_in_flight(tmp_path):
     await asyncio.wait_for(running.task, 5)
 
 
+async def test_bad_frame_behind_the_inflight_limit_closes(tmp_path):
+    """Frames left unread because the connection was out of room are still size-checked: a
+    huge size after them closes the connection instead of being buffered."""
+    running = await start_server(
+        tmp_path,
+        **{"socket.request.max.bytes": "1000", "max.inflight.requests.per.connection": "2"},
+    )
+    try:
+        p = await Peer.open(running.port())
+        good = b"".join(api_versions_frame(corr=i) for i in range(5))
+        p.send_raw(good + struct.pack(">i", 1 << 30) + b"\0" * 64)
+        for i in range(5):
+            assert (await p.read_frame())[:4] == struct.pack(">i", i)
+        await p.assert_closed()
+    finally:
+        await running.stop()
+
+
 async def test_backpressure_many_pipelined(server):
     p = await Peer.open(server.port())
     n = 1000
