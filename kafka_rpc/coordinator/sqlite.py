@@ -9,10 +9,12 @@ Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 
 * **One hop per group.** Each aiosqlite ``await`` is a thread hop (60-90 us here), so a whole
   operation runs as one plain function on the connection's thread (``_run_on_db_thread``).
 * **Group commit.** Mutating calls are queued; the writer takes every waiting call (up to
-  ``max_group_size``) into ONE transaction, each call inside its own ``SAVEPOINT`` so a failing
-  call rolls back only itself, then one ``COMMIT`` (one fsync) for all. Every caller's future is
-  resolved only after that ``COMMIT`` returned, i.e. once its change is durable. Reads are grouped
-  the same way on the reader (one hop, one snapshot for the group).
+  ``max_group_size``) into ONE transaction, then one ``COMMIT`` (one fsync) for all. Every
+  caller's future is resolved only after that ``COMMIT`` returned, i.e. once its change is
+  durable. A failing call rolls back only itself: the group runs without SAVEPOINTs first and,
+  if a call raised, is rolled back and run again with a ``SAVEPOINT`` per call (SAVEPOINTs cost
+  about 15% of a commit; see ``_run_write_group``). Reads are grouped the same way on the reader
+  (one hop, one snapshot for the group).
 * **Narrow batches table (migration V002).** ``batches`` is ``WITHOUT ROWID`` keyed by
   ``(log_id, last_offset)``: one b-tree per insert instead of three. ``batch_id`` is assigned
   by the writer from ``batch_id_seq`` (kept in memory, written once per group), and objects
@@ -231,27 +233,65 @@ class _NoCache:
         pass
 
 
+class _OpFailed(Exception):
+    """An operation raised in a group transaction run without SAVEPOINTs (see
+    ``_run_write_group``)."""
+
+
 def _run_write_group(
     conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]], cache: Any = _NoCache
 ) -> list:
-    """One write transaction for a group of operations, each isolated by a SAVEPOINT.
+    """One write transaction for a group of operations, each isolated: a failing operation
+    (``_Failure`` in its result slot) changes nothing, the others commit.
+
+    Isolation is optimistic. A group of several operations first runs without SAVEPOINTs: a
+    SAVEPOINT makes SQLite copy every page an operation touches into a statement journal, about
+    15% of a 100-batch commit_file (measured in process: 507-527 vs 599-601 us per commit).
+    If an operation raises, that transaction is rolled back (nothing was acknowledged: callers
+    are answered after COMMIT) and the group runs again with one SAVEPOINT per operation, so the
+    failing one rolls back only itself. A single operation runs alone; its failure rolls back the
+    transaction and is raised.
 
     ``cache`` is the writer-side cache of rows (see ``_Ops``): ``cache.flush(conn)`` writes its
     deferred changes, ``cache.keeps(fn)`` tells whether operation ``fn`` keeps it exact (else it
     is flushed before and dropped after ``fn``, outside ``fn``'s SAVEPOINT so a rollback of ``fn``
     cannot undo the flush), ``cache.drop()`` forgets it. It is flushed before ``COMMIT`` and
     dropped when the group transaction rolls back."""
+    if len(ops) > 1:
+        try:
+            return _write_transaction(conn, ops, cache, optimistic=True)
+        except _OpFailed:
+            pass  # rolled back: run again, each operation in its own SAVEPOINT
+        return _write_transaction(conn, ops, cache, optimistic=False)
+    return _write_transaction(conn, ops, cache, optimistic=True)
+
+
+def _write_transaction(
+    conn: sqlite3.Connection,
+    ops: list[tuple[Callable[..., Any], tuple]],
+    cache: Any,
+    *,
+    optimistic: bool,
+) -> list:
+    """``_run_write_group``'s transaction: without SAVEPOINTs when ``optimistic`` (an operation's
+    exception rolls everything back and is raised, as ``_OpFailed`` if there are several
+    operations), else one SAVEPOINT per operation."""
     results: list[Any] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
-        single = len(ops) == 1
         for fn, args in ops:
             keeps = cache.keeps(fn)
             if not keeps:
                 cache.flush(conn)
             try:
-                if single:
-                    results.append(fn(conn, *args))  # a failure rolls back the whole transaction
+                if optimistic:
+                    if len(ops) == 1:
+                        results.append(fn(conn, *args))
+                        continue
+                    try:
+                        results.append(fn(conn, *args))
+                    except Exception as exc:
+                        raise _OpFailed from exc
                     continue
                 conn.execute("SAVEPOINT op")
                 try:

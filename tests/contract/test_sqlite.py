@@ -120,6 +120,42 @@ async def test_failing_operation_rolls_back_only_itself(tmp_path):
         await c.close()
 
 
+async def test_group_with_a_failing_operation_runs_again_isolated(tmp_path):
+    """A group first runs without SAVEPOINTs; when one of its operations raises, the whole
+    transaction is rolled back and the group runs again with a SAVEPOINT each: the others commit
+    exactly once (offsets and batch ids gap-free), the failing one changes nothing."""
+    c = await started(tmp_path / "r.db")
+    try:
+        t = uuid.uuid4()
+        tp = TopicIdPartition(t, 0)
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 1)])
+
+        def explode(conn):
+            conn.execute(
+                "INSERT INTO files (object_key, state, uploader_broker_id,"
+                " committed_at_ms, size) VALUES ('half-done', 'uploaded', 1, 1, 1)"
+            )
+            raise RuntimeError("boom")
+
+        writer = c._require_writer()
+        groups0, _ = c.group_stats
+        futures = [
+            writer.submit(c._ops.commit_file, "y1", 1, 100, [batch(tp)]),
+            writer.submit(explode),
+            writer.submit(c._ops.commit_file, "y2", 1, 100, [batch(tp, 2)]),
+        ]
+        r1, rb, r2 = await asyncio.gather(*futures, return_exceptions=True)
+        assert c.group_stats[0] == groups0 + 1  # one group, run twice
+        assert isinstance(rb, RuntimeError)
+        assert [r1[0].assigned_base_offset, r2[0].assigned_base_offset] == [0, 1]
+        assert await c.is_safe_to_delete_file("half-done")
+        (found,) = await c.find_batches([FindBatchRequest(tp, 0, BIG)], BIG)
+        assert [(b.batch_id, b.object_key) for b in found.batches] == [(1, "y1"), (2, "y2")]
+        assert found.high_watermark == 3
+    finally:
+        await c.close()
+
+
 async def test_refuses_newer_database(tmp_path):
     path = tmp_path / "m.db"
     c = await started(path)
