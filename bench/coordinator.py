@@ -24,7 +24,9 @@ Side by side in ONE run (each cell ``--seconds``, default 5; ``--quick``: 1 s):
 Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s vs find floor).
 Latencies include the client's encode/decode. The load generator's CPU use (process time /
 wall time on CPU 0) is reported per cell: near 100 % means the generator, not the server, was
-the limit.
+the limit. So is the server's CPU time per operation (user + system from ``/proc/<pid>/stat``,
+10 ms ticks, over the cell): on a shared machine it moves much less with other load than the
+rates do, so it is the steadier figure for A/B comparisons of server changes.
 
     python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
 
@@ -109,15 +111,37 @@ def check_commit(resp) -> None:
                 raise RuntimeError(f"CommitBatches error {p.error_code} on p{p.partition_index}")
 
 
+SERVER_PID: int | None = None  # set once the server runs; its CPU time is read from /proc
+
+
+def server_cpu_s() -> float | None:
+    """CPU time (user + system, s) of the server process so far; None off Linux."""
+    try:
+        with open(f"/proc/{SERVER_PID}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Cpu:
-    """This process's CPU time over a cell, as a share of wall time."""
+    """This process's CPU time over a cell, as a share of wall time, and the server's CPU time
+    (s, from /proc; 10 ms resolution): the server's CPU per operation is less sensitive to other
+    load on the machine than its rate."""
 
     def __enter__(self):
+        self.s0 = server_cpu_s()
         self.c0, self.w0 = time.process_time(), time.perf_counter()
         return self
 
     def __exit__(self, *exc):
         self.share = (time.process_time() - self.c0) / (time.perf_counter() - self.w0)
+        s1 = server_cpu_s()
+        self.server_s = None if s1 is None or self.s0 is None else s1 - self.s0
+
+    def per_op_us(self, n: int) -> float | None:
+        """Server CPU us per operation over the cell."""
+        return None if self.server_s is None or not n else self.server_s / n * 1e6
 
 
 # -- cells ---------------------------------------------------------------------------------------
@@ -146,6 +170,7 @@ async def commit_closed(clients, seconds: float, tag: str) -> dict:
         "p50_ms": pct(lat, 0.5) * 1e3,
         "p99_ms": pct(lat, 0.99) * 1e3,
         "loadgen_cpu": cpu.share,
+        "server_cpu_us_per_commit": cpu.per_op_us(len(lat)),
     }
 
 
@@ -190,6 +215,7 @@ async def commit_open(clients, seconds: float, rate: float) -> dict:
         "p50_ms": pct(lat, 0.5) * 1e3,
         "p99_ms": pct(lat, 0.99) * 1e3,
         "loadgen_cpu": cpu.share,
+        "server_cpu_us_per_commit": cpu.per_op_us(len(lat)),
     }
 
 
@@ -233,6 +259,7 @@ async def find_cell(clients, seconds: float, window: int, targets, fetch_bytes: 
         "p50_ms": pct(lat, 0.5) * 1e3,
         "p99_ms": pct(lat, 0.99) * 1e3,
         "loadgen_cpu": cpu.share,
+        "server_cpu_us_per_lookup": cpu.per_op_us(n),
     }
 
 
@@ -280,27 +307,35 @@ def table(res: dict, args) -> str:
     cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
     cc, co = res["commit_closed"], res["commit_open"]
     ff, fp, fu = res["find_floor"], res["find_pipelined"], res["find_unpipelined"]
+
+    def us(cell: dict) -> str:
+        v = cell.get("server_cpu_us_per_commit", cell.get("server_cpu_us_per_lookup"))
+        return "-" if v is None else f"{v:,.0f}"
+
     rows = [
-        "| cell | method | ours | p50 / p99 ms | floor | ratio ours/floor | loadgen CPU |",
-        "|---|---|---|---|---|---|---|",
+        "| cell | method | ours | p50 / p99 ms | floor | ratio ours/floor | loadgen CPU"
+        " | server CPU us/op |",
+        "|---|---|---|---|---|---|---|---|",
         f"| commit, closed loop | {CONNS} conns x 1 in flight, CommitBatches of {BATCHES} batches"
         f" over {PARTITIONS} partitions, new object each | **{cc['commits_per_s']:,.0f}**"
         f" commits/s | {cc['p50_ms']:.1f} / {cc['p99_ms']:.1f} | {cf:,.0f} commits/s (before"
         f" {f0['commits_per_s']:,.0f}, after {f1['commits_per_s']:,.0f}; raw sqlite3, G=16/tx)"
-        f" | **{cc['commits_per_s'] / cf:.2f}** | {cc['loadgen_cpu']:.0%} |",
+        f" | **{cc['commits_per_s'] / cf:.2f}** | {cc['loadgen_cpu']:.0%} | {us(cc)} |",
         f"| commit, open loop | {co['offered_per_s']:,.0f} commits/s offered round-robin over"
         f" {CONNS} conns, latency from scheduled send | {co['commits_per_s']:,.0f} commits/s"
         f" achieved ({co['unfinished']} unfinished) | {co['p50_ms']:.1f} / **{co['p99_ms']:.1f}**"
         f" | - | {co['commits_per_s'] / co['offered_per_s']:.2f} of offered"
-        f" | {co['loadgen_cpu']:.0%} |",
+        f" | {co['loadgen_cpu']:.0%} | {us(co)} |",
         f"| find, pipelined | {CONNS} conns x {args.window} in flight, 1 partition per request"
         f" ({fp['batches_per_lookup']:.1f} batches/lookup) | **{fp['lookups_per_s']:,.0f}**"
         f" lookups/s | {fp['p50_ms']:.2f} / {fp['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
         f" lookups/s (raw sqlite3, 1 thread, same db)"
-        f" | **{fp['lookups_per_s'] / ff['lookups_per_s']:.2f}** | {fp['loadgen_cpu']:.0%} |",
+        f" | **{fp['lookups_per_s'] / ff['lookups_per_s']:.2f}** | {fp['loadgen_cpu']:.0%}"
+        f" | {us(fp)} |",
         f"| find, unpipelined | {CONNS} conns x 1 in flight | {fu['lookups_per_s']:,.0f}"
         f" lookups/s | {fu['p50_ms']:.2f} / {fu['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
-        f" lookups/s | {fu['lookups_per_s'] / ff['lookups_per_s']:.2f} | {fu['loadgen_cpu']:.0%} |",
+        f" lookups/s | {fu['lookups_per_s'] / ff['lookups_per_s']:.2f} | {fu['loadgen_cpu']:.0%}"
+        f" | {us(fu)} |",
     ]  # fmt: skip
     return "\n".join(rows)
 
@@ -347,6 +382,8 @@ def main() -> None:
              "--override", f"log.dirs={data_dir}", *extra],
             r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
         )  # fmt: skip
+        global SERVER_PID
+        SERVER_PID = proc.pid  # taskset execs the server: same pid
         res.update(uvloop.run(server_cells(port, db_path, args)))
         targets = res.pop("targets")
         proc.terminate()
