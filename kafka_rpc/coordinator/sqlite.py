@@ -79,6 +79,7 @@ from .api import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     TopicIdPartition,
+    new_batch_info,
     new_commit_batch_response,
 )
 from .memory import wall_clock_ms
@@ -754,6 +755,7 @@ class _Ops:
                 out.append(FindBatchResponse.success((), lso, hw))
                 continue
             found: list[BatchInfo] = []
+            new_info = new_batch_info
             partition_bytes = 0
             max_partition = r.max_partition_fetch_bytes
             cur = conn.execute(q_batches, (log_id, offset))
@@ -764,7 +766,7 @@ class _Ops:
                     break
                 size = b[3]
                 found.append(
-                    BatchInfo(
+                    new_info(
                         b[0],
                         b[1],
                         b[2],

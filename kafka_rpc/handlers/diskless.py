@@ -368,24 +368,15 @@ async def handle_delete_diskless_records(
 # -- FindDisklessBatches (97) ------------------------------------------------------------------
 
 
+_new_find_result = frozen_constructor(_find_resp.FindDisklessBatchTopicPartitionResult)
+
+
 def _batch_entry(partition: int, lso: int, hw: int, b: BatchInfo) -> Any:
-    return _find_resp.FindDisklessBatchTopicPartitionResult(
-        partition_index=partition,
-        error_code=_NONE,
-        log_start_offset=lso,
-        high_watermark=hw,
-        object_key=b.object_key,
-        byte_offset=b.byte_offset,
-        size=b.byte_size,
-        base_offset=b.base_offset,
-        last_offset=b.last_offset,
-        batch_max_timestamp=b.timestamp,
-        message_timestamp_type=b.timestamp_type,
-        producer_id=b.producer_id,
-        producer_epoch=b.producer_epoch,
-        base_sequence=b.base_sequence,
-        last_sequence=b.last_sequence,
-    )
+    # positional, in the wire struct's field order (see FindDisklessBatchTopicPartitionResult)
+    return _new_find_result(partition, _NONE, lso, hw, b.object_key, b.byte_offset, b.byte_size,
+                            b.base_offset, b.last_offset, b.timestamp, b.timestamp_type,
+                            b.producer_id, b.producer_epoch, b.base_sequence,
+                            b.last_sequence)  # fmt: skip
 
 
 def _no_batch_entry(partition: int, error: int, lso: int, hw: int) -> Any:
