@@ -231,20 +231,26 @@ async def handle_commit_batches(
     domain and wire objects are built with the positional constructors of ``kafka_rpc._frozen``
     (100 of each per typical request: this handler is on the event loop's hot path)."""
     new_req = new_commit_batch_request
-    tps: dict[tuple[uuid.UUID, int], TopicIdPartition] = {}
+    # topic id -> partition index -> TopicIdPartition (UUID hashing is Python code: once per
+    # topic entry, not per batch)
+    tps: dict[uuid.UUID, dict[int, TopicIdPartition]] = {}
     # object key -> (requests, entry indexes, [object size])
     objects: dict[str, tuple[list[CommitBatchRequest], list[int], list[int]]] = {}
-    topic_ids: list[uuid.UUID] = []  # per entry
+    topic_runs: list[tuple[uuid.UUID, int]] = []  # (topic id, entries) per topic entry
     partitions: list[int] = []  # per entry
     i = 0
     for group in request.batches:
         for topic in group.topics:
             tid = topic.topic_id
+            tp_of = tps.get(tid)
+            if tp_of is None:
+                tp_of = tps[tid] = {}
+            topic_runs.append((tid, len(topic.partitions)))
             for p in topic.partitions:
                 index = p.partition_index
-                tp = tps.get((tid, index))
+                tp = tp_of.get(index)
                 if tp is None:
-                    tp = tps[(tid, index)] = new_topic_id_partition(tid, index)
+                    tp = tp_of[index] = new_topic_id_partition(tid, index)
                 obj = objects.get(p.object_key)
                 if obj is None:
                     obj = objects[p.object_key] = ([], [], [0])
@@ -257,7 +263,6 @@ async def handle_commit_batches(
                 obj[1].append(i)
                 if byte_offset + size > obj[2][0]:
                     obj[2][0] = byte_offset + size
-                topic_ids.append(tid)
                 partitions.append(index)
                 i += 1
 
@@ -279,17 +284,18 @@ async def handle_commit_batches(
 
     per_topic: dict[uuid.UUID, list[Any]] = {}
     new_result = _new_commit_result
-    parts: list[Any] = []
-    last_tid: Any = None
-    for tid, index, a in zip(topic_ids, partitions, answers, strict=True):
-        if tid != last_tid:
-            last_tid = tid
-            parts = per_topic.setdefault(tid, [])
-        if a.error == _NONE:
-            parts.append(new_result(index, _NONE, a.assigned_base_offset, a.log_append_time,
-                                    a.log_start_offset, bool(a.is_duplicate)))  # fmt: skip
-        else:
-            parts.append(new_result(index, int(a.error), -1, -1, -1, False))
+    pos = 0
+    for tid, n in topic_runs:
+        parts = per_topic.setdefault(tid, [])
+        append = parts.append
+        end = pos + n
+        for index, a in zip(partitions[pos:end], answers[pos:end], strict=True):
+            if a.error == _NONE:
+                append(new_result(index, _NONE, a.assigned_base_offset, a.log_append_time,
+                                  a.log_start_offset, bool(a.is_duplicate)))  # fmt: skip
+            else:
+                append(new_result(index, int(a.error), -1, -1, -1, False))
+        pos = end
     return _commit_resp.CommitBatchesResponse(
         topics=tuple(
             _commit_resp.CommitBatchesTopicResults(topic_id=tid, partitions=tuple(parts))
