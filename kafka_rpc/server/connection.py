@@ -188,11 +188,48 @@ class KafkaConnection(asyncio.Protocol):
         frames, pos, error = scan_frames(
             buf, 0, self.max_bytes, room, REQUEST_FLEX, RequestContext, self.listener
         )
-        request = self._request
+        # The per-request path, inline (a call per request is measurable here); the rare cases
+        # (header rejections, bodies that do not decode, handlers that await) are methods.
+        table = self.table
+        pending = self._pending
+        metrics = self.metrics
         for ctx in frames:
-            request(ctx)
-            if self._closed:
+            api_key, version, corr, _client_id, _listener, frame, body_pos = ctx
+            entry = table.get(api_key)
+            if entry is None or not entry.min_version <= version <= entry.max_version:
+                self._reject(entry, api_key, version, corr)
+                if self._closed:
+                    return
+                continue
+            try:
+                request = entry.readers[version](frame, body_pos)[0]
+            except Exception as e:  # noqa: BLE001 - any decode failure closes, as Kafka does
+                log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, e)
+                self._abort()
                 return
+            t0 = time.perf_counter() if metrics is not None else 0.0
+            try:
+                result = entry.handler(ctx, request)
+                if entry.is_async:
+                    try:
+                        yielded = result.send(None)
+                    except StopIteration as stop:
+                        result = stop.value
+                    else:
+                        self._await_in_task(entry, ctx, request, result, yielded, t0)
+                        continue
+                if type(result) is bytes:  # a body the handler encoded (and may cache)
+                    data = response_frame(corr, version >= entry.resp_header_flex, result)
+                else:
+                    data = self._encode(entry, ctx, result)
+            except Exception as exc:  # noqa: BLE001 - becomes the request's error response
+                data = self._error(entry, ctx, request, exc)
+                if data is None:
+                    self._abort()
+                    return
+            if metrics is not None:
+                metrics.observe(api_key, time.perf_counter() - t0, False)
+            pending.append(data)
         if error is not None:
             log.info("closing %s: %s", self.peer, error)
             self._abort()
@@ -208,58 +245,28 @@ class KafkaConnection(asyncio.Protocol):
                 self._update_reading()
         self._flush()
 
-    def _request(self, ctx: RequestContext) -> None:
-        api_key, version, corr, _client_id, _listener, buf, body_pos = ctx
-        entry = self.table.get(api_key)
+    def _reject(self, entry: ApiEntry | None, api_key: int, version: int, corr: int) -> None:
+        """An api key not served on this listener or a version out of range: close, except
+        ApiVersions, answered at v0 with UNSUPPORTED_VERSION and its range (KIP-511)."""
         if entry is None:
             log.info("closing %s: api key %d not served on %s", self.peer, api_key,
                      self.listener.name)  # fmt: skip
             self._abort()
-            return
-        if not entry.min_version <= version <= entry.max_version:
-            if api_key == API_VERSIONS_KEY:
-                self._pending.append(
-                    unsupported_api_versions_response(corr, entry.min_version, entry.max_version)
-                )
-                return
+        elif api_key == API_VERSIONS_KEY:
+            self._pending.append(
+                unsupported_api_versions_response(corr, entry.min_version, entry.max_version)
+            )
+        else:
             log.info("closing %s: %s version %d unsupported", self.peer, entry.name, version)
             self._abort()
-            return
-        try:
-            request = entry.readers[version](buf, body_pos)[0]
-        except Exception as e:  # noqa: BLE001 - any decode failure closes, as Kafka does
-            log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, e)
-            self._abort()
-            return
-        t0 = time.perf_counter() if self.metrics is not None else 0.0
-        try:
-            result = entry.handler(ctx, request)
-            if entry.is_async:
-                try:
-                    yielded = result.send(None)
-                except StopIteration as stop:
-                    result = stop.value
-                else:
-                    slot = [None]
-                    self._pending.append(slot)
-                    task = asyncio.get_running_loop().create_task(_resume(result, yielded))
-                    self._tasks.add(task)
-                    task.add_done_callback(
-                        lambda t: self._task_done(t, slot, entry, ctx, request, t0)
-                    )
-                    return
-            if type(result) is bytes:  # a body the handler encoded (and may cache) at version
-                data = response_frame(corr, version >= entry.resp_header_flex, result)
-            else:
-                data = self._encode(entry, ctx, result)
-        except Exception as exc:  # noqa: BLE001 - becomes the request's error response
-            data = self._error(entry, ctx, request, exc)
-            if data is None:
-                self._abort()
-                return
-        if self.metrics is not None:
-            self.metrics.observe(api_key, time.perf_counter() - t0, False)
-        self._pending.append(data)
+
+    def _await_in_task(self, entry, ctx, request, coro, yielded, t0) -> None:
+        """A handler that really suspended: finish it in a task; its slot keeps the order."""
+        slot = [None]
+        self._pending.append(slot)
+        task = asyncio.get_running_loop().create_task(_resume(coro, yielded))
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._task_done(t, slot, entry, ctx, request, t0))
 
     def _encode(self, entry: ApiEntry, ctx: RequestContext, response: Any) -> bytes | bytearray:
         if type(response) is bytes:  # a body the handler encoded (and may cache) at the version
