@@ -25,8 +25,8 @@ Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s 
 Latencies include the client's encode/decode. The load generator's CPU use (process time /
 wall time on CPU 0) is reported per cell: near 100 % means the generator, not the server, was
 the limit. So is the server's CPU time per operation (user + system from ``/proc/<pid>/stat``,
-10 ms ticks, over the cell): on a shared machine it moves much less with other load than the
-rates do, so it is the steadier figure for A/B comparisons of server changes.
+10 ms ticks, over the cell): where the server's time goes, per commit or lookup. On this shared
+VM it is inflated by other load too (cache and steal), though less than the rates.
 
     python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
 

@@ -30,6 +30,12 @@ Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 
   read reports SQLITE_BUSY (WAL recovery, never in steady state) or the request is larger, the
   read goes to the reader thread as before. ``inline_read_max_partitions=0`` (also a URL
   option) turns inline reads off.
+* **Measured** (``bench/coordinator.py --quick``: server on one core, 16 connections, 100
+  batches over 50 partitions per CommitBatches; 6 runs alternated with the code before V002 and
+  the fast constructors, 2026-11-21, a slow phase of this shared VM): closed loop 743-834
+  commits/s (p99 27-32 ms) vs 375-643 (p99 41-71 ms); 1,000/s offered: 816-964 achieved (p99
+  126-301 ms) vs 412-585 (p99 0.9-1.6 s); server CPU 1.12-1.32 vs 1.52-2.38 ms per commit.
+  See README for the table.
 * SQL lives in ``sql/*.sql`` (named sections); the schema in numbered ``migrations/V###__*.sql``,
   applied at start and recorded in ``schema_version``; a database newer than the code is refused.
 
@@ -247,7 +253,8 @@ def _run_write_group(
 
     Isolation is optimistic. A group of several operations first runs without SAVEPOINTs: a
     SAVEPOINT makes SQLite copy every page an operation touches into a statement journal, about
-    15% of a 100-batch commit_file (measured in process: 507-527 vs 599-601 us per commit).
+    15% of a 100-batch commit_file (in process, groups of 16 alternating between the two ways on
+    two databases, thread CPU time, median of 150 groups: 728/739 vs 611/645 us per commit).
     If an operation raises, that transaction is rolled back (nothing was acknowledged: callers
     are answered after COMMIT) and the group runs again with one SAVEPOINT per operation, so the
     failing one rolls back only itself. A single operation runs alone; its failure rolls back the
