@@ -1,5 +1,6 @@
--- Statements of the writer connection. Each runs inside the group transaction (BEGIN IMMEDIATE)
--- and the operation's SAVEPOINT; see sqlite.py. Sections are named by "-- name: <name>".
+-- Statements of the writer connection. Each runs inside the group transaction (BEGIN IMMEDIATE),
+-- and inside the operation's SAVEPOINT when a failed group is re-run; see sqlite.py
+-- (_run_write_group). Sections are named by "-- name: <name>".
 
 -- name: file_exists
 SELECT 1 FROM files WHERE object_key = ?;
