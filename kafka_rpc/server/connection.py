@@ -1,8 +1,10 @@
 """One ``asyncio.Protocol`` per client connection, with Kafka's broker semantics.
 
 * Frames: int32 signed size; negative or above ``socket.request.max.bytes`` closes the connection.
-* Every complete frame of a read is parsed in ``data_received``; the responses that are ready
-  are written with one ``transport.write`` per read.
+* Every complete frame of a read is split, and its request header and context built, in one
+  native call (``frames.scan_frames``, ``_cframes.c``; pure-Python reference in frames.py); the
+  per-request path runs inline in that loop; the responses that are ready are written with one
+  ``transport.write`` per read.
 * Header failures (unknown api key, unsupported version, API not served on this listener, body
   that does not decode) close the connection without a response, except ApiVersions with an
   unsupported version: answered at v0 (header v0) with UNSUPPORTED_VERSION and ``[{18, min, max}]``.
@@ -67,11 +69,6 @@ class RequestContext(tuple):
     @property
     def server(self) -> Any:
         return self[4].server
-
-    @classmethod
-    def of(cls, listener, api_key, api_version, correlation_id, client_id) -> RequestContext:
-        """A context for a request that did not come through a frame (tests, in-process use)."""
-        return cls((api_key, api_version, correlation_id, client_id, listener, b"", 0))
 
 
 @types.coroutine
