@@ -62,12 +62,7 @@ write_all(int fd, const unsigned char *b, size_t n)
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN) { /* tiny requests: the socket buffer never fills in practice */
-                struct timespec ts = {0, 10000};
-                nanosleep(&ts, NULL);
-                continue;
-            }
-            return -1;
+            return -1; /* blocking sockets: EAGAIN cannot happen */
         }
         b += w, n -= (size_t)w;
     }
@@ -152,7 +147,7 @@ main(int argc, char **argv)
             Conn *c = evs[e].data.ptr;
             ssize_t r = read(c->fd, c->rbuf + c->rlen, RBUF - c->rlen);
             if (r <= 0) {
-                if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                if (r < 0 && errno == EINTR)
                     continue;
                 fprintf(stderr, "connection closed by the server\n");
                 errors++;

@@ -34,21 +34,17 @@ def _is_valid_software(text: str) -> bool:
     return True
 
 
-def _ok_body(listener, version: int) -> bytes:
-    """The encoded answer for this listener at ``version``: constant for the listener's life, so
-    it is built once per version and reused (Kafka's ApiVersionManager also precomputes it)."""
-    cache = getattr(listener, "_api_versions_bodies", None)
-    if cache is None:
-        cache = listener._api_versions_bodies = {}
-    body = cache.get(version)
-    if body is None:
-        resp = ApiVersionsResponse(
-            api_keys=tuple(
-                ApiVersion(api_key=k, min_version=lo, max_version=hi)
-                for k, lo, hi in listener.api_versions
-            )
+def _build_ok_body(listener, version: int) -> bytes:
+    """Encode the answer for this listener at ``version`` and keep it in the listener's
+    ``api_versions_bodies``: it is constant for the listener's life, so it is built once per
+    version and reused (Kafka's ApiVersionManager also precomputes it)."""
+    resp = ApiVersionsResponse(
+        api_keys=tuple(
+            ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, lo, hi in listener.api_versions
         )
-        body = cache[version] = codec.encode(resp, version)
+    )
+    body = listener.api_versions_bodies[version] = codec.encode(resp, version)
     return body
 
 
@@ -63,7 +59,5 @@ def api_versions(ctx, request):
     ):  # fmt: skip
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     listener = ctx.listener
-    bodies = listener.__dict__.get("_api_versions_bodies")
-    if bodies is not None and version in bodies:
-        return bodies[version]
-    return _ok_body(listener, version)
+    body = listener.api_versions_bodies.get(version)
+    return body if body is not None else _build_ok_body(listener, version)

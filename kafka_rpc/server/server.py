@@ -72,6 +72,7 @@ class ListenerState:
     metrics: ApiMetrics | None = None
     connections: set = field(default_factory=set)
     asyncio_server: Any = None
+    api_versions_bodies: dict[int, bytes] = field(default_factory=dict)  # version -> encoded
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:
