@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 
 from kafka_rpc.protocol.errors import DecodeError
 from kafka_rpc.protocol.messages import SPECS
@@ -20,6 +21,8 @@ __all__ = [
     "API_VERSIONS_KEY",
     "HeaderError",
     "UnknownApiKeyError",
+    "dispatch",
+    "dispatch_py",
     "frame",
     "parse_request_header",
     "request_header_bytes",
@@ -215,6 +218,73 @@ def response_frame_py(correlation_id: int, header_v1: bool, body: bytes) -> byte
     return _size_pack(len(head) + len(body)) + head + body
 
 
+def dispatch_py(
+    buf: bytes,
+    pos: int,
+    max_bytes: int,
+    max_frames: int,
+    flex: tuple,
+    ctx_type: type,
+    listener: object,
+    table: tuple,
+    out: list,
+    metrics: object,
+) -> tuple[int, tuple | None, str | None]:
+    """:func:`scan_frames_py` that also serves, in order, each frame whose API has a
+    synchronous handler; the reference of the native ``dispatch`` (``_cframes.c``).
+
+    ``table`` is a tuple indexed by api key of None or ``(min_version, max_version, readers,
+    handler, resp_header_flex, writers)``, readers and writers being tuples indexed by
+    ``version - min_version`` (built by ``registry.dispatch_table``). For each frame:
+    ``request = reader(frame, body_pos)[0]``, ``result = handler(ctx, request)``, and the
+    response frame goes to ``out``: ``result`` framed by :func:`response_frame` when it is bytes
+    (a body already encoded), else ``writer(result, w)`` into a bytearray ``w`` that holds the
+    size placeholder and the response header (v1 from ``resp_header_flex`` on). With ``metrics``
+    not None, ``metrics.observe(api_key, seconds, False)`` follows each response.
+
+    Returns ``(new_pos, stop, error)``. ``stop`` is None, or the first frame the walk could not
+    finish (it is consumed: ``new_pos`` is past it) as ``(kind, ctx, request, exc)``: kind 0, no
+    table entry or a version out of range (nothing was run: the caller serves it); kind 1, the
+    reader raised ``exc``; kind 2, the handler or the writer raised ``exc``. ``new_pos`` and
+    ``error`` are otherwise those of :func:`scan_frames_py`; ``max_frames`` counts the stop frame.
+    Exceptions that are not ``Exception`` subclasses propagate.
+    """
+    for _ in range(max_frames):
+        frames, pos, error = scan_frames_py(buf, pos, max_bytes, 1, flex, ctx_type, listener)
+        if not frames:
+            return pos, None, error
+        ctx = frames[0]
+        api_key, version, corr, _client_id, _listener, frame, body_pos = ctx
+        entry = table[api_key] if api_key < len(table) else None
+        if entry is None or not entry[0] <= version <= entry[1]:
+            return pos, (0, ctx, None, None), None
+        lo, _hi, readers, handler, resp_flex, writers = entry
+        try:
+            request = readers[version - lo](frame, body_pos)[0]
+        except Exception as exc:  # noqa: BLE001 - the caller closes the connection
+            return pos, (1, ctx, None, exc), None
+        t0 = time.perf_counter() if metrics is not None else 0.0
+        try:
+            result = handler(ctx, request)
+            if type(result) is bytes:
+                data = response_frame_py(corr, version >= resp_flex, result)
+            else:
+                w = bytearray(4) + _corr_pack(corr)
+                if version >= resp_flex:
+                    w.append(0)
+                writers[version - lo](result, w)
+                if len(w) - 4 > 0x7FFFFFFF:
+                    raise OverflowError("response larger than a frame can say")
+                _SIZE.pack_into(w, 0, len(w) - 4)
+                data = w
+        except Exception as exc:  # noqa: BLE001 - becomes the request's error response
+            return pos, (2, ctx, request, exc), None
+        out.append(data)
+        if metrics is not None:
+            metrics.observe(api_key, time.perf_counter() - t0, False)
+    return pos, None, None
+
+
 def _load_native():
     if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
         return None
@@ -231,5 +301,8 @@ NATIVE_FRAMES = _native is not None
 #: ``scan_frames(buf, pos, max_bytes, max_frames, flex, ctx_type, listener)``: native when
 #: built, else the reference.
 scan_frames = _native.scan_frames if _native is not None else scan_frames_py
+#: ``dispatch(buf, pos, max_bytes, max_frames, flex, ctx_type, listener, table, out, metrics)``:
+#: native when built, else the reference.
+dispatch = _native.dispatch if _native is not None else dispatch_py
 #: ``response_frame(correlation_id, header_v1, body)``: native when built, else the reference.
 response_frame = _native.response_frame if _native is not None else response_frame_py

@@ -1,10 +1,12 @@
 """One ``asyncio.Protocol`` per client connection, with Kafka's broker semantics.
 
 * Frames: int32 signed size; negative or above ``socket.request.max.bytes`` closes the connection.
-* Every complete frame of a read is split, and its request header and context built, in one
-  native call (``frames.scan_frames``, ``_cframes.c``; pure-Python reference in frames.py); the
-  per-request path runs inline in that loop; the responses that are ready are written with one
-  ``transport.write`` per read.
+* Every complete frame of a read is split, its request header and context built, and, when its
+  API has a synchronous handler, decoded, handled and its response framed, in one native call
+  (``frames.dispatch``, ``_cframes.c``; pure-Python reference ``dispatch_py`` in frames.py).
+  The call stops at the first frame it cannot finish (a rejection, a body that does not decode,
+  an async handler, a handler that raised), served here, then resumes after it. The responses
+  that are ready are written with one ``transport.write`` per read.
 * Header failures (unknown api key, unsupported version, API not served on this listener, body
   that does not decode) close the connection without a response, except ApiVersions with an
   unsupported version: answered at v0 (header v0) with UNSUPPORTED_VERSION and ``[{18, min, max}]``.
@@ -34,8 +36,8 @@ from kafka_rpc.protocol.errors import EncodeError, ErrorCode, KafkaError
 from kafka_rpc.protocol.frames import (
     API_VERSIONS_KEY,
     REQUEST_FLEX,
+    dispatch,
     response_frame,
-    scan_frames,
 )
 
 if TYPE_CHECKING:
@@ -127,6 +129,7 @@ class KafkaConnection(asyncio.Protocol):
     def __init__(self, listener: ListenerState) -> None:
         self.listener = listener
         self.table = listener.table
+        self.dispatch_table = listener.dispatch_table
         self.max_bytes = listener.max_request_bytes
         self.max_inflight = listener.max_inflight
         self.metrics = listener.metrics
@@ -135,6 +138,7 @@ class KafkaConnection(asyncio.Protocol):
         self._rest = bytearray()
         self._need = 4
         self._pending: deque = deque()  # bytes (ready) or [bytes | None] slots
+        self._slots = 0  # how many of _pending are slots
         self._tasks: set[asyncio.Task] = set()
         self._paused = False
         self._write_paused = False
@@ -154,6 +158,7 @@ class KafkaConnection(asyncio.Protocol):
         for t in list(self._tasks):
             t.cancel()
         self._pending.clear()
+        self._slots = 0
         if self._drained is not None and not self._drained.done():
             self._drained.set_result(None)
 
@@ -181,52 +186,23 @@ class KafkaConnection(asyncio.Protocol):
 
     # -------------------------------------------------------------------------- frames
     def _process(self, buf: bytes) -> None:
-        room = self.max_inflight - len(self._pending)
-        frames, pos, error = scan_frames(
-            buf, 0, self.max_bytes, room, REQUEST_FLEX, RequestContext, self.listener
-        )
-        # The per-request path, inline (a call per request is measurable here); the rare cases
-        # (header rejections, bodies that do not decode, handlers that await) are methods.
-        table = self.table
+        # frames.dispatch serves every frame whose handler is synchronous (natively when built);
+        # it stops at the first one it cannot finish, served here, then resumes after it.
         pending = self._pending
-        metrics = self.metrics
-        for ctx in frames:
-            api_key, version, corr, _client_id, _listener, frame, body_pos = ctx
-            entry = table.get(api_key)
-            if entry is None or not entry.min_version <= version <= entry.max_version:
-                self._reject(entry, api_key, version, corr)
-                if self._closed:
-                    return
-                continue
-            try:
-                request = entry.readers[version](frame, body_pos)[0]
-            except Exception as e:  # noqa: BLE001 - any decode failure closes, as Kafka does
-                log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, e)
-                self._abort()
+        pos = 0
+        while True:
+            out: list = []
+            pos, stop, error = dispatch(
+                buf, pos, self.max_bytes, self.max_inflight - len(pending), REQUEST_FLEX,
+                RequestContext, self.listener, self.dispatch_table, out, self.metrics,
+            )  # fmt: skip
+            if out:
+                pending.extend(out)
+            if stop is None:
+                break
+            self._serve_stop(*stop)
+            if self._closed:
                 return
-            t0 = time.perf_counter() if metrics is not None else 0.0
-            try:
-                result = entry.handler(ctx, request)
-                if entry.is_async:
-                    try:
-                        yielded = result.send(None)
-                    except StopIteration as stop:
-                        result = stop.value
-                    else:
-                        self._await_in_task(entry, ctx, request, result, yielded, t0)
-                        continue
-                if type(result) is bytes:  # a body the handler encoded (and may cache)
-                    data = response_frame(corr, version >= entry.resp_header_flex, result)
-                else:
-                    data = self._encode(entry, ctx, result)
-            except Exception as exc:  # noqa: BLE001 - becomes the request's error response
-                data = self._error(entry, ctx, request, exc)
-                if data is None:
-                    self._abort()
-                    return
-            if metrics is not None:
-                metrics.observe(api_key, time.perf_counter() - t0, False)
-            pending.append(data)
         if error is not None:
             log.info("closing %s: %s", self.peer, error)
             self._abort()
@@ -237,10 +213,61 @@ class KafkaConnection(asyncio.Protocol):
             size = _size_unpack(self._rest, 0)[0] if n - pos >= 4 else -1
             # a size not yet validated (frames left for lack of room) is checked on the next scan
             self._need = 4 + size if 0 <= size <= self.max_bytes else 4
-            if len(frames) >= room:
+            if len(pending) >= self.max_inflight:
                 # out of room: pause; the flush resumes and scans the rest once answers left
                 self._update_reading()
         self._flush()
+
+    def _serve_stop(self, kind: int, ctx: RequestContext, request: Any, exc: Any) -> None:
+        """A frame ``dispatch`` stopped at (see frames.dispatch_py): 0, served here (rejections,
+        async handlers); 1, its body did not decode (close); 2, its handler or writer raised."""
+        api_key, version, corr = ctx[0], ctx[1], ctx[2]
+        entry = self.table.get(api_key)
+        if kind == 0:
+            if entry is None or not entry.min_version <= version <= entry.max_version:
+                self._reject(entry, api_key, version, corr)
+                return
+            try:
+                request = entry.readers[version](ctx[5], ctx[6])[0]
+            except Exception as e:  # noqa: BLE001 - any decode failure closes, as Kafka does
+                kind, exc = 1, e
+            else:
+                self._serve(entry, ctx, request)
+                return
+        if kind == 1:
+            log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, exc)
+            self._abort()
+            return
+        data = self._error(entry, ctx, request, exc)
+        if data is None:
+            self._abort()
+            return
+        self._pending.append(data)
+
+    def _serve(self, entry: ApiEntry, ctx: RequestContext, request: Any) -> None:
+        """Run a handler that ``dispatch`` does not (async, or any handler when its table omits
+        it): inline until it really awaits, then in a task whose slot keeps the order."""
+        metrics = self.metrics
+        t0 = time.perf_counter() if metrics is not None else 0.0
+        try:
+            result = entry.handler(ctx, request)
+            if entry.is_async:
+                try:
+                    yielded = result.send(None)
+                except StopIteration as stop:
+                    result = stop.value
+                else:
+                    self._await_in_task(entry, ctx, request, result, yielded, t0)
+                    return
+            data = self._encode(entry, ctx, result)
+        except Exception as exc:  # noqa: BLE001 - becomes the request's error response
+            data = self._error(entry, ctx, request, exc)
+            if data is None:
+                self._abort()
+                return
+        if metrics is not None:
+            metrics.observe(entry.api_key, time.perf_counter() - t0, False)
+        self._pending.append(data)
 
     def _reject(self, entry: ApiEntry | None, api_key: int, version: int, corr: int) -> None:
         """An api key not served on this listener or a version out of range: close, except
@@ -261,6 +288,7 @@ class KafkaConnection(asyncio.Protocol):
         """A handler that really suspended: finish it in a task; its slot keeps the order."""
         slot = [None]
         self._pending.append(slot)
+        self._slots += 1
         task = asyncio.get_running_loop().create_task(_resume(coro, yielded))
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._task_done(t, slot, entry, ctx, request, t0))
@@ -317,17 +345,24 @@ class KafkaConnection(asyncio.Protocol):
     # -------------------------------------------------------------------------- output
     def _flush(self) -> None:
         pending = self._pending
-        out = []
-        while pending:
-            item = pending[0]
-            if type(item) is list:
-                item = item[0]
-                if item is None:
-                    break
-            out.append(item)
-            pending.popleft()
-        if out and not self._closed:
-            self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        if not self._slots:  # all ready: the common case
+            out = pending
+        else:
+            out = []
+            while pending:
+                item = pending[0]
+                if type(item) is list:
+                    item = item[0]
+                    if item is None:
+                        break
+                    self._slots -= 1
+                out.append(item)
+                pending.popleft()
+        if out:
+            if not self._closed:
+                self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+            if out is pending:
+                pending.clear()
         self._update_reading()
         if self._closing and not pending and self._drained is not None:
             if not self._drained.done():
@@ -363,6 +398,7 @@ class KafkaConnection(asyncio.Protocol):
             self.transport.write(b"".join(out))
         self._closed = True
         self._pending.clear()
+        self._slots = 0
         for t in list(self._tasks):
             t.cancel()
         self.transport.close()
@@ -386,5 +422,6 @@ class KafkaConnection(asyncio.Protocol):
             t.cancel()
         self._closed = True
         self._pending.clear()
+        self._slots = 0
         if self.transport is not None:
             self.transport.abort()

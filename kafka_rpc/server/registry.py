@@ -23,7 +23,7 @@ from typing import Any
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.messages import SPECS
 
-__all__ = ["ApiEntry", "Registry", "default_registry", "handles"]
+__all__ = ["ApiEntry", "Registry", "default_registry", "dispatch_table", "handles"]
 
 Handler = Callable[[Any, Any], Any]
 
@@ -121,6 +121,27 @@ class Registry:
         return [
             (e.api_key, e.min_version, e.max_version) for e in self.table(listener_role).values()
         ]
+
+
+def dispatch_table(table: dict[int, ApiEntry]) -> tuple:
+    """The table ``frames.dispatch`` serves from: a tuple indexed by api key of None (no entry, or
+    an async handler: the connection serves those) or ``(min_version, max_version, readers,
+    handler, resp_header_flex, writers)`` with readers and writers as tuples indexed by
+    ``version - min_version``."""
+    out: list[tuple | None] = [None] * (max(table, default=-1) + 1)
+    for key, e in table.items():
+        if e.is_async:
+            continue
+        versions = range(e.min_version, e.max_version + 1)
+        out[key] = (
+            e.min_version,
+            e.max_version,
+            tuple(e.readers[v] for v in versions),
+            e.handler,
+            e.resp_header_flex,
+            tuple(e.writers[v] for v in versions),
+        )
+    return tuple(out)
 
 
 def _resp_header_flex(api_key: int, response_name: str) -> int:

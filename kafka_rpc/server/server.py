@@ -20,7 +20,7 @@ from typing import Any
 
 from kafka_rpc.config import Config, Endpoint
 from kafka_rpc.server.connection import KafkaConnection
-from kafka_rpc.server.registry import ApiEntry, Registry, default_registry
+from kafka_rpc.server.registry import ApiEntry, Registry, default_registry, dispatch_table
 
 log = logging.getLogger("kafka_rpc.server")
 
@@ -73,6 +73,10 @@ class ListenerState:
     connections: set = field(default_factory=set)
     asyncio_server: Any = None
     api_versions_bodies: dict[int, bytes] = field(default_factory=dict)  # version -> encoded
+    dispatch_table: tuple = ()  # registry.dispatch_table(table), filled at init
+
+    def __post_init__(self) -> None:
+        self.dispatch_table = dispatch_table(self.table)
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_rpc.protocol import frames
+from kafka_rpc.protocol import codec, frames
 from kafka_rpc.server.connection import RequestContext
 
-from .strategies import draw_cut_and_mutation
+from .strategies import draw_cut_and_mutation, message_strategy
+from .test_fuzz import SPECS
 
 pytestmark = pytest.mark.skipif(
     not frames.NATIVE_FRAMES, reason="native frames disabled by KAFKA_RPC_PURE_PYTHON"
@@ -29,6 +30,7 @@ def test_extension_is_built_and_used():
 
     assert frames.scan_frames is _cframes.scan_frames
     assert frames.response_frame is _cframes.response_frame
+    assert frames.dispatch is _cframes.dispatch
 
 
 def both(buf: bytes, max_bytes: int = 1 << 20, max_frames: int = 1 << 20, ctx=tuple):
@@ -138,3 +140,225 @@ def test_close_reasons():
 @given(st.integers(-(2**31), 2**31 - 1), st.booleans(), st.binary(max_size=40))
 def test_response_frame(corr, v1, body):
     assert frames.response_frame(corr, v1, body) == frames.response_frame_py(corr, v1, body)
+
+
+# ------------------------------------------------------------------ dispatch: serving in C
+# A synthetic table that reaches every outcome: the body's first byte chooses it. Readers return
+# the body; 0xEE fails to decode, 0xDD makes the handler raise, 0xCC makes the writer raise,
+# 0x01 makes the handler return encoded bytes; anything else is written by the writer.
+class Calls(list):
+    def reader(self, frame, pos):
+        body = bytes(frame[pos:])
+        if body[:1] == b"\xee":
+            raise ValueError("bad body")
+        return body, len(frame)
+
+    def handler(self, ctx, request):
+        self.append((tuple(ctx[:4]), request))
+        if request[:1] == b"\xdd":
+            raise KeyError("handler failed")
+        return request if request[:1] == b"\x01" else bytearray(request)
+
+    def writer(self, result, w):
+        if result[:1] == b"\xcc":
+            raise RuntimeError("writer failed")
+        w += result
+
+
+class Metrics(list):
+    def observe(self, api_key, seconds, error):
+        assert seconds >= 0.0 and error is False
+        self.append(api_key)
+
+
+def synthetic_table(calls: Calls) -> tuple:
+    table = [None] * 40
+    for key, (lo, hi, flex) in {18: (0, 4, 1 << 30), 3: (1, 12, 9), 10: (0, 6, 3)}.items():
+        n = hi - lo + 1
+        table[key] = (lo, hi, (calls.reader,) * n, calls.handler, flex, (calls.writer,) * n)
+    return tuple(table)
+
+
+def serve_all(fn, buf: bytes, max_frames: int, metrics: bool, max_bytes: int = 1 << 20):
+    """Drive ``fn`` as the connection does: after a stop, resume past the stopped frame."""
+    calls, m = Calls(), Metrics() if metrics else None
+    table, pos, log = synthetic_table(calls), 0, []
+    while True:
+        out: list = []
+        pos, stop, error = fn(buf, pos, max_bytes, max_frames, frames.REQUEST_FLEX,
+                              RequestContext, LISTENER, table, out, m)  # fmt: skip
+        log.append(([bytes(d) for d in out], [type(d) for d in out], pos, error is None))
+        if stop is None:
+            break
+        kind, ctx, request, exc = stop
+        assert type(ctx) is RequestContext
+        log.append((kind, tuple(ctx), request, type(exc), str(exc) if exc else None))
+    return log, list(calls), m
+
+
+def dispatch_both(buf: bytes, max_frames: int = 1 << 20, metrics: bool = False, **kw):
+    native = serve_all(frames.dispatch, buf, max_frames, metrics, **kw)
+    reference = serve_all(frames.dispatch_py, buf, max_frames, metrics, **kw)
+    assert native == reference
+    return native
+
+
+bodies = st.one_of(
+    st.binary(max_size=12),
+    st.sampled_from([b"\xee", b"\xdd\x00", b"\xcc", b"\x01ok"]).flatmap(
+        lambda p: st.binary(max_size=4).map(lambda tail: p + tail)
+    ),
+)
+served = st.lists(
+    st.tuples(
+        st.sampled_from([18, 3, 10, 0, 19, 60]),  # three in the table, three not
+        st.integers(-1, 14),
+        st.integers(-(2**31), 2**31 - 1),
+        st.one_of(st.none(), st.binary(max_size=6)),
+        tag_sections,
+        bodies,
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@FUZZ
+@given(served, st.integers(1, 9), st.booleans())
+def test_dispatch_same_as_reference(parts, max_frames, metrics):
+    dispatch_both(wire(parts), max_frames=max_frames, metrics=metrics)
+
+
+@FUZZ
+@given(served, st.data())
+def test_dispatch_truncated_and_mutated_input(parts, data):
+    cut, mutated = draw_cut_and_mutation(data, wire(parts))
+    dispatch_both(cut)
+    dispatch_both(mutated, max_bytes=data.draw(st.integers(0, 80)))
+
+
+def test_dispatch_outcomes():
+    """Every kind of stop, in order, with the responses before each; the walk resumes after it."""
+
+    def one(key, version, corr, body):
+        return wire([(key, version, corr, b"c", b"\x00", body)])
+
+    buf = b"".join([
+        one(18, 3, 1, b"\x01body"),  # handler returned bytes: header v0 (flex never)
+        one(3, 9, 2, b"obj"),  # written by the writer, header v1 (flex from 9)
+        one(3, 13, 3, b""),  # version out of range: kind 0
+        one(19, 0, 4, b""),  # not in the table: kind 0
+        one(10, 1, 5, b"\xee"),  # reader raised: kind 1
+        one(10, 1, 6, b"\xdd"),  # handler raised: kind 2
+        one(10, 4, 7, b"\xcc"),  # writer raised: kind 2
+        one(18, 0, 8, b"end"),
+    ])  # fmt: skip
+    log, calls, m = dispatch_both(buf, metrics=True)
+    out, types_ = log[0][0], log[0][1]
+    assert out == [
+        struct.pack(">ii", 9, 1) + b"\x01body",
+        struct.pack(">iib", 8, 2, 0) + b"obj",
+    ]
+    assert types_ == [bytes, bytearray]
+    kinds = [(s[0], s[1][2], s[3]) for s in log[1::2]]
+    assert kinds == [(0, 3, type(None)), (0, 4, type(None)), (1, 5, ValueError),
+                     (2, 6, KeyError), (2, 7, RuntimeError)]  # fmt: skip
+    assert log[-1][0] == [struct.pack(">ii", 7, 8) + b"end"] and log[-1][2] == len(buf)
+    assert [c[0][2] for c in calls] == [1, 2, 6, 7, 8]  # each handler ran once, in order
+    assert m == [18, 3, 18]  # observed after each response served
+
+
+def test_dispatch_stops_at_a_bad_frame_after_serving_the_ones_before():
+    good = wire([(18, 0, 1, None, b"", b"\x01a")])
+    log, calls, _ = dispatch_both(good + struct.pack(">i", -5), max_bytes=100)
+    assert log == [([struct.pack(">ii", 6, 1) + b"\x01a"], [bytes], len(good), False)]
+
+
+def test_dispatch_max_frames_counts_the_stop_frame():
+    buf = wire(
+        [(19, 0, 1, None, b"", b""), (18, 0, 2, None, b"", b"\x01"), (18, 0, 3, None, b"", b"\x01")]
+    )
+    out = []
+    args = (frames.REQUEST_FLEX, RequestContext, LISTENER, synthetic_table(Calls()), out, None)
+    for fn in (frames.dispatch, frames.dispatch_py):
+        pos, stop, err = fn(buf, 0, 1 << 20, 1, *args)
+        assert stop[0] == 0 and err is None and out == []
+        pos, stop, err = fn(buf, pos, 1 << 20, 1, *args)
+        assert stop is None and len(out) == 1 and pos < len(buf)
+        out.clear()
+
+
+def test_dispatch_lets_base_exceptions_through():
+    class Stop(BaseException):
+        pass
+
+    def handler(ctx, request):
+        raise Stop
+
+    calls = Calls()
+    table = list(synthetic_table(calls))
+    table[18] = (0, 4, (calls.reader,) * 5, handler, 1 << 30, (calls.writer,) * 5)
+    buf = wire([(18, 0, 1, None, b"", b"x")])
+    for fn in (frames.dispatch, frames.dispatch_py):
+        with pytest.raises(Stop):
+            fn(buf, 0, 1 << 20, 8, frames.REQUEST_FLEX, tuple, LISTENER, tuple(table), [], None)
+
+
+# The real broker table: the synchronous handlers this server has, fed hypothesis-built requests
+# at every version they serve, then mutated; the native and the reference walk must answer alike.
+def _real_listener():
+    import kafka_rpc.handlers  # noqa: F401 - registers the handlers
+    from kafka_rpc.config import load_config
+    from kafka_rpc.server.registry import default_registry
+    from kafka_rpc.server.server import ListenerState, Server
+
+    table = default_registry.table("broker")
+    server = Server(load_config(None, []))
+    return ListenerState(name="PLAINTEXT", role="broker", host="127.0.0.1", port=9092,
+                         server=server, table=table, max_request_bytes=1 << 20,
+                         max_inflight=100)  # fmt: skip
+
+
+REAL = _real_listener()
+SPEC_BY_NAME = {s.name: s for s in SPECS}
+SYNC = [
+    (SPEC_BY_NAME[e.name], v)
+    for e in REAL.table.values()
+    if not e.is_async
+    for v in range(e.min_version, e.max_version + 1)
+]
+
+
+def _serve_real(fn, buf: bytes):
+    pos, log = 0, []
+    while True:
+        out: list = []
+        pos, stop, error = fn(buf, pos, 1 << 20, 64, frames.REQUEST_FLEX, RequestContext, REAL,
+                              REAL.dispatch_table, out, None)  # fmt: skip
+        log.append(([bytes(d) for d in out], pos, error is None))
+        if stop is None:
+            return log
+        log.append((stop[0], tuple(stop[1][:4]), type(stop[3])))
+
+
+@pytest.mark.parametrize(("spec", "version"), SYNC, ids=[f"{s.name}-v{v}" for s, v in SYNC])
+def test_dispatch_real_handlers_same_as_reference(spec, version):
+    mod = codec.module(spec.name)
+    key = spec.api_key
+
+    @FUZZ
+    @given(st.lists(message_strategy(spec, version, mod), min_size=1, max_size=3), st.data())
+    def check(msgs, data):
+        buf = b"".join(
+            frames.frame(
+                frames.request_header_bytes(key, version, i, "t") + codec.encode(m, version)
+            )
+            for i, m in enumerate(msgs)
+        )
+        log = _serve_real(frames.dispatch, buf)
+        assert log == _serve_real(frames.dispatch_py, buf)
+        assert sum(len(entry[0]) for entry in log[0::2]) >= 1  # something was served natively
+        _cut, mutated = draw_cut_and_mutation(data, buf)
+        assert _serve_real(frames.dispatch, mutated) == _serve_real(frames.dispatch_py, mutated)
+
+    check()
