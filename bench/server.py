@@ -2,7 +2,10 @@
 
 Both servers run pinned to CPU 1 (``taskset -c 1``); the load generator runs on CPU 0 and keeps
 C connections x W requests in flight, measuring every request's latency. Cells: C in (1, 16, 64)
-x W in (1, 16), each run for ``--duration`` seconds after a short warm-up (``--quick``: 1 s).
+x W in (1, 16). Each cell runs ``--rounds`` alternated pairs (ours, then the echo), each for
+``--duration`` seconds after a short warm-up (``--quick``: 1 s); the table gives the medians over
+the rounds and the range of the per-round ratios. The machine is shared and noisy: alternating
+keeps a burst of outside load from landing on one server's whole measurement.
 
 Load generator (``--loadgen``): ``c`` (default when a C compiler is found) is bench/loadgen.c,
 compiled at start: epoll, one thread, about 1M responses/s on one core, so it is not the limit in
@@ -23,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import statistics
 import struct
 import subprocess
 import sys
@@ -164,6 +168,21 @@ def _start(cmd: list[str], pattern: str, env: dict | None = None) -> tuple[subpr
     raise RuntimeError(f"{cmd} did not start")
 
 
+def _median_row(rounds: list[dict]) -> dict:
+    """A cell's medians over its alternated rounds: each server's req/s, p50 and p99 (each the
+    median of that figure), the median of the per-round ratios, and every round kept."""
+
+    med = statistics.median
+    row: dict = {"rounds": rounds, "ratios": [r["ratio"] for r in rounds]}
+    for side in ("kafka_rpc", "echo"):
+        runs = [r[side] for r in rounds]
+        row[side] = {"conns": runs[0]["conns"], "inflight": runs[0]["inflight"]}
+        for k in ("rps", "p50_us", "p99_us"):
+            row[side][k] = med([x[k] for x in runs])
+    row["ratio"] = med(row["ratios"])
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="1 s per cell")
@@ -171,6 +190,8 @@ def main() -> None:
     ap.add_argument("--conns", default="1,16,64")
     ap.add_argument("--inflight", default="1,16")
     ap.add_argument("--loadgen", choices=("c", "python"), default="c")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternated ours/echo pairs per cell; medians are reported")  # fmt: skip
     a = ap.parse_args()
     duration = 1.0 if a.quick else a.duration
     warmup = 0.3 if a.quick else 0.5
@@ -199,12 +220,15 @@ def main() -> None:
     try:
         for conns in [int(x) for x in a.conns.split(",")]:
             for window in [int(x) for x in a.inflight.split(",")]:
-                r_ours = cell(our_port, conns, window)
-                r_echo = cell(echo_port, conns, window)
-                rows.append({"kafka_rpc": r_ours, "echo": r_echo,
-                             "ratio": r_ours["rps"] / r_echo["rps"]})  # fmt: skip
-                print(f"  {conns}x{window}: ours {r_ours['rps']:,.0f}/s echo "
-                      f"{r_echo['rps']:,.0f}/s", file=sys.stderr, flush=True)  # fmt: skip
+                rounds = []
+                for _ in range(a.rounds):  # alternated, so a noisy moment hits one pair
+                    r_ours = cell(our_port, conns, window)
+                    r_echo = cell(echo_port, conns, window)
+                    rounds.append({"kafka_rpc": r_ours, "echo": r_echo,
+                                   "ratio": r_ours["rps"] / r_echo["rps"]})  # fmt: skip
+                    print(f"  {conns}x{window}: ours {r_ours['rps']:,.0f}/s echo "
+                          f"{r_echo['rps']:,.0f}/s", file=sys.stderr, flush=True)  # fmt: skip
+                rows.append(_median_row(rounds))
     finally:
         for p in (ours, echo):
             p.terminate()
@@ -214,19 +238,21 @@ def main() -> None:
                 p.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
 
-    print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor; {duration:g} s per cell, "
-          f"servers on CPU 1, load generator ({loadgen}) on CPU 0\n")  # fmt: skip
+    print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor; {a.rounds} alternated rounds of "
+          f"{duration:g} s per cell, medians [ratio range]; servers on CPU 1, load generator "
+          f"({loadgen}) on CPU 0\n")  # fmt: skip
     print("| conns x in-flight | kafka-rpc req/s | p50 µs | p99 µs | echo req/s | p50 µs | p99 µs "
           "| ratio |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         o, e = row["kafka_rpc"], row["echo"]
+        lo, hi = min(row["ratios"]), max(row["ratios"])
         print(f"| {o['conns']} x {o['inflight']} | {o['rps']:,.0f} | {o['p50_us']:.0f} | "
               f"{o['p99_us']:.0f} | {e['rps']:,.0f} | {e['p50_us']:.0f} | {e['p99_us']:.0f} | "
-              f"{row['ratio']:.2f} |")  # fmt: skip
+              f"{row['ratio']:.2f} [{lo:.2f}-{hi:.2f}] |")  # fmt: skip
     out = HERE / "results" / f"server-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
-    doc = {"duration_s": duration, "loadgen": loadgen, "cells": rows}
+    doc = {"duration_s": duration, "rounds": a.rounds, "loadgen": loadgen, "cells": rows}
     out.write_text(json.dumps(doc, indent=2))
     print(f"\nJSON: {out.relative_to(HERE.parent)}")
 

@@ -171,6 +171,16 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def data_received(self, data: bytes) -> None:
+        if not (self._pending or self._rest or self._paused or self._closed or self._closing):
+            # idle connection: the common case, answered without touching the pending queue
+            out: list = []
+            pos, stop, error = self._dispatch(data, 0, self.max_inflight, out)
+            if stop is None and error is None and pos == len(data):
+                if out:
+                    self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+                return
+            self._process(data, pos, stop, error, out)
+            return
         if self._closed or self._closing:
             return
         if self._rest:
@@ -182,20 +192,25 @@ class KafkaConnection(asyncio.Protocol):
         elif self._paused:
             self._rest += data
             return
-        self._process(data)
+        out = []
+        pos, stop, error = self._dispatch(data, 0, self.max_inflight - len(self._pending), out)
+        self._process(data, pos, stop, error, out)
 
     # -------------------------------------------------------------------------- frames
-    def _process(self, buf: bytes) -> None:
-        # frames.dispatch serves every frame whose handler is synchronous (natively when built);
-        # it stops at the first one it cannot finish, served here, then resumes after it.
+    def _dispatch(self, buf: bytes, pos: int, room: int, out: list) -> tuple:
+        """``frames.dispatch`` from ``pos`` with at most ``room`` frames: serves every frame whose
+        handler is synchronous (natively when built) into ``out`` and stops at the first one it
+        cannot finish; returns ``(new_pos, stop, error)``."""
+        return dispatch(
+            buf, pos, self.max_bytes, room, REQUEST_FLEX, RequestContext, self.listener,
+            self.dispatch_table, out, self.metrics,
+        )  # fmt: skip
+
+    def _process(self, buf: bytes, pos: int, stop: Any, error: str | None, out: list) -> None:
+        """Carry on from a ``_dispatch`` of ``buf``: queue ``out``, serve the frame it stopped at
+        and resume after it, then close on ``error``, keep an incomplete tail and flush."""
         pending = self._pending
-        pos = 0
         while True:
-            out: list = []
-            pos, stop, error = dispatch(
-                buf, pos, self.max_bytes, self.max_inflight - len(pending), REQUEST_FLEX,
-                RequestContext, self.listener, self.dispatch_table, out, self.metrics,
-            )  # fmt: skip
             if out:
                 pending.extend(out)
             if stop is None:
@@ -203,6 +218,8 @@ class KafkaConnection(asyncio.Protocol):
             self._serve_stop(*stop)
             if self._closed:
                 return
+            out = []
+            pos, stop, error = self._dispatch(buf, pos, self.max_inflight - len(pending), out)
         if error is not None:
             log.info("closing %s: %s", self.peer, error)
             self._abort()
@@ -381,7 +398,11 @@ class KafkaConnection(asyncio.Protocol):
             if self._rest and len(self._rest) >= self._need:
                 data = bytes(self._rest)
                 self._rest = bytearray()
-                self._process(data)
+                out: list = []
+                pos, stop, error = self._dispatch(
+                    data, 0, self.max_inflight - len(self._pending), out
+                )
+                self._process(data, pos, stop, error, out)
 
     def _abort(self) -> None:
         """Close after writing the responses that are already complete (earlier requests)."""
