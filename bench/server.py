@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import statistics
 import struct
 import subprocess
@@ -168,6 +169,20 @@ def _start(cmd: list[str], pattern: str, env: dict | None = None) -> tuple[subpr
     raise RuntimeError(f"{cmd} did not start")
 
 
+def _response_body_len(port: int) -> int:
+    """Bytes after the correlation id in our answer to the benchmark's request, so the echo
+    floor writes responses exactly as long as ours."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request(1))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + _size.unpack_from(data)[0]:
+            chunk = sock.recv(65536)
+            if not chunk:
+                raise RuntimeError("the server closed the connection")
+            data += chunk
+    return _size.unpack_from(data)[0] - 4
+
+
 def _median_row(rounds: list[dict]) -> dict:
     """A cell's medians over its alternated rounds: each server's req/s, p50 and p99 (each the
     median of that figure), the median of the per-round ratios, and every round kept."""
@@ -215,7 +230,16 @@ def main() -> None:
          "--override", f"log.dirs={data_dir}"],
         r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
     )  # fmt: skip
-    echo, echo_port = _start([sys.executable, str(HERE / "echo_server.py")], r":(\d+)$")
+    try:
+        body_len = _response_body_len(our_port)
+    except BaseException:
+        ours.kill()
+        raise
+    print(f"ApiVersions v3 response body: {body_len} bytes (the echo answers as long)",
+          file=sys.stderr, flush=True)  # fmt: skip
+    echo, echo_port = _start(
+        [sys.executable, str(HERE / "echo_server.py"), "--body-len", str(body_len)], r":(\d+)$"
+    )
     rows = []
     try:
         for conns in [int(x) for x in a.conns.split(",")]:
