@@ -206,7 +206,8 @@ def scan_frames_py(
             api_key, version, corr, client_id, body_pos = parse_request_header(frame, 4)
         except DecodeError as e:
             return out, pos, f"bad request header: {e}"
-        out.append(ctx_type((api_key, version, corr, client_id, listener, frame, body_pos)))
+        ctx = (api_key, version, corr, client_id, listener, frame, body_pos)
+        out.append(ctx if ctx_type is tuple else tuple.__new__(ctx_type, ctx))
         pos = end
     return out, pos, None
 
