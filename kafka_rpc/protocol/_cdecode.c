@@ -702,6 +702,94 @@ static PyTypeObject ReaderType = {
     .tp_vectorcall_offset = offsetof(Reader, vectorcall),
 };
 
+/* ---------------------------------------------------------------- Constructor
+ * Constructor(cls, names): a positional, all-fields constructor for a frozen slotted dataclass
+ * (kafka_rpc._frozen checks the class first): allocates a ``cls`` and stores each argument in
+ * the slot of the same position, as the decoder does for the messages it builds. Arguments are
+ * stored as given: no defaults, no conversions, no __post_init__. */
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyTypeObject *cls;
+    Py_ssize_t n;
+    Py_ssize_t *off;
+} Constructor;
+
+static PyObject *
+constructor_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    Constructor *c = (Constructor *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    if (nargs != c->n || (kwnames != NULL && PyTuple_GET_SIZE(kwnames) != 0)) {
+        PyErr_Format(PyExc_TypeError, "%s constructor takes exactly %zd positional arguments",
+                     c->cls->tp_name, c->n);
+        return NULL;
+    }
+    PyObject *o = c->cls->tp_alloc(c->cls, 0);
+    if (o == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        SLOT(o, c->off[i]) = Py_NewRef(args[i]);
+    return o;
+}
+
+static PyObject *
+constructor_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    PyObject *cls, *names;
+    if (!PyArg_ParseTuple(args, "O!O!:Constructor", &PyType_Type, &cls, &PyTuple_Type, &names))
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(names);
+    Constructor *c = (Constructor *)type->tp_alloc(type, 0);
+    if (c == NULL)
+        return NULL;
+    c->vectorcall = constructor_vectorcall;
+    c->cls = (PyTypeObject *)Py_NewRef(cls);
+    c->off = PyMem_Calloc(n ? n : 1, sizeof(Py_ssize_t));
+    if (c->off == NULL) {
+        Py_DECREF(c);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *name = PyTuple_GET_ITEM(names, i);
+        if (!PyUnicode_Check(name) || slot_offset(c->cls, name, &c->off[i]) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "field names must be str");
+            Py_DECREF(c);
+            return NULL;
+        }
+    }
+    c->n = n;
+    return (PyObject *)c;
+}
+
+static void
+constructor_dealloc(Constructor *c)
+{
+    Py_XDECREF(c->cls);
+    PyMem_Free(c->off);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static PyObject *
+constructor_repr(Constructor *c)
+{
+    return PyUnicode_FromFormat("<native constructor of %s>", c->cls->tp_name);
+}
+
+static PyTypeObject ConstructorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kafka_rpc.protocol._cdecode.Constructor",
+    .tp_basicsize = sizeof(Constructor),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Constructor(cls, names): positional all-fields constructor of a slotted class.",
+    .tp_new = constructor_new,
+    .tp_dealloc = (destructor)constructor_dealloc,
+    .tp_repr = (reprfunc)constructor_repr,
+    .tp_call = PyVectorcall_Call,
+    .tp_vectorcall_offset = offsetof(Constructor, vectorcall),
+};
+
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "_cdecode",
     "Native decoder for kafka_rpc's generated messages (programs emitted by codegen).", -1, NULL,
@@ -746,7 +834,7 @@ PyInit__cdecode(void)
     if (member_offset(uuid_type, "int", &uuid_int_off) < 0 ||
         member_offset(uuid_type, "is_safe", &uuid_safe_off) < 0)
         return NULL;
-    if (PyType_Ready(&ReaderType) < 0)
+    if (PyType_Ready(&ReaderType) < 0 || PyType_Ready(&ConstructorType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (m == NULL)
@@ -754,6 +842,12 @@ PyInit__cdecode(void)
     Py_INCREF(&ReaderType);
     if (PyModule_AddObject(m, "Reader", (PyObject *)&ReaderType) < 0) {
         Py_DECREF(&ReaderType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(&ConstructorType);
+    if (PyModule_AddObject(m, "Constructor", (PyObject *)&ConstructorType) < 0) {
+        Py_DECREF(&ConstructorType);
         Py_DECREF(m);
         return NULL;
     }

@@ -194,6 +194,8 @@ def _load_native():
 _native = _load_native()
 #: True when generated modules decode with the native decoder (``_cdecode.c``).
 NATIVE_DECODER = _native is not None
+#: ``Constructor(cls, names)`` of ``_cdecode.c`` (used by ``kafka_rpc._frozen``), or None.
+NATIVE_CONSTRUCTOR = _native.Constructor if _native is not None else None
 
 
 def native_readers(py_readers: dict, programs: dict) -> dict:

@@ -80,3 +80,29 @@ def test_refuses_classes_it_cannot_build():
     for cls in (Mutable, NoSlots, PostInit, WeakRef, int):
         with pytest.raises(TypeError):
             frozen_constructor(cls)
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "twin"])
+def test_both_constructions_agree(native, monkeypatch):
+    """The native constructor (``_cdecode.Constructor``) and the Python twin build equal
+    instances, and both refuse a wrong number of arguments."""
+    from kafka_rpc.protocol import primitives
+
+    if native and primitives.NATIVE_CONSTRUCTOR is None:
+        pytest.skip("native decoder not built or disabled")
+    if not native:
+        monkeypatch.setattr(primitives, "NATIVE_CONSTRUCTOR", None)
+    new = frozen_constructor(CommitBatchRequest)
+    assert ("native" in repr(new)) == native
+    tp = TopicIdPartition(uuid.uuid4(), 1)
+    args = (tp, 10, 20, 0, 9, 1234, 1, 7, 2, 5, 14, 2)
+    made = new(*args)
+    assert type(made) is CommitBatchRequest and made == CommitBatchRequest(*args)
+    assert hash(made) == hash(CommitBatchRequest(*args)) and repr(made) == repr(
+        CommitBatchRequest(*args)
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.size = 1  # type: ignore[misc]
+    for wrong in (args[:-1], (*args, 0)):
+        with pytest.raises(TypeError):
+            new(*wrong)
