@@ -9,13 +9,12 @@ except ApiVersions (18), whose responses always use header v0 (KIP-511).
 
 from __future__ import annotations
 
-import os
 import struct
 import time
 
 from kafka_rpc.protocol.errors import DecodeError
 from kafka_rpc.protocol.messages import SPECS
-from kafka_rpc.protocol.primitives import read_tag_header, read_uvarint
+from kafka_rpc.protocol.primitives import load_native, read_tag_header, read_uvarint
 
 __all__ = [
     "API_VERSIONS_KEY",
@@ -286,17 +285,7 @@ def dispatch_py(
     return pos, None, None
 
 
-def _load_native():
-    if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    try:
-        from kafka_rpc.protocol import _cframes
-    except ImportError:
-        return None
-    return _cframes
-
-
-_native = _load_native()
+_native = load_native("_cframes")
 #: True when the server's per-frame path runs in ``_cframes.c``.
 NATIVE_FRAMES = _native is not None
 #: ``scan_frames(buf, pos, max_bytes, max_frames, flex, ctx_type, listener)``: native when

@@ -12,6 +12,7 @@ Readers take ``(buf: bytes, pos: int)`` and return ``(value, new_pos)``. Running
 
 from __future__ import annotations
 
+import importlib
 import os
 import struct
 import uuid as _uuid_mod
@@ -179,19 +180,19 @@ def array_struct(code: str, count: int) -> struct.Struct:
     return s
 
 
-def _load_native():
-    """The native decoder module, or None when it was not built (``pip install`` without a C
-    compiler: the extension is optional) or ``KAFKA_RPC_PURE_PYTHON=1`` is set."""
+def load_native(name: str):
+    """The optional extension module ``kafka_rpc.protocol.<name>`` (``_cdecode``, ``_cframes``),
+    or None when it was not built (``pip install`` without a C compiler: the extensions are
+    optional) or ``KAFKA_RPC_PURE_PYTHON=1`` is set."""
     if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
         return None
     try:
-        from kafka_rpc.protocol import _cdecode
+        return importlib.import_module(f"kafka_rpc.protocol.{name}")
     except ImportError:
         return None
-    return _cdecode
 
 
-_native = _load_native()
+_native = load_native("_cdecode")
 #: True when generated modules decode with the native decoder (``_cdecode.c``).
 NATIVE_DECODER = _native is not None
 #: ``Constructor(cls, names)`` of ``_cdecode.c`` (used by ``kafka_rpc._frozen``), or None.
