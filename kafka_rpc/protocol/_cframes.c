@@ -375,31 +375,41 @@ monotonic_s(void)
 /* A response frame around a handler's result: bytes are a body already encoded (framed like
  * response_frame), anything else goes through ``writer(result, out)`` into a bytearray that
  * already holds the size placeholder and header. New reference, or NULL with an exception. */
+/* A response frame as new bytes: int32 size, int32 correlation id, an empty tagged section when
+ * ``v1`` (response header v1), then ``body``. NULL with OverflowError when it cannot be framed. */
+static PyObject *
+build_frame(int32_t corr, int v1, const char *body, Py_ssize_t blen)
+{
+    Py_ssize_t payload = 4 + v1 + blen;
+    if (payload > INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "response larger than a frame can say");
+        return NULL;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + payload);
+    if (out == NULL)
+        return NULL;
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    uint32_t s = (uint32_t)payload, c = (uint32_t)corr;
+    o[0] = s >> 24, o[1] = s >> 16, o[2] = s >> 8, o[3] = s;
+    o[4] = c >> 24, o[5] = c >> 16, o[6] = c >> 8, o[7] = c;
+    if (v1)
+        o[8] = 0;
+    memcpy(o + 8 + v1, body, blen);
+    return out;
+}
+
+/* A response frame around a handler's result: bytes are a body already encoded (build_frame),
+ * anything else goes through ``writer(result, out)`` into a bytearray that already holds the
+ * size placeholder and header. New reference, or NULL with an exception. */
 static PyObject *
 frame_result(PyObject *result, PyObject *writer, int32_t corr, int v1)
 {
-    unsigned char head[9];
+    if (PyBytes_CheckExact(result))
+        return build_frame(corr, v1, PyBytes_AS_STRING(result), PyBytes_GET_SIZE(result));
+    unsigned char head[9] = {0};
     uint32_t c = (uint32_t)corr;
     head[4] = c >> 24, head[5] = c >> 16, head[6] = c >> 8, head[7] = c;
-    head[8] = 0;
     Py_ssize_t hlen = 8 + v1;
-    if (PyBytes_CheckExact(result)) {
-        Py_ssize_t blen = PyBytes_GET_SIZE(result);
-        if (hlen - 4 + blen > INT32_MAX) {
-            PyErr_SetString(PyExc_OverflowError, "response larger than a frame can say");
-            return NULL;
-        }
-        PyObject *out = PyBytes_FromStringAndSize(NULL, hlen + blen);
-        if (out == NULL)
-            return NULL;
-        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        uint32_t s = (uint32_t)(hlen - 4 + blen);
-        head[0] = s >> 24, head[1] = s >> 16, head[2] = s >> 8, head[3] = s;
-        memcpy(o, head, hlen);
-        memcpy(o + hlen, PyBytes_AS_STRING(result), blen);
-        return out;
-    }
-    memset(head, 0, 4);
     PyObject *w = PyByteArray_FromStringAndSize((const char *)head, hlen);
     if (w == NULL)
         return NULL;
@@ -583,22 +593,7 @@ response_frame(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_buffer body;
     if (PyObject_GetBuffer(args[2], &body, PyBUF_SIMPLE) < 0)
         return NULL;
-    Py_ssize_t payload = 4 + v1 + body.len;
-    if (payload > INT32_MAX) {
-        PyBuffer_Release(&body);
-        PyErr_SetString(PyExc_OverflowError, "response larger than a frame can say");
-        return NULL;
-    }
-    PyObject *out = PyBytes_FromStringAndSize(NULL, 4 + payload);
-    if (out != NULL) {
-        unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
-        uint32_t s = (uint32_t)payload, c = (uint32_t)(int32_t)corr;
-        o[0] = s >> 24, o[1] = s >> 16, o[2] = s >> 8, o[3] = s;
-        o[4] = c >> 24, o[5] = c >> 16, o[6] = c >> 8, o[7] = c;
-        if (v1)
-            o[8] = 0;
-        memcpy(o + 8 + v1, body.buf, body.len);
-    }
+    PyObject *out = build_frame((int32_t)corr, v1, body.buf, body.len);
     PyBuffer_Release(&body);
     return out;
 }
