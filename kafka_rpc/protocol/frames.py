@@ -22,6 +22,7 @@ __all__ = [
     "UnknownApiKeyError",
     "dispatch",
     "dispatch_py",
+    "encode_response",
     "frame",
     "parse_request_header",
     "request_header_bytes",
@@ -218,6 +219,26 @@ def response_frame_py(correlation_id: int, header_v1: bool, body: bytes) -> byte
     return _size_pack(len(head) + len(body)) + head + body
 
 
+def encode_response(
+    correlation_id: int, header_v1: bool, result: object, writer
+) -> bytes | bytearray:
+    """The response frame of a handler's ``result``: framed by :func:`response_frame` when it is
+    bytes (a body the handler already encoded at the request's version), else written by
+    ``writer(result, w)`` into a bytearray ``w`` that holds the size placeholder and the
+    response header (v1: an empty tagged section after the correlation id). Raises what the
+    writer raises, or OverflowError when the frame would exceed an int32 size."""
+    if type(result) is bytes:
+        return response_frame(correlation_id, header_v1, result)
+    w = bytearray(4) + _corr_pack(correlation_id)
+    if header_v1:
+        w.append(0)
+    writer(result, w)
+    if len(w) - 4 > 0x7FFFFFFF:
+        raise OverflowError("response larger than a frame can say")
+    _SIZE.pack_into(w, 0, len(w) - 4)
+    return w
+
+
 def dispatch_py(
     buf: bytes,
     pos: int,
@@ -236,11 +257,10 @@ def dispatch_py(
     ``table`` is a tuple indexed by api key of None or ``(min_version, max_version, readers,
     handler, resp_header_flex, writers)``, readers and writers being tuples indexed by
     ``version - min_version`` (built by ``registry.dispatch_table``). For each frame:
-    ``request = reader(frame, body_pos)[0]``, ``result = handler(ctx, request)``, and the
-    response frame goes to ``out``: ``result`` framed by :func:`response_frame` when it is bytes
-    (a body already encoded), else ``writer(result, w)`` into a bytearray ``w`` that holds the
-    size placeholder and the response header (v1 from ``resp_header_flex`` on). With ``metrics``
-    not None, ``metrics.observe(api_key, seconds, False)`` follows each response.
+    ``request = reader(frame, body_pos)[0]``, ``result = handler(ctx, request)``, and
+    :func:`encode_response` of it (header v1 from ``resp_header_flex`` on) goes to ``out``.
+    With ``metrics`` not None, ``metrics.observe(api_key, seconds, False)`` follows each
+    response.
 
     Returns ``(new_pos, stop, error)``. ``stop`` is None, or the first frame the walk could not
     finish (it is consumed: ``new_pos`` is past it) as ``(kind, ctx, request, exc)``: kind 0, no
@@ -266,17 +286,7 @@ def dispatch_py(
         t0 = time.perf_counter() if metrics is not None else 0.0
         try:
             result = handler(ctx, request)
-            if type(result) is bytes:
-                data = response_frame_py(corr, version >= resp_flex, result)
-            else:
-                w = bytearray(4) + _corr_pack(corr)
-                if version >= resp_flex:
-                    w.append(0)
-                writers[version - lo](result, w)
-                if len(w) - 4 > 0x7FFFFFFF:
-                    raise OverflowError("response larger than a frame can say")
-                _SIZE.pack_into(w, 0, len(w) - 4)
-                data = w
+            data = encode_response(corr, version >= resp_flex, result, writers[version - lo])
         except Exception as exc:  # noqa: BLE001 - becomes the request's error response
             return pos, (2, ctx, request, exc), None
         out.append(data)

@@ -37,7 +37,7 @@ from kafka_rpc.protocol.frames import (
     API_VERSIONS_KEY,
     REQUEST_FLEX,
     dispatch,
-    response_frame,
+    encode_response,
 )
 
 if TYPE_CHECKING:
@@ -47,8 +47,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafka_rpc.server")
 
 _size_unpack = struct.Struct(">i").unpack_from
-_size_pack_into = struct.Struct(">i").pack_into
-_corr_pack = struct.Struct(">i").pack
 
 
 _RequestContextFields = collections.namedtuple(
@@ -312,17 +310,10 @@ class KafkaConnection(asyncio.Protocol):
         task.add_done_callback(lambda t: self._task_done(t, slot, entry, ctx, request, t0))
 
     def _encode(self, entry: ApiEntry, ctx: RequestContext, response: Any) -> bytes | bytearray:
-        if type(response) is bytes:  # a body the handler encoded (and may cache) at the version
-            return response_frame(
-                ctx.correlation_id, ctx.api_version >= entry.resp_header_flex, response
-            )
-        w = bytearray(4)
-        w += _corr_pack(ctx.correlation_id)
-        if ctx.api_version >= entry.resp_header_flex:
-            w.append(0)
-        entry.writers[ctx.api_version](response, w)
-        _size_pack_into(w, 0, len(w) - 4)
-        return w
+        version = ctx.api_version
+        return encode_response(
+            ctx.correlation_id, version >= entry.resp_header_flex, response, entry.writers[version]
+        )
 
     def _error(self, entry, ctx, request, exc) -> bytearray | None:
         code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR

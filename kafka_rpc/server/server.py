@@ -73,7 +73,7 @@ class ListenerState:
     connections: set = field(default_factory=set)
     asyncio_server: Any = None
     api_versions_bodies: dict[int, bytes] = field(default_factory=dict)  # version -> encoded
-    dispatch_table: tuple = ()  # registry.dispatch_table(table), filled at init
+    dispatch_table: tuple = field(init=False, repr=False)  # registry.dispatch_table(table)
 
     def __post_init__(self) -> None:
         self.dispatch_table = dispatch_table(self.table)
