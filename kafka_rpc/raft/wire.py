@@ -1,0 +1,53 @@
+"""Version fix-ups the driver applies before a Raft message is encoded (sans-io).
+
+The core builds each Vote, BeginQuorumEpoch and EndQuorumEpoch message (request or response) with
+BOTH the topic's name and its id set, because it does not know the version the message will be
+written at: the connection negotiates that with ApiVersions. Both fields are non-ignorable, so the
+codec refuses to write a non-default value the version lacks. :func:`for_version` blanks the one
+the version does not carry (name -> ``""``, id -> the zero UUID), per KIP-516 as our specs adopt it:
+
+==================  =====================  ==================
+API (key)           TopicName in versions  TopicId in versions
+==================  =====================  ==================
+Vote (52)           0-2                    3+
+BeginQuorumEpoch    0-1                    2+
+EndQuorumEpoch      0-1                    2+
+==================  =====================  ==================
+
+Any other message (Fetch names its topic with ignorable fields; FetchSnapshot and DescribeQuorum
+have names only) is returned unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+from uuid import UUID
+
+__all__ = ["TOPIC_ID_FROM_VERSION", "for_version"]
+
+#: api key -> first version whose TopicData carries TopicId instead of TopicName.
+TOPIC_ID_FROM_VERSION: dict[int, int] = {52: 3, 53: 2, 54: 2}
+
+_ZERO = UUID(int=0)
+
+
+def for_version(api_key: int, version: int, message: Any) -> Any:
+    """``message`` with each ``topics[i]`` holding only the topic field ``version`` has (the other
+    one reset to its default); the same object when nothing needs to change."""
+    first_id = TOPIC_ID_FROM_VERSION.get(api_key)
+    if first_id is None:
+        return message
+    topics = getattr(message, "topics", None)
+    if not topics:
+        return message
+    if version >= first_id:
+        blank = {"topic_name": ""}
+    else:
+        blank = {"topic_id": _ZERO}
+    (field,) = blank
+    if all(getattr(t, field) == blank[field] for t in topics):
+        return message
+    return dataclasses.replace(
+        message, topics=tuple(dataclasses.replace(t, **blank) for t in topics)
+    )
