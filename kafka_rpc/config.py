@@ -6,7 +6,11 @@ default (``SETTINGS``), so no file and no overrides is a working single-node com
 An unknown key or a malformed value raises :class:`ConfigError` naming the key (the CLI exits 2).
 
 The cluster id is generated once and persisted in ``<log.dirs>/meta.properties`` like Kafka's
-``kafka-storage format`` (``version=1``, ``cluster.id``, ``node.id``).
+``kafka-storage format`` (``version=1``, ``cluster.id``, ``node.id``, ``directory.id``):
+``kafka-rpc storage format`` does it explicitly, ``kafka-rpc serve`` on an empty directory by
+itself. The metadata quorum's settings (``controller.quorum.*``, ``metadata.*``) feed
+:meth:`Config.raft_config`; a controller's ``node.id`` must be one of ``controller.quorum.voters``
+and a broker-only node's must not (as Kafka's ``KafkaConfig`` requires).
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from typing import Any
 
 from jproperties import Properties
 
-__all__ = ["SETTINGS", "Config", "ConfigError", "Endpoint", "load_config"]
+__all__ = [
+    "SETTINGS",
+    "Config",
+    "ConfigError",
+    "Endpoint",
+    "StorageFormattedError",
+    "load_config",
+]
 
 
 class ConfigError(ValueError):
@@ -146,7 +157,119 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "128",
         "Requests in flight on one connection before the server stops reading from it.",
     ),
+    # ---- the metadata quorum (KRaft), Kafka's keys and defaults (QuorumConfig, KRaftConfigs,
+    # MetadataLogConfig; reference/kraft.md 1.3 and 2.3)
+    "controller.quorum.election.timeout.ms": (
+        _int,
+        "1000",
+        "Raft election timeout T, ms: each election timer draws uniformly from [T, 2T).",
+    ),
+    "controller.quorum.fetch.timeout.ms": (
+        _int,
+        "2000",
+        "A follower with no successful Fetch response for this long becomes a candidate, ms; "
+        "the leader resigns without fetches from a majority for 1.5 times this.",
+    ),
+    "controller.quorum.election.backoff.max.ms": (
+        _int,
+        "1000",
+        "Cap of the backoff before a new election, ms.",
+    ),
+    "controller.quorum.request.timeout.ms": (
+        _int,
+        "2000",
+        "Timeout of one Raft request to another voter, ms.",
+    ),
+    "controller.quorum.retry.backoff.ms": (
+        _int,
+        "20",
+        "Wait before retrying a destination whose request failed, ms.",
+    ),
+    "controller.quorum.append.linger.ms": (
+        _int,
+        "25",
+        "How long the leader gathers appends into one batch before writing it, ms.",
+    ),
+    "metadata.log.dir": (
+        _str,
+        None,
+        "Directory of the metadata log (__cluster_metadata-0/ inside). Default: first of log.dirs.",
+    ),
+    "metadata.log.max.record.bytes.between.snapshots": (
+        _int,
+        "20971520",
+        "Snapshot after this many bytes of committed records since the last one (at least 1).",
+    ),
+    "metadata.log.max.snapshot.interval.ms": (
+        _int,
+        "3600000",
+        "Snapshot when this long has passed since the last one and new records are committed, "
+        "ms; 0 disables the time trigger.",
+    ),
+    "controller.snapshot.minimum.records": (
+        _int,
+        "0",
+        "Snapshot after this many committed records since the last one (KIP-630 draft); 0: off.",
+    ),
+    "metadata.max.retention.bytes": (
+        _int,
+        "104857600",
+        "Delete metadata log segments before the latest snapshot beyond this size, bytes; "
+        "-1: no size limit.",
+    ),
+    "metadata.max.retention.ms": (
+        _int,
+        "604800000",
+        "Delete metadata log segments before the latest snapshot older than this, ms; "
+        "-1: no time limit.",
+    ),
+    "metadata.log.retention.check.interval.ms": (
+        _int,
+        "60000",
+        "How often metadata log retention runs, ms (Kafka's fixed 60000).",
+    ),
+    "max.replication.lag.ms": (
+        _int,
+        "30000",
+        "The log start offset does not pass the fetch offset of a replica that fetched within "
+        "this long, ms (unless the snapshot is older).",
+    ),
+    "metadata.max.idle.interval.ms": (
+        _int,
+        "500",
+        "The active controller appends a NoOpRecord after this long without a write, ms; "
+        "0 disables it.",
+    ),
+    "metadata.log.segment.bytes": (
+        _int,
+        "1073741824",
+        "Largest metadata log segment file, bytes.",
+    ),
 }
+
+#: The quorum settings whose value must be at least 0 (the retention ones take -1 as well).
+_NON_NEGATIVE = (
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.election.backoff.max.ms",
+    "controller.quorum.request.timeout.ms",
+    "controller.quorum.retry.backoff.ms",
+    "controller.quorum.append.linger.ms",
+    "metadata.log.max.snapshot.interval.ms",
+    "controller.snapshot.minimum.records",
+    "metadata.log.retention.check.interval.ms",
+    "max.replication.lag.ms",
+    "metadata.max.idle.interval.ms",
+)
+#: ... and those that must be at least 1.
+_POSITIVE = (
+    "controller.quorum.election.timeout.ms",
+    "controller.quorum.fetch.timeout.ms",
+    "controller.quorum.request.timeout.ms",
+    "metadata.log.max.record.bytes.between.snapshots",
+    "metadata.log.retention.check.interval.ms",
+    "metadata.log.segment.bytes",
+)
 
 
 @dataclass(frozen=True)
@@ -171,6 +294,61 @@ class Config:
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    # the metadata quorum (SETTINGS documents each; all times ms, sizes bytes)
+    metadata_log_dir: str = "./data"
+    quorum_election_timeout_ms: int = 1000
+    quorum_fetch_timeout_ms: int = 2000
+    quorum_election_backoff_max_ms: int = 1000
+    quorum_request_timeout_ms: int = 2000
+    quorum_retry_backoff_ms: int = 20
+    quorum_append_linger_ms: int = 25
+    metadata_snapshot_max_record_bytes: int = 20971520
+    metadata_snapshot_interval_ms: int = 3600000
+    controller_snapshot_minimum_records: int = 0
+    metadata_max_retention_bytes: int = 104857600
+    metadata_max_retention_ms: int = 604800000
+    metadata_retention_check_interval_ms: int = 60000
+    max_replication_lag_ms: int = 30000
+    metadata_max_idle_interval_ms: int = 500
+    metadata_log_segment_bytes: int = 1073741824
+
+    @property
+    def metadata_partition_dir(self) -> Path:
+        """``<metadata.log.dir>/__cluster_metadata-0``: the metadata log's segments, snapshots
+        and ``quorum-state``."""
+        return Path(self.metadata_log_dir) / "__cluster_metadata-0"
+
+    @property
+    def is_controller(self) -> bool:
+        return "controller" in self.process_roles
+
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """``controller.quorum.voters`` as voter id -> (host, port) of its controller listener."""
+        return {vid: (host, port) for vid, host, port in self.controller_quorum_voters}
+
+    def raft_config(self, cluster_id: str):
+        """The metadata partition's :class:`kafka_rpc.raft.core.RaftConfig` from these settings
+        (the core's own defaults for what Kafka hard-codes: fetch wait, fetch size)."""
+        from kafka_rpc.raft.core import RaftConfig
+
+        return RaftConfig(
+            node_id=self.node_id,
+            voters=self.voters(),
+            cluster_id=cluster_id,
+            election_timeout_ms=self.quorum_election_timeout_ms,
+            fetch_timeout_ms=self.quorum_fetch_timeout_ms,
+            election_backoff_max_ms=self.quorum_election_backoff_max_ms,
+            request_timeout_ms=self.quorum_request_timeout_ms,
+            retry_backoff_ms=self.quorum_retry_backoff_ms,
+            append_linger_ms=self.quorum_append_linger_ms,
+            snapshot_max_record_bytes=self.metadata_snapshot_max_record_bytes,
+            snapshot_interval_ms=self.metadata_snapshot_interval_ms,
+            snapshot_min_records=self.controller_snapshot_minimum_records,
+            max_retention_bytes=self.metadata_max_retention_bytes,
+            max_retention_ms=self.metadata_max_retention_ms,
+            retention_check_interval_ms=self.metadata_retention_check_interval_ms,
+            max_replication_lag_ms=self.max_replication_lag_ms,
+        )
 
     @property
     def data_dir(self) -> Path:
@@ -183,11 +361,47 @@ class Config:
         """Listeners whose role this process plays."""
         return tuple(e for e in self.listeners if self.role_of(e.name) in self.process_roles)
 
+    def storage_dirs(self) -> list[Path]:
+        """Every directory ``kafka-rpc storage format`` writes ``meta.properties`` into: each of
+        ``log.dirs``, then ``metadata.log.dir`` when it is not one of them."""
+        dirs = [Path(d) for d in self.log_dirs]
+        meta_dir = Path(self.metadata_log_dir)
+        if all(meta_dir.resolve() != d.resolve() for d in dirs):
+            dirs.append(meta_dir)
+        return dirs
+
+    def format_storage(self, cluster_id: str, ignore_formatted: bool = False) -> list[Path]:
+        """Kafka's ``kafka-storage format``: write ``meta.properties`` (``version=1``,
+        ``cluster.id``, ``node.id``, a fresh ``directory.id`` per directory, as Kafka 3.7+) into
+        every directory of :meth:`storage_dirs` and create :attr:`metadata_partition_dir`.
+        Returns the directories formatted now. A directory that already has ``meta.properties``
+        raises :class:`StorageFormattedError` (Kafka's message), or is skipped with
+        ``ignore_formatted``. Kafka's bootstrap checkpoint (``00000000000000000000-0000000000
+        .checkpoint`` holding ``metadata.version``) is not written: the first leader appends the
+        FeatureLevelRecord to an empty log instead (``kafka_rpc.raft.metadata_state``)."""
+        check_uuid_text("--cluster-id", cluster_id)
+        dirs = self.storage_dirs()
+        todo = []
+        for d in dirs:
+            if (d / "meta.properties").exists():
+                if not ignore_formatted:
+                    raise StorageFormattedError(
+                        f"Log directory {d} is already formatted. Use --ignore-formatted to "
+                        "ignore this directory and format the others."
+                    )
+            else:
+                todo.append(d)
+        for d in todo:
+            _write_meta(d, cluster_id, self.node_id)
+        self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
+        return todo
+
     def ensure_cluster_id(self) -> str:
-        """Create the data directory and ``meta.properties`` if needed; return the cluster id."""
-        d = self.data_dir
-        d.mkdir(parents=True, exist_ok=True)
-        meta = d / "meta.properties"
+        """Format the storage on first start (the embedded default: :meth:`format_storage` with
+        ``cluster.id`` or a new id, into the directories that have no ``meta.properties``) and
+        return the cluster id, checking ``cluster.id`` and ``node.id`` against what the first
+        data directory holds."""
+        meta = self.data_dir / "meta.properties"
         if meta.exists():
             p = Properties()
             with meta.open("rb") as f:
@@ -204,12 +418,41 @@ class Config:
                 raise ConfigError(
                     f"node.id: configured {self.node_id} but {meta} holds {stored_node}"
                 )
+            for d in self.storage_dirs()[1:]:
+                if not (d / "meta.properties").exists():
+                    _write_meta(d, stored, self.node_id)
+            self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
             return stored
         cid = self.cluster_id or random_uuid_text()
-        tmp = meta.with_suffix(".tmp")
-        tmp.write_text(f"#\nversion=1\ncluster.id={cid}\nnode.id={self.node_id}\n")
-        os.replace(tmp, meta)
+        self.format_storage(cid, ignore_formatted=True)
         return cid
+
+
+class StorageFormattedError(ConfigError):
+    """``kafka-rpc storage format`` found a directory already formatted."""
+
+
+def _write_meta(d: Path, cluster_id: str, node_id: int) -> None:
+    """``<d>/meta.properties`` as Kafka 3.7+ writes it, via a temp file and a rename."""
+    d.mkdir(parents=True, exist_ok=True)
+    meta = d / "meta.properties"
+    tmp = meta.with_suffix(".tmp")
+    with tmp.open("w") as f:
+        f.write(f"#\nnode.id={node_id}\ndirectory.id={random_uuid_text()}\n"
+                f"version=1\ncluster.id={cluster_id}\n")  # fmt: skip
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, meta)
+
+
+def check_uuid_text(what: str, text: str) -> None:
+    """Kafka's ``Uuid.fromString``: 22 chars of URL-safe base64 for 16 bytes."""
+    try:
+        ok = len(text) == 22 and len(base64.urlsafe_b64decode(text + "==")) == 16
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ConfigError(f"{what}: {text!r} is not a valid UUID (22 chars of URL-safe base64)")
 
 
 def random_uuid_text() -> str:
@@ -287,6 +530,36 @@ def load_config(
         raise ConfigError("max.inflight.requests.per.connection: must be at least 1")
     if not vals["log.dirs"]:
         raise ConfigError("log.dirs: empty")
+    for key in _NON_NEGATIVE:
+        if vals[key] < 0:
+            raise ConfigError(f"{key}: must not be negative")
+    for key in _POSITIVE:
+        if vals[key] < 1:
+            raise ConfigError(f"{key}: must be at least 1")
+    for key in ("metadata.max.retention.bytes", "metadata.max.retention.ms"):
+        if vals[key] < -1:
+            raise ConfigError(f"{key}: must be -1 (unlimited) or at least 0")
+    voters = vals["controller.quorum.voters"]
+    voter_ids = [v[0] for v in voters]
+    if len(set(voter_ids)) != len(voter_ids):
+        raise ConfigError("controller.quorum.voters: a voter id appears twice")
+    if "controller" in roles:
+        if not voters:
+            raise ConfigError("controller.quorum.voters: empty, but this node is a controller")
+        if vals["node.id"] not in voter_ids:
+            # Kafka (KafkaConfig): "If process.roles contains the 'controller' role, the node
+            # id ... must be included in the set of voters controller.quorum.voters=..."
+            given = raw.get("controller.quorum.voters", SETTINGS["controller.quorum.voters"][1])
+            raise ConfigError(
+                f"node.id: {vals['node.id']} must be included in the set of voters "
+                f"controller.quorum.voters={given} when process.roles contains controller"
+            )
+    elif "broker" in roles and vals["node.id"] in voter_ids:
+        raise ConfigError(
+            f"node.id: {vals['node.id']} is a voter in controller.quorum.voters but "
+            "process.roles does not contain controller"
+        )
+    metadata_log_dir = vals["metadata.log.dir"] or vals["log.dirs"][0]
     # sqlite:// + an absolute path (a relative log.dirs such as the default ./data would
     # otherwise read as /data after the scheme's slashes).
     url = vals["diskless.coordinator.url"] or (
@@ -311,4 +584,20 @@ def load_config(
         log_retention_ms=vals["log.retention.ms"],
         log_retention_bytes=vals["log.retention.bytes"],
         log_retention_check_interval_ms=vals["log.retention.check.interval.ms"],
+        metadata_log_dir=metadata_log_dir,
+        quorum_election_timeout_ms=vals["controller.quorum.election.timeout.ms"],
+        quorum_fetch_timeout_ms=vals["controller.quorum.fetch.timeout.ms"],
+        quorum_election_backoff_max_ms=vals["controller.quorum.election.backoff.max.ms"],
+        quorum_request_timeout_ms=vals["controller.quorum.request.timeout.ms"],
+        quorum_retry_backoff_ms=vals["controller.quorum.retry.backoff.ms"],
+        quorum_append_linger_ms=vals["controller.quorum.append.linger.ms"],
+        metadata_snapshot_max_record_bytes=vals["metadata.log.max.record.bytes.between.snapshots"],
+        metadata_snapshot_interval_ms=vals["metadata.log.max.snapshot.interval.ms"],
+        controller_snapshot_minimum_records=vals["controller.snapshot.minimum.records"],
+        metadata_max_retention_bytes=vals["metadata.max.retention.bytes"],
+        metadata_max_retention_ms=vals["metadata.max.retention.ms"],
+        metadata_retention_check_interval_ms=vals["metadata.log.retention.check.interval.ms"],
+        max_replication_lag_ms=vals["max.replication.lag.ms"],
+        metadata_max_idle_interval_ms=vals["metadata.max.idle.interval.ms"],
+        metadata_log_segment_bytes=vals["metadata.log.segment.bytes"],
     )
