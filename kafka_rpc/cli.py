@@ -2,6 +2,10 @@
 
     kafka-rpc serve [--config server.properties] [--override key=value ...]
     kafka-rpc api-versions --bootstrap-server HOST:PORT
+    kafka-rpc storage random-uuid
+    kafka-rpc storage format --cluster-id ID --config server.properties [--override k=v]
+                             [--ignore-formatted]
+    kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=1048576`` and
@@ -16,6 +20,7 @@ import asyncio
 import logging
 import os
 import sys
+from pathlib import Path
 
 from kafka_rpc.config import ConfigError, load_config
 
@@ -132,6 +137,42 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
 
     return asyncio.run(run())
+
+
+#: The metadata.version the first leader bootstraps (kafka_rpc.raft.metadata_state).
+_METADATA_VERSION_NAME = "4.0-IV3"
+
+
+def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
+    """Kafka's ``kafka-storage.sh``: ``random-uuid`` prints a new cluster id; ``format`` writes
+    ``meta.properties`` into every log directory and the metadata log directory. Exit 1 with
+    Kafka's message when a directory is already formatted (unless ``--ignore-formatted``), 2 on
+    a configuration error."""
+    from kafka_rpc.config import StorageFormattedError, random_uuid_text
+
+    if args.storage_command == "random-uuid":
+        print(random_uuid_text())
+        return 0
+    try:
+        config = load_config(args.config, args.override or ())
+        formatted = config.format_storage(args.cluster_id, args.ignore_formatted)
+    except StorageFormattedError as e:
+        print(e, file=sys.stderr)
+        return 1
+    except ConfigError as e:
+        print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"kafka-rpc: cannot format: {e}", file=sys.stderr)
+        return 1
+    if not formatted:
+        print("All of the log directories are already formatted.")
+        return 0
+    meta_dir = Path(config.metadata_log_dir).resolve()
+    for d in formatted:
+        kind = "metadata" if d.resolve() == meta_dir else "data"
+        print(f"Formatting {kind} directory {d} with metadata.version {_METADATA_VERSION_NAME}.")
+    return 0
 
 
 def _bench_spark_submit() -> str:
@@ -261,6 +302,18 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     a.add_argument("--timeout", type=float, default=10.0)
     a.set_defaults(func=_cmd_api_versions)
+
+    st = sub.add_parser("storage", help="format storage directories (kafka-storage.sh)")
+    st_sub = st.add_subparsers(dest="storage_command", required=True)
+    st_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(func=_cmd_storage)
+    f = st_sub.add_parser("format", help="write meta.properties into the log directories")
+    f.add_argument("--cluster-id", "-t", required=True, help="the cluster id (22-char base64)")
+    f.add_argument("--config", "-c", required=True, help="server.properties file")
+    f.add_argument("--override", action="append", metavar="KEY=VALUE",
+                   help="override a setting (repeatable)")  # fmt: skip
+    f.add_argument("--ignore-formatted", "-g", action="store_true",
+                   help="skip directories already formatted instead of failing")  # fmt: skip
+    f.set_defaults(func=_cmd_storage)
 
     b = sub.add_parser("bench", help="run the Spark diskless load + verification pipeline",
                        description="Runs bench/diskless_load.py through spark-submit with the "
