@@ -1,0 +1,1778 @@
+"""The sans-io Raft core: one replica of one partition log, as Kafka's ``KafkaRaftClient``.
+
+Everything the replica decides happens here; nothing here touches a socket, a clock or a file
+directly. The driver (``kafka_rpc.raft.driver`` in the server, the simulator in the tests) feeds
+inputs, each with the current time in ms:
+
+* :meth:`RaftCore.poll` runs the timers (call it at :meth:`RaftCore.next_deadline_ms` and after
+  every other input);
+* :meth:`RaftCore.handle_request` takes a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,
+  Fetch, FetchSnapshot, DescribeQuorum) and a ``reply`` callback, called exactly once with the
+  response (at once, or later for a long-polling Fetch);
+* :meth:`RaftCore.handle_response` takes the response to an :class:`Outbound` request, or None
+  for a failure (connection error, timeout);
+* :meth:`RaftCore.append` queues records on the leader; :meth:`RaftCore.handle_flushed` says
+  the log was fsynced (an append counts toward the high watermark, and a follower fetches again,
+  only once it is durable).
+
+and takes its outputs: :meth:`RaftCore.take_outbound` (requests to send), ``needs_flush``, and
+calls on the :class:`~kafka_rpc.raft.api.StateMachine` (committed batches, snapshots to load,
+leader changes). The log and the quorum-state store are reached through the interfaces of
+``kafka_rpc.raft.api`` (files in the server, memory in the simulator); randomness through the
+``random.Random`` it is given.
+
+States (Kafka ``QuorumState``; ``reference/kraft.md`` 1.1): Unattached (optionally voted),
+Prospective (KIP-996 pre-vote, Vote v2+), Candidate, Leader, Follower, Resigned. A durable
+transition writes ``quorum-state`` before the state changes in memory. Requests are validated
+in Kafka's order with Kafka's error codes (kraft.md 1.4-1.13); a peer's request never raises
+out of the core, never lowers the epoch and changes nothing when it is answered with an error.
+
+Static voters (``controller.quorum.voters``): a Vote, BeginQuorumEpoch or EndQuorumEpoch from a
+node outside the voter set, or received by an observer, is answered INCONSISTENT_VOTER_SET with
+no state change, as Kafka's ``validateVoterOnlyRequest`` did for static quorums (before
+KIP-853's dynamic voters).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.record_batch import (
+    CONTROL_LEADER_CHANGE,
+    CONTROL_SNAPSHOT_FOOTER,
+    CONTROL_SNAPSHOT_HEADER,
+    Batch,
+    CorruptRecordError,
+    decode_batches,
+    encode_batch,
+    encode_control_batch,
+)
+from kafka_rpc.raft.api import (
+    METADATA_TOPIC_ID,
+    METADATA_TOPIC_NAME,
+    ElectionState,
+    OffsetAndEpoch,
+    QuorumStateStore,
+    RawSnapshotWriter,
+    ReplicatedLog,
+    StateMachine,
+)
+
+log = logging.getLogger("kafka_rpc.raft")
+
+__all__ = ["NotLeaderError", "Outbound", "RaftConfig", "RaftCore"]
+
+VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = (
+    52, 53, 54, 1, 59, 55,
+)  # fmt: skip
+MiB = 1 << 20
+_LONG_MAX = (1 << 63) - 1
+#: Kafka's ``LeaderState.OBSERVER_SESSION_TIMEOUT_MS``.
+OBSERVER_SESSION_TIMEOUT_MS = 300_000
+#: Kafka's ``RETRY_BACKOFF_BASE_MS`` (binary exponential election backoff unit).
+RETRY_BACKOFF_BASE_MS = 100
+#: Records per snapshot batch (Kafka ``SnapshotEmitter.DEFAULT_BATCH_SIZE``).
+SNAPSHOT_BATCH_RECORDS = 1024
+
+_E = ErrorCode
+_NONE = int(_E.NONE)
+
+
+def _m(name: str):
+    return codec.module(name)
+
+
+_VoteReq, _VoteResp = _m("VoteRequest"), _m("VoteResponse")
+_BeginReq, _BeginResp = _m("BeginQuorumEpochRequest"), _m("BeginQuorumEpochResponse")
+_EndReq, _EndResp = _m("EndQuorumEpochRequest"), _m("EndQuorumEpochResponse")
+_FetchReq, _FetchResp = _m("FetchRequest"), _m("FetchResponse")
+_SnapReq, _SnapResp = _m("FetchSnapshotRequest"), _m("FetchSnapshotResponse")
+_DescResp = _m("DescribeQuorumResponse")
+_LeaderChange = _m("LeaderChangeMessage")
+_SnapHeader = codec.message_class("SnapshotHeaderRecord")
+_SnapFooter = codec.message_class("SnapshotFooterRecord")
+
+
+class NotLeaderError(Exception):
+    """An append on a replica that is not the leader (Kafka ``NotLeaderException``)."""
+
+
+@dataclass
+class RaftConfig:
+    """Settings of one replica; Kafka's ``controller.quorum.*`` and ``metadata.*`` defaults."""
+
+    node_id: int  # -1: an observer with no id
+    voters: dict[int, tuple[str, int]]  # voter id -> (host, port) of its controller listener
+    cluster_id: str
+    topic_name: str = METADATA_TOPIC_NAME
+    topic_id: UUID = METADATA_TOPIC_ID
+    partition: int = 0
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    election_backoff_max_ms: int = 1000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    append_linger_ms: int = 25
+    fetch_max_wait_ms: int = 500  # Kafka's MAX_FETCH_WAIT_MS
+    max_fetch_bytes: int = 8 * MiB  # MAX_FETCH_SIZE_BYTES, also the FetchSnapshot MaxBytes
+    max_batch_bytes: int = 8 * MiB  # MAX_BATCH_SIZE_BYTES
+    snapshot_max_record_bytes: int = 20 * MiB  # metadata.log.max.record.bytes.between.snapshots
+    snapshot_interval_ms: int = 3_600_000  # metadata.log.max.snapshot.interval.ms, 0 = off
+    snapshot_min_records: int = 0  # controller.snapshot.minimum.records (KIP-630 seed), 0 = off
+    max_retention_bytes: int = 100 * MiB  # metadata.max.retention.bytes
+    max_retention_ms: int = 7 * 24 * 3_600_000  # metadata.max.retention.ms
+    retention_check_interval_ms: int = 60_000  # metadata.log.retention.check.interval.ms
+    max_replication_lag_ms: int = 30_000  # max.replication.lag.ms (KIP-630 seed rule)
+    listener_name: str = "CONTROLLER"  # for LeaderEndpoints / NodeEndpoints
+
+    @property
+    def is_voter(self) -> bool:
+        return self.node_id in self.voters
+
+    @property
+    def majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+
+@dataclass(frozen=True)
+class Outbound:
+    """A request the core wants sent to ``destination`` (a voter id, or the leader's id)."""
+
+    destination: int
+    correlation: int
+    api_key: int
+    request: Any  # the full generated request object
+
+
+@dataclass
+class _ReplicaState:
+    """The leader's view of one replica (Kafka ``LeaderState.ReplicaState``)."""
+
+    end_offset: int = -1
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+
+
+@dataclass
+class _Parked:
+    fetch_offset: int
+    deadline_ms: int
+    version: int
+    request: Any
+    reply: Callable[[Any], None]
+    replica_id: int
+    follower_hw: int
+
+
+@dataclass
+class _Download:
+    """A snapshot being fetched from the leader (FollowerState's fetching snapshot)."""
+
+    snapshot_id: OffsetAndEpoch
+    writer: RawSnapshotWriter
+
+
+@dataclass
+class _InFlight:
+    correlation: int
+    deadline_ms: int
+    api_key: int
+
+
+@dataclass
+class _Pending:
+    """Records appended on the leader, waiting for the linger time (Kafka BatchAccumulator)."""
+
+    first_ms: int = -1
+    records: list[list[bytes]] = field(default_factory=list)
+    count: int = 0
+    size: int = 0
+
+
+UNATTACHED, PROSPECTIVE, CANDIDATE, LEADER, FOLLOWER, RESIGNED = (
+    "Unattached", "Prospective", "Candidate", "Leader", "Follower", "Resigned",
+)  # fmt: skip
+
+
+class RaftCore:
+    """One Raft replica (see the module docstring). Not thread-safe: one driver calls it."""
+
+    def __init__(
+        self,
+        config: RaftConfig,
+        log_: ReplicatedLog,
+        store: QuorumStateStore,
+        state_machine: StateMachine,
+        rng: random.Random,
+        now_ms: int,
+    ) -> None:
+        self.config = config
+        self.log = log_
+        self.store = store
+        self.sm = state_machine
+        self.rng = rng
+        self.node_id = config.node_id
+        self.voters = dict(config.voters)
+        self._out: list[Outbound] = []
+        self._corr = 0
+        self._inflight: dict[int, _InFlight] = {}
+        self._backoff_until: dict[int, int] = {}
+        # election state
+        self.state = UNATTACHED
+        self.epoch = 0
+        self.leader_id = -1
+        self.voted_id = -1
+        self.high_watermark = -1
+        # timers (absolute ms; None = not running)
+        self._election_deadline: int | None = None
+        self._fetch_deadline: int | None = None
+        self._backoff_deadline: int | None = None
+        self._check_quorum_deadline: int | None = None
+        self._begin_epoch_deadline: int | None = None
+        # candidate / prospective
+        self._granted: set[int] = set()
+        self._rejected: set[int] = set()
+        self._retries = 0
+        self._prospective_from_follower = False
+        # leader
+        self._replicas: dict[int, _ReplicaState] = {}
+        self._epoch_start_offset = -1
+        self._fetched_voters: set[int] = set()
+        self._parked: list[_Parked] = []
+        self._pending = _Pending()
+        # follower
+        self._fetched_from_leader = False
+        self._download: _Download | None = None
+        # resigned
+        self._end_epoch_unacked: set[int] = set()
+        self._preferred: list[int] = []
+        # shutdown
+        self._shutdown_deadline: int | None = None
+        # state machine delivery
+        self._next_offset = -1  # next offset the state machine expects (-1: new listener)
+        self._leader_change_delivered: tuple[int, int] | None = None
+        # snapshots and retention
+        self._bytes_since_snapshot = 0
+        self._records_since_snapshot = 0
+        self._last_snapshot_ms = now_ms
+        self._retention_deadline = now_ms + config.retention_check_interval_ms
+        self._last_delivered_epoch = 0
+        self._last_delivered_ts = -1
+        self._initialize(now_ms)
+
+    # ================================================================== start-up
+    def _initialize(self, now: int) -> None:
+        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize`` (kraft.md 1.1)."""
+        self.log.truncate_to_latest_snapshot()
+        if self.log.start_offset > 0:
+            self.high_watermark = self.log.start_offset
+        st = self.store.read()
+        last_epoch = self.log.last_fetched_epoch()
+        if st is None:
+            st = ElectionState(epoch=0)
+        if st.voted_id != -1 and self.node_id < 0:
+            raise RuntimeError("quorum-state holds a vote but this node has no id")
+        if st.epoch < last_epoch:
+            self._to_unattached(now, last_epoch, persist=True)
+        elif st.leader_id == self.node_id and self.node_id >= 0:
+            self.epoch, self.leader_id = st.epoch, self.node_id
+            self._to_resigned(now, persist=False)
+        elif st.voted_id == self.node_id and self.node_id >= 0:
+            self.epoch = st.epoch
+            self.state = CANDIDATE
+            self.voted_id = self.node_id
+            self._retries = 1
+            self._granted, self._rejected = {self.node_id}, set()
+            self._election_deadline = now + self._random_election_timeout()
+        elif st.voted_id != -1:
+            self.epoch, self.voted_id, self.state = st.epoch, st.voted_id, UNATTACHED
+            self._election_deadline = now + self._random_election_timeout()
+        elif st.leader_id != -1 and st.leader_id in self.voters:
+            self.epoch = st.epoch
+            self._set_follower(now, st.leader_id)
+        else:
+            self.epoch, self.state = st.epoch, UNATTACHED
+            self._election_deadline = (
+                now + self._random_election_timeout() if self.config.is_voter else None
+            )
+        if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
+            self._to_candidate(now)
+        self._deliver(now)
+
+    # ================================================================== public read-only
+    @property
+    def state_name(self) -> str:
+        if self.state == UNATTACHED and self.voted_id != -1:
+            return "Unattached (voted)"
+        return self.state
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state == LEADER
+
+    @property
+    def needs_flush(self) -> bool:
+        return self.log.end_offset > self.log.flushed_offset
+
+    @property
+    def shutdown_complete(self) -> bool:
+        if self._shutdown_deadline is None:
+            return False
+        if not self.config.is_voter or len(self.voters) == 1:
+            return True
+        return self.leader_id not in (-1, self.node_id) and self.state == FOLLOWER
+
+    def take_outbound(self) -> list[Outbound]:
+        out, self._out = self._out, []
+        return out
+
+    def next_deadline_ms(self) -> int:
+        ds = [
+            d
+            for d in (
+                self._election_deadline,
+                self._fetch_deadline,
+                self._backoff_deadline,
+                self._check_quorum_deadline,
+                self._begin_epoch_deadline,
+                self._retention_deadline,
+                self._shutdown_deadline,
+            )
+            if d is not None
+        ]
+        ds.extend(f.deadline_ms for f in self._inflight.values())
+        ds.extend(self._backoff_until.values())
+        if self._parked:
+            ds.append(min(p.deadline_ms for p in self._parked))
+        if self._pending.count:
+            ds.append(self._pending.first_ms + self.config.append_linger_ms)
+        if self.config.snapshot_interval_ms > 0 and self._records_since_snapshot:
+            ds.append(self._last_snapshot_ms + self.config.snapshot_interval_ms)
+        return min(ds) if ds else _LONG_MAX
+
+    # ================================================================== helpers
+    def _majority(self) -> int:
+        return len(self.voters) // 2 + 1
+
+    def _random_election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return t + self.rng.randrange(t) if t > 0 else 0
+
+    def _binary_backoff(self) -> int:
+        """Kafka ``binaryExponentialElectionBackoffMs``."""
+        r = min(self._retries, 20)
+        return min(
+            RETRY_BACKOFF_BASE_MS * self.rng.randrange(1 << max(r, 0) or 1),
+            self.config.election_backoff_max_ms,
+        )
+
+    def _strict_backoff(self, position: int, n: int) -> int:
+        """Kafka ``strictExponentialElectionBackoffMs`` by position in the successor list."""
+        mx = self.config.election_backoff_max_ms
+        if position < 0:
+            return mx
+        if position == 0:
+            return 0
+        return min(mx, (mx >> (n - 1)) << (position - 1))
+
+    def _persist(self) -> None:
+        self.store.write(
+            ElectionState(
+                epoch=self.epoch,
+                leader_id=self.leader_id,
+                voted_id=self.voted_id,
+                voters=tuple(sorted(self.voters)),
+            )
+        )
+
+    def _log_end(self) -> OffsetAndEpoch:
+        return OffsetAndEpoch(self.log.end_offset, self.log.last_fetched_epoch())
+
+    def _reset_connections(self) -> None:
+        self._inflight.clear()
+        self._backoff_until.clear()
+
+    def _send(self, now: int, dest: int, api_key: int, request: Any) -> None:
+        self._corr += 1
+        self._inflight[dest] = _InFlight(self._corr, now + self.config.request_timeout_ms, api_key)
+        self._out.append(Outbound(dest, self._corr, api_key, request))
+
+    def _can_send(self, now: int, dest: int) -> bool:
+        if dest in self._inflight:
+            return False
+        until = self._backoff_until.get(dest)
+        if until is not None:
+            if now < until:
+                return False
+            del self._backoff_until[dest]
+        return True
+
+    # ================================================================== transitions
+    def _clear_role_state(self) -> None:
+        self._election_deadline = self._fetch_deadline = self._backoff_deadline = None
+        self._check_quorum_deadline = self._begin_epoch_deadline = None
+        self._granted, self._rejected = set(), set()
+        self._fetched_from_leader = False
+        self._end_epoch_unacked = set()
+        if self._download is not None:
+            self._download.writer.close()
+            self._download = None
+        if self.state == LEADER:
+            self._leave_leader()
+
+    def _leave_leader(self) -> None:
+        self._pending = _Pending()
+        self._replicas = {}
+        for p in self._parked:
+            self._reply_fetch_error(p, int(_E.NOT_LEADER_OR_FOLLOWER))
+        self._parked = []
+        # uncommitted records of our epoch stay in the log: a new leader truncates them away
+        # or commits them (Kafka keeps them too).
+
+    def _to_unattached(self, now: int, epoch: int, persist: bool = True, leader: int = -1) -> None:
+        """Kafka ``transitionToUnattached`` (epoch > current, or equal from Prospective)."""
+        keep = None
+        if self.state in (CANDIDATE, UNATTACHED) and self._election_deadline is not None:
+            keep = self._election_deadline
+        self._clear_role_state()
+        if epoch > self.epoch:
+            self.voted_id = -1
+        self.epoch, self.state, self.leader_id = epoch, UNATTACHED, leader
+        if self.config.is_voter:
+            self._election_deadline = (
+                keep if keep is not None else now + self._random_election_timeout()
+            )
+        if persist:
+            self._persist()
+        self._reset_connections()
+        self._notify_leader_change()
+
+    def _vote_for(self, now: int, epoch: int, candidate: int) -> None:
+        self._clear_role_state()
+        self.epoch, self.state, self.leader_id, self.voted_id = epoch, UNATTACHED, -1, candidate
+        self._election_deadline = now + self._random_election_timeout()
+        self._persist()
+
+    def _set_follower(self, now: int, leader: int) -> None:
+        self._clear_role_state()
+        self.state, self.leader_id = FOLLOWER, leader
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._reset_connections()
+
+    def _to_follower(self, now: int, epoch: int, leader: int) -> None:
+        if epoch > self.epoch:
+            self.voted_id = -1
+        self.epoch = epoch
+        self.leader_id = leader
+        self._persist()
+        self._set_follower(now, leader)
+        self._notify_leader_change()
+
+    def _to_prospective(self, now: int) -> None:
+        """KIP-996: ask for pre-votes at the current epoch; nothing is persisted."""
+        self._prospective_from_follower = self.state == FOLLOWER
+        prev_leader = self.leader_id
+        self._clear_role_state()
+        self.state = PROSPECTIVE
+        self.leader_id = prev_leader if self._prospective_from_follower else -1
+        self._granted, self._rejected = {self.node_id}, set()
+        self._election_deadline = now + self._random_election_timeout()
+        self._reset_connections()
+        if len(self._granted) >= self._majority():
+            self._to_candidate(now)
+
+    def _to_candidate(self, now: int) -> None:
+        retries = self._retries + 1 if self.state == CANDIDATE else 1
+        self._clear_role_state()
+        self.epoch += 1
+        self.state, self.leader_id, self.voted_id = CANDIDATE, -1, self.node_id
+        self._retries = retries
+        self._granted, self._rejected = {self.node_id}, set()
+        self._election_deadline = now + self._random_election_timeout()
+        self._persist()
+        self._reset_connections()
+        self._notify_leader_change()
+        if len(self._granted) >= self._majority():
+            self._to_leader(now)
+
+    def _to_leader(self, now: int) -> None:
+        granting = sorted(self._granted)
+        self._clear_role_state()
+        self.state, self.leader_id = LEADER, self.node_id
+        self._persist()
+        self._reset_connections()
+        self.high_watermark = -1  # the leader starts without one (kraft.md 1.1)
+        self._epoch_start_offset = self.log.end_offset
+        self._replicas = {v: _ReplicaState() for v in self.voters}
+        self._replicas[self.node_id] = _ReplicaState(end_offset=self.log.flushed_offset)
+        self._fetched_voters = {self.node_id}
+        self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
+        self._begin_epoch_deadline = now  # send BeginQuorumEpoch at once
+        body = codec.encode(
+            _LeaderChange.LeaderChangeMessage(
+                version=0,
+                leader_id=self.node_id,
+                voters=tuple(_LeaderChange.Voter(voter_id=v) for v in sorted(self.voters)),
+                granting_voters=tuple(_LeaderChange.Voter(voter_id=v) for v in granting),
+            ),
+            0,
+        )
+        batch = encode_control_batch(
+            self.log.end_offset, self.epoch, [(CONTROL_LEADER_CHANGE, body)], now
+        )
+        self.log.append([batch])
+        log.info("node %d: leader of epoch %d from offset %d", self.node_id, self.epoch,
+                 self._epoch_start_offset)  # fmt: skip
+        self._notify_leader_change()
+
+    def _to_resigned(self, now: int, persist: bool = False) -> None:
+        """Memory only (Kafka does not persist Resigned)."""
+        successors = []
+        if self.state == LEADER:
+            others = [(rs.end_offset, v) for v, rs in self._replicas.items()
+                      if v in self.voters and v != self.node_id]  # fmt: skip
+            successors = [v for _, v in sorted(others, key=lambda x: -x[0])]
+        else:
+            successors = sorted(v for v in self.voters if v != self.node_id)
+        self._clear_role_state()
+        self.state = RESIGNED
+        self.leader_id = self.node_id
+        self._preferred = successors
+        self._end_epoch_unacked = set(successors)
+        self._election_deadline = now + self._random_election_timeout()
+        self._reset_connections()
+
+    def _maybe_transition(self, now: int, leader: int, epoch: int) -> None:
+        """Kafka ``maybeTransition``: follow a named leader, or go Unattached at a new epoch."""
+        if epoch < self.epoch:
+            return
+        if leader >= 0 and leader != self.node_id:
+            if epoch > self.epoch or self.state != FOLLOWER or self.leader_id != leader:
+                if epoch == self.epoch and self.state == LEADER:
+                    return  # another leader in our epoch: impossible unless a peer lies
+                self._to_follower(now, epoch, leader)
+        elif epoch > self.epoch:
+            self._to_unattached(now, epoch)
+
+    # ================================================================== poll
+    def poll(self, now: int) -> None:
+        """Run every timer that is due and emit the requests the current state sends."""
+        try:
+            self._poll(now)
+        except Exception:
+            log.exception("node %d: raft poll failed", self.node_id)
+            raise
+
+    def _poll(self, now: int) -> None:
+        for dest, f in list(self._inflight.items()):
+            if now >= f.deadline_ms:
+                del self._inflight[dest]
+                self._on_failure(now, dest, f.api_key)
+        st = self.state
+        if st == LEADER:
+            self._poll_leader(now)
+        elif st == CANDIDATE:
+            self._poll_candidate(now)
+        elif st == PROSPECTIVE:
+            self._poll_prospective(now)
+        elif st == FOLLOWER:
+            self._poll_follower(now)
+        elif st == RESIGNED:
+            self._poll_resigned(now)
+        else:
+            self._poll_unattached(now)
+        if self._retention_deadline is not None and now >= self._retention_deadline:
+            self._retention_deadline = now + self.config.retention_check_interval_ms
+            self._clean(now)
+        self._maybe_snapshot(now)
+
+    def _poll_leader(self, now: int) -> None:
+        if self._shutdown_deadline is not None and len(self.voters) > 1:
+            self._to_resigned(now)
+            self._poll_resigned(now)
+            return
+        if (
+            self._check_quorum_deadline is not None
+            and now >= self._check_quorum_deadline
+            and len(self.voters) > 1
+        ):
+            log.warning("node %d: leader of epoch %d lost check quorum; resigning",
+                        self.node_id, self.epoch)  # fmt: skip
+            self._to_resigned(now)
+            self._poll_resigned(now)
+            return
+        self._flush_pending(now, force=False)
+        if self._begin_epoch_deadline is not None and now >= self._begin_epoch_deadline:
+            self._begin_epoch_deadline = now + self.config.fetch_timeout_ms // 2
+            for v in self.voters:
+                if v != self.node_id and self._can_send(now, v):
+                    self._send(now, v, BEGIN_QUORUM_EPOCH, self._begin_request())
+        if self._parked:
+            keep = []
+            for p in self._parked:
+                if now >= p.deadline_ms:
+                    p.reply(self._fetch_response_valid(now, p.version, p.request, p.replica_id))
+                else:
+                    keep.append(p)
+            self._parked = keep
+        stale = [r for r, rs in self._replicas.items() if r not in self.voters
+                 and now - rs.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS]  # fmt: skip
+        for r in stale:
+            del self._replicas[r]
+
+    def _poll_candidate(self, now: int) -> None:
+        if self._backoff_deadline is not None:
+            if now >= self._backoff_deadline:
+                self._to_candidate(now)
+            return
+        if self._election_deadline is not None and now >= self._election_deadline:
+            self._backoff_deadline = now + self._binary_backoff()
+            self._election_deadline = None
+            return
+        self._send_votes(now, pre_vote=False)
+
+    def _poll_prospective(self, now: int) -> None:
+        if self._election_deadline is not None and now >= self._election_deadline:
+            # the pre-election did not win in time: back to Unattached and try again later
+            # (Kafka ``ProspectiveState`` expiry)
+            self._clear_role_state()
+            self.state, self.leader_id = UNATTACHED, -1
+            self._election_deadline = now + self._binary_backoff_or_timeout()
+            return
+        self._send_votes(now, pre_vote=True)
+
+    def _binary_backoff_or_timeout(self) -> int:
+        return self._random_election_timeout()
+
+    def _send_votes(self, now: int, pre_vote: bool) -> None:
+        end = self._log_end()
+        for v in self.voters:
+            if v == self.node_id or v in self._granted or v in self._rejected:
+                continue
+            if self._can_send(now, v):
+                self._send(now, v, VOTE, self._vote_request(v, end, pre_vote))
+
+    def _poll_follower(self, now: int) -> None:
+        if self._fetch_deadline is not None and now >= self._fetch_deadline:
+            if self.config.is_voter and self._shutdown_deadline is None:
+                log.info("node %d: no fetch response from leader %d for %d ms; pre-vote",
+                         self.node_id, self.leader_id, self.config.fetch_timeout_ms)  # fmt: skip
+                self._to_prospective(now)
+                self._poll_prospective(now)
+            else:
+                self._fetch_deadline = now + self.config.fetch_timeout_ms
+                self._to_unattached(now, self.epoch, persist=False)
+                self._poll_unattached(now)
+            return
+        self._send_fetch(now, self.leader_id)
+
+    def _send_fetch(self, now: int, dest: int) -> None:
+        if dest < 0 or not self._can_send(now, dest):
+            return
+        if self.config.is_voter and self.needs_flush:
+            return  # a voter's fetch offset is proof of durability: flush first
+        if self._download is not None:
+            self._send(now, dest, FETCH_SNAPSHOT, self._fetch_snapshot_request())
+        else:
+            self._send(now, dest, FETCH, self._fetch_request())
+
+    def _poll_unattached(self, now: int) -> None:
+        if self.config.is_voter:
+            if self._election_deadline is not None and now >= self._election_deadline:
+                if self._shutdown_deadline is None:
+                    self._to_prospective(now)
+                    self._poll_prospective(now)
+        else:
+            # an observer looks for the leader by fetching from a random voter
+            voters = sorted(self.voters)
+            if voters and not self._inflight:
+                self._send_fetch(now, self.rng.choice(voters))
+
+    def _poll_resigned(self, now: int) -> None:
+        if self._election_deadline is not None and now >= self._election_deadline:
+            if self._shutdown_deadline is not None:
+                self._election_deadline = None
+            elif self.config.is_voter:
+                self._to_prospective(now)
+                self._poll_prospective(now)
+                return
+            else:
+                self._to_unattached(now, self.epoch + 1)
+                return
+        for v in sorted(self._end_epoch_unacked):
+            if self._can_send(now, v):
+                self._send(now, v, END_QUORUM_EPOCH, self._end_request())
+
+    # ================================================================== request builders
+    def _topic_fields(self) -> dict:
+        return {"topic_name": self.config.topic_name, "topic_id": self.config.topic_id}
+
+    def _vote_request(self, dest: int, end: OffsetAndEpoch, pre_vote: bool) -> Any:
+        return _VoteReq.VoteRequest(
+            cluster_id=self.config.cluster_id,
+            voter_id=dest,
+            topics=(
+                _VoteReq.TopicData(
+                    **self._topic_fields(),
+                    partitions=(
+                        _VoteReq.PartitionData(
+                            partition_index=self.config.partition,
+                            replica_epoch=self.epoch,
+                            replica_id=self.node_id,
+                            last_offset_epoch=end.epoch,
+                            last_offset=end.offset,
+                            pre_vote=pre_vote,
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    def _leader_endpoints(self, mod: Any, leader: int) -> tuple:
+        addr = self.voters.get(leader)
+        if addr is None:
+            return ()
+        return (mod.LeaderEndpoint(name=self.config.listener_name, host=addr[0], port=addr[1]),)
+
+    def _begin_request(self) -> Any:
+        return _BeginReq.BeginQuorumEpochRequest(
+            cluster_id=self.config.cluster_id,
+            topics=(
+                _BeginReq.TopicData(
+                    **self._topic_fields(),
+                    partitions=(
+                        _BeginReq.PartitionData(
+                            partition_index=self.config.partition,
+                            leader_id=self.node_id,
+                            leader_epoch=self.epoch,
+                        ),
+                    ),
+                ),
+            ),
+            leader_endpoints=self._leader_endpoints(_BeginReq, self.node_id),
+        )
+
+    def _end_request(self) -> Any:
+        return _EndReq.EndQuorumEpochRequest(
+            cluster_id=self.config.cluster_id,
+            topics=(
+                _EndReq.TopicData(
+                    **self._topic_fields(),
+                    partitions=(
+                        _EndReq.PartitionData(
+                            partition_index=self.config.partition,
+                            leader_id=self.node_id,
+                            leader_epoch=self.epoch,
+                            preferred_successors=tuple(self._preferred),
+                            preferred_candidates=tuple(
+                                _EndReq.ReplicaInfo(candidate_id=v) for v in self._preferred
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+            leader_endpoints=self._leader_endpoints(_EndReq, self.node_id),
+        )
+
+    def _fetch_request(self) -> Any:
+        return _FetchReq.FetchRequest(
+            cluster_id=self.config.cluster_id,
+            replica_id=self.node_id,
+            replica_state=_FetchReq.ReplicaState(replica_id=self.node_id),
+            max_wait_ms=self.config.fetch_max_wait_ms,
+            min_bytes=0,
+            max_bytes=self.config.max_fetch_bytes,
+            topics=(
+                _FetchReq.FetchTopic(
+                    topic=self.config.topic_name,
+                    topic_id=self.config.topic_id,
+                    partitions=(
+                        _FetchReq.FetchPartition(
+                            partition=self.config.partition,
+                            current_leader_epoch=self.epoch,
+                            fetch_offset=self.log.end_offset,
+                            last_fetched_epoch=self.log.last_fetched_epoch(),
+                            partition_max_bytes=self.config.max_fetch_bytes,
+                            high_watermark=(
+                                self.high_watermark if self.high_watermark >= 0 else _LONG_MAX
+                            ),
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    def _fetch_snapshot_request(self) -> Any:
+        d = self._download
+        assert d is not None
+        return _SnapReq.FetchSnapshotRequest(
+            cluster_id=self.config.cluster_id,
+            replica_id=self.node_id,
+            max_bytes=self.config.max_fetch_bytes,
+            topics=(
+                _SnapReq.TopicSnapshot(
+                    name=self.config.topic_name,
+                    partitions=(
+                        _SnapReq.PartitionSnapshot(
+                            partition=self.config.partition,
+                            current_leader_epoch=self.epoch,
+                            snapshot_id=_SnapReq.SnapshotId(
+                                end_offset=d.snapshot_id.offset, epoch=d.snapshot_id.epoch
+                            ),
+                            position=d.writer.size,
+                        ),
+                    ),
+                ),
+            ),
+        )
+
+    # ================================================================== inbound requests
+    def handle_request(
+        self, now: int, api_key: int, version: int, request: Any, reply: Callable[[Any], None]
+    ) -> None:
+        """Answer a Raft request; ``reply(response)`` is called exactly once (now, or later for
+        a parked Fetch). A request that breaks a rule gets Kafka's error code and changes
+        nothing."""
+        try:
+            if api_key == VOTE:
+                reply(self._on_vote(now, version, request))
+            elif api_key == BEGIN_QUORUM_EPOCH:
+                reply(self._on_begin(now, version, request))
+            elif api_key == END_QUORUM_EPOCH:
+                reply(self._on_end(now, version, request))
+            elif api_key == FETCH:
+                resp = self._on_fetch(now, version, request, reply)
+                if resp is not None:
+                    reply(resp)
+            elif api_key == FETCH_SNAPSHOT:
+                reply(self._on_fetch_snapshot(now, version, request))
+            elif api_key == DESCRIBE_QUORUM:
+                reply(self._on_describe(now, version, request))
+            else:
+                raise ValueError(f"api key {api_key} is not a Raft request")
+        except Exception:
+            log.exception("node %d: raft request %d v%d failed", self.node_id, api_key, version)
+            raise
+
+    # -- shared validation (kraft.md 1.4)
+    def _cluster_ok(self, cluster_id: str | None) -> bool:
+        return cluster_id is None or cluster_id == self.config.cluster_id
+
+    def _single_partition(self, request: Any, version: int, id_from: int | None) -> Any | None:
+        """The one partition of a single-topic, single-partition request naming our log;
+        ``id_from``: the version from which the topic is named by id (None: by name)."""
+        topics = request.topics
+        if len(topics) != 1 or len(topics[0].partitions) != 1:
+            return None
+        t = topics[0]
+        if id_from is not None and version >= id_from:
+            if t.topic_id != self.config.topic_id:
+                return None
+        elif t.topic_name != self.config.topic_name:
+            return None
+        p = t.partitions[0]
+        return p if p.partition_index == self.config.partition else None
+
+    def _validate_voter_only(self, remote_id: int, epoch: int) -> int | None:
+        if epoch < self.epoch:
+            return int(_E.FENCED_LEADER_EPOCH)
+        if remote_id < 0:
+            return int(_E.INVALID_REQUEST)
+        if not self.config.is_voter or remote_id not in self.voters:
+            return int(_E.INCONSISTENT_VOTER_SET)
+        return None
+
+    def _validate_leader_only(self, epoch: int) -> int | None:
+        if epoch < self.epoch:
+            return int(_E.FENCED_LEADER_EPOCH)
+        if epoch > self.epoch:
+            return int(_E.UNKNOWN_LEADER_EPOCH)
+        if self.state != LEADER:
+            return int(_E.NOT_LEADER_OR_FOLLOWER)
+        if self._shutdown_deadline is not None:
+            return int(_E.BROKER_NOT_AVAILABLE)
+        return None
+
+    def _topic_resp(self, mod: Any, version: int, id_from: int, partitions: tuple) -> tuple:
+        if version >= id_from:
+            t = mod.TopicData(topic_id=self.config.topic_id, partitions=partitions)
+        else:
+            t = mod.TopicData(topic_name=self.config.topic_name, partitions=partitions)
+        return (t,)
+
+    def _node_endpoints(self, mod: Any, version: int, min_version: int) -> tuple:
+        if version < min_version or self.leader_id < 0:
+            return ()
+        addr = self.voters.get(self.leader_id)
+        if addr is None:
+            return ()
+        return (mod.NodeEndpoint(node_id=self.leader_id, host=addr[0], port=addr[1]),)
+
+    # -- Vote (kraft.md 1.5, KIP-996 pre-vote)
+    def _vote_resp(self, version: int, top: int = 0, code: int = 0, granted: bool = False) -> Any:
+        m = _VoteResp
+        if top:
+            return m.VoteResponse(error_code=top)
+        p = m.PartitionData(
+            partition_index=self.config.partition,
+            error_code=code,
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+            vote_granted=granted,
+        )
+        return m.VoteResponse(
+            topics=self._topic_resp(m, version, 3, (p,)),
+            node_endpoints=self._node_endpoints(m, version, 1),
+        )
+
+    def _on_vote(self, now: int, version: int, req: Any) -> Any:
+        if not self._cluster_ok(req.cluster_id):
+            return self._vote_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
+        p = self._single_partition(req, version, 3)
+        if p is None:
+            return self._vote_resp(version, top=int(_E.INVALID_REQUEST))
+        pre = bool(version >= 2 and p.pre_vote)
+        cand, cepoch = p.replica_id, p.replica_epoch
+        bad_epoch = p.last_offset_epoch > cepoch if pre else p.last_offset_epoch >= cepoch
+        if p.last_offset < 0 or p.last_offset_epoch < 0 or bad_epoch:
+            return self._vote_resp(version, code=int(_E.INVALID_REQUEST))
+        err = self._validate_voter_only(cand, cepoch)
+        if err is not None:
+            return self._vote_resp(version, code=err)
+        if not pre and cepoch > self.epoch:
+            self._to_unattached(now, cepoch)
+        if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
+            return self._vote_resp(version, code=int(_E.INVALID_VOTER_KEY))
+        end = self._log_end()
+        up_to_date = (p.last_offset_epoch, p.last_offset) >= (end.epoch, end.offset)
+        granted = self._can_grant(cand, up_to_date, pre, cepoch)
+        if granted and not pre and self.state == UNATTACHED and self.voted_id == -1:
+            self._vote_for(now, cepoch, cand)
+        return self._vote_resp(version, granted=granted)
+
+    def _can_grant(self, cand: int, up_to_date: bool, pre: bool, cepoch: int) -> bool:
+        st = self.state
+        if pre:
+            if st in (LEADER, RESIGNED):
+                return False
+            if st == FOLLOWER:
+                return up_to_date and not self._fetched_from_leader
+            return up_to_date
+        if cepoch != self.epoch:
+            return False
+        if st == UNATTACHED:
+            if self.voted_id != -1:
+                return self.voted_id == cand
+            if self.leader_id != -1:
+                return False
+            return up_to_date
+        return False
+
+    # -- BeginQuorumEpoch (kraft.md 1.7)
+    def _begin_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
+        m = _BeginResp
+        if top:
+            return m.BeginQuorumEpochResponse(error_code=top)
+        p = m.PartitionData(
+            partition_index=self.config.partition,
+            error_code=code,
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+        )
+        return m.BeginQuorumEpochResponse(
+            topics=self._topic_resp(m, version, 2, (p,)),
+            node_endpoints=self._node_endpoints(m, version, 1),
+        )
+
+    def _on_begin(self, now: int, version: int, req: Any) -> Any:
+        if not self._cluster_ok(req.cluster_id):
+            return self._begin_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
+        p = self._single_partition(req, version, 2)
+        if p is None:
+            return self._begin_resp(version, top=int(_E.INVALID_REQUEST))
+        err = self._validate_voter_only(p.leader_id, p.leader_epoch)
+        if err is not None:
+            return self._begin_resp(version, code=err)
+        if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
+            return self._begin_resp(version, code=int(_E.INVALID_REQUEST))
+        self._maybe_transition(now, p.leader_id, p.leader_epoch)
+        if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
+            return self._begin_resp(version, code=int(_E.INVALID_VOTER_KEY))
+        return self._begin_resp(version)
+
+    def _leader_claim_ok(self, leader: int, epoch: int) -> bool:
+        """Kafka raises IllegalStateException for these (a peer contradicting what this node
+        knows); here they are answered INVALID_REQUEST and change nothing."""
+        if epoch != self.epoch:
+            return True
+        if leader == self.node_id:
+            return self.state == LEADER
+        if self.state in (LEADER, RESIGNED):
+            return False
+        return not (self.leader_id >= 0 and self.leader_id != leader)
+
+    # -- EndQuorumEpoch (kraft.md 1.8)
+    def _end_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
+        m = _EndResp
+        if top:
+            return m.EndQuorumEpochResponse(error_code=top)
+        p = m.PartitionData(
+            partition_index=self.config.partition,
+            error_code=code,
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+        )
+        return m.EndQuorumEpochResponse(
+            topics=self._topic_resp(m, version, 2, (p,)),
+            node_endpoints=self._node_endpoints(m, version, 1),
+        )
+
+    def _on_end(self, now: int, version: int, req: Any) -> Any:
+        if not self._cluster_ok(req.cluster_id):
+            return self._end_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
+        p = self._single_partition(req, version, 2)
+        if p is None:
+            return self._end_resp(version, top=int(_E.INVALID_REQUEST))
+        err = self._validate_voter_only(p.leader_id, p.leader_epoch)
+        if err is not None:
+            return self._end_resp(version, code=err)
+        if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
+            return self._end_resp(version, code=int(_E.INVALID_REQUEST))
+        self._maybe_transition(now, p.leader_id, p.leader_epoch)
+        if self.state == FOLLOWER and self.leader_id == p.leader_id:
+            if version >= 1:
+                succ = [c.candidate_id for c in p.preferred_candidates]
+            else:
+                succ = list(p.preferred_successors)
+            pos = succ.index(self.node_id) if self.node_id in succ else -1
+            self._fetch_deadline = now + self._strict_backoff(pos, len(succ))
+        return self._end_resp(version)
+
+    # -- Fetch, leader side (kraft.md 1.9)
+    def _fetch_resp(
+        self,
+        version: int,
+        top: int = 0,
+        code: int = 0,
+        hw: int = -1,
+        records: bytes | None = None,
+        diverging: OffsetAndEpoch | None = None,
+        snapshot: OffsetAndEpoch | None = None,
+    ) -> Any:
+        m = _FetchResp
+        if top:
+            return m.FetchResponse(error_code=top)
+        kw: dict[str, Any] = {}
+        if diverging is not None:
+            kw["diverging_epoch"] = m.EpochEndOffset(
+                epoch=diverging.epoch, end_offset=diverging.offset
+            )
+        if snapshot is not None:
+            kw["snapshot_id"] = m.SnapshotId(end_offset=snapshot.offset, epoch=snapshot.epoch)
+        p = m.PartitionData(
+            partition_index=self.config.partition,
+            error_code=code,
+            high_watermark=hw,
+            log_start_offset=self.log.start_offset,
+            current_leader=m.LeaderIdAndEpoch(leader_id=self.leader_id, leader_epoch=self.epoch),
+            records=records,
+            **kw,
+        )
+        topic = m.FetchableTopicResponse(topic_id=self.config.topic_id, partitions=(p,))
+        if version < 13:
+            topic = m.FetchableTopicResponse(topic=self.config.topic_name, partitions=(p,))
+        return m.FetchResponse(
+            responses=(topic,), node_endpoints=self._node_endpoints(m, version, 16)
+        )
+
+    @staticmethod
+    def _fetch_replica_id(version: int, req: Any) -> int:
+        if version >= 15:
+            return req.replica_state.replica_id if req.replica_state is not None else -1
+        return req.replica_id
+
+    def _on_fetch(self, now: int, version: int, req: Any, reply: Callable) -> Any | None:
+        if not self._cluster_ok(req.cluster_id):
+            return self._fetch_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
+        topics = req.topics
+        if (
+            len(topics) != 1
+            or len(topics[0].partitions) != 1
+            or version < 13
+            or topics[0].topic_id != self.config.topic_id
+            or topics[0].partitions[0].partition != self.config.partition
+        ):
+            return self._fetch_resp(version, top=int(_E.INVALID_REQUEST))
+        p = topics[0].partitions[0]
+        if (
+            req.max_wait_ms < 0
+            or p.fetch_offset < 0
+            or p.last_fetched_epoch < 0
+            or p.last_fetched_epoch > p.current_leader_epoch
+        ):
+            return self._fetch_resp(version, code=int(_E.INVALID_REQUEST))
+        err = self._validate_leader_only(p.current_leader_epoch)
+        if err is not None:
+            return self._fetch_resp(version, code=err)
+        replica = self._fetch_replica_id(version, req)
+        resp = self._fetch_response_valid(now, version, req, replica, update=True)
+        part = resp.responses[0].partitions[0]
+        follower_hw = p.high_watermark if version >= 18 else _LONG_MAX
+        if (
+            part.error_code
+            or part.records
+            or req.max_wait_ms == 0
+            or part.diverging_epoch.epoch >= 0
+            or part.snapshot_id.epoch >= 0
+            or (self.high_watermark >= 0 and follower_hw < self.high_watermark)
+        ):
+            return resp
+        self._parked.append(
+            _Parked(
+                p.fetch_offset, now + req.max_wait_ms, version, req, reply, replica, follower_hw
+            )
+        )
+        return None
+
+    def _validate_offset_and_epoch(self, offset: int, epoch: int):
+        """Kafka ``ReplicatedLog.validateOffsetAndEpoch`` (+ the empty-follower rule):
+        ('valid'|'snapshot'|'diverging', OffsetAndEpoch|None)."""
+        latest = self.log.latest_snapshot_id()
+        if offset == 0 and latest is not None and latest != OffsetAndEpoch(0, 0):
+            return "snapshot", latest
+        earliest = self.log.earliest_snapshot_id()
+        start = self.log.start_offset
+        if start == 0 and offset == 0:
+            return "valid", None
+        if earliest is not None and (
+            offset < start
+            or (offset == start and epoch != earliest.epoch)
+            or epoch < earliest.epoch
+        ):
+            return "snapshot", latest
+        e = self.log.end_offset_for_epoch(epoch)
+        if e.epoch != epoch or e.offset < offset:
+            return "diverging", e
+        return "valid", None
+
+    def _fetch_response_valid(
+        self, now: int, version: int, req: Any, replica: int, update: bool = False
+    ) -> Any:
+        if self.state != LEADER:
+            return self._fetch_resp(version, code=int(_E.NOT_LEADER_OR_FOLLOWER))
+        p = req.topics[0].partitions[0]
+        kind, oe = self._validate_offset_and_epoch(p.fetch_offset, p.last_fetched_epoch)
+        if kind == "snapshot":
+            return self._fetch_resp(version, hw=self.high_watermark, snapshot=oe)
+        if kind == "diverging":
+            return self._fetch_resp(version, hw=self.high_watermark, diverging=oe)
+        if update and replica >= 0:
+            self._update_replica(now, replica, p.fetch_offset)
+        max_bytes = min(p.partition_max_bytes, req.max_bytes, self.config.max_fetch_bytes)
+        data = self.log.read(p.fetch_offset, max(max_bytes, 1))
+        return self._fetch_resp(version, hw=self.high_watermark, records=data)
+
+    def _update_replica(self, now: int, replica: int, offset: int) -> None:
+        rs = self._replicas.get(replica)
+        if rs is None:
+            rs = self._replicas[replica] = _ReplicaState()
+        rs.end_offset = offset
+        rs.last_fetch_ms = now
+        if offset >= self.log.end_offset:
+            rs.last_caught_up_ms = now
+        if replica in self.voters:
+            self._voter_seen(now, replica)
+            self._update_high_watermark(now)
+
+    def _voter_seen(self, now: int, replica: int) -> None:
+        self._fetched_voters.add(replica)
+        self._end_epoch_unacked.discard(replica)
+        if len(self._fetched_voters) >= self._majority():
+            self._fetched_voters = {self.node_id}
+            self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
+
+    def _update_high_watermark(self, now: int) -> None:
+        """Kafka ``LeaderState.maybeUpdateHighWatermark`` (kraft.md 1.9)."""
+        if self.state != LEADER:
+            return
+        self._replicas[self.node_id].end_offset = self.log.flushed_offset
+        ends = sorted(
+            (self._replicas[v].end_offset if v in self._replicas else -1 for v in self.voters),
+            reverse=True,
+        )
+        candidate = ends[len(self.voters) // 2]
+        if candidate > self._epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+            self._wake_parked(now, hw_changed=True)
+            self._deliver(now)
+
+    def _wake_parked(self, now: int, hw_changed: bool = False) -> None:
+        if not self._parked:
+            return
+        leo = self.log.end_offset
+        keep = []
+        for pk in self._parked:
+            if leo > pk.fetch_offset or (hw_changed and pk.follower_hw < self.high_watermark):
+                pk.reply(self._fetch_response_valid(now, pk.version, pk.request, pk.replica_id))
+            else:
+                keep.append(pk)
+        self._parked = keep
+
+    def _reply_fetch_error(self, p: _Parked, code: int) -> None:
+        p.reply(self._fetch_resp(p.version, code=code))
+
+    # -- FetchSnapshot, leader side (kraft.md 1.11)
+    def _snap_resp(self, version: int, top: int = 0, code: int = 0, **kw: Any) -> Any:
+        m = _SnapResp
+        if top:
+            return m.FetchSnapshotResponse(error_code=top)
+        p = m.PartitionSnapshot(
+            index=self.config.partition,
+            error_code=code,
+            current_leader=m.LeaderIdAndEpoch(leader_id=self.leader_id, leader_epoch=self.epoch),
+            **kw,
+        )
+        return m.FetchSnapshotResponse(
+            topics=(m.TopicSnapshot(name=self.config.topic_name, partitions=(p,)),),
+            node_endpoints=self._node_endpoints(m, version, 1),
+        )
+
+    def _on_fetch_snapshot(self, now: int, version: int, req: Any) -> Any:
+        if not self._cluster_ok(req.cluster_id):
+            return self._snap_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
+        if len(req.topics) != 1 or len(req.topics[0].partitions) != 1:
+            return self._snap_resp(version, top=int(_E.INVALID_REQUEST))
+        t = req.topics[0]
+        p = t.partitions[0]
+        if t.name != self.config.topic_name or p.partition != self.config.partition:
+            m = _SnapResp
+            return m.FetchSnapshotResponse(
+                topics=(
+                    m.TopicSnapshot(
+                        name=t.name,
+                        partitions=(
+                            m.PartitionSnapshot(
+                                index=p.partition,
+                                error_code=int(_E.UNKNOWN_TOPIC_OR_PARTITION),
+                            ),
+                        ),
+                    ),
+                )
+            )
+        err = self._validate_leader_only(p.current_leader_epoch)
+        if err is not None:
+            return self._snap_resp(version, code=err)
+        sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        reader = None if sid == OffsetAndEpoch(0, 0) else self.log.read_snapshot(sid)
+        if reader is None:
+            return self._snap_resp(version, code=int(_E.SNAPSHOT_NOT_FOUND))
+        if p.position < 0 or p.position >= reader.size:
+            return self._snap_resp(version, code=int(_E.POSITION_OUT_OF_RANGE))
+        replica = req.replica_id
+        if replica in self.voters:
+            self._voter_seen(now, replica)
+        if replica >= 0:
+            rs = self._replicas.setdefault(replica, _ReplicaState())
+            rs.last_fetch_ms = now
+        max_bytes = max(1, min(req.max_bytes, self.config.max_fetch_bytes))
+        data = reader.read(p.position, max_bytes)
+        return self._snap_resp(
+            version,
+            snapshot_id=_SnapResp.SnapshotId(end_offset=sid.offset, epoch=sid.epoch),
+            size=reader.size,
+            position=p.position,
+            unaligned_records=data,
+        )
+
+    # -- DescribeQuorum (leader only)
+    def _on_describe(self, now: int, version: int, req: Any) -> Any:
+        m = _DescResp
+        topics = req.topics
+        if (
+            len(topics) != 1
+            or len(topics[0].partitions) != 1
+            or topics[0].topic_name != self.config.topic_name
+            or topics[0].partitions[0].partition_index != self.config.partition
+        ):
+            return m.DescribeQuorumResponse(error_code=int(_E.INVALID_REQUEST))
+        return m.DescribeQuorumResponse(
+            topics=(
+                m.TopicData(
+                    topic_name=self.config.topic_name,
+                    partitions=(self.describe_quorum_partition(now),),
+                ),
+            ),
+            nodes=tuple(
+                m.Node(
+                    node_id=v,
+                    listeners=(m.Listener(name=self.config.listener_name, host=h, port=pt),),
+                )
+                for v, (h, pt) in sorted(self.voters.items())
+            )
+            if version >= 2
+            else (),
+        )
+
+    def describe_quorum_partition(self, now: int) -> Any:
+        """DescribeQuorum's partition data: leader, epoch, high watermark and each replica's
+        log end offset, last fetch and last caught-up times (ms, the driver's clock); a
+        non-leader answers NOT_LEADER_OR_FOLLOWER."""
+        m = _DescResp
+        if self.state != LEADER:
+            return m.PartitionData(
+                partition_index=self.config.partition,
+                error_code=int(_E.NOT_LEADER_OR_FOLLOWER),
+                leader_id=self.leader_id,
+                leader_epoch=self.epoch,
+                high_watermark=self.high_watermark,
+            )
+
+        def rs(rid: int) -> Any:
+            s = self._replicas.get(rid, _ReplicaState())
+            end, fetch, caught = s.end_offset, s.last_fetch_ms, s.last_caught_up_ms
+            if rid == self.node_id:
+                end, fetch, caught = self.log.end_offset, now, now
+            return m.ReplicaState(
+                replica_id=rid,
+                log_end_offset=end,
+                last_fetch_timestamp=fetch,
+                last_caught_up_timestamp=caught,
+            )
+
+        return m.PartitionData(
+            partition_index=self.config.partition,
+            leader_id=self.leader_id,
+            leader_epoch=self.epoch,
+            high_watermark=self.high_watermark,
+            current_voters=tuple(rs(v) for v in sorted(self.voters)),
+            observers=tuple(rs(r) for r in sorted(self._replicas) if r not in self.voters),
+        )
+
+    # ================================================================== responses
+    def handle_response(self, now: int, destination: int, correlation: int, resp: Any) -> None:
+        """The response to an Outbound (None: it failed). Responses to requests this replica no
+        longer waits for (another correlation id, a role change since) are dropped."""
+        f = self._inflight.get(destination)
+        if f is None or f.correlation != correlation:
+            return
+        del self._inflight[destination]
+        if resp is None:
+            self._on_failure(now, destination, f.api_key)
+            return
+        api = f.api_key
+        try:
+            if api == VOTE:
+                ok = self._on_vote_response(now, destination, resp)
+            elif api == BEGIN_QUORUM_EPOCH:
+                ok = self._on_simple_response(now, destination, resp, "begin")
+            elif api == END_QUORUM_EPOCH:
+                ok = self._on_simple_response(now, destination, resp, "end")
+            elif api == FETCH:
+                ok = self._on_fetch_response(now, destination, resp)
+            elif api == FETCH_SNAPSHOT:
+                ok = self._on_fetch_snapshot_response(now, destination, resp)
+            else:
+                ok = True
+        except (CorruptRecordError, ValueError) as e:
+            log.warning("node %d: bad response from %d: %s", self.node_id, destination, e)
+            ok = False
+        if not ok:
+            self._backoff_until[destination] = now + self.config.retry_backoff_ms
+
+    def _on_failure(self, now: int, dest: int, api_key: int) -> None:
+        self._backoff_until[dest] = now + self.config.retry_backoff_ms
+        if not self.config.is_voter and self.state in (UNATTACHED, FOLLOWER):
+            if api_key in (FETCH, FETCH_SNAPSHOT) and self.state == FOLLOWER:
+                pass  # the fetch timer decides
+
+    def _common(self, now: int, code: int, leader: int, epoch: int) -> bool | None:
+        """Kafka ``maybeHandleCommonResponse`` (kraft.md 1.12): True/False = handled (success,
+        backoff); None = continue with the API-specific handling."""
+        if epoch < self.epoch or code == _E.UNKNOWN_LEADER_EPOCH:
+            return True
+        if (
+            epoch > self.epoch
+            or code == _E.FENCED_LEADER_EPOCH
+            or code == _E.NOT_LEADER_OR_FOLLOWER
+        ):
+            if leader == self.node_id and epoch >= self.epoch and self.state != LEADER:
+                # our own leadership in an epoch we do not hold (we restarted): do not follow
+                # ourselves; move to that epoch without a leader.
+                if epoch > self.epoch:
+                    self._to_unattached(now, epoch)
+                return True
+            self._maybe_transition(now, leader, epoch)
+            return True
+        if (
+            epoch == self.epoch
+            and leader >= 0
+            and leader != self.node_id
+            and self.leader_id != leader
+            and self.state not in (LEADER, RESIGNED)
+        ):
+            self._to_follower(now, epoch, leader)
+            return None if code == _NONE else True
+        if code == _E.BROKER_NOT_AVAILABLE:
+            return False
+        if code in (_E.INVALID_VOTER_KEY, _E.INCONSISTENT_VOTER_SET):
+            return True
+        if code == _E.INVALID_REQUEST:
+            log.error("node %d: a peer answered INVALID_REQUEST (a bug somewhere)", self.node_id)
+            return False
+        return None
+
+    def _on_vote_response(self, now: int, dest: int, resp: Any) -> bool:
+        if resp.error_code:
+            return resp.error_code == _E.BROKER_NOT_AVAILABLE and False
+        if not resp.topics or not resp.topics[0].partitions:
+            return False
+        p = resp.topics[0].partitions[0]
+        r = self._common(now, p.error_code, p.leader_id, p.leader_epoch)
+        if r is not None and p.error_code != _E.INCONSISTENT_VOTER_SET:
+            return r
+        if self.state not in (CANDIDATE, PROSPECTIVE):
+            return True
+        granted = p.error_code == _NONE and p.vote_granted
+        if granted:
+            self._granted.add(dest)
+            if len(self._granted) >= self._majority():
+                if self.state == PROSPECTIVE:
+                    self._to_candidate(now)
+                else:
+                    self._to_leader(now)
+        else:
+            self._rejected.add(dest)
+            if len(self.voters) - len(self._rejected) < self._majority():
+                if self.state == CANDIDATE:
+                    if self._backoff_deadline is None:
+                        self._backoff_deadline = now + self._binary_backoff()
+                        self._election_deadline = None
+                else:
+                    # lost the pre-election
+                    prev = self.leader_id if self._prospective_from_follower else -1
+                    self._clear_role_state()
+                    self.state, self.leader_id = UNATTACHED, prev
+                    self._election_deadline = now + self._random_election_timeout()
+        return True
+
+    def _on_simple_response(self, now: int, dest: int, resp: Any, kind: str) -> bool:
+        if resp.error_code:
+            return False
+        if not resp.topics or not resp.topics[0].partitions:
+            return False
+        p = resp.topics[0].partitions[0]
+        r = self._common(now, p.error_code, p.leader_id, p.leader_epoch)
+        if r is not None:
+            return r
+        if p.error_code == _NONE and kind == "end" and self.state == RESIGNED:
+            self._end_epoch_unacked.discard(dest)
+        return True
+
+    # -- Fetch, follower side (kraft.md 1.10)
+    def _on_fetch_response(self, now: int, dest: int, resp: Any) -> bool:
+        if resp.error_code:
+            return False
+        if len(resp.responses) != 1 or len(resp.responses[0].partitions) != 1:
+            return False
+        p = resp.responses[0].partitions[0]
+        leader, epoch = p.current_leader.leader_id, p.current_leader.leader_epoch
+        r = self._common(now, p.error_code, leader, epoch)
+        if r is not None:
+            return r
+        if p.error_code != _NONE:
+            return False
+        if self.state != FOLLOWER or self.leader_id != dest:
+            return True
+        self._fetched_from_leader = True
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        if p.diverging_epoch.epoch >= 0:
+            d = p.diverging_epoch
+            local = self.log.end_offset_for_epoch(d.epoch)
+            target = min(local.offset, d.end_offset)
+            if target < self.high_watermark:
+                log.error("node %d: refusing to truncate to %d below the high watermark %d",
+                          self.node_id, target, self.high_watermark)  # fmt: skip
+                return False
+            self.log.truncate_to(max(target, self.log.start_offset))
+            return True
+        if p.snapshot_id.epoch >= 0 or p.snapshot_id.end_offset >= 0:
+            sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+            if sid.offset < 0 or sid.epoch < 0:
+                return False
+            if sid in self.log.snapshot_ids():
+                return True
+            self._download = _Download(sid, self.log.create_snapshot(sid))
+            return True
+        if p.records:
+            batches = decode_batches(p.records)
+            batches = [b for b in batches if b.base_offset >= self.log.end_offset]
+            if batches and batches[0].base_offset != self.log.end_offset:
+                log.warning("node %d: fetched batches start at %d, log ends at %d",
+                            self.node_id, batches[0].base_offset, self.log.end_offset)  # fmt: skip
+                return False
+            if batches:
+                self.log.append(batches)
+        if p.high_watermark >= 0:
+            new_hw = min(p.high_watermark, self.log.end_offset)
+            if new_hw > self.high_watermark:
+                self.high_watermark = new_hw
+                self._deliver(now)
+        return True
+
+    def _on_fetch_snapshot_response(self, now: int, dest: int, resp: Any) -> bool:
+        if resp.error_code:
+            return False
+        if len(resp.topics) != 1 or len(resp.topics[0].partitions) != 1:
+            return False
+        p = resp.topics[0].partitions[0]
+        r = self._common(now, p.error_code, p.current_leader.leader_id,
+                         p.current_leader.leader_epoch)  # fmt: skip
+        if r is not None:
+            return r
+        d = self._download
+        if self.state != FOLLOWER or d is None:
+            return True
+        sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
+        if p.error_code != _NONE or sid != d.snapshot_id or p.position != d.writer.size:
+            # SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE or anything unexpected: abandon the
+            # download and go back to Fetch (kraft.md 7; Kafka would crash on some of these)
+            d.writer.close()
+            self._download = None
+            self._fetch_deadline = now + self.config.fetch_timeout_ms
+            return p.error_code in (_NONE, _E.SNAPSHOT_NOT_FOUND)
+        self._fetch_deadline = now + self.config.fetch_timeout_ms
+        data = p.unaligned_records or b""
+        if d.writer.size + len(data) > p.size:
+            d.writer.close()
+            self._download = None
+            return False
+        d.writer.append(data)
+        if d.writer.size == p.size:
+            d.writer.freeze()
+            self._download = None
+            self.log.truncate_to_latest_snapshot()
+            self.high_watermark = max(self.high_watermark, self.log.start_offset)
+            self._deliver(now)
+        return True
+
+    # ================================================================== appends
+    def append(self, now: int, records: list[bytes]) -> int:
+        """Queue ``records`` (framed metadata records) on the leader as one atomic unit; they
+        go into one batch after ``append.linger.ms``. Returns the offset of the last record.
+        Raises NotLeaderError when this replica is not the leader (or is shutting down) and
+        ValueError for an empty list or more than ``max_batch_bytes``."""
+        if self.state != LEADER or self._shutdown_deadline is not None:
+            raise NotLeaderError(f"node {self.node_id} is not the leader")
+        if not records:
+            raise ValueError("nothing to append")
+        size = sum(len(r) for r in records) + 32 * len(records)
+        if size > self.config.max_batch_bytes:
+            raise ValueError(f"records of {size} bytes exceed the batch limit")
+        pend = self._pending
+        if pend.count == 0:
+            pend.first_ms = now
+        pend.records.append(list(records))
+        pend.count += len(records)
+        pend.size += size
+        last = self.log.end_offset + pend.count - 1
+        if pend.size >= self.config.max_batch_bytes // 2 or self.config.append_linger_ms <= 0:
+            self._flush_pending(now, force=True)
+        return last
+
+    def _flush_pending(self, now: int, force: bool) -> None:
+        pend = self._pending
+        if not pend.count:
+            return
+        if not force and now < pend.first_ms + self.config.append_linger_ms:
+            return
+        self._pending = _Pending()
+        batches: list[Batch] = []
+        cur: list[bytes] = []
+        cur_size = 0
+        base = self.log.end_offset
+        for unit in pend.records:
+            usize = sum(len(r) + 32 for r in unit)
+            if cur and cur_size + usize > self.config.max_batch_bytes:
+                batches.append(encode_batch(base, self.epoch, cur, now))
+                base += len(cur)
+                cur, cur_size = [], 0
+            cur.extend(unit)
+            cur_size += usize
+        if cur:
+            batches.append(encode_batch(base, self.epoch, cur, now))
+        self.log.append(batches)
+        self._wake_parked(now)
+
+    def handle_flushed(self, now: int) -> None:
+        """The log was fsynced (``log.flushed_offset`` moved): the leader counts its own end
+        offset toward the high watermark; a follower may fetch again."""
+        if self.state == LEADER:
+            self._update_high_watermark(now)
+
+    # ================================================================== state machine delivery
+    def _notify_leader_change(self) -> None:
+        key = (self.leader_id, self.epoch)
+        if self.leader_id == self.node_id and self.node_id >= 0:
+            return  # delivered once the state machine has read past the epoch start offset
+        if self._leader_change_delivered != key:
+            self._leader_change_delivered = key
+            self.sm.handle_leader_change(self.leader_id, self.epoch)
+
+    def _deliver(self, now: int) -> None:
+        """Hand committed batches (below the high watermark) to the state machine, loading the
+        latest snapshot first when it is new or behind the log start offset (kraft.md 2.5)."""
+        latest = self.log.latest_snapshot_id()
+        if (self._next_offset < 0 or self._next_offset < self.log.start_offset) and (
+            latest is not None and latest.offset > 0
+        ):
+            if self.state == LEADER:
+                log.error("node %d: the leader's state machine is behind the log start",
+                          self.node_id)  # fmt: skip
+            reader = self.log.read_snapshot(latest)
+            if reader is not None:
+                self.sm.handle_load_snapshot(reader)
+                self._next_offset = latest.offset
+                self._last_delivered_epoch = latest.epoch
+                self._bytes_since_snapshot = self._records_since_snapshot = 0
+                self._last_snapshot_ms = now
+        if self._next_offset < 0:
+            self._next_offset = self.log.start_offset
+        hw = self.high_watermark
+        if hw > self._next_offset:
+            batches = list(self.log.batches(self._next_offset, hw))
+            # only whole batches below the high watermark
+            batches = [b for b in batches if b.last_offset < hw and
+                       b.base_offset >= self._next_offset]  # fmt: skip
+            if batches:
+                self.sm.handle_commit(batches)
+                self._next_offset = batches[-1].last_offset + 1
+                self._last_delivered_epoch = batches[-1].epoch
+                self._last_delivered_ts = batches[-1].max_timestamp
+                for b in batches:
+                    if not b.is_control:
+                        self._bytes_since_snapshot += b.size
+                        self._records_since_snapshot += b.record_count
+        if (
+            self.state == LEADER
+            and self._next_offset > self._epoch_start_offset
+            and self._leader_change_delivered != (self.node_id, self.epoch)
+        ):
+            self._leader_change_delivered = (self.node_id, self.epoch)
+            self.sm.handle_leader_change(self.node_id, self.epoch)
+
+    @property
+    def committed_offset(self) -> int:
+        """The next offset the state machine expects (everything below it was delivered)."""
+        return self._next_offset
+
+    # ================================================================== snapshots
+    def _maybe_snapshot(self, now: int) -> None:
+        """Kafka's ``SnapshotGenerator`` triggers (DESIGN section 6) plus the KIP-630 seed's
+        ``controller.snapshot.minimum.records``."""
+        if self._records_since_snapshot == 0 or self._next_offset <= 0:
+            return
+        c = self.config
+        due = self._bytes_since_snapshot >= c.snapshot_max_record_bytes
+        if c.snapshot_min_records > 0 and self._records_since_snapshot >= c.snapshot_min_records:
+            due = True
+        if c.snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= c.snapshot_interval_ms:
+            due = True
+        if due:
+            self.create_snapshot(now)
+
+    def create_snapshot(self, now: int) -> OffsetAndEpoch | None:
+        """Write the state machine's committed state as snapshot ``(committed offset, epoch of
+        its last batch)`` (``%020d-%010d.checkpoint``): a SnapshotHeader control batch, the
+        records in batches of 1,024, a SnapshotFooter (kraft.md 2.2). Returns the id, or None
+        when there is nothing new (the id exists, or is below the log start)."""
+        sid = OffsetAndEpoch(self._next_offset, self._last_delivered_epoch)
+        self._bytes_since_snapshot = self._records_since_snapshot = 0
+        self._last_snapshot_ms = now
+        if sid.offset <= self.log.start_offset and sid.offset != 0:
+            return None
+        if sid in self.log.snapshot_ids() or sid.offset > max(self.high_watermark, 0):
+            return None
+        records = self.sm.snapshot_records()
+        ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else now
+        w = self.log.create_snapshot(sid)
+        try:
+            header = codec.encode(_SnapHeader(version=0, last_contained_log_timestamp=ts), 0)
+            pos = 0
+            w.append(encode_control_batch(pos, sid.epoch, [(CONTROL_SNAPSHOT_HEADER, header)],
+                                          ts).data)  # fmt: skip
+            pos += 1
+            for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
+                chunk = records[i : i + SNAPSHOT_BATCH_RECORDS]
+                w.append(encode_batch(pos, sid.epoch, chunk, ts).data)
+                pos += len(chunk)
+            footer = codec.encode(_SnapFooter(version=0), 0)
+            w.append(encode_control_batch(pos, sid.epoch, [(CONTROL_SNAPSHOT_FOOTER, footer)],
+                                          ts).data)  # fmt: skip
+            w.freeze()
+        except BaseException:
+            w.close()
+            raise
+        log.info("node %d: snapshot %s written (%d records)", self.node_id, sid, len(records))
+        return sid
+
+    def _snapshot_timestamp(self, sid: OffsetAndEpoch) -> int:
+        r = self.log.read_snapshot(sid)
+        if r is None:
+            return -1
+        head = r.read(0, 4096)
+        try:
+            b = decode_batches(head, allow_partial_tail=True)
+        except CorruptRecordError:
+            return -1
+        return b[0].max_timestamp if b else -1
+
+    def _clean(self, now: int) -> None:
+        """Kafka's snapshot retention (``KafkaMetadataLog.maybeClean``) plus the KIP-630 seed's
+        rule: the leader keeps the log start at or below the fetch offset of every replica that
+        fetched within ``max.replication.lag.ms``, unless the snapshot is older than that."""
+        c = self.config
+        while True:
+            ids = self.log.snapshot_ids()
+            if len(ids) < 2:
+                return
+            oldest, nxt = ids[0], ids[1]
+            total = self.log.size_in_bytes() + sum(
+                (r.size if (r := self.log.read_snapshot(s)) is not None else 0) for s in ids
+            )
+            ts = self._snapshot_timestamp(oldest)
+            over_size = c.max_retention_bytes >= 0 and total > c.max_retention_bytes
+            over_age = c.max_retention_ms >= 0 and 0 <= ts < now - c.max_retention_ms
+            if not (over_size or over_age):
+                return
+            if nxt.offset > self.high_watermark:
+                return
+            if self.state == LEADER:
+                snap_age = now - self._snapshot_timestamp(nxt)
+                for rid, rs in self._replicas.items():
+                    if rid == self.node_id:
+                        continue
+                    lag = now - rs.last_fetch_ms
+                    live = rs.last_fetch_ms >= 0 and lag <= c.max_replication_lag_ms
+                    if live and rs.end_offset < nxt.offset and snap_age <= c.max_replication_lag_ms:
+                        return
+            if not self.log.delete_before_snapshot(nxt):
+                return
+            log.info("node %d: log start offset moved to %d", self.node_id, nxt.offset)
+
+    # ================================================================== shutdown
+    def begin_shutdown(self, now: int, timeout_ms: int) -> None:
+        """Kafka ``shutdown(timeoutMs)``: a leader resigns (EndQuorumEpoch) and waits for a
+        successor; ``shutdown_complete`` says when it may stop."""
+        if self._shutdown_deadline is None:
+            self._shutdown_deadline = now + timeout_ms
+            if self.state == LEADER and len(self.voters) > 1:
+                self._to_resigned(now)
+                self._election_deadline = None
+
