@@ -1,0 +1,335 @@
+"""Run a sans-io :class:`~kafka_rpc.raft.core.RaftCore` on the server's asyncio loop.
+
+One task (:meth:`RaftDriver.start`) owns the core's timers: it sleeps until
+``core.next_deadline_ms()`` or until an input wakes it, then calls ``core.poll(now)``, fsyncs the
+log if the core appended (``log.flush()`` then ``core.handle_flushed(now)``), drains
+``core.take_outbound()`` and settles :meth:`RaftDriver.wait_committed` waiters. Inputs are fed to
+the core directly, on the loop thread, and then wake the task:
+
+* inbound Raft requests (:meth:`RaftDriver.handle`, called by ``kafka_rpc.handlers.raft``): the
+  core answers through a reply callback, at once or later (a Fetch long-poll completes from a
+  later poll or append); the response is fixed up for the request's version
+  (:func:`~kafka_rpc.raft.wire.for_version`);
+* responses to the core's outbound requests: each :class:`~kafka_rpc.raft.core.Outbound` is sent
+  through one :class:`~kafka_rpc.client.KafkaRpcClient` per destination voter (connected lazily to
+  the voter's controller listener from ``controller.quorum.voters``; the client negotiates
+  versions with ApiVersions), with the version's topic field fixed by ``for_version`` and a
+  timeout of ``controller.quorum.request.timeout.ms``; any failure (connect, timeout, decode,
+  unsupported API) is fed back as ``handle_response(..., None)``;
+* appends (:meth:`RaftDriver.append`) from the state machine side.
+
+Time is ``time.monotonic()`` in integer ms (:func:`monotonic_ms`), the same clock the core was
+built with. DescribeQuorum's LastFetchTimestamp / LastCaughtUpTimestamp come out of the core on that
+clock; :meth:`RaftDriver.handle` shifts them to wall-clock ms since the epoch, as Kafka reports.
+
+Limits of this first driver: ``log.flush()`` (an fsync, typically 0.1-10 ms) runs on the loop
+thread and blocks it meanwhile; an exception from the core or the log is logged and the loop
+keeps going after ``controller.quorum.retry.backoff.ms`` (a bad peer must not kill the quorum).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+from kafka_rpc.raft.wire import for_version
+
+__all__ = ["NotLeaderError", "RaftDriver", "monotonic_ms"]
+
+log = logging.getLogger("kafka_rpc.raft.driver")
+
+_DESCRIBE_QUORUM = 55
+
+
+def monotonic_ms() -> int:
+    """The driver's clock: ``time.monotonic()`` in whole ms."""
+    return int(time.monotonic() * 1000)
+
+
+try:  # one exception type for "not the leader" on both the append and the commit side
+    from kafka_rpc.raft.core import NotLeaderError
+except ImportError:  # pragma: no cover - the core lands separately
+
+    class NotLeaderError(Exception):  # type: ignore[no-redef]
+        """This node is not (or no longer) the leader."""
+
+
+class RaftDriver:
+    """Drives ``core`` (see the module docstring).
+
+    ``log`` is the core's :class:`~kafka_rpc.raft.api.ReplicatedLog` (flushed and closed here);
+    ``voters`` maps voter id -> (host, port) of its controller listener;
+    ``request_timeout_ms`` bounds one outbound request, connecting included;
+    ``shutdown_timeout_ms`` bounds :meth:`stop`'s graceful resignation;
+    ``retry_backoff_ms`` is the pause after an unexpected exception in the loop."""
+
+    def __init__(
+        self,
+        core: Any,
+        log: Any,
+        node_id: int,
+        voters: Mapping[int, tuple[str, int]],
+        *,
+        request_timeout_ms: int = 2000,
+        shutdown_timeout_ms: int = 5000,
+        retry_backoff_ms: int = 20,
+        client_id: str | None = None,
+    ) -> None:
+        self.core = core
+        self.log = log
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self.request_timeout_ms = request_timeout_ms
+        self.shutdown_timeout_ms = shutdown_timeout_ms
+        self.retry_backoff_ms = retry_backoff_ms
+        self.client_id = client_id or f"raft-{node_id}"
+        self._clients: dict[int, KafkaRpcClient] = {}
+        self._sends: set[asyncio.Task] = set()
+        self._pending_replies: set[asyncio.Future] = set()
+        self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task | None = None
+        self._stopping = False
+        #: wall-clock ms minus monotonic ms, to report DescribeQuorum timestamps as Kafka does
+        self._wall_offset_ms = int(time.time() * 1000) - monotonic_ms()
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Start the loop task (call once the controller listener is bound, so peers reach us)."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    @property
+    def running(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    async def stop(self, timeout_ms: int | None = None) -> None:
+        """Graceful stop: ``core.begin_shutdown`` (a leader resigns with EndQuorumEpoch), wait
+        until ``core.shutdown_complete`` or ``timeout_ms`` (default ``shutdown_timeout_ms``)
+        passes, then stop the loop, fail parked requests and commit waiters, close the clients,
+        flush and close the log."""
+        timeout_ms = self.shutdown_timeout_ms if timeout_ms is None else timeout_ms
+        if self._task is not None and not self._stopping:
+            try:
+                self.core.begin_shutdown(monotonic_ms(), timeout_ms)
+            except Exception:
+                log.exception("raft: begin_shutdown failed")
+            self._wake.set()
+            deadline = time.monotonic() + timeout_ms / 1000
+            while not self._shutdown_complete() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if not self._shutdown_complete():
+                log.warning("raft: shutdown did not complete within %d ms", timeout_ms)
+        self._stopping = True
+        task, self._task = self._task, None
+        if task is not None:
+            self._wake.set()
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        for t in list(self._sends):
+            t.cancel()
+        if self._sends:
+            await asyncio.gather(*self._sends, return_exceptions=True)
+        err = KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, "the metadata quorum is shutting down")
+        for fut in list(self._pending_replies):
+            if not fut.done():
+                fut.set_exception(err)
+        for _, _, fut in self._commit_waiters:
+            if not fut.done():
+                fut.set_exception(NotLeaderError("the metadata quorum is shutting down"))
+        self._commit_waiters.clear()
+        for client in list(self._clients.values()):
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._clients.clear()
+        try:
+            if self.core.needs_flush:
+                self.log.flush()
+        except Exception:
+            log.exception("raft: final log flush failed")
+        self.log.close()
+
+    def _shutdown_complete(self) -> bool:
+        try:
+            return bool(self.core.shutdown_complete)
+        except Exception:
+            log.exception("raft: shutdown_complete failed")
+            return True
+
+    # ------------------------------------------------------------------ the loop
+    async def _run(self) -> None:
+        while not self._stopping:
+            self._wake.clear()
+            try:
+                self._step()
+                delay = max(0, self.core.next_deadline_ms() - monotonic_ms()) / 1000
+            except Exception:
+                log.exception("raft: driver step failed; continuing")
+                delay = self.retry_backoff_ms / 1000
+            if self._wake.is_set():
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay)
+
+    def _step(self) -> None:
+        """poll, flush, poll again if the flush moved anything, send, settle waiters."""
+        core = self.core
+        core.poll(monotonic_ms())
+        if core.needs_flush:
+            self.log.flush()
+            now = monotonic_ms()
+            core.handle_flushed(now)
+            core.poll(now)
+        for out in core.take_outbound():
+            task = asyncio.ensure_future(self._send(out))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+        self._settle_waiters()
+
+    def _input_done(self) -> None:
+        """After feeding an input: let the loop poll, flush and send."""
+        self._wake.set()
+
+    # ------------------------------------------------------------------ outbound
+    def _client(self, dest: int) -> KafkaRpcClient:
+        client = self._clients.get(dest)
+        if client is None:
+            host, port = self.voters[dest]
+            timeout = self.request_timeout_ms / 1000
+            client = KafkaRpcClient(
+                f"{host}:{port}",
+                client_id=self.client_id,
+                request_timeout=timeout,
+                connect_timeout=timeout,
+            )
+            self._clients[dest] = client
+        return client
+
+    async def _send(self, out: Any) -> None:
+        resp = None
+        try:
+            resp = await asyncio.wait_for(self._exchange(out), self.request_timeout_ms / 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any failure is a failed response to the core
+            log.debug("raft: request %d to node %d failed: %r", out.api_key, out.destination, e)
+            resp = None
+        if self._stopping:
+            return
+        try:
+            self.core.handle_response(monotonic_ms(), out.destination, out.correlation, resp)
+        except Exception:
+            log.exception("raft: handling a response from node %d failed", out.destination)
+        self._input_done()
+
+    async def _exchange(self, out: Any) -> Any:
+        if out.destination not in self.voters:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"no address for {out.destination}")
+        client = self._client(out.destination)
+        await client._ensure_connected()  # lazy connect + ApiVersions, so the version is known
+        version = client.version_for(out.api_key)
+        request = for_version(out.api_key, version, out.request)
+        return await client.request(request, version=version)
+
+    # ------------------------------------------------------------------ inbound
+    async def handle(self, api_key: int, version: int, request: Any) -> Any:
+        """Answer a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot,
+        DescribeQuorum) received at ``version``; returns the response, ready to encode at it."""
+        fut = asyncio.get_running_loop().create_future()
+
+        def reply(response: Any) -> None:
+            if not fut.done():
+                fut.set_result(response)
+
+        self._pending_replies.add(fut)
+        try:
+            self.core.handle_request(monotonic_ms(), api_key, version, request, reply)
+            self._input_done()
+            response = await fut
+        finally:
+            self._pending_replies.discard(fut)
+        if api_key == _DESCRIBE_QUORUM:
+            response = self._wall_clock_describe(response)
+        return for_version(api_key, version, response)
+
+    def _wall_clock_describe(self, resp: Any) -> Any:
+        off = self._wall_offset_ms
+
+        def shift(r: Any) -> Any:
+            return dataclasses.replace(
+                r,
+                last_fetch_timestamp=(
+                    r.last_fetch_timestamp + off if r.last_fetch_timestamp >= 0 else -1
+                ),
+                last_caught_up_timestamp=(
+                    r.last_caught_up_timestamp + off if r.last_caught_up_timestamp >= 0 else -1
+                ),
+            )
+
+        topics = tuple(
+            dataclasses.replace(
+                t,
+                partitions=tuple(
+                    dataclasses.replace(
+                        p,
+                        current_voters=tuple(shift(r) for r in p.current_voters),
+                        observers=tuple(shift(r) for r in p.observers),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in resp.topics
+        )
+        return dataclasses.replace(resp, topics=topics)
+
+    # ------------------------------------------------------------------ the state machine side
+    def append(self, records: list[bytes]) -> int:
+        """Append framed metadata records as one batch (leader only); returns the offset of the
+        last one. Raises the core's NotLeaderError when this node does not lead."""
+        offset = self.core.append(monotonic_ms(), records)
+        self._input_done()
+        return offset
+
+    async def wait_committed(self, offset: int, timeout: float) -> int:
+        """Wait until the high watermark passes ``offset`` (the record is committed); returns the
+        high watermark. Raises :class:`NotLeaderError` if this node is not the leader or loses
+        leadership first, ``TimeoutError`` after ``timeout`` seconds."""
+        core = self.core
+        if core.high_watermark > offset:
+            return core.high_watermark
+        if not core.is_leader:
+            raise NotLeaderError(f"node {self.node_id} is not the leader")
+        fut = asyncio.get_running_loop().create_future()
+        entry = (offset, core.epoch, fut)
+        self._commit_waiters.append(entry)
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            with contextlib.suppress(ValueError):
+                self._commit_waiters.remove(entry)
+
+    def _settle_waiters(self) -> None:
+        if not self._commit_waiters:
+            return
+        core = self.core
+        hw, leading, epoch = core.high_watermark, core.is_leader, core.epoch
+        keep = []
+        for entry in self._commit_waiters:
+            offset, want_epoch, fut = entry
+            if fut.done():
+                continue
+            if hw > offset:
+                fut.set_result(hw)
+            elif not leading or epoch != want_epoch:
+                fut.set_exception(NotLeaderError(f"leadership of epoch {want_epoch} was lost"))
+            else:
+                keep.append(entry)
+        self._commit_waiters[:] = keep
