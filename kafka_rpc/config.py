@@ -348,6 +348,7 @@ class Config:
             max_retention_ms=self.metadata_max_retention_ms,
             retention_check_interval_ms=self.metadata_retention_check_interval_ms,
             max_replication_lag_ms=self.max_replication_lag_ms,
+            listener_name=self.controller_listener_names[0],
         )
 
     @property

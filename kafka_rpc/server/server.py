@@ -100,6 +100,13 @@ class Server:
         #: server from ``diskless.coordinator.url`` and closed after connections drain.
         self.coordinator = None
         self._retention_task: asyncio.Future | None = None
+        #: The metadata quorum replica (``kafka_rpc.raft.driver.RaftDriver``): a voter when the
+        #: process has the controller role, an observer when it is broker-only; None until
+        #: started (or when the Raft log modules are not installed).
+        self.raft = None
+        #: The state machine on the metadata log (``kafka_rpc.raft.metadata_state``).
+        self.metadata_state = None
+        self._metadata_writer = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -181,11 +188,69 @@ class Server:
                 ls.asyncio_server = srv
                 ls.port = srv.sockets[0].getsockname()[1]
                 self.listeners[ep.name] = ls
+            self._start_raft()  # after the listeners are bound, so peers can reach us
         except BaseException:
+            await self._stop_raft()
             await self._close_listeners()
             await self._close_coordinator()
             raise
         self.started.set()
+
+    def _start_raft(self) -> None:
+        """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
+        replica: a voter with the controller role, an observer (fetching from the voters)
+        without it. The active node (the leader) writes the bootstrap ``metadata.version`` and
+        then NoOpRecords (``kafka_rpc.raft.metadata_state.ActiveWriter``)."""
+        import random
+
+        try:
+            from kafka_rpc.raft.core import RaftCore
+            from kafka_rpc.raft.file_log import FileLog
+            from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+        except ImportError as e:  # the log modules land separately
+            log.warning("raft: not started (%s); running without the metadata quorum", e)
+            return
+        from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
+        from kafka_rpc.raft.metadata_state import ActiveWriter, MetadataLogState
+
+        cfg = self.config
+        directory = cfg.metadata_partition_dir
+        directory.mkdir(parents=True, exist_ok=True)
+        raft_log = FileLog(directory)
+        try:
+            state = MetadataLogState(self.node_id)
+            rc = cfg.raft_config(self.cluster_id)
+            core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
+                            state, random.Random(), monotonic_ms())  # fmt: skip
+        except BaseException:
+            raft_log.close()
+            raise
+        driver = RaftDriver(
+            core,
+            raft_log,
+            self.node_id,
+            rc.voters,
+            request_timeout_ms=cfg.quorum_request_timeout_ms,
+            shutdown_timeout_ms=cfg.shutdown_timeout_ms,
+            retry_backoff_ms=cfg.quorum_retry_backoff_ms,
+        )
+        driver.start()
+        self.raft, self.metadata_state = driver, state
+        if cfg.is_controller:
+            self._metadata_writer = ActiveWriter(driver, state, cfg.metadata_max_idle_interval_ms)
+            self._metadata_writer.start()
+
+    async def _stop_raft(self) -> None:
+        writer, self._metadata_writer = self._metadata_writer, None
+        if writer is not None:
+            await writer.stop()
+        driver = self.raft
+        if driver is not None:
+            try:
+                await driver.stop()
+            except Exception:
+                log.exception("raft: stopping the driver failed")
+            self.raft = None
 
     async def enforce_retention_once(self) -> int:
         """Apply ``log.retention.ms`` / ``log.retention.bytes`` to every diskless partition (whole
@@ -264,6 +329,7 @@ class Server:
     async def shutdown(self, timeout: float | None = None) -> None:
         if timeout is None:
             timeout = self.config.shutdown_timeout_ms / 1000
+        await self._stop_raft()  # a leader resigns while its peers can still reach it
         await self._close_listeners()
         conns = [c for ls in self.listeners.values() for c in ls.connections]
         if conns and not self.force_exit:
