@@ -175,6 +175,129 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _uuid_text(u) -> str:
+    import base64
+
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def _quorum_status_lines(cluster_id: str, p, nodes) -> list[str]:
+    """Kafka's ``kafka-metadata-quorum describe --status`` lines for DescribeQuorum partition
+    data ``p`` (MaxFollowerLag = high watermark - the smallest voter log end offset, and its
+    time lag from the leader's last caught-up time, as ``MetadataQuorumCommand``)."""
+    import json
+
+    endpoints = {n.node_id: [f"{li.name}://{li.host}:{li.port}" for li in n.listeners]
+                 for n in nodes}  # fmt: skip
+
+    def replicas(states, with_endpoints: bool) -> str:
+        out = []
+        for r in states:
+            d = {"id": r.replica_id, "directoryId": _uuid_text(r.replica_directory_id)}
+            if with_endpoints and r.replica_id in endpoints:
+                d["endpoints"] = endpoints[r.replica_id]
+            out.append(json.dumps(d))
+        return "[" + ", ".join(out) + "]"
+
+    leader = next((r for r in p.current_voters if r.replica_id == p.leader_id), None)
+    laggard = min(p.current_voters, key=lambda r: r.log_end_offset, default=None)
+    lag = p.high_watermark - laggard.log_end_offset if laggard is not None else 0
+    if laggard is None or laggard is leader:
+        lag_ms = 0
+    elif leader is not None and leader.last_caught_up_timestamp >= 0 <= (
+        laggard.last_caught_up_timestamp
+    ):
+        lag_ms = leader.last_caught_up_timestamp - laggard.last_caught_up_timestamp
+    else:
+        lag_ms = -1
+    rows = [
+        ("ClusterId:", cluster_id),
+        ("LeaderId:", p.leader_id),
+        ("LeaderEpoch:", p.leader_epoch),
+        ("HighWatermark:", p.high_watermark),
+        ("MaxFollowerLag:", lag),
+        ("MaxFollowerLagTimeMs:", lag_ms),
+        ("CurrentVoters:", replicas(p.current_voters, True)),
+        ("CurrentObservers:", replicas(p.observers, False)),
+    ]
+    return [f"{k:<24}{v}" for k, v in rows]
+
+
+def _quorum_replication_lines(p) -> list[str]:
+    """Kafka's ``describe --replication`` table (Lag = high watermark - log end offset)."""
+    header = ("NodeId", "DirectoryId", "LogEndOffset", "Lag", "LastFetchTimestamp",
+              "LastCaughtUpTimestamp", "Status")  # fmt: skip
+    rows = [header]
+    for states, kind in ((p.current_voters, "Follower"), (p.observers, "Observer")):
+        for r in states:
+            status = "Leader" if r.replica_id == p.leader_id else kind
+            lag = max(0, p.high_watermark - r.log_end_offset)
+            rows.append((str(r.replica_id), _uuid_text(r.replica_directory_id),
+                         str(r.log_end_offset), str(lag), str(r.last_fetch_timestamp),
+                         str(r.last_caught_up_timestamp), status))  # fmt: skip
+    leader_first = rows[:1] + sorted(rows[1:], key=lambda r: r[6] != "Leader")
+    widths = [max(len(r[i]) for r in leader_first) for i in range(len(header))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+            for r in leader_first]  # fmt: skip
+
+
+def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
+    """Kafka's ``kafka-metadata-quorum.sh describe --status | --replication``: one
+    DescribeQuorum for ``__cluster_metadata-0``. The cluster id comes from a Metadata request
+    when the endpoint serves it (a broker listener); a controller listener does not (Kafka asks
+    it with DescribeCluster, which we do not serve), so it prints ``unknown`` there."""
+    from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
+    from kafka_rpc.protocol import codec
+    from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+    from kafka_rpc.raft.api import METADATA_TOPIC_NAME
+
+    mod = codec.module("DescribeQuorumRequest")
+    topic = mod.TopicData(topic_name=METADATA_TOPIC_NAME,
+                          partitions=(mod.PartitionData(partition_index=0),))  # fmt: skip
+    req = mod.DescribeQuorumRequest(topics=(topic,))
+
+    async def run() -> int:
+        try:
+            client = await KafkaRpcClient.connect(
+                args.bootstrap_controller or args.bootstrap_server,
+                client_id="kafka-rpc-metadata-quorum",
+                connect_timeout=args.timeout, request_timeout=args.timeout,
+            )  # fmt: skip
+        except (KafkaConnectionError, OSError, ValueError) as e:
+            print(f"kafka-rpc: {e}", file=sys.stderr)
+            return 1
+        try:
+            resp = await client.request(req)
+            cluster_id = "unknown"
+            if 3 in client.versions:
+                md = await client.request(codec.message_class("MetadataRequest")(topics=()))
+                cluster_id = md.cluster_id or "unknown"
+        except (KafkaError, KafkaConnectionError, TimeoutError, OSError) as e:
+            print(f"kafka-rpc: DescribeQuorum failed: {e}", file=sys.stderr)
+            return 1
+        finally:
+            await client.close()
+        code = resp.error_code
+        p = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+        if not code and p is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not code:
+            code = p.error_code
+        if code:
+            name = ErrorCode.for_code(code).name
+            hint = f" (leader: {p.leader_id}, epoch {p.leader_epoch})" if p is not None else ""
+            print(f"kafka-rpc: DescribeQuorum failed: {name}{hint}", file=sys.stderr)
+            return 1
+        if args.status:
+            lines = _quorum_status_lines(cluster_id, p, resp.nodes)
+        else:
+            lines = _quorum_replication_lines(p)
+        print("\n".join(lines))
+        return 0
+
+    return asyncio.run(run())
+
+
 def _bench_spark_submit() -> str:
     import pyspark
 
@@ -314,6 +437,19 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--ignore-formatted", "-g", action="store_true",
                    help="skip directories already formatted instead of failing")  # fmt: skip
     f.set_defaults(func=_cmd_storage)
+
+    mq = sub.add_parser("metadata-quorum", help="describe the metadata quorum "
+                        "(kafka-metadata-quorum.sh)")  # fmt: skip
+    where = mq.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-controller", metavar="HOST:PORT")
+    where.add_argument("--bootstrap-server", metavar="HOST:PORT")
+    mq.add_argument("--timeout", type=float, default=10.0)
+    mq_sub = mq.add_subparsers(dest="quorum_command", required=True)
+    desc = mq_sub.add_parser("describe", help="print the quorum's status or replication")
+    what = desc.add_mutually_exclusive_group(required=True)
+    what.add_argument("--status", action="store_true")
+    what.add_argument("--replication", action="store_true")
+    desc.set_defaults(func=_cmd_metadata_quorum)
 
     b = sub.add_parser("bench", help="run the Spark diskless load + verification pipeline",
                        description="Runs bench/diskless_load.py through spark-submit with the "
