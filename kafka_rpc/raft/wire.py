@@ -14,8 +14,11 @@ BeginQuorumEpoch    0-1                    2+
 EndQuorumEpoch      0-1                    2+
 ==================  =====================  ==================
 
-Any other message (Fetch names its topic with ignorable fields; FetchSnapshot and DescribeQuorum
-have names only) is returned unchanged.
+A FetchRequest carries the fetching replica's id in ``ReplicaId`` up to v14 and in the tagged
+``ReplicaState.ReplicaId`` from v15, neither ignorable; the core sets both, so the one the version
+lacks is reset to its default (``ReplicaId`` -1, an empty ``ReplicaState``). Its topic fields
+(``Topic`` 0-12, ``TopicId`` 13+) are ignorable and need nothing. Any other message (FetchSnapshot
+and DescribeQuorum name topics only) is returned unchanged.
 """
 
 from __future__ import annotations
@@ -28,13 +31,33 @@ __all__ = ["TOPIC_ID_FROM_VERSION", "for_version"]
 
 #: api key -> first version whose TopicData carries TopicId instead of TopicName.
 TOPIC_ID_FROM_VERSION: dict[int, int] = {52: 3, 53: 2, 54: 2}
+#: FetchRequest: the first version with ``ReplicaState`` (and without ``ReplicaId``).
+FETCH_REPLICA_STATE_FROM_VERSION = 15
 
 _ZERO = UUID(int=0)
+_FETCH = 1
+
+
+def _fetch_for_version(version: int, message: Any) -> Any:
+    fields = getattr(type(message), "__dataclass_fields__", {})
+    if "replica_state" not in fields or "replica_id" not in fields:
+        return message  # a FetchResponse
+    if version >= FETCH_REPLICA_STATE_FROM_VERSION:
+        default = fields["replica_id"].default
+        if message.replica_id == default:
+            return message
+        return dataclasses.replace(message, replica_id=default)
+    blank = type(message.replica_state)()
+    if message.replica_state == blank:
+        return message
+    return dataclasses.replace(message, replica_state=blank)
 
 
 def for_version(api_key: int, version: int, message: Any) -> Any:
-    """``message`` with each ``topics[i]`` holding only the topic field ``version`` has (the other
-    one reset to its default); the same object when nothing needs to change."""
+    """``message`` holding only the fields ``version`` has where the core set two alternatives
+    (the other one reset to its default); the same object when nothing needs to change."""
+    if api_key == _FETCH:
+        return _fetch_for_version(version, message)
     first_id = TOPIC_ID_FROM_VERSION.get(api_key)
     if first_id is None:
         return message
