@@ -1,0 +1,110 @@
+"""Three voters and a broker-only observer, each a server on loopback: one leader, everyone
+replicates the active node's records, and a stopped leader is replaced."""
+
+import asyncio
+
+import pytest
+
+from kafka_rpc.client import KafkaRpcClient
+from tests.integration.conftest import start_server
+from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port, until
+
+pytest.importorskip("kafka_rpc.raft.file_log")
+pytest.importorskip("kafka_rpc.raft.quorum_state")
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 10.0
+
+
+async def start_node(tmp_path, node_id, ports, roles="broker,controller"):
+    voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    d = tmp_path / f"n{node_id}"
+    d.mkdir()
+    listeners = "PLAINTEXT://127.0.0.1:0"
+    if "controller" in roles:
+        listeners += f",CONTROLLER://127.0.0.1:{ports[node_id]}"
+    return await start_server(
+        d,
+        **{
+            "node.id": str(node_id),
+            "process.roles": roles,
+            "listeners": listeners,
+            "controller.quorum.voters": voters,
+            "cluster.id": CLUSTER_ID,
+            "metadata.max.idle.interval.ms": "100",
+            "controller.quorum.election.timeout.ms": "300",
+            "controller.quorum.fetch.timeout.ms": "600",
+            "shutdown.timeout.ms": "2000",
+        },
+    )
+
+
+async def test_three_voters_and_an_observer(tmp_path):
+    ports = {i: free_port() for i in (1, 2, 3)}
+    nodes = {}
+    clients = []
+    try:
+        for i in ports:
+            nodes[i] = await start_node(tmp_path, i, ports)
+        nodes[4] = await start_node(tmp_path, 4, ports, roles="broker")
+        for i, p in ports.items():
+            clients.append(await KafkaRpcClient.connect(f"127.0.0.1:{p}", connect_timeout=5))
+
+        async def leader():
+            for c in clients:
+                p = await describe(c)
+                if p.error_code == 0 and p.high_watermark > 3:
+                    return p
+            return None
+
+        p = await until(leader, TIMEOUT, "a leader with a high watermark")
+        assert sorted(r.replica_id for r in p.current_voters) == [1, 2, 3]
+        lead = p.leader_id
+
+        async def replicated():
+            states = [n.server.metadata_state for n in nodes.values()]
+            return all(
+                s.features.get("metadata.version") == 25 and s.record_counts["NoOpRecord"] >= 2
+                for s in states
+            )
+
+        await until(replicated, TIMEOUT, "every node, the observer too, to replay the records")
+        assert [n.server.metadata_state.is_active for n in nodes.values()].count(True) == 1
+
+        async def observer_seen():
+            p = await describe(clients[lead - 1])
+            return [r.replica_id for r in p.observers] == [4]
+
+        await until(observer_seen, TIMEOUT, "the observer in DescribeQuorum")
+
+        # stop the leader: the two others elect a new one in a later epoch
+        await nodes.pop(lead).stop()
+        rest = [c for i, c in zip(ports, clients, strict=True) if i != lead]
+
+        async def new_leader():
+            for c in rest:
+                try:
+                    q = await describe(c)
+                except Exception:  # noqa: BLE001
+                    continue
+                if q.error_code == 0 and q.leader_id not in (-1, lead):
+                    return q
+            return None
+
+        q = await until(new_leader, TIMEOUT, "a new leader")
+        assert q.leader_epoch > p.leader_epoch
+        hw = q.high_watermark
+
+        async def advances():
+            for c in rest:
+                r = await describe(c)
+                if r.error_code == 0 and r.high_watermark > hw + 2:
+                    return True
+            return False
+
+        await until(advances, TIMEOUT, "the new leader to commit")
+    finally:
+        for c in clients:
+            await c.close()
+        await asyncio.gather(*(n.stop() for n in nodes.values()), return_exceptions=True)
