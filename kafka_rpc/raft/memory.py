@@ -258,7 +258,8 @@ class MemoryLog:
         return True
 
     def size_in_bytes(self) -> int:
-        """Total bytes of the batches held."""
+        """Total bytes of the batches held. The file log counts whole segments, which may still
+        hold batches below the log start; this log drops those at once."""
         return sum(len(b.data) for b in self._batches)
 
     def close(self) -> None:
