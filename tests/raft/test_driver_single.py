@@ -209,3 +209,45 @@ async def test_restart_keeps_the_log_and_bumps_the_epoch(tmp_path):
         await client.close()
     finally:
         await running.stop()
+
+
+async def test_a_bad_peer_does_not_kill_the_driver(tmp_path):
+    """Voter 2 answers every connection with garbage: node 1 keeps campaigning, its loop alive."""
+
+    connections = []
+
+    async def garbage(reader, writer):
+        connections.append(writer)
+        writer.write(b"\x00\x00\x00\x08garbage!" * 4)
+        await writer.drain()
+        writer.close()
+
+    bad = await asyncio.start_server(garbage, "127.0.0.1", 0)
+    bad_port = bad.sockets[0].getsockname()[1]
+    port = free_port()
+    running = await start_server(
+        tmp_path,
+        **{
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{bad_port}",
+            "controller.quorum.election.timeout.ms": "100",
+            "controller.quorum.request.timeout.ms": "200",
+            "shutdown.timeout.ms": "500",
+        },
+    )
+    client = None
+    try:
+        driver = running.server.raft
+        await asyncio.sleep(1.0)  # several elections against the bad peer
+        assert driver.running
+        client = await KafkaRpcClient.connect(f"127.0.0.1:{port}", connect_timeout=TIMEOUT)
+        p = (await client.request(describe_request(), timeout=TIMEOUT)).topics[0].partitions[0]
+        assert p.error_code == 6  # NOT_LEADER_OR_FOLLOWER: no majority without voter 2
+        assert not driver.core.is_leader
+        assert len(connections) >= 2  # it kept asking voter 2 (pre-votes do not bump the epoch)
+    finally:
+        if client is not None:
+            await client.close()
+        await running.stop()
+        bad.close()
+        await bad.wait_closed()
