@@ -102,7 +102,7 @@ class Server:
         self._retention_task: asyncio.Future | None = None
         #: The metadata quorum replica (``kafka_rpc.raft.driver.RaftDriver``): a voter when the
         #: process has the controller role, an observer when it is broker-only; None until
-        #: started (or when the Raft log modules are not installed).
+        #: started.
         self.raft = None
         #: The state machine on the metadata log (``kafka_rpc.raft.metadata_state``).
         self.metadata_state = None
@@ -203,15 +203,11 @@ class Server:
         then NoOpRecords (``kafka_rpc.raft.metadata_state.ActiveWriter``)."""
         import random
 
-        try:
-            from kafka_rpc.raft.core import RaftCore
-            from kafka_rpc.raft.file_log import FileLog
-            from kafka_rpc.raft.quorum_state import FileQuorumStateStore
-        except ImportError as e:  # the log modules land separately
-            log.warning("raft: not started (%s); running without the metadata quorum", e)
-            return
+        from kafka_rpc.raft.core import RaftCore
         from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
+        from kafka_rpc.raft.file_log import FileLog
         from kafka_rpc.raft.metadata_state import ActiveWriter, MetadataLogState
+        from kafka_rpc.raft.quorum_state import FileQuorumStateStore
 
         cfg = self.config
         directory = cfg.metadata_partition_dir

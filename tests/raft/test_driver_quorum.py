@@ -9,9 +9,6 @@ from kafka_rpc.client import KafkaRpcClient
 from tests.integration.conftest import start_server
 from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port, until
 
-pytest.importorskip("kafka_rpc.raft.file_log")
-pytest.importorskip("kafka_rpc.raft.quorum_state")
-
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 10.0

@@ -14,9 +14,6 @@ from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
 from tests.integration.conftest import start_server
 
-pytest.importorskip("kafka_rpc.raft.file_log")
-pytest.importorskip("kafka_rpc.raft.quorum_state")
-
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 5.0
