@@ -175,7 +175,7 @@ class FileRawSnapshotReader:
         return iter(decode_batches(self.read(0, self.size)))
 
     def close(self) -> None:
-        """Release the file descriptor."""
+        """Release the file descriptor (Kafka ``FileRawSnapshotReader.close``)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
@@ -571,7 +571,8 @@ class FileLog:
     # ---- snapshots
 
     def snapshot_ids(self) -> list[OffsetAndEpoch]:
-        """Complete (frozen) snapshots, oldest first (ordered by offset, then epoch)."""
+        """Complete (frozen) snapshots, oldest first (ordered by offset, then epoch, as Kafka
+        ``KafkaMetadataLog``'s snapshot TreeMap)."""
         return list(self._snapshots)
 
     def latest_snapshot_id(self) -> OffsetAndEpoch | None:
@@ -674,7 +675,8 @@ class FileLog:
         return True
 
     def size_in_bytes(self) -> int:
-        """Total bytes of the segment files (not the snapshots)."""
+        """Total bytes of the segment files, not the snapshots (Kafka ``UnifiedLog.size``, what
+        ``metadata.max.retention.bytes`` is checked against with the snapshots' sizes)."""
         return sum(seg.size for seg in self._segments)
 
     def close(self) -> None:
