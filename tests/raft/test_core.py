@@ -663,3 +663,154 @@ def test_restart_as_follower_tells_state_machine_the_leader():
     n = follower_node(2, leader=1, epoch=1)
     n.core.poll(0)
     assert n.sm.leader_changes == [(1, 1)]
+
+
+# =============================================================================== more rules
+
+
+def test_vote_voter_key_mismatch_after_epoch_bump():
+    n = make_node(2)
+    p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, 3, 0, 0, voter_id=3)))
+    assert p.error_code == E.INVALID_VOTER_KEY and p.vote_granted is False
+    assert (n.core.epoch, n.core.voted_id) == (3, -1)  # the epoch bump stays
+
+
+def test_granting_a_vote_resets_the_election_timer():
+    n = make_node(2)
+    first = n.core.next_deadline_ms()
+    assert 1000 <= first < 2000
+    partition(n.request(first - 1, VOTE, V_VOTE, vote_request(1, 1, 0, 0)))
+    n.core.poll(first + 1)
+    assert n.core.state == "Unattached" and n.core.voted_id == 1
+    n.core.poll(first - 1 + 999)
+    assert n.core.state == "Unattached"
+    n.core.poll(first - 1 + 2000)
+    assert n.core.state == "Prospective"
+
+
+def test_follower_fetch_timeout_goes_prospective():
+    n = follower_node(2, leader=1, epoch=1, now=0)
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    n.core.handle_response(1500, 1, f.correlation, fetch_response(1, 1, records=b""))
+    n.core.poll(3499)
+    assert n.core.state == "Follower"
+    n.core.poll(3500)  # fetch.timeout.ms 2000 after the last successful response
+    assert n.core.state == "Prospective" and n.core.epoch == 1 and n.store.writes == 0
+
+
+def test_candidate_follows_leader_announced_in_its_epoch():
+    n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    p = partition(n.request(0, BEGIN, V_BEGIN, begin_request(2, 4)))
+    assert p.error_code == 0
+    assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 4, 2)
+
+
+def test_candidate_loses_election_then_retries_at_next_epoch():
+    n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    n.core.poll(0)
+    out = n.outbound()
+    for o in out:
+        n.core.handle_response(1, o.destination, o.correlation, vote_response(4, False))
+    assert n.core.state == "Candidate" and n.core.epoch == 4
+    # binary exponential backoff: at most election.backoff.max.ms 1000
+    n.core.poll(1 + 1000)
+    assert n.core.epoch == 5 and n.store.read().voted_id == 1 and n.store.read().epoch == 5
+
+
+def test_follower_moves_on_fetch_response_naming_new_leader():
+    n = follower_node(2, leader=1, epoch=1)
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    resp = fetch_response(3, 2, code=E.FENCED_LEADER_EPOCH)
+    n.core.handle_response(1, 1, f.correlation, resp)
+    assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 2, 3)
+    assert n.store.read().leader_id == 3
+    n.core.poll(2)
+    assert one(n.outbound(), FETCH).destination == 3
+
+
+def test_stale_fetch_response_ignored():
+    n = follower_node(2, leader=1, epoch=3)
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    recs = data_batch(0, 1, 2).data
+    n.core.handle_response(1, 1, f.correlation, fetch_response(1, 2, records=recs))
+    assert n.log.end_offset == 0 and (n.core.epoch, n.core.leader_id) == (3, 1)
+
+
+def test_observer_fetch_does_not_move_high_watermark():
+    n = leader_node(epoch=1)
+    fp = fetch_partition(n.request(1, FETCH, V_FETCH, fetch_request(7, 1, 1, 1)))
+    assert fp.error_code == 0
+    assert n.core.high_watermark == -1
+
+
+def test_resigning_leader_prefers_successors_by_fetch_offset():
+    n = leader_node(epoch=1)
+    n.core.append(1, [b"a"])
+    n.core.poll(26)
+    n.flush(26)
+    fetch_partition(n.request(27, FETCH, V_FETCH, fetch_request(3, 1, 2, 1)))
+    fetch_partition(n.request(28, FETCH, V_FETCH, fetch_request(2, 1, 1, 1)))
+    n.core.begin_shutdown(30, 5000)
+    assert n.core.state == "Resigned"
+    with pytest.raises(NotLeaderError):
+        n.core.append(30, [b"b"])
+    n.core.poll(30)
+    out = n.outbound()
+    ep = one(out, END, 2).request.topics[0].partitions[0]
+    assert [c.candidate_id for c in ep.preferred_candidates] == [3, 2]
+    # EndQuorumEpoch NONE from 2: only 3 is asked again
+    n.core.handle_response(31, 2, one(out, END, 2).correlation, _end_ok(1, 1))
+    n.core.handle_response(31, 3, one(out, END, 3).correlation, None)
+    n.core.poll(31 + 1000)
+    assert sorted(o.destination for o in n.outbound() if o.api_key == END) == [3]
+    # a resigned (even shutting-down) node grants votes in a higher epoch
+    p = partition(n.request(40, VOTE, V_VOTE, vote_request(3, 2, 1, 2)))
+    assert p.vote_granted is True and (n.core.epoch, n.core.voted_id) == (2, 3)
+
+
+def _end_ok(leader: int, epoch: int):
+    m = codec.module("EndQuorumEpochResponse")
+    p = m.PartitionData(partition_index=0, error_code=0, leader_id=leader, leader_epoch=epoch)
+    return m.EndQuorumEpochResponse(topics=(m.TopicData(partitions=(p,)),))
+
+
+def test_end_quorum_epoch_non_preferred_waits_backoff_max():
+    n = make_node(2, voter_ids=(1, 2, 3, 4), state=ElectionState(epoch=1, leader_id=1), now=0)
+    partition(n.request(0, END, V_END, end_request(1, 1, [3, 4])))
+    n.core.poll(999)
+    assert n.core.state == "Follower"
+    n.core.poll(1000)
+    assert n.core.state == "Prospective"
+
+
+def test_leader_answers_its_own_begin_quorum_epoch():
+    n = leader_node(epoch=2)
+    p = partition(n.request(0, BEGIN, V_BEGIN, begin_request(1, 2)))
+    assert p.error_code == 0 and n.core.state == "Leader"
+
+
+def test_begin_quorum_epoch_from_non_voter_rejected():
+    n = make_node(2)
+    p = partition(n.request(0, BEGIN, V_BEGIN, begin_request(9, 2)))
+    assert p.error_code == E.INCONSISTENT_VOTER_SET
+    assert (n.core.state, n.core.epoch) == ("Unattached", 0) and n.store.writes == 0
+
+
+def test_candidate_vote_response_with_higher_epoch_makes_it_unattached():
+    n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    n.core.poll(0)
+    v = one(n.outbound(), VOTE, 2)
+    n.core.handle_response(1, 2, v.correlation, vote_response(6, False))
+    assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", 6, -1)
+    assert n.store.read().epoch == 6
+
+
+def test_candidate_vote_response_naming_leader_in_its_epoch_makes_it_follower():
+    n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    n.core.poll(0)
+    v = one(n.outbound(), VOTE, 2)
+    n.core.handle_response(1, 2, v.correlation, vote_response(4, False, leader=3))
+    assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 4, 3)

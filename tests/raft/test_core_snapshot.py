@@ -322,3 +322,25 @@ def test_follower_does_not_download_a_snapshot_it_already_has():
     f = one(fl.outbound(), FETCH, 1)
     fp = f.request.topics[0].partitions[0]
     assert (fp.fetch_offset, fp.last_fetched_epoch) == (6, 1)
+
+
+def test_fetch_snapshot_wrong_topic_name_unknown_topic_or_partition():
+    leader, sid = leader_with_snapshot()
+    req = fetch_snapshot_request(2, 1, sid, 0)
+    t = req.topics[0]
+    req = type(req)(
+        cluster_id=req.cluster_id,
+        replica_id=2,
+        max_bytes=req.max_bytes,
+        topics=(type(t)(name="other", partitions=t.partitions),),
+    )
+    sp = snapshot_partition(snap(leader, 300, req))
+    assert sp.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_fetch_snapshot_two_topics_top_level_invalid_request():
+    leader, sid = leader_with_snapshot()
+    req = fetch_snapshot_request(2, 1, sid, 0)
+    req = type(req)(cluster_id=req.cluster_id, replica_id=2, max_bytes=1, topics=req.topics * 2)
+    resp = snap(leader, 300, req)
+    assert resp.error_code == E.INVALID_REQUEST and resp.topics == ()
