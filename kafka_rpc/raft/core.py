@@ -284,6 +284,12 @@ class RaftCore:
         elif st.leader_id == self.node_id and self.node_id >= 0:
             self.epoch, self.leader_id = st.epoch, self.node_id
             self._to_resigned(now, persist=False)
+        elif st.leader_id != -1 and st.leader_id in self.voters:
+            # a known leader settles the epoch, whatever vote was cast in it (a candidate that
+            # lost keeps its self-vote in quorum-state beside the winner's id)
+            self.epoch = st.epoch
+            self.voted_id = st.voted_id
+            self._set_follower(now, st.leader_id)
         elif st.voted_id == self.node_id and self.node_id >= 0:
             self.epoch = st.epoch
             self.state = CANDIDATE
@@ -294,9 +300,6 @@ class RaftCore:
         elif st.voted_id != -1:
             self.epoch, self.voted_id, self.state = st.epoch, st.voted_id, UNATTACHED
             self._election_deadline = now + self._random_election_timeout()
-        elif st.leader_id != -1 and st.leader_id in self.voters:
-            self.epoch = st.epoch
-            self._set_follower(now, st.leader_id)
         else:
             self.epoch, self.state = st.epoch, UNATTACHED
             self._election_deadline = (
@@ -304,6 +307,7 @@ class RaftCore:
             )
         if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
             self._to_candidate(now)
+        self._notify_leader_change()
         self._deliver(now)
 
     # ================================================================== public read-only
@@ -571,6 +575,9 @@ class RaftCore:
             raise
 
     def _poll(self, now: int) -> None:
+        for dest, until in list(self._backoff_until.items()):
+            if now >= until:
+                del self._backoff_until[dest]
         for dest, f in list(self._inflight.items()):
             if now >= f.deadline_ms:
                 del self._inflight[dest]
@@ -800,9 +807,8 @@ class RaftCore:
                             fetch_offset=self.log.end_offset,
                             last_fetched_epoch=self.log.last_fetched_epoch(),
                             partition_max_bytes=self.config.max_fetch_bytes,
-                            high_watermark=(
-                                self.high_watermark if self.high_watermark >= 0 else _LONG_MAX
-                            ),
+                            # KIP-1166: -1 when unknown (INT64_MAX means "not supported")
+                            high_watermark=self.high_watermark,
                         ),
                     ),
                 ),
@@ -1539,6 +1545,7 @@ class RaftCore:
         d = self._download
         if self.state != FOLLOWER or d is None:
             return True
+        self._fetched_from_leader = True
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         if p.error_code != _NONE or sid != d.snapshot_id or p.position != d.writer.size:
             # SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE or anything unexpected: abandon the

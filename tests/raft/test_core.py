@@ -653,12 +653,6 @@ def test_follower_learning_leader_by_begin_quorum_epoch_tells_state_machine():
     assert n.sm.leader_changes[-1] == (1, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: a node restarted as Follower never calls handle_leader_change for the "
-    "leader it restored (Kafka's ListenerContext fires any leader change it has not fired yet, "
-    "starting from UNKNOWN, on the next poll)",
-)
 def test_restart_as_follower_tells_state_machine_the_leader():
     n = follower_node(2, leader=1, epoch=1)
     n.core.poll(0)
