@@ -39,6 +39,7 @@ from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+from kafka_rpc.raft.core import NotLeaderError  # one type for the append and commit sides
 from kafka_rpc.raft.wire import for_version
 
 __all__ = ["NotLeaderError", "RaftDriver", "monotonic_ms"]
@@ -53,12 +54,6 @@ def monotonic_ms() -> int:
     return int(time.monotonic() * 1000)
 
 
-try:  # one exception type for "not the leader" on both the append and the commit side
-    from kafka_rpc.raft.core import NotLeaderError
-except ImportError:  # pragma: no cover - the core lands separately
-
-    class NotLeaderError(Exception):  # type: ignore[no-redef]
-        """This node is not (or no longer) the leader."""
 
 
 class RaftDriver:
