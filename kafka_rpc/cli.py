@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from kafka_rpc.config import ConfigError, load_config
 
@@ -256,33 +257,43 @@ def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
                           partitions=(mod.PartitionData(partition_index=0),))  # fmt: skip
     req = mod.DescribeQuorumRequest(topics=(topic,))
 
-    async def run() -> int:
-        try:
-            client = await KafkaRpcClient.connect(
-                args.bootstrap_controller or args.bootstrap_server,
-                client_id="kafka-rpc-metadata-quorum",
-                connect_timeout=args.timeout, request_timeout=args.timeout,
-            )  # fmt: skip
-        except (KafkaConnectionError, OSError, ValueError) as e:
-            print(f"kafka-rpc: {e}", file=sys.stderr)
-            return 1
+    async def ask(address: str) -> tuple[Any, str]:
+        client = await KafkaRpcClient.connect(
+            address, client_id="kafka-rpc-metadata-quorum",
+            connect_timeout=args.timeout, request_timeout=args.timeout,
+        )  # fmt: skip
         try:
             resp = await client.request(req)
             cluster_id = "unknown"
             if 3 in client.versions:
                 md = await client.request(codec.message_class("MetadataRequest")(topics=()))
                 cluster_id = md.cluster_id or "unknown"
-        except (KafkaError, KafkaConnectionError, TimeoutError, OSError) as e:
-            print(f"kafka-rpc: DescribeQuorum failed: {e}", file=sys.stderr)
-            return 1
+            return resp, cluster_id
         finally:
             await client.close()
-        code = resp.error_code
-        p = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
-        if not code and p is None:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        if not code:
-            code = p.error_code
+
+    async def run() -> int:
+        # Kafka's admin client sends DescribeQuorum to the active controller: a controller
+        # that is not the leader names it (and, from v2, every voter's endpoints), so follow.
+        address = args.bootstrap_controller or args.bootstrap_server
+        for _hop in range(3):
+            try:
+                resp, cluster_id = await ask(address)
+            except (KafkaError, KafkaConnectionError, TimeoutError, OSError, ValueError) as e:
+                print(f"kafka-rpc: DescribeQuorum failed: {e}", file=sys.stderr)
+                return 1
+            code = resp.error_code
+            p = resp.topics[0].partitions[0] if resp.topics and resp.topics[0].partitions else None
+            if not code and p is None:
+                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if not code:
+                code = p.error_code
+            leader = next((n for n in resp.nodes if p is not None and n.node_id == p.leader_id
+                           and n.listeners), None)  # fmt: skip
+            if code == ErrorCode.NOT_LEADER_OR_FOLLOWER and leader is not None:
+                address = f"{leader.listeners[0].host}:{leader.listeners[0].port}"
+                continue
+            break
         if code:
             name = ErrorCode.for_code(code).name
             hint = f" (leader: {p.leader_id}, epoch {p.leader_epoch})" if p is not None else ""
