@@ -135,6 +135,7 @@ SPECS = {
         False,
     ),
     "CommitBatchesResponse": ("commit_batches_response", "response", 94, (0, 0), 0, (), False),
+    "ConfigRecord": ("config_record", "metadata", 4, (0, 0), 0, (), False),
     "CreateChunksRequest": (
         "create_chunks_request",
         "request",
