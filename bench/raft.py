@@ -603,7 +603,7 @@ def build_snapshot(meta_dir: Path, mib: int) -> tuple[Path, object]:
             version=0, last_contained_log_timestamp=ts), 0)  # fmt: skip
         w.append(encode_control_batch(0, sid.epoch, [(CONTROL_SNAPSHOT_HEADER, hdr)], ts).data)
         pos = 1
-        while w.size < mib << 20:
+        while w.size + len(value) * per_batch <= mib << 20:
             w.append(encode_batch(pos, sid.epoch, [value] * per_batch, ts).data)
             pos += per_batch
         ftr = codec.encode(codec.message_class("SnapshotFooterRecord")(version=0), 0)
@@ -763,8 +763,8 @@ def main() -> int:
         copy_client_main(json.loads(args.copy_client))
         return 0
     q = args.quick
-    args.duration = args.duration or (1.5 if q else 8.0)
-    args.warm = args.warm if args.warm is not None else (0.5 if q else 1.0)
+    args.duration = args.duration or (1.0 if q else 8.0)
+    args.warm = args.warm if args.warm is not None else (0.3 if q else 1.0)
     args.rounds = args.rounds or (1 if q else 3)
     args.kills = args.kills or (2 if q else 10)
     args.snap_mib = args.snap_mib or (10 if q else 100)
