@@ -212,7 +212,7 @@ class Server:
         cfg = self.config
         directory = cfg.metadata_partition_dir
         directory.mkdir(parents=True, exist_ok=True)
-        raft_log = FileLog(directory)
+        raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
         try:
             state = MetadataLogState(self.node_id)
             rc = cfg.raft_config(self.cluster_id)
