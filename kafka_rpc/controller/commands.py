@@ -1,0 +1,771 @@
+"""Controller commands: ``(image, request, ctx) -> ControllerResult(records, response)``.
+
+Pure functions, as Kafka's ``*ControlManager`` methods that ``QuorumController`` runs in a write
+event: they read the image, validate, and return the records to append (one atomic batch) and
+the response to send **once those records are committed**. They change nothing; the caller
+appends the records, replays them into its (uncommitted) image at once so the next command sees
+them (ProducerIdControlManager depends on this), and answers after commit (DESIGN.md section 7,
+kraft.md 2.5). Every response is a generated response class; errors carry Kafka's codes and, where
+the response has an ErrorMessage field, a message.
+
+``ctx.next_offset`` is the offset the first returned record will get: a RegisterBrokerRecord is
+always first in its batch, so the broker epoch it carries is its own offset (Kafka passes
+``offsetControl.nextWriteOffset()``).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from kafka_rpc.controller.image import (
+    NO_LEADER,
+    RESOURCE_TOPIC,
+    MetadataImage,
+)
+from kafka_rpc.controller.replay import NO_LEADER_CHANGE, replay
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+
+__all__ = [
+    "PRODUCER_ID_BLOCK_SIZE",
+    "TOPIC_CONFIGS",
+    "ControllerContext",
+    "ControllerResult",
+    "allocate_producer_ids",
+    "broker_heartbeat",
+    "create_topics",
+    "delete_topics",
+    "fence_stale_brokers",
+    "has_valid_session",
+    "register_broker",
+    "validate_topic_name",
+]
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+"""Ids per AllocateProducerIds block (Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``)."""
+_LONG_MAX = (1 << 63) - 1
+METADATA_TOPIC_ID = UUID(int=1)
+"""``__cluster_metadata``'s id (Kafka's ``Uuid.METADATA_TOPIC_ID``, AAAAAAAAAAAAAAAAAAAAAQ)."""
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+_R = codec.message_class
+
+
+@dataclass(frozen=True)
+class ControllerContext:
+    """What a command may know besides the image.
+
+    - ``now_ms``: wall clock (ms); ``next_offset``: log offset of the first record returned;
+    - ``cluster_id``: this cluster's id (BrokerRegistration checks it);
+    - ``rng``: randomness for topic ids and replica placement (seed it for reproducible tests);
+    - ``default_replication_factor`` / ``num_partitions``: CreateTopics defaults for -1
+      (Kafka's ``default.replication.factor`` / ``num.partitions``);
+    - ``last_heartbeat_ms``: broker id -> ms of its last registration or heartbeat, as the active
+      controller's ``BrokerHeartbeatManager`` tracks it (not in the log); ``session_timeout_ms``
+      is ``broker.session.timeout.ms``.
+    """
+
+    now_ms: int
+    next_offset: int
+    cluster_id: str
+    rng: random.Random = field(default_factory=random.Random)
+    default_replication_factor: int = 1
+    num_partitions: int = 1
+    last_heartbeat_ms: Mapping[int, int] = field(default_factory=dict)
+    session_timeout_ms: int = 9000
+
+
+@dataclass(frozen=True)
+class ControllerResult:
+    """``records``: decoded metadata records to append as one atomic batch, in order (may be
+    empty); ``response``: the generated response object (or, for internal operations, a plain
+    value)."""
+
+    records: list
+    response: Any
+
+
+class _Batch:
+    """Records under construction, replayed on a scratch image as they are added so later
+    checks in the same command see earlier records (what the batch will do once applied)."""
+
+    def __init__(self, image: MetadataImage, next_offset: int):
+        self.image = image
+        self.next_offset = next_offset
+        self.records: list = []
+
+    def add(self, record: Any) -> None:
+        self.image = replay(self.image, record, self.next_offset + len(self.records))
+        self.records.append(record)
+
+
+_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+}
+
+
+# ============================================================================ brokers
+def has_valid_session(image: MetadataImage, broker_id: int, ctx: ControllerContext) -> bool:
+    """BrokerHeartbeatManager.hasValidSession: the broker is registered, unfenced, and was heard
+    from within ``session_timeout_ms``. A broker with no entry in ``last_heartbeat_ms`` has no
+    valid session (the caller must seed every registered broker with the activation time when
+    it becomes the active controller, as ``ClusterControlManager.activate`` touches them all)."""
+    reg = image.brokers.get(broker_id)
+    last = ctx.last_heartbeat_ms.get(broker_id)
+    if reg is None or reg.fenced or last is None:
+        return False
+    return last + ctx.session_timeout_ms >= ctx.now_ms
+
+
+def register_broker(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
+    """BrokerRegistration (ClusterControlManager.registerBroker).
+
+    - ClusterId != ours: INCONSISTENT_CLUSTER_ID.
+    - The id is registered with **another** incarnation that has a valid session (unfenced and
+      heard from within the session timeout): DUPLICATE_BROKER_REGISTRATION.
+    - The broker's supported ``metadata.version`` range excludes the finalized level:
+      UNSUPPORTED_VERSION.
+    - Otherwise one RegisterBrokerRecord, **fenced**, BrokerEpoch = ``ctx.next_offset`` (its own
+      offset), and the response carries that epoch. This holds for the same incarnation
+      re-registering too: Kafka accepts it (no DUPLICATE error) but writes a new record with a new
+      epoch and the broker is fenced again until it catches up; a retried registration is thus
+      idempotent in outcome, not in epoch. The caller must record ``now`` as the broker's last
+      heartbeat (``heartbeatManager.register``).
+    """
+    Resp = _R("BrokerRegistrationResponse")
+    if request.cluster_id != ctx.cluster_id:
+        return ControllerResult([], Resp(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
+    existing = image.brokers.get(request.broker_id)
+    if (
+        existing is not None
+        and existing.incarnation_id != request.incarnation_id
+        and has_valid_session(image, request.broker_id, ctx)
+    ):
+        return ControllerResult([], Resp(error_code=ErrorCode.DUPLICATE_BROKER_REGISTRATION))
+    for f in request.features:
+        level = image.features.get(f.name)
+        if level is not None and not f.min_supported_version <= level <= f.max_supported_version:
+            return ControllerResult([], Resp(error_code=ErrorCode.UNSUPPORTED_VERSION))
+    Rec = _R("RegisterBrokerRecord")
+    mod = codec.module("RegisterBrokerRecord")
+    rec = Rec(
+        broker_id=request.broker_id,
+        is_migrating_zk_broker=request.is_migrating_zk_broker,
+        incarnation_id=request.incarnation_id,
+        broker_epoch=ctx.next_offset,
+        end_points=tuple(
+            mod.BrokerEndpoint(
+                name=lst.name, host=lst.host, port=lst.port, security_protocol=lst.security_protocol
+            )
+            for lst in request.listeners
+        ),
+        features=tuple(
+            mod.BrokerFeature(
+                name=f.name,
+                min_supported_version=f.min_supported_version,
+                max_supported_version=f.max_supported_version,
+            )
+            for f in request.features
+        ),
+        rack=request.rack,
+        fenced=True,
+        in_controlled_shutdown=False,
+        log_dirs=tuple(request.log_dirs),
+    )
+    return ControllerResult([rec], Resp(error_code=0, broker_epoch=ctx.next_offset))
+
+
+def _elect(image: MetadataImage, replicas, isr, exclude: int) -> int:
+    """PartitionChangeBuilder's clean election: the first replica (in replica order) that is in
+    the ISR, is not ``exclude`` and is active (unfenced, not in controlled shutdown); -1 if none."""
+    for r in replicas:
+        if r in isr and r != exclude and image.is_active(r):
+            return r
+    return NO_LEADER
+
+
+def _partitions_sorted(image: MetadataImage):
+    for t in sorted(image.topics.values(), key=lambda t: t.name):
+        for i in sorted(t.partitions):
+            yield t, i, t.partitions[i]
+
+
+def _remove_from_isrs(b: _Batch, broker_id: int) -> None:
+    """ReplicationControlManager.generateLeaderAndIsrUpdates(brokerToRemove=broker_id): take the
+    broker out of every ISR and move its leaderships. The last ISR member stays in the ISR (a
+    partition always keeps one, so it can come back cleanly) with the leader set to -1."""
+    PCR = _R("PartitionChangeRecord")
+    for t, i, p in list(_partitions_sorted(b.image)):
+        if broker_id not in p.isr and p.leader != broker_id:
+            continue
+        isr = tuple(r for r in p.isr if r != broker_id) or p.isr
+        leader = p.leader
+        if leader == broker_id or (leader != NO_LEADER and leader not in isr):
+            leader = _elect(b.image, p.replicas, isr, broker_id)
+        if isr == p.isr and leader == p.leader:
+            continue
+        b.add(
+            PCR(
+                partition_id=i,
+                topic_id=t.topic_id,
+                isr=None if isr == p.isr else isr,
+                leader=NO_LEADER_CHANGE if leader == p.leader else leader,
+            )
+        )
+
+
+def _fence(b: _Batch, broker_id: int) -> None:
+    """ReplicationControlManager.handleBrokerFenced: ISR/leader updates, then FenceBrokerRecord."""
+    reg = b.image.brokers[broker_id]
+    _remove_from_isrs(b, broker_id)
+    b.add(_R("FenceBrokerRecord")(id=broker_id, epoch=reg.epoch))
+
+
+def _unfence(b: _Batch, broker_id: int, epoch: int) -> None:
+    """ReplicationControlManager.handleBrokerUnfenced: UnfenceBrokerRecord, then elect a leader
+    for every leaderless partition whose ISR holds the broker."""
+    b.add(_R("UnfenceBrokerRecord")(id=broker_id, epoch=epoch))
+    PCR = _R("PartitionChangeRecord")
+    for t, i, p in list(_partitions_sorted(b.image)):
+        if p.leader == NO_LEADER and broker_id in p.isr:
+            leader = _elect(b.image, p.replicas, p.isr, exclude=-3)
+            if leader != NO_LEADER:
+                b.add(PCR(partition_id=i, topic_id=t.topic_id, leader=leader))
+
+
+def broker_heartbeat(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """BrokerHeartbeat (ReplicationControlManager.processBrokerHeartbeat and
+    BrokerHeartbeatManager.calculateNextBrokerState).
+
+    - Not registered, or BrokerEpoch != the registration's: STALE_BROKER_EPOCH (Kafka's
+      ``checkBrokerEpoch`` and the "heartbeat before registration" check both raise
+      StaleBrokerEpochException; BROKER_ID_NOT_REGISTERED is only UnregisterBroker's error).
+    - Caught up = ``CurrentMetadataOffset >= broker epoch`` (= its RegisterBrokerRecord offset).
+    - FENCED: WantShutDown -> shut down now; not WantFence and caught up -> UnfenceBrokerRecord
+      (plus leader elections for leaderless partitions it is in the ISR of); else stays fenced.
+    - UNFENCED: WantFence -> FenceBrokerRecord (shut down now if WantShutDown too); WantShutDown ->
+      controlled shutdown if it leads partitions (BrokerRegistrationChangeRecord
+      InControlledShutdown=1, then leaderships and ISR membership moved away), else fenced and
+      shut down now.
+    - CONTROLLED_SHUTDOWN: once it leads nothing, fenced and shut down now. (Kafka also waits for
+      every active broker to pass the shutdown offset; this core does not track broker offsets.)
+    - Response: IsCaughtUp, IsFenced, ShouldShutDown of the next state. The caller records
+      ``now`` as the broker's last heartbeat.
+    """
+    Resp = _R("BrokerHeartbeatResponse")
+    reg = image.brokers.get(request.broker_id)
+    if reg is None or reg.epoch != request.broker_epoch:
+        return ControllerResult([], Resp(error_code=ErrorCode.STALE_BROKER_EPOCH))
+    bid = request.broker_id
+    caught_up = request.current_metadata_offset >= reg.epoch
+    if reg.fenced:
+        current = "FENCED"
+    elif reg.in_controlled_shutdown:
+        current = "CONTROLLED_SHUTDOWN"
+    else:
+        current = "UNFENCED"
+    leads = bool(image.leaderships(bid))
+    if current == "FENCED":
+        if request.want_shut_down:
+            nxt = "SHUTDOWN_NOW"
+        elif not request.want_fence and caught_up:
+            nxt = "UNFENCED"
+        else:
+            nxt = "FENCED"
+    elif current == "UNFENCED":
+        if request.want_fence:
+            nxt = "SHUTDOWN_NOW" if request.want_shut_down else "FENCED"
+        elif request.want_shut_down:
+            nxt = "CONTROLLED_SHUTDOWN" if leads else "SHUTDOWN_NOW"
+        else:
+            nxt = "UNFENCED"
+    else:
+        nxt = "CONTROLLED_SHUTDOWN" if leads else "SHUTDOWN_NOW"
+    b = _Batch(image, ctx.next_offset)
+    if nxt != current:
+        if nxt in ("FENCED", "SHUTDOWN_NOW"):
+            if not reg.fenced:
+                _fence(b, bid)
+        elif nxt == "UNFENCED":
+            _unfence(b, bid, reg.epoch)
+        elif nxt == "CONTROLLED_SHUTDOWN":
+            b.add(
+                _R("BrokerRegistrationChangeRecord")(
+                    broker_id=bid, broker_epoch=reg.epoch, fenced=0, in_controlled_shutdown=1
+                )
+            )
+            _remove_from_isrs(b, bid)
+    resp = Resp(
+        error_code=0,
+        is_caught_up=caught_up,
+        is_fenced=nxt in ("FENCED", "SHUTDOWN_NOW"),
+        should_shut_down=nxt == "SHUTDOWN_NOW",
+    )
+    return ControllerResult(b.records, resp)
+
+
+def fence_stale_brokers(
+    image: MetadataImage,
+    last_heartbeat_ms: Mapping[int, int],
+    now_ms: int,
+    session_timeout_ms: int,
+    next_offset: int | None = None,
+) -> ControllerResult:
+    """Session expiry (ReplicationControlManager.maybeFenceOneStaleBroker, all at once): every
+    unfenced broker (in controlled shutdown or not) whose last heartbeat is older than
+    ``session_timeout_ms`` before ``now_ms``, or unknown, is fenced: its ISR memberships and
+    leaderships move away, then a FenceBrokerRecord. Brokers are handled in id order, each seeing
+    the previous ones' effect. The response is the sorted list of fenced broker ids."""
+    b = _Batch(image, image.last_offset + 1 if next_offset is None else next_offset)
+    fenced = []
+    for bid in sorted(image.brokers):
+        reg = b.image.brokers[bid]
+        last = last_heartbeat_ms.get(bid)
+        if reg.fenced or (last is not None and last + session_timeout_ms >= now_ms):
+            continue
+        _fence(b, bid)
+        fenced.append(bid)
+    return ControllerResult(b.records, fenced)
+
+
+# ============================================================================ topics
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's ``Topic.validate``: None if legal, else the INVALID_TOPIC_EXCEPTION message."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return (
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def _int_cfg(v: str) -> bool:
+    try:
+        int(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _bool_cfg(v: str) -> bool:
+    return v.lower() in ("true", "false")
+
+
+def _policy_cfg(v: str) -> bool:
+    parts = [p.strip() for p in v.split(",")]
+    return all(p in ("delete", "compact") for p in parts) or v == ""
+
+
+TOPIC_CONFIGS = {
+    "cleanup.policy": _policy_cfg,
+    "compression.type": lambda v: (
+        v in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    ),
+    "delete.retention.ms": _int_cfg,
+    "diskless.enable": _bool_cfg,
+    "file.delete.delay.ms": _int_cfg,
+    "flush.messages": _int_cfg,
+    "flush.ms": _int_cfg,
+    "index.interval.bytes": _int_cfg,
+    "local.retention.bytes": _int_cfg,
+    "local.retention.ms": _int_cfg,
+    "max.compaction.lag.ms": _int_cfg,
+    "max.message.bytes": _int_cfg,
+    "message.timestamp.after.max.ms": _int_cfg,
+    "message.timestamp.before.max.ms": _int_cfg,
+    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
+    "min.cleanable.dirty.ratio": lambda v: _float(v),
+    "min.compaction.lag.ms": _int_cfg,
+    "min.insync.replicas": _int_cfg,
+    "preallocate": _bool_cfg,
+    "remote.storage.enable": _bool_cfg,
+    "retention.bytes": _int_cfg,
+    "retention.ms": _int_cfg,
+    "segment.bytes": _int_cfg,
+    "segment.index.bytes": _int_cfg,
+    "segment.jitter.ms": _int_cfg,
+    "segment.ms": _int_cfg,
+    "unclean.leader.election.enable": _bool_cfg,
+}
+"""Topic configs CreateTopics accepts (Kafka's ``LogConfig`` names plus Inkless's
+``diskless.enable``), each with a value check; anything else is INVALID_CONFIG."""
+
+
+def _float(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _new_topic_id(image: MetadataImage, rng: random.Random) -> UUID:
+    """A random v4 uuid that is not zero, not the metadata topic's, not in use, and whose
+    base64 form does not start with '-' (Kafka's ``Uuid.randomUuid`` rules)."""
+    import base64
+
+    while True:
+        tid = UUID(int=rng.getrandbits(128), version=4)
+        if tid.int in (0, 1) or tid in image.topics:
+            continue
+        if base64.urlsafe_b64encode(tid.bytes).startswith(b"-"):
+            continue
+        return tid
+
+
+class _TopicError(Exception):
+    def __init__(self, code: ErrorCode, message: str):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _check_manual(image: MetadataImage, topic: Any) -> list[tuple[int, ...]]:
+    """ReplicationControlManager.createTopic + validateManualPartitionAssignment."""
+    if topic.num_partitions != -1:
+        raise _TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    if topic.replication_factor != -1:
+        raise _TopicError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replicationFactor was not set to -1.",
+        )
+    by_index = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+    if sorted(by_index) != list(range(len(topic.assignments))):
+        raise _TopicError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    rf = None
+    out = []
+    for i in range(len(by_index)):
+        brokers = by_index[i]
+        if not brokers:
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        seen = set()
+        for bid in sorted(brokers):
+            if bid not in image.brokers:
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {bid}, but no such "
+                    "broker is registered.",
+                )
+            if bid in seen:
+                raise _TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {bid} more than once.",
+                )
+            seen.add(bid)
+        if rf is not None and len(brokers) != rf:
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{rf} replica(s).",
+            )
+        rf = len(brokers)
+        if not any(image.is_active(bid) for bid in brokers):
+            raise _TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition {i} "
+                "are fenced or in controlled shutdown.",
+            )
+        out.append(brokers)
+    return out
+
+
+def _place(image: MetadataImage, n: int, rf: int, rng: random.Random) -> list[tuple[int, ...]]:
+    """Roughly Kafka's StripedReplicaPlacer without racks: active brokers sorted by id, a random
+    start, partition p gets the ``rf`` brokers from ``start + p`` round-robin."""
+    if n <= 0:
+        raise _TopicError(
+            ErrorCode.INVALID_PARTITIONS,
+            "Number of partitions was set to an invalid non-positive value.",
+        )
+    if rf <= 0:
+        raise _TopicError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            "Replication factor must be larger than 0, or -1 to use the default value.",
+        )
+    usable = image.unfenced_brokers()
+    if not usable:
+        raise _TopicError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): All brokers are currently fenced.",
+        )
+    if rf > len(usable):
+        raise _TopicError(
+            ErrorCode.INVALID_REPLICATION_FACTOR,
+            f"Unable to replicate the partition {rf} time(s): The target replication factor of "
+            f"{rf} cannot be reached because only {len(usable)} broker(s) are registered.",
+        )
+    start = rng.randrange(len(usable))
+    return [tuple(usable[(start + p + j) % len(usable)] for j in range(rf)) for p in range(n)]
+
+
+def _check_configs(topic: Any) -> dict[str, str]:
+    """ConfigurationControlManager validation of CreateTopics configs (KRaft rejects null values
+    and unknown names, and values of the wrong type)."""
+    out: dict[str, str] = {}
+    for c in topic.configs:
+        if c.value is None:
+            raise _TopicError(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for topic configs: {c.name}"
+            )
+        check = TOPIC_CONFIGS.get(c.name)
+        if check is None:
+            raise _TopicError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
+        if not check(c.value):
+            raise _TopicError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {c.value} for configuration {c.name}",
+            )
+        out[c.name] = c.value
+    return out
+
+
+def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
+    """CreateTopics (ControllerApis.createTopics + ReplicationControlManager.createTopics).
+
+    Per topic, in this order: a name given twice -> INVALID_REQUEST "Duplicate topic name."; an
+    illegal name (``[a-zA-Z0-9._-]``, 1-249 chars, not "." / "..") -> INVALID_TOPIC_EXCEPTION;
+    an existing name -> TOPIC_ALREADY_EXISTS; a name equal to an existing one once '.' and '_'
+    are identified -> INVALID_TOPIC_EXCEPTION (collision); manual Assignments ->
+    INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT as Kafka; otherwise NumPartitions /
+    ReplicationFactor (-1 = ctx defaults) -> INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR (more
+    than the active brokers); configs -> INVALID_REQUEST (null) / INVALID_CONFIG (unknown name or
+    bad value, see TOPIC_CONFIGS). Every error entry has an ErrorMessage and contributes no
+    records.
+
+    A created topic gets a random v4 id, and records TopicRecord, ConfigRecords (resource type 2),
+    then one PartitionRecord per partition (leader = first replica, ISR = the replicas that are
+    active, leader epoch 0, partition epoch 0). All records of the request form one atomic
+    batch. ``validateOnly``: the same answers (TopicId left zero: no topic exists) and no
+    records. Successful entries carry TopicId, NumPartitions, ReplicationFactor and the configs
+    set (ConfigSource 1 = DYNAMIC_TOPIC_CONFIG).
+    """
+    mod = codec.module("CreateTopicsResponse")
+    b = _Batch(image, ctx.next_offset)
+    names = [t.name for t in request.topics]
+    dupes = {n for n in names if names.count(n) > 1}
+    results = []
+    done_dupes: set[str] = set()
+    for topic in request.topics:
+        name = topic.name
+        try:
+            if name in dupes:
+                if name in done_dupes:
+                    continue
+                done_dupes.add(name)
+                raise _TopicError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            msg = validate_topic_name(name)
+            if msg is not None:
+                raise _TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, msg)
+            if name in b.image.topics_by_name:
+                raise _TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            norm = name.replace(".", "_")
+            for other in b.image.topics_by_name:
+                if other.replace(".", "_") == norm:
+                    raise _TopicError(
+                        ErrorCode.INVALID_TOPIC_EXCEPTION,
+                        f"Topic '{name}' collides with existing topic: {other}",
+                    )
+            if topic.assignments:
+                assignment = _check_manual(b.image, topic)
+            else:
+                n = ctx.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+                rf = (
+                    ctx.default_replication_factor
+                    if topic.replication_factor == -1
+                    else topic.replication_factor
+                )
+                assignment = _place(b.image, n, rf, ctx.rng)
+            configs = _check_configs(topic)
+        except _TopicError as e:
+            results.append(
+                mod.CreatableTopicResult(name=name, error_code=e.code, error_message=e.message)
+            )
+            continue
+        tid = _new_topic_id(b.image, ctx.rng)
+        if not request.validate_only:
+            b.add(_R("TopicRecord")(name=name, topic_id=tid))
+            for k in sorted(configs):
+                b.add(
+                    _R("ConfigRecord")(
+                        resource_type=RESOURCE_TOPIC, resource_name=name, name=k, value=configs[k]
+                    )
+                )
+            for i, replicas in enumerate(assignment):
+                isr = tuple(r for r in replicas if b.image.is_active(r))
+                b.add(
+                    _R("PartitionRecord")(
+                        partition_id=i,
+                        topic_id=tid,
+                        replicas=replicas,
+                        isr=isr,
+                        leader=isr[0],
+                        leader_epoch=0,
+                        partition_epoch=0,
+                    )
+                )
+        results.append(
+            mod.CreatableTopicResult(
+                name=name,
+                topic_id=UUID(int=0) if request.validate_only else tid,
+                error_code=0,
+                error_message=None,
+                num_partitions=len(assignment),
+                replication_factor=len(assignment[0]),
+                configs=tuple(
+                    mod.CreatableTopicConfigs(
+                        name=k, value=v, read_only=False, config_source=1, is_sensitive=False
+                    )
+                    for k, v in sorted(configs.items())
+                ),
+            )
+        )
+    return ControllerResult(b.records, mod.CreateTopicsResponse(topics=tuple(results)))
+
+
+def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
+    """DeleteTopics (ControllerApis.deleteTopics + ReplicationControlManager.deleteTopics).
+
+    Topics come from ``TopicNames`` (v1-5) or ``Topics`` (v6: a name, or an id with a null
+    name). Errors per entry: neither name nor id -> INVALID_REQUEST "Neither topic name nor id
+    were specified."; both -> INVALID_REQUEST "You may not specify both topic name and topic
+    id."; a name or id given twice -> INVALID_REQUEST "Duplicate topic name." / "Duplicate topic
+    id."; unknown name -> UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID. Each
+    deleted topic gets one RemoveTopicRecord (all in one atomic batch); the delete is immediate
+    (KIP-516): once committed the name can be created again, with a new id. A successful entry
+    carries both the name and the id.
+    """
+    mod = codec.module("DeleteTopicsResponse")
+    R = mod.DeletableTopicResult
+    results = []
+    names: list[str] = list(request.topic_names)
+    ids: list[UUID] = []
+    for t in request.topics:
+        if t.name is None:
+            if t.topic_id.int == 0:
+                results.append(
+                    R(
+                        name=None,
+                        topic_id=UUID(int=0),
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="Neither topic name nor id were specified.",
+                    )
+                )
+            else:
+                ids.append(t.topic_id)
+        elif t.topic_id.int == 0:
+            names.append(t.name)
+        else:
+            results.append(
+                R(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="You may not specify both topic name and topic id.",
+                )
+            )
+    to_delete: list[UUID] = []
+    for n in dict.fromkeys(names):
+        if names.count(n) > 1:
+            results.append(
+                R(
+                    name=n,
+                    topic_id=UUID(int=0),
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Duplicate topic name.",
+                )
+            )
+            continue
+        tid = image.topics_by_name.get(n)
+        if tid is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(
+                R(name=n, topic_id=UUID(int=0), error_code=code, error_message=_MESSAGES[code])
+            )
+            continue
+        results.append(R(name=n, topic_id=tid, error_code=0, error_message=None))
+        to_delete.append(tid)
+    for tid in dict.fromkeys(ids):
+        if ids.count(tid) > 1:
+            results.append(
+                R(
+                    name=None,
+                    topic_id=tid,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Duplicate topic id.",
+                )
+            )
+            continue
+        t = image.topics.get(tid)
+        if t is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID
+            results.append(
+                R(name=None, topic_id=tid, error_code=code, error_message=_MESSAGES[code])
+            )
+            continue
+        results.append(R(name=t.name, topic_id=tid, error_code=0, error_message=None))
+        to_delete.append(tid)
+    b = _Batch(image, ctx.next_offset)
+    for tid in dict.fromkeys(to_delete):
+        b.add(_R("RemoveTopicRecord")(topic_id=tid))
+    return ControllerResult(b.records, mod.DeleteTopicsResponse(responses=tuple(results)))
+
+
+# ============================================================================ producer ids
+def allocate_producer_ids(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """AllocateProducerIds (ProducerIdControlManager.generateNextProducerId, kraft.md 3.1).
+
+    - BrokerId not registered, or BrokerEpoch != its registration epoch: STALE_BROKER_EPOCH
+      (fencing is not checked: a fenced broker with the right epoch gets a block).
+    - First id = the image's next producer id (0 for a new cluster); if it is above
+      ``Long.MAX - 1000``: UNKNOWN_SERVER_ERROR (exhausted).
+    - Otherwise the block [first, first + 999]: one ProducerIdsRecord{BrokerId, BrokerEpoch,
+      NextProducerId = first + 1000} and the response {ProducerIdStart = first,
+      ProducerIdLen = 1000}. The image moves only when the record is replayed, so the caller must
+      replay it before running the next command, and answer only after commit.
+    """
+    Resp = _R("AllocateProducerIdsResponse")
+    reg = image.brokers.get(request.broker_id)
+    if reg is None or reg.epoch != request.broker_epoch:
+        return ControllerResult([], Resp(error_code=ErrorCode.STALE_BROKER_EPOCH))
+    first = max(image.producer_ids.next_producer_id, 0)
+    if first > _LONG_MAX - PRODUCER_ID_BLOCK_SIZE:
+        return ControllerResult([], Resp(error_code=ErrorCode.UNKNOWN_SERVER_ERROR))
+    rec = _R("ProducerIdsRecord")(
+        broker_id=request.broker_id,
+        broker_epoch=request.broker_epoch,
+        next_producer_id=first + PRODUCER_ID_BLOCK_SIZE,
+    )
+    return ControllerResult(
+        [rec],
+        Resp(error_code=0, producer_id_start=first, producer_id_len=PRODUCER_ID_BLOCK_SIZE),
+    )

@@ -1,0 +1,183 @@
+"""The immutable metadata image: everything the metadata log says, as of one offset.
+
+Kafka keeps this state in the controller's timeline maps (``ClusterControlManager``,
+``ReplicationControlManager``, ``ConfigurationControlManager``, ``ProducerIdControlManager``,
+``FeatureControlManager``) and publishes it to brokers as ``org.apache.kafka.image.MetadataImage``.
+Here one value serves both: a frozen dataclass whose maps are ``pyrsistent`` PMaps, so a new image
+shares all unchanged structure with the old one and publishing it to readers is one reference
+swap. Equality is structural: two images built from the same records compare equal.
+
+Only :func:`kafka_rpc.controller.replay.replay` builds images (from :data:`EMPTY`); nothing
+mutates one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from uuid import UUID
+
+from pyrsistent import PMap, pmap
+
+__all__ = [
+    "EMPTY",
+    "NO_LEADER",
+    "RESOURCE_BROKER",
+    "RESOURCE_TOPIC",
+    "BrokerRegistration",
+    "Endpoint",
+    "MetadataImage",
+    "PartitionRegistration",
+    "ProducerIdsImage",
+    "TopicImage",
+]
+
+NO_LEADER = -1
+"""Leader id of a partition without a leader (Kafka's ``LeaderConstants.NO_LEADER``)."""
+
+RESOURCE_TOPIC = 2
+"""ConfigRecord ResourceType of a topic (Kafka's ``ConfigResource.Type.TOPIC``)."""
+RESOURCE_BROKER = 4
+"""ConfigRecord ResourceType of a broker (Kafka's ``ConfigResource.Type.BROKER``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """One advertised listener of a broker (RegisterBrokerRecord.EndPoints)."""
+
+    name: str
+    host: str
+    port: int
+    security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A registered broker (Kafka's ``org.apache.kafka.metadata.BrokerRegistration``).
+
+    ``epoch`` is the broker epoch: the offset of the RegisterBrokerRecord that created this
+    registration (``QuorumController.registerBroker`` passes ``nextWriteOffset``). The broker
+    counts as caught up once its heartbeat's ``CurrentMetadataOffset`` reaches it.
+    ``features`` holds the supported ranges ``(name, min, max)`` in record order."""
+
+    broker_id: int
+    incarnation_id: UUID
+    epoch: int
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[tuple[str, int, int], ...] = ()
+    rack: str | None = None
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+    is_migrating_zk_broker: bool = False
+    log_dirs: tuple[UUID, ...] = ()
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        """The endpoint for ``listener`` (a listener name), or None."""
+        for ep in self.endpoints:
+            if ep.name == listener:
+                return ep
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRegistration:
+    """One partition (Kafka's ``org.apache.kafka.metadata.PartitionRegistration``).
+
+    Replica lists are tuples of broker ids; ``leader`` is -1 when there is none.
+    ``partition_epoch`` goes up by one on every PartitionChangeRecord, ``leader_epoch`` only when
+    the record sets ``Leader``. ``start_offset`` / ``start_timestamp`` (ms) are KIP-1114's active
+    chunk start (PartitionRecord v3 tags 3/4), -1 when the partition has no chunks.
+    ``elr`` / ``last_known_elr`` are KIP-966's lists, None when unset."""
+
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    leader_recovery_state: int = 0
+    directories: tuple[UUID, ...] = ()
+    elr: tuple[int, ...] | None = None
+    last_known_elr: tuple[int, ...] | None = None
+    start_offset: int = -1
+    start_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    """A topic: its name, id and partitions (index -> registration)."""
+
+    name: str
+    topic_id: UUID
+    partitions: PMap = field(default_factory=pmap)  # PMap[int, PartitionRegistration]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsImage:
+    """The producer-id state (Kafka's ``ProducerIdControlManager``): the last ProducerIdsRecord.
+
+    ``next_producer_id`` is the first id of the next block to hand out; -1 means no block was ever
+    handed out (Kafka's ``ProducerIdsBlock.EMPTY``), so the first block starts at 0.
+    ``broker_id`` / ``broker_epoch`` are the broker that received the last block."""
+
+    broker_id: int = -1
+    broker_epoch: int = -1
+    next_producer_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataImage:
+    """The whole metadata state as of ``last_offset`` (inclusive) in leader epoch ``last_epoch``
+    (both -1 for the empty image).
+
+    - ``features``: PMap[str, int], finalized feature levels (``metadata.version`` ...);
+    - ``brokers``: PMap[int, BrokerRegistration];
+    - ``topics``: PMap[UUID, TopicImage] and ``topics_by_name``: PMap[str, UUID];
+    - ``configs``: PMap[(resource type, resource name), PMap[key, value]]; resource type 2 is a
+      topic (name = topic name), 4 a broker (name = id as decimal, "" = cluster default);
+    - ``producer_ids``: ProducerIdsImage.
+    """
+
+    features: PMap = field(default_factory=pmap)
+    brokers: PMap = field(default_factory=pmap)
+    topics: PMap = field(default_factory=pmap)
+    topics_by_name: PMap = field(default_factory=pmap)
+    configs: PMap = field(default_factory=pmap)
+    producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
+    last_offset: int = -1
+    last_epoch: int = -1
+
+    # ------------------------------------------------------------------ read helpers
+    def topic_by_name(self, name: str) -> TopicImage | None:
+        tid = self.topics_by_name.get(name)
+        return None if tid is None else self.topics[tid]
+
+    def topic_configs(self, name: str) -> PMap:
+        """The explicitly set configs of topic ``name`` (key -> value)."""
+        return self.configs.get((RESOURCE_TOPIC, name), pmap())
+
+    def unfenced_brokers(self) -> list[int]:
+        """Ids of registered brokers that are neither fenced nor in controlled shutdown (Kafka's
+        ``ClusterControlManager.isActive``), sorted."""
+        return sorted(
+            b.broker_id
+            for b in self.brokers.values()
+            if not b.fenced and not b.in_controlled_shutdown
+        )
+
+    def is_active(self, broker_id: int) -> bool:
+        b = self.brokers.get(broker_id)
+        return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+    def leaderships(self, broker_id: int) -> list[tuple[UUID, int]]:
+        """(topic id, partition) of every partition ``broker_id`` leads."""
+        return [
+            (t.topic_id, i)
+            for t in self.topics.values()
+            for i, p in t.partitions.items()
+            if p.leader == broker_id
+        ]
+
+
+EMPTY = MetadataImage()
+"""The image of an empty log."""
