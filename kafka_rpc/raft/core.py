@@ -305,6 +305,9 @@ class RaftCore:
             self._election_deadline = (
                 now + self._random_election_timeout() if self.config.is_voter else None
             )
+        # the state machine loads the latest snapshot before this node can lead (a leader's
+        # state machine never loads one, kraft.md 2.5)
+        self._deliver(now)
         if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
             self._to_candidate(now)
         self._notify_leader_change()
@@ -517,8 +520,10 @@ class RaftCore:
         self._replicas = {v: _ReplicaState() for v in self.voters}
         self._replicas[self.node_id] = _ReplicaState(end_offset=self.log.flushed_offset)
         self._fetched_voters = {self.node_id}
-        self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
-        self._begin_epoch_deadline = now  # send BeginQuorumEpoch at once
+        # check quorum (and BeginQuorumEpoch) only mean something with other voters
+        multi = len(self.voters) > 1
+        self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2 if multi else None
+        self._begin_epoch_deadline = now if multi else None  # send BeginQuorumEpoch at once
         body = codec.encode(
             _LeaderChange.LeaderChangeMessage(
                 version=0,
@@ -635,14 +640,16 @@ class RaftCore:
             del self._replicas[r]
 
     def _poll_candidate(self, now: int) -> None:
-        if self._backoff_deadline is not None:
-            if now >= self._backoff_deadline:
-                self._to_candidate(now)
-            return
         if self._election_deadline is not None and now >= self._election_deadline:
+            # the election timed out undecided: back off, then stand again at epoch + 1
             self._backoff_deadline = now + self._binary_backoff()
             self._election_deadline = None
-            return
+        if self._backoff_deadline is not None:
+            if now < self._backoff_deadline:
+                return
+            self._to_candidate(now)  # a backoff of 0 ms stands again in this same poll
+            if self.state != CANDIDATE:
+                return
         self._send_votes(now, pre_vote=False)
 
     def _poll_prospective(self, now: int) -> None:

@@ -186,6 +186,10 @@ class Cluster:
             return
         n.poll_at = -1
         n.core.poll(self.now)
+        if n.core.next_deadline_ms() <= self.now:
+            # a driver would spin: every deadline due now must have been handled by poll
+            self.inv.fail(f"node {n.node_id}: next deadline {n.core.next_deadline_ms()} is not "
+                          f"after the poll at {self.now}")  # fmt: skip
         self._after(n)
 
     def _flushed(self, n: Node, inc: int) -> None:
