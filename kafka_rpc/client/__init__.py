@@ -74,13 +74,14 @@ class _Protocol(asyncio.Protocol):
         buf += data
         pos = 0
         n = len(buf)
-        while n - pos >= 4:
-            size = _size.unpack_from(buf, pos)[0]
-            end = pos + 4 + size
-            if size < 0 or end > n:
-                break
-            self._response(bytes(buf[pos + 4 : end]))
-            pos = end
+        with memoryview(buf) as view:  # one copy per frame (a bytearray slice is a second)
+            while n - pos >= 4:
+                size = _size.unpack_from(buf, pos)[0]
+                end = pos + 4 + size
+                if size < 0 or end > n:
+                    break
+                self._response(bytes(view[pos + 4 : end]))
+                pos = end
         if pos:
             del buf[:pos]
 

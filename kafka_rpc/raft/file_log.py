@@ -23,6 +23,7 @@ Deletions happen at once: Kafka renames segments and snapshots to ``.deleted`` a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import mmap
 import os
@@ -30,7 +31,9 @@ import re
 import struct
 import tempfile
 from bisect import bisect_left, bisect_right
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from crc32c import crc32c
@@ -186,6 +189,10 @@ class FileRawSnapshotReader:
             os.close(fd)
 
 
+_WRITE_BEHIND_BYTES = 1 << 20  # a snapshot piece this large is written by a thread
+_MAX_PENDING = 2  # pieces in flight to that thread (back-pressure)
+
+
 class FileRawSnapshotWriter:
     """A snapshot being written (Kafka ``FileRawSnapshotWriter``): a temp file
     ``%020d-%010d-<random>.checkpoint.part`` beside the segments, renamed to
@@ -206,19 +213,44 @@ class FileRawSnapshotWriter:
         self._fd: int | None = fd
         self.path = Path(name)  # the .part file until frozen
         self.frozen = False
+        # write-behind for large pieces (a FetchSnapshot download): one thread writes them in
+        # order while the event loop fetches the next piece; at most _MAX_PENDING in flight
+        self._writer: ThreadPoolExecutor | None = None
+        self._pending: deque[Future] = deque()
 
     def append(self, data: bytes) -> None:
-        """Append ``data`` (encoded record batches, bytes) to the part file (no fsync)."""
+        """Append ``data`` (encoded record batches, bytes) to the part file (no fsync).
+        Pieces of at least 1 MiB are written by a background thread, in order, at most
+        ``_MAX_PENDING`` at a time; :meth:`freeze` waits for them. ``size`` counts the bytes
+        accepted. A failed background write raises from a later append or from freeze."""
         if self.frozen or self._fd is None:
             raise ValueError(f"snapshot {self.snapshot_id} is frozen or closed")
-        _write_all(self._fd, data)
+        if self._writer is None and len(data) < _WRITE_BEHIND_BYTES:
+            _write_all(self._fd, data)
+        else:
+            if self._writer is None:
+                self._writer = ThreadPoolExecutor(1, thread_name_prefix="snapshot-writer")
+            while self._pending and (self._pending[0].done() or
+                                     len(self._pending) >= _MAX_PENDING):  # fmt: skip
+                self._pending.popleft().result()
+            self._pending.append(self._writer.submit(_write_all, self._fd, data))
         self.size += len(data)
+
+    def _drain(self) -> None:
+        try:
+            while self._pending:
+                self._pending.popleft().result()
+        finally:
+            if self._writer is not None:
+                self._writer.shutdown(wait=True)
+                self._writer = None
 
     def freeze(self) -> None:
         """fsync the part file, close it, make it read-only, rename it atomically to
         ``.checkpoint`` and fsync the directory; the snapshot then exists for the log."""
         if self.frozen or self._fd is None:
             raise ValueError(f"snapshot {self.snapshot_id} is frozen or closed")
+        self._drain()
         os.fsync(self._fd)
         os.close(self._fd)
         self._fd = None
@@ -233,6 +265,8 @@ class FileRawSnapshotWriter:
 
     def close(self) -> None:
         """Without :meth:`freeze`: delete the part file (abort). After it: nothing."""
+        with contextlib.suppress(OSError):
+            self._drain()
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
