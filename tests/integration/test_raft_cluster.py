@@ -525,6 +525,11 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
             assert bp.error_code == ErrorCode.FENCED_LEADER_EPOCH, bp
             assert (bp.leader_id, bp.leader_epoch) == (lead, epoch), bp
 
+        # a follower does not serve Fetch: it names the leader
+        fp = await cluster.fetch(follower, 0, 0, epoch)
+        assert fp.error_code == NOT_LEADER and not fp.records, fp
+        assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (lead, epoch)
+
         c = await cluster.client(lead)
         snap = codec.module("FetchSnapshotRequest")
         sv = c.version_for(59)
@@ -646,13 +651,21 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
         assert rows[str(new_lead)][-1] == "Leader" and rows[str(old_lead)][-1] == "Follower"
         assert int(rows[str(old_lead)][2]) >= target, r.stdout
 
-        # the restarted node holds the batches committed before its crash, byte for byte
+        # the restarted node holds the batches committed before its crash, byte for byte, and
+        # below the high watermark its log IS the leader's: an uncommitted tail it wrote as the
+        # old leader (a NoOp not yet replicated at the kill) was truncated, not kept
+        committed = await cluster.read_committed(new_lead, new_epoch, lp.high_watermark)
         on_disk = []
         for base in segment_bases(cluster.nodes[old_lead].meta_dir):
             path = cluster.nodes[old_lead].meta_dir / f"{base:020d}.log"
             on_disk += split_batches(path.read_bytes())
         disk_by_base = {b[0]: b[3] for b in on_disk}
         assert all(disk_by_base.get(base) == data for base, _l, _e, data in old)
+        below_hw = [b for b in on_disk if b[1] < committed[-1][1] + 1]
+        assert [(b[0], b[3]) for b in below_hw] == [(b[0], b[3]) for b in committed], (
+            [b[:3] for b in below_hw],
+            [b[:3] for b in committed],
+        )
 
 
 # -- 4: catch-up through FetchSnapshot -------------------------------------------------------------
