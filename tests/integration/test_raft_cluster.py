@@ -748,6 +748,25 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
         assert after and not (after & before), (before, after)
         assert min(s[0] for s in after) >= loaded[0] > old_end
         assert segment_bases(fnode.meta_dir)[0] >= loaded[0], segment_bases(fnode.meta_dir)
+        # the snapshot it holds, read independently: SnapshotHeader, the image, SnapshotFooter
+        sid = min(after)
+        raw = (fnode.meta_dir / f"{sid[0]:020d}-{sid[1]:010d}.checkpoint").read_bytes()
+        snap = split_batches(raw)
+        assert sum(len(b[3]) for b in snap) == len(raw), "torn snapshot"
+        kinds, image = [], []
+        for _base, _last, ep, data in snap:
+            kb = DefaultRecordBatch(data)
+            assert kb.validate_crc() and ep == sid[1]
+            for rec in kb:
+                if kb.is_control_batch:
+                    kinds.append(struct.unpack(">hh", rec.key)[1])
+                else:
+                    record, _v = codec.decode_record(bytes(rec.value))
+                    image.append((type(record).__spec_name__, getattr(record, "name", None)))
+        assert kinds == [3, 4], kinds  # SNAPSHOT_HEADER first, SNAPSHOT_FOOTER last
+        assert len(snap) >= 3 and DefaultRecordBatch(snap[0][3]).is_control_batch
+        assert DefaultRecordBatch(snap[-1][3]).is_control_batch
+        assert image == [("FeatureLevelRecord", "metadata.version"), ("NoOpRecord", None)], image
         # and the node works on: it keeps fetching what the leader commits
         a = await until(cluster.agreed_leader, "all three nodes to agree on the leader")
         assert (a.leader_id, a.leader_epoch) == (lead, epoch)
