@@ -214,6 +214,12 @@ class Node:
                                      f"{text}\n{self.stderr_text()[-4000:]}")  # fmt: skip
             await asyncio.sleep(0.05)
 
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the live process (by pid)."""
+        if self.alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, sig)
+
     def kill(self) -> None:
         """SIGKILL by pid and reap."""
         proc = self.proc
@@ -578,8 +584,27 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
         old_hw = old[-1][1] + 1  # everything read was committed when it was read
         assert old_hw >= 8
 
-        cluster.kill(old_lead)
+        # Freeze both followers (SIGSTOP, well under the fetch timeout) so that the leader
+        # writes and fsyncs NoOps nobody replicates, then SIGKILL it: its log ends with an
+        # uncommitted tail that the next epoch must overwrite.
         rest = [i for i in VOTERS if i != old_lead]
+        old_dir = cluster.nodes[old_lead].meta_dir
+        for i in rest:
+            cluster.nodes[i].signal(signal.SIGSTOP)
+        try:
+            end_at_stop = log_end_on_disk(old_dir)[0]
+
+            async def tail_written():
+                # +3 NoOps: a follower's Fetch already parked at the leader (or in flight) still
+                # carries the first one into its socket buffer; nothing carries the later ones
+                return log_end_on_disk(old_dir)[0] >= end_at_stop + 3
+
+            await until(tail_written, "the leader to append past its followers", timeout=3.0)
+            cluster.kill(old_lead)
+        finally:
+            for i in rest:
+                cluster.nodes[i].signal(signal.SIGCONT)
+        old_end = log_end_on_disk(old_dir)[0]
 
         async def new_leader():
             q = await cluster.agreed_leader(rest)
@@ -601,6 +626,7 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
         # the new epoch starts with its LeaderChange, after everything the old leader committed
         starts = [b for b in new if b[2] == new_epoch]
         assert starts and starts[0][0] >= old_hw
+        assert starts[0][0] < old_end, "the killed leader had no uncommitted tail to truncate"
         start_batch = DefaultRecordBatch(starts[0][3])
         assert start_batch.is_control_batch
         (rec,) = list(start_batch)
