@@ -212,8 +212,12 @@ class RaftCore:
         state_machine: StateMachine,
         rng: random.Random,
         now_ms: int,
+        wall_offset_ms: int = 0,
     ) -> None:
         self.config = config
+        #: ``now`` (the driver's monotonic ms, for timers) + this = wall-clock ms since the
+        #: epoch, which Kafka writes as record timestamps and compares in time-based retention.
+        self.wall_offset_ms = wall_offset_ms
         self.log = log_
         self.store = store
         self.sm = state_machine
@@ -365,6 +369,10 @@ class RaftCore:
         return min(ds) if ds else _LONG_MAX
 
     # ================================================================== helpers
+    def _wall(self, now: int) -> int:
+        """Wall-clock ms for a record timestamp (``now`` is the monotonic driver clock)."""
+        return now + self.wall_offset_ms
+
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
 
@@ -534,7 +542,7 @@ class RaftCore:
             0,
         )
         batch = encode_control_batch(
-            self.log.end_offset, self.epoch, [(CONTROL_LEADER_CHANGE, body)], now
+            self.log.end_offset, self.epoch, [(CONTROL_LEADER_CHANGE, body)], self._wall(now)
         )
         self.log.append([batch])
         log.info("node %d: leader of epoch %d from offset %d", self.node_id, self.epoch,
@@ -1607,6 +1615,7 @@ class RaftCore:
         if not force and now < pend.first_ms + self.config.append_linger_ms:
             return
         self._pending = _Pending()
+        ts = self._wall(now)
         batches: list[Batch] = []
         cur: list[bytes] = []
         cur_size = 0
@@ -1614,13 +1623,13 @@ class RaftCore:
         for unit in pend.records:
             usize = sum(len(r) + 32 for r in unit)
             if cur and cur_size + usize > self.config.max_batch_bytes:
-                batches.append(encode_batch(base, self.epoch, cur, now))
+                batches.append(encode_batch(base, self.epoch, cur, ts))
                 base += len(cur)
                 cur, cur_size = [], 0
             cur.extend(unit)
             cur_size += usize
         if cur:
-            batches.append(encode_batch(base, self.epoch, cur, now))
+            batches.append(encode_batch(base, self.epoch, cur, ts))
         self.log.append(batches)
         self._wake_parked(now)
 
@@ -1714,7 +1723,7 @@ class RaftCore:
         if sid in self.log.snapshot_ids() or sid.offset > max(self.high_watermark, 0):
             return None
         records = self.sm.snapshot_records()
-        ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else now
+        ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else self._wall(now)
         w = self.log.create_snapshot(sid)
         try:
             header = codec.encode(_SnapHeader(version=0, last_contained_log_timestamp=ts), 0)
@@ -1762,13 +1771,13 @@ class RaftCore:
             )
             ts = self._snapshot_timestamp(oldest)
             over_size = c.max_retention_bytes >= 0 and total > c.max_retention_bytes
-            over_age = c.max_retention_ms >= 0 and 0 <= ts < now - c.max_retention_ms
+            over_age = c.max_retention_ms >= 0 and 0 <= ts < self._wall(now) - c.max_retention_ms
             if not (over_size or over_age):
                 return
             if nxt.offset > self.high_watermark:
                 return
             if self.state == LEADER:
-                snap_age = now - self._snapshot_timestamp(nxt)
+                snap_age = self._wall(now) - self._snapshot_timestamp(nxt)
                 for rid, rs in self._replicas.items():
                     if rid == self.node_id:
                         continue

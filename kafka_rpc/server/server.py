@@ -15,6 +15,7 @@ import contextlib
 import logging
 import signal
 import socket
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,8 +217,10 @@ class Server:
         try:
             state = MetadataLogState(self.node_id)
             rc = cfg.raft_config(self.cluster_id)
+            now = monotonic_ms()
             core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
-                            state, random.Random(), monotonic_ms())  # fmt: skip
+                            state, random.Random(), now,
+                            wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
         except BaseException:
             raft_log.close()
             raise

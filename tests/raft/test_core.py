@@ -808,3 +808,24 @@ def test_candidate_vote_response_naming_leader_in_its_epoch_makes_it_follower():
     v = one(n.outbound(), VOTE, 2)
     n.core.handle_response(1, 2, v.correlation, vote_response(4, False, leader=3))
     assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 4, 3)
+
+
+def test_record_timestamps_are_wall_clock_while_timers_stay_monotonic():
+    """Kafka stamps batches with wall-clock ms; the driver's ``now`` is monotonic, so the core
+    adds ``wall_offset_ms`` to it for timestamps (LeaderChange, data, snapshots)."""
+    import random as _random
+
+    from kafka_rpc.raft.core import RaftConfig, RaftCore
+    from kafka_rpc.raft.memory import MemoryLog, MemoryQuorumStateStore
+    from tests.raft.conftest import FakeStateMachine, voters
+
+    wall = 1_795_000_000_000
+    log = MemoryLog()
+    core = RaftCore(RaftConfig(node_id=1, voters=voters(1), cluster_id="c", append_linger_ms=0),
+                    log, MemoryQuorumStateStore(), FakeStateMachine(), _random.Random(0), 5_000,
+                    wall_offset_ms=wall - 5_000)  # fmt: skip
+    assert core.is_leader
+    core.append(5_010, [b"x"])
+    stamps = [b.max_timestamp for b in log.batches(0, log.end_offset)]
+    assert stamps == [wall, wall + 10]
+    assert core.next_deadline_ms() < wall  # timers are still on the monotonic clock
