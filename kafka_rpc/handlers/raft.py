@@ -27,7 +27,7 @@ from __future__ import annotations
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
-from kafka_rpc.server.registry import handles
+from kafka_rpc.server.registry import default_registry, handles
 
 _Fetch = codec.module("FetchResponse")
 
@@ -39,29 +39,11 @@ async def _to_raft(ctx, request):
     return await raft.handle(ctx.api_key, ctx.api_version, request)
 
 
-@handles("VoteRequest")
-async def vote(ctx, request):
-    return await _to_raft(ctx, request)
-
-
-@handles("BeginQuorumEpochRequest")
-async def begin_quorum_epoch(ctx, request):
-    return await _to_raft(ctx, request)
-
-
-@handles("EndQuorumEpochRequest")
-async def end_quorum_epoch(ctx, request):
-    return await _to_raft(ctx, request)
-
-
-@handles("FetchSnapshotRequest")
-async def fetch_snapshot(ctx, request):
-    return await _to_raft(ctx, request)
-
-
-@handles("DescribeQuorumRequest")
-async def describe_quorum(ctx, request):
-    return await _to_raft(ctx, request)
+# Every Raft RPC of the controller listener goes to the replica as it is (Fetch is below: the
+# broker listener also serves it).
+for _name in ("VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest",
+              "FetchSnapshotRequest", "DescribeQuorumRequest"):  # fmt: skip
+    default_registry.register(_name, _to_raft)
 
 
 def _is_metadata_topic(topic, version: int) -> bool:
