@@ -64,6 +64,13 @@ def _str(key: str, v: str) -> str:
     return v.strip()
 
 
+def _bool(key: str, v: str) -> bool:
+    t = v.strip().lower()
+    if t not in ("true", "false"):
+        raise ConfigError(f"{key}: expected true or false, got {v!r}")
+    return t == "true"
+
+
 def _list(key: str, v: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in v.split(",") if x.strip())
 
@@ -245,6 +252,22 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "1073741824",
         "Largest metadata log segment file, bytes.",
     ),
+    "broker.heartbeat.interval.ms": (
+        _int,
+        "2000",
+        "A broker sends BrokerHeartbeat to the active controller this often, ms.",
+    ),
+    "auto.create.topics.enable": (
+        _bool,
+        "true",
+        "Metadata requests that allow it create the missing topics they name.",
+    ),
+    "num.partitions": (_int, "1", "Partitions of a topic created without a count."),
+    "default.replication.factor": (
+        _int,
+        "1",
+        "Replication factor of a topic created without one.",
+    ),
 }
 
 #: The quorum settings whose value must be at least 0 (the retention ones take -1 as well).
@@ -269,6 +292,9 @@ _POSITIVE = (
     "metadata.log.max.record.bytes.between.snapshots",
     "metadata.log.retention.check.interval.ms",
     "metadata.log.segment.bytes",
+    "broker.heartbeat.interval.ms",
+    "num.partitions",
+    "default.replication.factor",
 )
 
 
@@ -311,6 +337,10 @@ class Config:
     max_replication_lag_ms: int = 30000
     metadata_max_idle_interval_ms: int = 500
     metadata_log_segment_bytes: int = 1073741824
+    broker_heartbeat_interval_ms: int = 2000
+    auto_create_topics_enable: bool = True
+    num_partitions: int = 1
+    default_replication_factor: int = 1
 
     @property
     def metadata_partition_dir(self) -> Path:
@@ -601,4 +631,8 @@ def load_config(
         max_replication_lag_ms=vals["max.replication.lag.ms"],
         metadata_max_idle_interval_ms=vals["metadata.max.idle.interval.ms"],
         metadata_log_segment_bytes=vals["metadata.log.segment.bytes"],
+        broker_heartbeat_interval_ms=vals["broker.heartbeat.interval.ms"],
+        auto_create_topics_enable=vals["auto.create.topics.enable"],
+        num_partitions=vals["num.partitions"],
+        default_replication_factor=vals["default.replication.factor"],
     )
