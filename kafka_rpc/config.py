@@ -257,6 +257,17 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "2000",
         "A broker sends BrokerHeartbeat to the active controller this often, ms.",
     ),
+    "broker.session.timeout.ms": (
+        _int,
+        "9000",
+        "The active controller fences a broker that sent no heartbeat for this long, ms.",
+    ),
+    "producer.ids.allocation.max.per.second": (
+        _int,
+        "10",
+        "AllocateProducerIds blocks one broker may get per second (0: no limit); over it the "
+        "answer is THROTTLING_QUOTA_EXCEEDED with ThrottleTimeMs.",
+    ),
     "auto.create.topics.enable": (
         _bool,
         "true",
@@ -283,6 +294,7 @@ _NON_NEGATIVE = (
     "metadata.log.retention.check.interval.ms",
     "max.replication.lag.ms",
     "metadata.max.idle.interval.ms",
+    "producer.ids.allocation.max.per.second",
 )
 #: ... and those that must be at least 1.
 _POSITIVE = (
@@ -293,6 +305,7 @@ _POSITIVE = (
     "metadata.log.retention.check.interval.ms",
     "metadata.log.segment.bytes",
     "broker.heartbeat.interval.ms",
+    "broker.session.timeout.ms",
     "num.partitions",
     "default.replication.factor",
 )
@@ -338,6 +351,8 @@ class Config:
     metadata_max_idle_interval_ms: int = 500
     metadata_log_segment_bytes: int = 1073741824
     broker_heartbeat_interval_ms: int = 2000
+    broker_session_timeout_ms: int = 9000
+    producer_ids_allocation_max_per_second: int = 10
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
@@ -632,6 +647,8 @@ def load_config(
         metadata_max_idle_interval_ms=vals["metadata.max.idle.interval.ms"],
         metadata_log_segment_bytes=vals["metadata.log.segment.bytes"],
         broker_heartbeat_interval_ms=vals["broker.heartbeat.interval.ms"],
+        broker_session_timeout_ms=vals["broker.session.timeout.ms"],
+        producer_ids_allocation_max_per_second=vals["producer.ids.allocation.max.per.second"],
         auto_create_topics_enable=vals["auto.create.topics.enable"],
         num_partitions=vals["num.partitions"],
         default_replication_factor=vals["default.replication.factor"],
