@@ -6,6 +6,7 @@
     kafka-rpc storage format --cluster-id ID --config server.properties [--override k=v]
                              [--ignore-formatted]
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
+    kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=1048576`` and
@@ -421,6 +422,13 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
                 proc.wait()
 
 
+def _cmd_dump_log(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.dump_log import dump_files
+
+    return dump_files(args.files.split(","), print_data_log=args.print_data_log,
+                      metadata_decoder=args.cluster_metadata_decoder)  # fmt: skip
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -496,6 +504,15 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--driver-memory", default="1g")
     b.add_argument("load_args", nargs=argparse.REMAINDER, help="-- options for diskless_load.py")
     b.set_defaults(func=_cmd_bench)
+
+    dl = sub.add_parser("dump-log", help="print metadata log segments and snapshots "
+                        "(kafka-dump-log.sh)")  # fmt: skip
+    dl.add_argument("--files", required=True, metavar="FILE[,FILE...]",
+                    help="comma-separated .log segments and .checkpoint snapshots")  # fmt: skip
+    dl.add_argument("--cluster-metadata-decoder", action="store_true",
+                    help="decode metadata records (implies --print-data-log)")  # fmt: skip
+    dl.add_argument("--print-data-log", action="store_true", help="print each record")
+    dl.set_defaults(func=_cmd_dump_log)
     return p
 
 
