@@ -1,0 +1,181 @@
+"""Requests from this node to the active controller (Kafka's ``NodeToControllerChannelManager``).
+
+The active controller is the Raft leader among ``controller.quorum.voters``. The channel asks the
+node's own metadata replica who that is (``server.controller.active_controller_id``, -1 when
+unknown); when it does not know, it walks the voters in id order. Requests go to the voter's
+controller listener (the address in ``controller.quorum.voters``) over one
+:class:`~kafka_rpc.client.KafkaRpcClient` per voter. A response that carries NOT_CONTROLLER in
+any ErrorCode field, or a connection that fails or times out, counts as "the controller moved":
+the channel forgets the node and tries the next candidate, up to ``attempts`` nodes per send, as
+Kafka's request thread re-queues a request after NOT_CONTROLLER.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
+from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+
+__all__ = [
+    "ControllerChannel",
+    "ControllerUnavailableError",
+    "channel_of",
+    "close_channel",
+    "error_codes",
+]
+
+log = logging.getLogger("kafka_rpc.broker.channel")
+
+
+class ControllerUnavailableError(Exception):
+    """No voter answered as the active controller."""
+
+
+def error_codes(obj: Any) -> Iterator[int]:
+    """Every ErrorCode value in a decoded message (nested arrays and structs included)."""
+    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+        return
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if f.name == "error_code":
+            yield value
+        elif isinstance(value, tuple):
+            for x in value:
+                yield from error_codes(x)
+        elif dataclasses.is_dataclass(value):
+            yield from error_codes(value)
+
+
+def _not_controller(response: Any) -> bool:
+    return any(c == ErrorCode.NOT_CONTROLLER for c in error_codes(response))
+
+
+class ControllerChannel:
+    """Send requests to the active controller's controller listener."""
+
+    def __init__(self, server: Any, request_timeout: float | None = None) -> None:
+        cfg = server.config
+        self.server = server
+        self.voters: dict[int, tuple[str, int]] = cfg.voters()
+        self.request_timeout = (
+            request_timeout
+            if request_timeout is not None
+            else max(5.0, cfg.quorum_request_timeout_ms / 1000)
+        )
+        self.connect_timeout = max(0.5, cfg.quorum_request_timeout_ms / 1000)
+        self._clients: dict[int, KafkaRpcClient] = {}
+        self._last_active = -1
+        self._closed = False
+
+    # ------------------------------------------------------------------ who leads
+    def active_controller_id(self) -> int:
+        """The Raft leader as this node's replica knows it (-1: unknown)."""
+        ctl = getattr(self.server, "controller", None)
+        if ctl is not None:
+            leader = getattr(ctl, "active_controller_id", -1)
+            if leader in self.voters:
+                return leader
+        if self._last_active in self.voters:
+            return self._last_active
+        return -1
+
+    def candidates(self) -> list[int]:
+        """Voters to try, the known leader (or the last node that answered as it) first."""
+        first = [n for n in (self.active_controller_id(), self._last_active) if n in self.voters]
+        order = list(dict.fromkeys(first))
+        order += [n for n in sorted(self.voters) if n not in order]
+        return order
+
+    def _client(self, node_id: int) -> KafkaRpcClient:
+        client = self._clients.get(node_id)
+        if client is None:
+            host, port = self._address(node_id)
+            client = KafkaRpcClient(
+                f"{host}:{port}",
+                client_id=f"broker-{self.server.node_id}-to-controller",
+                request_timeout=self.request_timeout,
+                connect_timeout=self.connect_timeout,
+            )
+            self._clients[node_id] = client
+        return client
+
+    def _address(self, node_id: int) -> tuple[str, int]:
+        """The voter's controller listener; for this node itself, the bound controller listener
+        (``controller.quorum.voters`` may name port 0 or a stale port in tests)."""
+        if node_id == self.server.node_id:
+            bound = getattr(self.server, "bound", {})
+            for name in self.server.config.controller_listener_names:
+                if name in bound:
+                    host, port = bound[name]
+                    return (host or "127.0.0.1", port)
+        return self.voters[node_id]
+
+    async def _drop(self, node_id: int) -> None:
+        client = self._clients.pop(node_id, None)
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
+
+    # ------------------------------------------------------------------ send
+    async def send(
+        self,
+        request: Any,
+        version: int | None = None,
+        timeout: float | None = None,
+        attempts: int = 2,
+    ) -> tuple[int, Any]:
+        """``(node id, response)`` from the first candidate that answers without NOT_CONTROLLER,
+        trying at most ``attempts`` nodes (the leader is looked up again before each). Raises
+        :class:`ControllerUnavailableError` when none does."""
+        if self._closed:
+            raise ControllerUnavailableError("the controller channel is closed")
+        tried: list[int] = []
+        last: object = None
+        for _ in range(max(1, attempts)):
+            cands = self.candidates()
+            if not cands:
+                break
+            node = next((n for n in cands if n not in tried), cands[0])
+            tried.append(node)
+            try:
+                resp = await self._client(node).request(request, version=version, timeout=timeout)
+            except (KafkaConnectionError, TimeoutError, OSError, KafkaError) as e:
+                last = e
+                if self._last_active == node:
+                    self._last_active = -1
+                await self._drop(node)
+                continue
+            if _not_controller(resp):
+                last = f"node {node} answered NOT_CONTROLLER"
+                if self._last_active == node:
+                    self._last_active = -1
+                continue
+            self._last_active = node
+            return node, resp
+        raise ControllerUnavailableError(f"no active controller answered (tried {tried}): {last}")
+
+    async def close(self) -> None:
+        self._closed = True
+        for node in list(self._clients):
+            await self._drop(node)
+
+
+def channel_of(server: Any) -> ControllerChannel:
+    """The server's channel to the active controller, created on first use."""
+    channel = getattr(server, "controller_channel", None)
+    if channel is None:
+        channel = ControllerChannel(server)
+        server.controller_channel = channel
+    return channel
+
+
+async def close_channel(server: Any) -> None:
+    channel = getattr(server, "controller_channel", None)
+    if channel is not None:
+        server.controller_channel = None
+        await channel.close()

@@ -1,0 +1,264 @@
+"""The broker role's registration and heartbeats (Kafka's ``BrokerLifecycleManager``).
+
+Every node with the broker role, the active controller's own node included in combined mode,
+registers with the active controller over the controller listener exactly as a Kafka broker
+does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
+
+1. **BrokerRegistration**: BrokerId = ``node.id``, the ClusterId, an IncarnationId drawn once per
+   process start (uuid4), Listeners = this node's advertised broker listeners (ports resolved
+   once bound, SecurityProtocol PLAINTEXT), Features = the ``metadata.version`` range this code
+   supports, Rack null. Failures and errors are retried with exponential backoff.
+2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
+   offset this node's committed image has reached (``server.controller.image.last_offset``) and
+   WantFence false. While the controller keeps the broker fenced (it has not caught up to its
+   registration) heartbeats go every 10 ms, as Kafka's STARTING/RECOVERY states; once unfenced,
+   every ``broker.heartbeat.interval.ms``.
+   STALE_BROKER_EPOCH -> register again (the controller lost or replaced the registration).
+   NOT_CONTROLLER or a lost connection -> the channel finds the leader again.
+3. **Controlled shutdown** (:meth:`BrokerLifecycleManager.stop`): heartbeats with WantShutDown
+   until the answer says ShouldShutDown (the controller moved the broker's leaderships away and
+   fenced it) or the timeout passes.
+
+``registered`` / ``unfenced`` are events tests and callers can wait on; ``state`` follows Kafka's
+``BrokerState`` names (STARTING, RECOVERY, RUNNING, PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import Any
+
+from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, close_channel
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+
+__all__ = [
+    "METADATA_VERSION_RANGE",
+    "PLAINTEXT",
+    "BrokerLifecycleManager",
+    "start_broker",
+    "stop_broker",
+]
+
+log = logging.getLogger("kafka_rpc.broker.lifecycle")
+
+METADATA_VERSION_RANGE = (7, 25)
+"""The ``metadata.version`` levels this broker supports: Kafka 4.0's range, from 3.3-IV3 (7,
+``MetadataVersion.MINIMUM_VERSION``) to 4.0-IV3 (25, the level the first leader bootstraps)."""
+PLAINTEXT = 0
+"""SecurityProtocol id of PLAINTEXT (Kafka's ``SecurityProtocol.PLAINTEXT.id``)."""
+
+_FENCED_INTERVAL = 0.01
+_MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
+
+_Reg = codec.module("BrokerRegistrationRequest")
+_HB = codec.message_class("BrokerHeartbeatRequest")
+
+
+class BrokerLifecycleManager:
+    def __init__(self, server: Any) -> None:
+        self.server = server
+        cfg = server.config
+        self.node_id = server.node_id
+        self.incarnation_id = uuid.uuid4()
+        self.heartbeat_interval = cfg.broker_heartbeat_interval_ms / 1000
+        self.broker_epoch = -1
+        self.state = "STARTING"
+        self.is_fenced = True
+        self.is_caught_up = False
+        self.registered = asyncio.Event()
+        self.unfenced = asyncio.Event()
+        self.shut_down = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._want_shutdown = False
+        self._task: asyncio.Future | None = None
+        self._backoff = _MIN_BACKOFF
+
+    # ------------------------------------------------------------------ requests
+    def registration_request(self) -> Any:
+        cfg = self.server.config
+        ctl_names = set(cfg.controller_listener_names)
+        listeners = []
+        for ep in cfg.advertised_listeners:
+            if ep.name in ctl_names:
+                continue
+            adv = self.server.advertised(ep.name)
+            listeners.append(
+                _Reg.Listener(
+                    name=adv.name, host=adv.host, port=adv.port, security_protocol=PLAINTEXT
+                )
+            )
+        lo, hi = METADATA_VERSION_RANGE
+        return _Reg.BrokerRegistrationRequest(
+            broker_id=self.node_id,
+            cluster_id=self.server.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=tuple(listeners),
+            features=(
+                _Reg.Feature(
+                    name="metadata.version", min_supported_version=lo, max_supported_version=hi
+                ),
+            ),
+            rack=None,
+        )
+
+    def _metadata_offset(self) -> int:
+        ctl = getattr(self.server, "controller", None)
+        image = getattr(ctl, "image", None)
+        return image.last_offset if image is not None else -1
+
+    def heartbeat_request(self, want_shut_down: bool = False) -> Any:
+        return _HB(
+            broker_id=self.node_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self._metadata_offset(),
+            want_fence=False,
+            want_shut_down=want_shut_down,
+        )
+
+    # ------------------------------------------------------------------ loop
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.ensure_future(self._run())
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, or less if :meth:`stop` asks for a controlled shutdown."""
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), seconds)
+
+    async def _failed(self, what: str, detail: object) -> None:
+        log.info("broker %d: %s failed (%s); retrying in %.2fs", self.node_id, what, detail,
+                 self._backoff)  # fmt: skip
+        await self._sleep(self._backoff)
+        self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
+
+    async def _register(self) -> bool:
+        channel = channel_of(self.server)
+        try:
+            node, resp = await channel.send(
+                self.registration_request(), attempts=len(channel.voters) or 1
+            )
+        except ControllerUnavailableError as e:
+            await self._failed("registration", e)
+            return False
+        if resp.error_code != ErrorCode.NONE:
+            await self._failed("registration", f"error {resp.error_code} from node {node}")
+            return False
+        self.broker_epoch = resp.broker_epoch
+        self._backoff = _MIN_BACKOFF
+        self.state = "RECOVERY"
+        self.registered.set()
+        log.info("broker %d registered with controller %d, broker epoch %d, incarnation %s",
+                 self.node_id, node, self.broker_epoch, self.incarnation_id)  # fmt: skip
+        return True
+
+    async def _heartbeat(self, want_shut_down: bool) -> Any | None:
+        channel = channel_of(self.server)
+        try:
+            _node, resp = await channel.send(
+                self.heartbeat_request(want_shut_down), attempts=len(channel.voters) or 1
+            )
+        except ControllerUnavailableError as e:
+            await self._failed("heartbeat", e)
+            return None
+        if resp.error_code == ErrorCode.STALE_BROKER_EPOCH:
+            log.info("broker %d: heartbeat with stale broker epoch %d; registering again",
+                     self.node_id, self.broker_epoch)  # fmt: skip
+            self.broker_epoch = -1
+            self.registered.clear()
+            self.unfenced.clear()
+            self.is_fenced = True
+            self.state = "STARTING"
+            return None
+        if resp.error_code != ErrorCode.NONE:
+            await self._failed("heartbeat", f"error {resp.error_code}")
+            return None
+        self._backoff = _MIN_BACKOFF
+        self.is_caught_up = resp.is_caught_up
+        self.is_fenced = resp.is_fenced
+        if resp.is_fenced:
+            self.unfenced.clear()
+        else:
+            if not self.unfenced.is_set():
+                log.info("broker %d unfenced (broker epoch %d)", self.node_id, self.broker_epoch)
+            self.unfenced.set()
+            if self.state == "RECOVERY":
+                self.state = "RUNNING"
+        return resp
+
+    async def _run(self) -> None:
+        while not self._want_shutdown:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                    continue
+                resp = await self._heartbeat(False)
+                if resp is not None:
+                    fenced = resp.is_fenced
+                    await self._sleep(_FENCED_INTERVAL if fenced else self.heartbeat_interval)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a bug: log it, keep heartbeating (or be fenced)
+                log.exception("broker %d: lifecycle step failed", self.node_id)
+                await self._failed("lifecycle step", e)
+
+    async def _controlled_shutdown(self, timeout: float) -> bool:
+        """WantShutDown heartbeats until ShouldShutDown; False on timeout."""
+        if self.broker_epoch < 0:
+            return True
+        self.state = "PENDING_CONTROLLED_SHUTDOWN"
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while loop.time() < deadline:
+            resp = await self._heartbeat(True)
+            if resp is not None and resp.should_shut_down:
+                return True
+            if self.broker_epoch < 0:  # the registration is gone: nothing to shut down
+                return True
+            await asyncio.sleep(min(0.05, max(0.0, deadline - loop.time())))
+        return False
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Controlled shutdown (bounded by ``timeout`` seconds), then stop heartbeating."""
+        self._want_shutdown = True
+        self._wake.set()
+        task, self._task = self._task, None
+        if task is not None:
+            try:
+                await asyncio.wait_for(task, min(timeout, 2.0))
+            except (TimeoutError, asyncio.CancelledError):
+                pass
+        try:
+            done = await asyncio.wait_for(self._controlled_shutdown(timeout), timeout)
+        except TimeoutError:
+            done = False
+        if not done:
+            log.warning("broker %d: controlled shutdown did not complete within %.1fs",
+                        self.node_id, timeout)  # fmt: skip
+        self.state = "SHUTTING_DOWN"
+        self.shut_down.set()
+
+
+def start_broker(server: Any) -> BrokerLifecycleManager:
+    """Start the broker lifecycle of ``server`` (call once its listeners are bound)."""
+    manager = BrokerLifecycleManager(server)
+    server.broker_lifecycle = manager
+    manager.start()
+    return manager
+
+
+async def stop_broker(server: Any, timeout: float | None = None) -> None:
+    """Controlled shutdown of ``server``'s broker role, then close its controller channel."""
+    manager = getattr(server, "broker_lifecycle", None)
+    if timeout is None:
+        timeout = server.config.shutdown_timeout_ms / 1000
+    if manager is not None:
+        try:
+            await manager.stop(timeout)
+        except Exception:
+            log.exception("broker lifecycle: stopping failed")
+    await close_channel(server)

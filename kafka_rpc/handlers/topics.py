@@ -1,0 +1,132 @@
+"""CreateTopics (key 19) and DeleteTopics (key 20).
+
+API: CreateTopics 2-7 and DeleteTopics 1-6 on both listeners.
+Behavior (Kafka's ``ControllerApis`` on the controller listener, ``ForwardingManager`` on the
+broker listener):
+
+- on the node of the active controller (``ctx.server.controller.is_active``), either listener:
+  ``controller.create_topics`` / ``delete_topics``, answered once the records commit;
+- on the controller listener of any other node: NOT_CONTROLLER per topic;
+- on the broker listener of any other node: the same request is sent again, at the version it
+  came in at, to the active controller's controller listener and its answer relayed. An answer
+  with NOT_CONTROLLER (or a lost connection) means the controller moved: the leader is looked up
+  again and the request sent once more (:class:`kafka_rpc.broker.channel.ControllerChannel`).
+  The active controller answering NOT_CONTROLLER itself (leadership lost mid-request) is
+  forwarded the same way.
+
+Errors, per topic with an ErrorMessage: NOT_CONTROLLER (41) as above; REQUEST_TIMED_OUT (7) when
+no controller answers; otherwise the controller's codes. A handler failure answers every topic
+with the error code.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from uuid import UUID
+
+from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, error_codes
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.server.registry import handles
+
+__all__ = ["create_topics", "delete_topics", "route", "topics_error_response"]
+
+log = logging.getLogger("kafka_rpc.handlers.topics")
+
+_Create = codec.module("CreateTopicsResponse")
+_Delete = codec.module("DeleteTopicsResponse")
+_ZERO = UUID(int=0)
+
+_MESSAGES = {
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.REQUEST_TIMED_OUT: "No active controller could be reached.",
+}
+
+
+def _message(code: int) -> str:
+    msg = _MESSAGES.get(code)
+    if msg is None:
+        try:
+            msg = ErrorCode(code).name
+        except ValueError:
+            msg = f"error {code}"
+    return msg
+
+
+def create_error_response(request: Any, version: int, code: int, message: str | None = None):
+    """Every topic of a CreateTopics request answered with ``code``."""
+    msg = message if message is not None else _message(code)
+    seen: dict[str, None] = {}
+    for t in request.topics:
+        seen.setdefault(t.name)
+    return _Create.CreateTopicsResponse(
+        topics=tuple(
+            _Create.CreatableTopicResult(name=n, error_code=code, error_message=msg) for n in seen
+        )
+    )
+
+
+def delete_error_response(request: Any, version: int, code: int, message: str | None = None):
+    """Every topic of a DeleteTopics request answered with ``code``."""
+    msg = message if message is not None else _message(code)
+    R = _Delete.DeletableTopicResult
+    if version >= 6:
+        results = tuple(
+            R(name=t.name, topic_id=t.topic_id, error_code=code, error_message=msg)
+            for t in request.topics
+        )
+    else:
+        results = tuple(
+            R(name=n, topic_id=_ZERO, error_code=code, error_message=msg)
+            for n in request.topic_names
+        )
+    return _Delete.DeleteTopicsResponse(responses=results)
+
+
+def topics_error_response(kind: str, request: Any, version: int, code: int, message=None):
+    builder = create_error_response if kind == "create" else delete_error_response
+    return builder(request, version, code, message)
+
+
+def _has_not_controller(response: Any) -> bool:
+    return any(c == ErrorCode.NOT_CONTROLLER for c in error_codes(response))
+
+
+async def route(server: Any, role: str, kind: str, request: Any, version: int) -> Any:
+    """Answer a CreateTopics (``kind="create"``) or DeleteTopics (``"delete"``) request that came
+    in on a listener of ``role``: at the active controller, NOT_CONTROLLER, or forwarded."""
+    ctl = getattr(server, "controller", None)
+    if ctl is not None and ctl.is_active:
+        op = ctl.create_topics if kind == "create" else ctl.delete_topics
+        resp = await op(request, version)
+        if role == "controller" or not _has_not_controller(resp):
+            return resp
+        # leadership moved while the request waited: the broker side forwards it
+    if role == "controller":
+        return topics_error_response(kind, request, version, ErrorCode.NOT_CONTROLLER)
+    timeout = max(1.0, request.timeout_ms / 1000)
+    try:
+        _node, resp = await channel_of(server).send(request, version=version, timeout=timeout)
+    except ControllerUnavailableError as e:
+        log.warning("%s topics: %s", kind, e)
+        return topics_error_response(kind, request, version, ErrorCode.REQUEST_TIMED_OUT)
+    return resp
+
+
+def _create_error(request, version, code):
+    return create_error_response(request, version, code)
+
+
+def _delete_error(request, version, code):
+    return delete_error_response(request, version, code)
+
+
+@handles("CreateTopicsRequest", error_response=_create_error)
+async def create_topics(ctx, request):
+    return await route(ctx.server, ctx.listener.role, "create", request, ctx.api_version)
+
+
+@handles("DeleteTopicsRequest", error_response=_delete_error)
+async def delete_topics(ctx, request):
+    return await route(ctx.server, ctx.listener.role, "delete", request, ctx.api_version)
