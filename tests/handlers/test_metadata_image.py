@@ -268,3 +268,137 @@ async def test_handler_reads_the_controller_image_and_auto_creates(monkeypatch):
         ("fresh", E.UNKNOWN_TOPIC_OR_PARTITION)
     ]
     assert [(b.node_id, b.host) for b in resp.brokers] == [(1, "me")]
+
+
+# ------------------------------------------------------ CreateTopics / DeleteTopics routing
+class _Ctl:
+    def __init__(self, active, answer_code=0):
+        self.is_active = active
+        self.active_controller_id = 1
+        self.image = image()
+        self.calls = 0
+        self.answer_code = answer_code
+
+    async def create_topics(self, request, version):
+        self.calls += 1
+        mod = codec.module("CreateTopicsResponse")
+        return mod.CreateTopicsResponse(
+            topics=tuple(
+                mod.CreatableTopicResult(name=t.name, error_code=self.answer_code)
+                for t in request.topics
+            )
+        )
+
+
+class _Channel:
+    def __init__(self, outcome):
+        self.outcome = outcome
+        self.sent = []
+
+    async def send(self, request, version=None, timeout=None, attempts=2):
+        from kafka_rpc.broker.channel import ControllerUnavailableError
+
+        self.sent.append(version)
+        if self.outcome is None:
+            raise ControllerUnavailableError("nobody")
+        return 1, self.outcome
+
+
+def _server(ctl, channel=None):
+    return SimpleNamespace(controller=ctl, controller_channel=channel)
+
+
+def _ct(*names):
+    mod = codec.module("CreateTopicsRequest")
+    return mod.CreateTopicsRequest(topics=tuple(mod.CreatableTopic(name=n) for n in names))
+
+
+async def test_topics_routing():
+    from kafka_rpc.handlers.topics import route
+
+    # the active controller's node: the controller answers on either listener
+    ctl = _Ctl(active=True)
+    for role in ("broker", "controller"):
+        resp = await route(_server(ctl), role, "create", _ct("a"), 7)
+        assert [(t.name, t.error_code) for t in resp.topics] == [("a", 0)]
+    assert ctl.calls == 2
+    # another controller's controller listener: NOT_CONTROLLER per topic, with a message
+    resp = await route(_server(_Ctl(active=False)), "controller", "create", _ct("a", "b"), 7)
+    assert [(t.name, t.error_code) for t in resp.topics] == [
+        ("a", E.NOT_CONTROLLER),
+        ("b", E.NOT_CONTROLLER),
+    ]
+    assert all(t.error_message for t in resp.topics)
+    # a broker listener elsewhere forwards at the request's version and relays the answer
+    relayed = await _Ctl(active=True).create_topics(_ct("a"), 7)
+    channel = _Channel(relayed)
+    resp = await route(_server(_Ctl(active=False), channel), "broker", "create", _ct("a"), 5)
+    assert resp is relayed and channel.sent == [5]
+    # the active controller lost leadership mid-request: the broker side forwards it
+    channel = _Channel(relayed)
+    lost = _Ctl(active=True, answer_code=E.NOT_CONTROLLER)
+    resp = await route(_server(lost, channel), "broker", "create", _ct("a"), 7)
+    assert resp is relayed and channel.sent == [7]
+    # nobody reachable: REQUEST_TIMED_OUT per entry (DeleteTopics by name and by id)
+    resp = await route(_server(None, _Channel(None)), "broker", "create", _ct("a"), 7)
+    assert [(t.name, t.error_code) for t in resp.topics] == [("a", E.REQUEST_TIMED_OUT)]
+    dmod = codec.module("DeleteTopicsRequest")
+    req = dmod.DeleteTopicsRequest(
+        topics=(dmod.DeleteTopicState(name=None, topic_id=T_A), dmod.DeleteTopicState(name="x"))
+    )
+    resp = await route(_server(None, _Channel(None)), "broker", "delete", req, 6)
+    assert [(r.name, r.topic_id, r.error_code) for r in resp.responses] == [
+        (None, T_A, E.REQUEST_TIMED_OUT),
+        ("x", ZERO, E.REQUEST_TIMED_OUT),
+    ]
+    req = dmod.DeleteTopicsRequest(topic_names=("y",))
+    resp = await route(_server(None, _Channel(None)), "broker", "delete", req, 5)
+    assert [(r.name, r.error_code, r.error_message is not None) for r in resp.responses] == [
+        ("y", E.REQUEST_TIMED_OUT, True)
+    ]
+
+
+class _FakeClient:
+    """KafkaRpcClient stand-in: each node answers from a script."""
+
+    def __init__(self, script, node):
+        self.script, self.node = script, node
+
+    async def request(self, msg, version=None, timeout=None):
+        answer = self.script[self.node]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def close(self):
+        pass
+
+
+async def test_channel_follows_the_leader(tmp_path):
+    from kafka_rpc.broker.channel import ControllerChannel, ControllerUnavailableError
+    from kafka_rpc.client import KafkaConnectionError
+    from kafka_rpc.config import load_config
+
+    cfg = load_config(overrides={
+        "process.roles": "broker", "node.id": "9", "log.dirs": str(tmp_path),
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "controller.quorum.voters": "1@127.0.0.1:1,2@127.0.0.1:2,3@127.0.0.1:3",
+    })  # fmt: skip
+    mod = codec.module("CreateTopicsResponse")
+    ok = mod.CreateTopicsResponse(topics=(mod.CreatableTopicResult(name="a"),))
+    moved = mod.CreateTopicsResponse(
+        topics=(mod.CreatableTopicResult(name="a", error_code=E.NOT_CONTROLLER),)
+    )
+    script = {1: moved, 2: ok, 3: KafkaConnectionError("down")}
+    ctl = SimpleNamespace(active_controller_id=3)
+    server = SimpleNamespace(config=cfg, node_id=9, controller=ctl, bound={})
+    channel = ControllerChannel(server)
+    channel._client = lambda node: _FakeClient(script, node)  # type: ignore[method-assign]
+    # the known leader (3) is down, then 1 says NOT_CONTROLLER: two attempts are not enough
+    with pytest.raises(ControllerUnavailableError):
+        await channel.send(_ct("a"), 7)
+    node, resp = await channel.send(_ct("a"), 7, attempts=3)
+    assert (node, resp) == (2, ok)
+    ctl.active_controller_id = -1  # unknown: the node that last answered comes first
+    assert channel.candidates() == [2, 1, 3]
+    assert (await channel.send(_ct("a"), 7, attempts=1))[0] == 2
