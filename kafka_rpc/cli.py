@@ -7,6 +7,7 @@
                              [--ignore-formatted]
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
+    kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=1048576`` and
@@ -429,6 +430,12 @@ def _cmd_dump_log(args: argparse.Namespace, argv: list[str]) -> int:
                       metadata_decoder=args.cluster_metadata_decoder)  # fmt: skip
 
 
+def _cmd_topics(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.topics import run_sync
+
+    return run_sync(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -513,6 +520,13 @@ def build_parser() -> argparse.ArgumentParser:
                     help="decode metadata records (implies --print-data-log)")  # fmt: skip
     dl.add_argument("--print-data-log", action="store_true", help="print each record")
     dl.set_defaults(func=_cmd_dump_log)
+
+    from kafka_rpc.tools.topics import add_arguments as _topics_arguments
+
+    tp = sub.add_parser("topics", help="create, delete, list and describe topics "
+                        "(kafka-topics.sh)")  # fmt: skip
+    _topics_arguments(tp)
+    tp.set_defaults(func=_cmd_topics)
     return p
 
 

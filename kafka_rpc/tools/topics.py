@@ -1,0 +1,275 @@
+"""``kafka-rpc topics``: Kafka's ``kafka-topics.sh`` (``org.apache.kafka.tools.TopicCommand``)
+over :class:`~kafka_rpc.client.KafkaRpcClient` on a broker listener.
+
+    kafka-rpc topics --bootstrap-server H:P --create --topic T [--partitions N]
+                     [--replication-factor R] [--config k=v ...] [--if-not-exists]
+    kafka-rpc topics --bootstrap-server H:P --delete --topic T [--if-exists]
+    kafka-rpc topics --bootstrap-server H:P --list
+    kafka-rpc topics --bootstrap-server H:P --describe [--topic T]
+
+CreateTopics, DeleteTopics and Metadata requests; the output is Kafka's: ``Created topic T.``,
+one name per line (sorted) for ``--list``, and for ``--describe``::
+
+    Topic: T<TAB>TopicId: <22-char id><TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs:
+    <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2<TAB>Isr: 1,2
+
+(``Configs:`` ends with a space and lists nothing: there is no DescribeConfigs here;
+``Leader: none`` without a leader).
+Any failure prints ``Error while executing topic command : <message>`` on stdout and exits 1, as
+Kafka does; a command line without exactly one action prints Kafka's usage message on stderr
+and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import sys
+from collections.abc import Awaitable, Callable
+from typing import IO, Any
+
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+
+__all__ = ["TopicCommandError", "add_arguments", "run", "run_sync"]
+
+_CREATE_TOPICS, _DELETE_TOPICS = 19, 20
+_ACTIONS = ("list", "describe", "create", "delete")
+_ACTION_MESSAGE = (
+    "Command must include exactly one action: --list, --describe, --create, --alter or --delete"
+)
+_COLLISION_WARNING = (
+    "WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
+    "('_') could collide. To avoid issues it is best to use either, but not both."
+)
+#: Kafka's ``Errors`` default messages, used when a response carries no ErrorMessage.
+_DEFAULT_MESSAGES = {
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    ErrorCode.REQUEST_TIMED_OUT: "The request timed out.",
+    ErrorCode.INVALID_TOPIC_EXCEPTION: (
+        "The request attempted to perform an operation on an invalid topic."
+    ),
+    ErrorCode.TOPIC_ALREADY_EXISTS: "Topic with this name already exists.",
+    ErrorCode.INVALID_PARTITIONS: "Number of partitions is below 1.",
+    ErrorCode.INVALID_REPLICATION_FACTOR: (
+        "Replication factor is below 1 or larger than the number of available brokers."
+    ),
+    ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+}
+
+
+class TopicCommandError(Exception):
+    """A failure reported as ``Error while executing topic command : <message>``."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``kafka-topics.sh`` this tool supports."""
+    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
+                   help="a broker listener to connect to")  # fmt: skip
+    p.add_argument("--create", action="store_true", help="create a new topic")
+    p.add_argument("--delete", action="store_true", help="delete a topic")
+    p.add_argument("--list", action="store_true", help="list all topics")
+    p.add_argument("--describe", action="store_true", help="describe topics")
+    p.add_argument("--topic", help="the topic to create, delete or describe")
+    p.add_argument("--partitions", type=int, help="partitions of the topic (--create)")
+    p.add_argument("--replication-factor", type=int,
+                   help="replicas of each partition (--create)")  # fmt: skip
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config override (--create, repeatable)")  # fmt: skip
+    p.add_argument("--if-not-exists", action="store_true",
+                   help="with --create: do nothing if the topic exists")  # fmt: skip
+    p.add_argument("--if-exists", action="store_true",
+                   help="--delete/--describe: no error if the topic does not exist")  # fmt: skip
+    p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+
+
+def check_args(args: argparse.Namespace) -> str | None:
+    """Kafka ``TopicCommandOptions.checkArgs``: the usage error, or None."""
+    if sum(bool(getattr(args, a)) for a in _ACTIONS) != 1:
+        return _ACTION_MESSAGE
+    if (args.create or args.delete) and not args.topic:
+        return 'Missing required argument "[topic]"'
+    if not args.create:
+        create_only = (("--partitions", args.partitions),
+                       ("--replication-factor", args.replication_factor),
+                       ("--config", args.config),
+                       ("--if-not-exists", args.if_not_exists))  # fmt: skip
+        for opt, val in create_only:
+            if val:
+                return f'Option "{opt}" can only be used with "--create"'
+    return None
+
+
+def parse_configs(items: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise TopicCommandError(
+                'Invalid topic config: all configs to be added must be in the format "key=val".'
+            )
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def _uuid_text(u: Any) -> str:
+    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+
+
+def _error(code: int, message: str | None) -> TopicCommandError:
+    ec = ErrorCode.for_code(code)
+    return TopicCommandError(message or _DEFAULT_MESSAGES.get(ec, ec.name))
+
+
+def _nodes(ids: Any) -> str:
+    return ",".join(str(i) for i in ids)
+
+
+def describe_lines(topic: Any) -> list[str]:
+    """``--describe`` lines of one MetadataResponseTopic (Kafka ``TopicDescription``)."""
+    parts = sorted(topic.partitions, key=lambda p: p.partition_index)
+    rf = len(parts[0].replica_nodes) if parts else 0
+    lines = [
+        f"Topic: {topic.name}\tTopicId: {_uuid_text(topic.topic_id)}\t"
+        f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: "
+    ]
+    for p in parts:
+        leader = p.leader_id if p.leader_id >= 0 else "none"
+        line = (f"\tTopic: {topic.name}\tPartition: {p.partition_index}\tLeader: {leader}\t"
+                f"Replicas: {_nodes(p.replica_nodes)}\tIsr: {_nodes(p.isr_nodes)}")  # fmt: skip
+        if p.offline_replicas:
+            line += f"\tOffline: {_nodes(p.offline_replicas)}"
+        lines.append(line)
+    return lines
+
+
+class TopicCommand:
+    """The four actions over a connected client (anything with ``request(msg, timeout=)`` and
+    ``version_for(api_key)``)."""
+
+    def __init__(self, client: Any, out: IO[str], timeout: float = 30.0) -> None:
+        self.client = client
+        self.out = out
+        self.timeout = timeout
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.out)
+
+    async def create(self, args: argparse.Namespace) -> None:
+        if args.partitions is not None and args.partitions < 1:
+            raise TopicCommandError("The partitions must be greater than 0")
+        rf = args.replication_factor
+        if rf is not None and not 1 <= rf <= 32767:
+            raise TopicCommandError("The replication factor must be between 1 and 32767 inclusive")
+        configs = parse_configs(args.config)
+        mod = codec.module("CreateTopicsRequest")
+        topic = mod.CreatableTopic(
+            name=args.topic,
+            num_partitions=-1 if args.partitions is None else args.partitions,
+            replication_factor=-1 if rf is None else rf,
+            configs=tuple(mod.CreatableTopicConfig(name=k, value=v) for k, v in configs),
+        )
+        if "." in args.topic or "_" in args.topic:
+            self._print(_COLLISION_WARNING)
+        req = mod.MESSAGE(topics=(topic,), timeout_ms=int(self.timeout * 1000))
+        resp = await self.client.request(req, timeout=self.timeout)
+        for r in resp.topics:
+            if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and args.if_not_exists:
+                return
+            if r.error_code:
+                raise _error(r.error_code, r.error_message)
+        self._print(f"Created topic {args.topic}.")
+
+    async def delete(self, args: argparse.Namespace) -> None:
+        mod = codec.module("DeleteTopicsRequest")
+        timeout_ms = int(self.timeout * 1000)
+        if self.client.version_for(_DELETE_TOPICS) >= 6:
+            req = mod.MESSAGE(topics=(mod.DeleteTopicState(name=args.topic),),
+                              timeout_ms=timeout_ms)  # fmt: skip
+        else:
+            req = mod.MESSAGE(topic_names=(args.topic,), timeout_ms=timeout_ms)
+        resp = await self.client.request(req, timeout=self.timeout)
+        for r in resp.responses:
+            if r.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                if args.if_exists:
+                    return
+                raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected")
+            if r.error_code:
+                raise _error(r.error_code, r.error_message)
+
+    async def _metadata(self, name: str | None) -> list[Any]:
+        mod = codec.module("MetadataRequest")
+        topics = None if name is None else (mod.MetadataRequestTopic(name=name),)
+        req = mod.MESSAGE(topics=topics, allow_auto_topic_creation=False)
+        resp = await self.client.request(req, timeout=self.timeout)
+        out = []
+        for t in resp.topics:
+            if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                continue
+            if t.error_code:
+                raise _error(t.error_code, None)
+            out.append(t)
+        return sorted(out, key=lambda t: t.name or "")
+
+    async def list_topics(self, args: argparse.Namespace) -> None:
+        for t in await self._metadata(None):
+            self._print(t.name)
+
+    async def describe(self, args: argparse.Namespace) -> None:
+        topics = await self._metadata(args.topic)
+        if args.topic and not topics:
+            if args.if_exists:
+                return
+            raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected")
+        for t in topics:
+            for line in describe_lines(t):
+                self._print(line)
+
+
+Connect = Callable[..., Awaitable[Any]]
+
+
+async def run(
+    args: argparse.Namespace,
+    *,
+    connect: Connect | None = None,
+    out: IO[str] | None = None,
+    err: IO[str] | None = None,
+) -> int:
+    """Run the command; returns the exit status. ``connect(bootstrap, **kw)`` defaults to
+    :meth:`KafkaRpcClient.connect`."""
+    out = sys.stdout if out is None else out
+    err = sys.stderr if err is None else err
+    usage = check_args(args)
+    if usage is not None:
+        print(usage, file=err)
+        return 1
+    if connect is None:
+        from kafka_rpc.client import KafkaRpcClient
+
+        connect = KafkaRpcClient.connect
+    action = next(a for a in _ACTIONS if getattr(args, a))
+    client = None
+    try:
+        client = await connect(
+            args.bootstrap_server, client_id="kafka-rpc-topics",
+            connect_timeout=args.timeout, request_timeout=args.timeout,
+        )  # fmt: skip
+        cmd = TopicCommand(client, out, args.timeout)
+        actions = {"list": cmd.list_topics, "describe": cmd.describe, "create": cmd.create,
+                   "delete": cmd.delete}  # fmt: skip
+        await actions[action](args)
+        return 0
+    except Exception as e:  # noqa: BLE001 - Kafka prints any failure this way (TopicCommand.main)
+        print(f"Error while executing topic command : {str(e) or type(e).__name__}", file=out)
+        return 1
+    finally:
+        if client is not None:
+            await client.close()
+
+
+def run_sync(args: argparse.Namespace) -> int:
+    return asyncio.run(run(args))
