@@ -4,7 +4,7 @@ against a floor measured side by side in the same run.
 Parts (``--parts abcd``; each prints one Markdown table, the method above it):
 
 (a) single node vs a raw fsync floor. One voter: a real ``Server`` (FileLog on disk,
-    FileQuorumStateStore, MetadataLogState, RaftDriver) in a child process on uvloop, with the
+    FileQuorumStateStore, QuorumController, RaftDriver) in a child process on uvloop, with the
     load in that same process. The load is a closed loop of C appenders, each appending K framed
     metadata records of 100 bytes (a ``FeatureLevelRecord``, so the state machine decodes and
     applies every one) with ``driver.append`` and awaiting ``driver.wait_committed``; latency is
@@ -153,9 +153,9 @@ async def node_main(spec: dict) -> None:
         if load:
             deadline = time.monotonic() + load.get("lead_timeout", 30)
             while time.monotonic() < deadline:
-                st = server.metadata_state
+                st = server.controller
                 if (server.raft is not None and server.raft.core.is_leader and st.is_active
-                        and "metadata.version" in st.features):  # fmt: skip
+                        and "metadata.version" in st.image.features):  # fmt: skip
                     driver = server.raft
 
                     async def submit(records, driver=driver):

@@ -424,7 +424,7 @@ class Config:
         raises :class:`StorageFormattedError` (Kafka's message), or is skipped with
         ``ignore_formatted``. Kafka's bootstrap checkpoint (``00000000000000000000-0000000000
         .checkpoint`` holding ``metadata.version``) is not written: the first leader appends the
-        FeatureLevelRecord to an empty log instead (``kafka_rpc.raft.metadata_state``)."""
+        FeatureLevelRecord to an empty log instead (``kafka_rpc.controller.quorum_controller``)."""
         check_uuid_text("--cluster-id", cluster_id)
         dirs = self.storage_dirs()
         todo = []

@@ -1,6 +1,6 @@
 """Request handlers, one module per API. Importing this package registers every handler with
 ``kafka_rpc.server.registry.default_registry``."""
 
-from kafka_rpc.handlers import api_versions, diskless, find_coordinator, metadata, raft
+from kafka_rpc.handlers import api_versions, controller, diskless, find_coordinator, metadata, raft
 
-__all__ = ["api_versions", "diskless", "find_coordinator", "metadata", "raft"]
+__all__ = ["api_versions", "controller", "diskless", "find_coordinator", "metadata", "raft"]

@@ -105,9 +105,10 @@ class Server:
         #: process has the controller role, an observer when it is broker-only; None until
         #: started.
         self.raft = None
-        #: The state machine on the metadata log (``kafka_rpc.raft.metadata_state``).
-        self.metadata_state = None
-        self._metadata_writer = None
+        #: The state machine on the metadata log
+        #: (``kafka_rpc.controller.quorum_controller.QuorumController``): the committed image on
+        #: every node, the active controller's write path on the leader; None until started.
+        self.controller = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -200,14 +201,15 @@ class Server:
     def _start_raft(self) -> None:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
         replica: a voter with the controller role, an observer (fetching from the voters)
-        without it. The active node (the leader) writes the bootstrap ``metadata.version`` and
-        then NoOpRecords (``kafka_rpc.raft.metadata_state.ActiveWriter``)."""
+        without it. Its state machine is the QuorumController: on the active node (the leader)
+        it runs the controller's write events, the bootstrap ``metadata.version``, NoOpRecords
+        and the broker session check."""
         import random
 
+        from kafka_rpc.controller.quorum_controller import QuorumController
         from kafka_rpc.raft.core import RaftCore
         from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
         from kafka_rpc.raft.file_log import FileLog
-        from kafka_rpc.raft.metadata_state import ActiveWriter, MetadataLogState
         from kafka_rpc.raft.quorum_state import FileQuorumStateStore
 
         cfg = self.config
@@ -215,7 +217,15 @@ class Server:
         directory.mkdir(parents=True, exist_ok=True)
         raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
         try:
-            state = MetadataLogState(self.node_id)
+            state = QuorumController(
+                self.node_id,
+                self.cluster_id,
+                session_timeout_ms=cfg.broker_session_timeout_ms,
+                idle_interval_ms=cfg.metadata_max_idle_interval_ms,
+                producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
+                num_partitions=cfg.num_partitions,
+                default_replication_factor=cfg.default_replication_factor,
+            )
             rc = cfg.raft_config(self.cluster_id)
             now = monotonic_ms()
             core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
@@ -233,16 +243,16 @@ class Server:
             shutdown_timeout_ms=cfg.shutdown_timeout_ms,
             retry_backoff_ms=cfg.quorum_retry_backoff_ms,
         )
+        state.attach(driver)
         driver.start()
-        self.raft, self.metadata_state = driver, state
+        self.raft, self.controller = driver, state
         if cfg.is_controller:
-            self._metadata_writer = ActiveWriter(driver, state, cfg.metadata_max_idle_interval_ms)
-            self._metadata_writer.start()
+            state.start()
 
     async def _stop_raft(self) -> None:
-        writer, self._metadata_writer = self._metadata_writer, None
-        if writer is not None:
-            await writer.stop()
+        controller = self.controller
+        if controller is not None:
+            await controller.stop()  # pending requests: NOT_CONTROLLER
         driver = self.raft
         if driver is not None:
             try:

@@ -60,14 +60,15 @@ async def test_three_voters_and_an_observer(tmp_path):
         lead = p.leader_id
 
         async def replicated():
-            states = [n.server.metadata_state for n in nodes.values()]
+            states = [n.server.controller for n in nodes.values()]
             return all(
-                s.features.get("metadata.version") == 25 and s.record_counts["NoOpRecord"] >= 2
+                s.image.features.get("metadata.version") == 25
+                and s.record_counts["NoOpRecord"] >= 2
                 for s in states
             )
 
         await until(replicated, TIMEOUT, "every node, the observer too, to replay the records")
-        assert [n.server.metadata_state.is_active for n in nodes.values()].count(True) == 1
+        assert [n.server.controller.is_active for n in nodes.values()].count(True) == 1
 
         async def observer_seen():
             p = await describe(clients[lead - 1])

@@ -92,10 +92,12 @@ async def test_elects_itself_and_noops_advance_the_high_watermark(single):
         return (await describe(client)).high_watermark >= first + 2
 
     await until(grew, what="NoOpRecords to commit")
-    state = running.server.metadata_state
+    state = running.server.controller
 
     async def replayed():
-        return state.features.get("metadata.version") == 25 and state.record_counts["NoOpRecord"]
+        return (
+            state.image.features.get("metadata.version") == 25 and state.record_counts["NoOpRecord"]
+        )
 
     await until(replayed, what="the state machine to replay the bootstrap and NoOps")
     assert state.is_active and state.leader_epoch == p.leader_epoch
@@ -202,7 +204,7 @@ async def test_restart_keeps_the_log_and_bumps_the_epoch(tmp_path):
         after = await until(led, what="leadership after a restart")
         assert after.leader_epoch > before.leader_epoch
         assert after.high_watermark > before.high_watermark
-        assert running.server.metadata_state.features["metadata.version"] == 25
+        assert running.server.controller.image.features["metadata.version"] == 25
         await client.close()
     finally:
         await running.stop()

@@ -1,0 +1,489 @@
+"""The controller loop on the metadata log (Kafka's ``QuorumController``, DESIGN.md section 7).
+
+:class:`QuorumController` is the Raft :class:`~kafka_rpc.raft.api.StateMachine` of every node
+that runs the metadata log (voters and broker-only observers), around the sans-io core of
+``kafka_rpc.controller`` (image, replay, commands, snapshot):
+
+* **Committed image** (:attr:`QuorumController.image`): every committed batch's records are
+  replayed at ``base_offset + i`` with the batch's epoch (control batches skipped); a snapshot is
+  loaded with :func:`~kafka_rpc.controller.snapshot.load`. Publishing is one reference swap of an
+  immutable image. :meth:`snapshot_records` writes the committed image.
+* **Active controller**: this node once ``handle_leader_change(self, epoch)`` arrives (the core
+  sends it only after this node replayed past its epoch start). It keeps an *uncommitted* image
+  and runs write events one at a time: build the command's context from the uncommitted image
+  (``next_offset`` = the offset the driver gives the next appended record), run the command,
+  append its records as one batch, replay them into the uncommitted image at once (the next
+  command sees them), and answer once they are committed (``handle_commit`` completes the
+  waiters up to the committed offset, Kafka's ``deferredEventQueue.completeUpTo``). The write
+  part is synchronous code on the event loop, so two write events never interleave. A command
+  without records answers once every earlier write has committed (Kafka's ``nextWriteOffset - 1``
+  rule), at once when nothing is pending.
+* **Losing leadership** (a leader change naming another node, or ``NotLeaderError`` on append):
+  the uncommitted image falls back to the committed one and pending requests are answered
+  NOT_CONTROLLER. Non-active nodes answer every write NOT_CONTROLLER.
+* **Timers on the active controller** (one background task): the bootstrap
+  ``FeatureLevelRecord metadata.version`` on an empty image, a ``NoOpRecord`` after
+  ``metadata.max.idle.interval.ms`` without a write, and every ``fence_check_interval_ms`` the
+  broker session check (:func:`~kafka_rpc.controller.commands.fence_stale_brokers` with
+  ``broker.session.timeout.ms``), each as a write event.
+* **Broker sessions**: the last heartbeat (or registration) per broker, in memory on the active
+  controller only, seeded with "now" for every registered broker when it becomes active
+  (``ClusterControlManager.activate``).
+* **AllocateProducerIds rate limit**: at most ``producer.ids.allocation.max.per.second`` blocks
+  per broker in any one-second window; over it the request gets THROTTLING_QUOTA_EXCEEDED and
+  ``ThrottleTimeMs`` = the time until the window allows the next one (no block, no record).
+
+All methods run on the event loop thread (the driver's). The driver needs ``append(records) ->
+last offset`` (raising :class:`~kafka_rpc.raft.core.NotLeaderError`) and ``core`` (its
+``log.end_offset`` plus the records waiting for the linger give the next write offset).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka_rpc.controller import commands as C
+from kafka_rpc.controller import snapshot
+from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.replay import ReplayError, replay
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import DecodeError, ErrorCode
+from kafka_rpc.raft.core import NotLeaderError
+
+__all__ = [
+    "BOOTSTRAP_METADATA_VERSION",
+    "BOOTSTRAP_METADATA_VERSION_NAME",
+    "METADATA_VERSION",
+    "QuorumController",
+]
+
+log = logging.getLogger("kafka_rpc.controller")
+
+#: ``MetadataVersion.IBP_4_0_IV3``: feature level 25 (3.9-IV0 is 21, 4.0-IV0 22). Kafka's
+#: ``kafka-storage format`` puts it in a bootstrap checkpoint; the first leader appends it here.
+BOOTSTRAP_METADATA_VERSION = 25
+BOOTSTRAP_METADATA_VERSION_NAME = "4.0-IV3"
+METADATA_VERSION = "metadata.version"
+
+_R = codec.message_class
+
+
+class _NotController(Exception):
+    pass
+
+
+def _monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+def not_controller_response(request: Any) -> Any:
+    """The NOT_CONTROLLER answer to a controller write request (per entry where the response
+    has entries)."""
+    name = type(request).__spec_name__
+    code = ErrorCode.NOT_CONTROLLER
+    msg = "This node is not the active controller."
+    if name == "CreateTopicsRequest":
+        mod = codec.module("CreateTopicsResponse")
+        return mod.CreateTopicsResponse(
+            topics=tuple(
+                mod.CreatableTopicResult(name=t.name, error_code=code, error_message=msg)
+                for t in request.topics
+            )
+        )
+    if name == "DeleteTopicsRequest":
+        mod = codec.module("DeleteTopicsResponse")
+        entries = [(n, None) for n in request.topic_names]
+        entries += [(t.name, t.topic_id) for t in request.topics]
+        return mod.DeleteTopicsResponse(
+            responses=tuple(
+                mod.DeletableTopicResult(
+                    name=n,
+                    **({} if tid is None else {"topic_id": tid}),
+                    error_code=code,
+                    error_message=msg,
+                )
+                for n, tid in entries
+            )
+        )
+    return _R(name[: -len("Request")] + "Response")(error_code=code)
+
+
+class QuorumController:
+    """See the module docstring. ``attach(driver)`` before the driver starts; ``start()`` runs
+    the active controller's timers (controllers only), ``stop()`` ends them and answers pending
+    requests NOT_CONTROLLER."""
+
+    def __init__(
+        self,
+        node_id: int,
+        cluster_id: str,
+        *,
+        session_timeout_ms: int = 9000,
+        idle_interval_ms: int = 500,
+        fence_check_interval_ms: int = 1000,
+        producer_ids_max_per_second: int = 10,
+        num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        rng: random.Random | None = None,
+        clock_ms: Callable[[], int] = _monotonic_ms,
+    ) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self.idle_interval_ms = idle_interval_ms
+        self.fence_check_interval_ms = fence_check_interval_ms
+        self.producer_ids_max_per_second = producer_ids_max_per_second
+        self.num_partitions = num_partitions
+        self.default_replication_factor = default_replication_factor
+        self.rng = rng or random.Random()
+        self.clock_ms = clock_ms
+        self.driver: Any = None
+        #: the committed image (every node); replaced, never mutated
+        self.image: MetadataImage = EMPTY
+        #: the raft leader id (-1 unknown) and epoch of the last leader change
+        self.active_controller_id = -1
+        self.leader_epoch = -1
+        #: last offset handed to the state machine (inclusive; control batches count)
+        self.committed_offset = -1
+        #: committed records replayed per record type (since start-up or the last snapshot load)
+        self.record_counts: Counter[str] = Counter()
+        self.skipped_records = 0  # undecodable / unknown / contradicting records (logged)
+        # active controller state
+        self._active_epoch = -1
+        self._uncommitted: MetadataImage = EMPTY
+        self._last_written = -1  # last offset this controller appended (inclusive)
+        self._deferred: list[tuple[int, asyncio.Future]] = []
+        self._heartbeats: dict[int, int] = {}
+        self._pid_allocations: dict[int, deque[int]] = {}
+        self._last_write_ms = 0
+        self._last_fence_check_ms = 0
+        self._need_bootstrap = False
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    # ================================================================== lifecycle
+    def attach(self, driver: Any) -> None:
+        self.driver = driver
+
+    def start(self) -> None:
+        if self._task is None:
+            self._wake = asyncio.Event()
+            self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.is_active:
+            self._renounce("the controller is stopping")
+
+    # ================================================================== queries
+    @property
+    def is_active(self) -> bool:
+        """This node is the active controller (the leader, caught up to its epoch start)."""
+        return self._active_epoch >= 0
+
+    @property
+    def uncommitted_image(self) -> MetadataImage:
+        """The active controller's image with its not yet committed writes (the committed image
+        on any other node)."""
+        return self._uncommitted if self.is_active else self.image
+
+    # ================================================================== StateMachine
+    def handle_commit(self, batches: Sequence[Any]) -> None:
+        img = self.image
+        for batch in batches:
+            if batch.last_offset <= self.committed_offset:
+                continue  # a redelivery
+            if not batch.is_control:
+                for i, value in enumerate(batch.records):
+                    img = self._replay_value(img, value, batch.base_offset + i, batch.epoch)
+            self.committed_offset = batch.last_offset
+        self.image = img
+        if self.is_active and self._last_written <= self.committed_offset:
+            self._uncommitted = img  # nothing in flight: the two images are the same
+        self._complete_up_to(self.committed_offset)
+
+    def handle_load_snapshot(self, reader: Any) -> None:
+        if self.is_active:  # Kafka: a fatal fault; the leader never loads a snapshot
+            log.error("node %d: asked to load a snapshot while active", self.node_id)
+            self._renounce("snapshot load on the active controller")
+        records = [
+            value
+            for batch in reader.batches()
+            if not batch.is_control
+            for value in batch.records
+            if value is not None
+        ]
+        sid = reader.snapshot_id
+        self.image = snapshot.load(records, sid.offset - 1, sid.epoch)
+        self.committed_offset = sid.offset - 1
+        self.record_counts = Counter()
+        for value in records:
+            with contextlib.suppress(DecodeError):
+                self.record_counts[type(codec.decode_record(value)[0]).__spec_name__] += 1
+
+    def snapshot_records(self) -> list[bytes]:
+        return snapshot.image_records(self.image)
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        self.active_controller_id = leader_id
+        self.leader_epoch = epoch
+        if leader_id == self.node_id and self.node_id >= 0:
+            if self._active_epoch == epoch:
+                return
+            if self.is_active:
+                self._renounce(f"leadership moved to epoch {epoch}")
+            self._activate(epoch)
+        elif self.is_active:
+            self._renounce(f"node {leader_id} leads epoch {epoch}")
+
+    # ================================================================== replay
+    def _replay_value(self, img: MetadataImage, value: bytes | None, offset: int, epoch: int):
+        if value is None:
+            self.skipped_records += 1
+            return img
+        try:
+            rec, _version = codec.decode_record(value)
+        except DecodeError as e:
+            self.skipped_records += 1
+            log.warning("metadata log: skipping an undecodable record at %d: %s", offset, e)
+            return img
+        try:
+            img = replay(img, rec, offset, epoch)
+        except (ReplayError, TypeError) as e:
+            # Kafka stops the node here (its state would diverge from the log); we log loudly and
+            # go on without the record.
+            self.skipped_records += 1
+            log.error("metadata log: cannot replay %s at %d: %s", type(rec).__name__, offset, e)
+            return img
+        self.record_counts[type(rec).__spec_name__] += 1
+        return img
+
+    # ================================================================== activation
+    def _activate(self, epoch: int) -> None:
+        now = self.clock_ms()
+        self._active_epoch = epoch
+        self._uncommitted = self.image
+        self._last_written = self.committed_offset
+        self._heartbeats = dict.fromkeys(self.image.brokers, now)
+        self._pid_allocations = {}
+        self._last_write_ms = now
+        self._last_fence_check_ms = now
+        self._need_bootstrap = True
+        log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
+                 self.committed_offset)  # fmt: skip
+        if self._wake is not None:
+            self._wake.set()
+
+    def _renounce(self, why: str) -> None:
+        if not self.is_active:
+            return
+        log.info("node %d: no longer the active controller (%s)", self.node_id, why)
+        self._active_epoch = -1
+        self._uncommitted = self.image
+        self._last_written = self.committed_offset
+        self._heartbeats = {}
+        self._pid_allocations = {}
+        self._need_bootstrap = False
+        deferred, self._deferred = self._deferred, []
+        for _, fut in deferred:
+            if not fut.done():
+                fut.set_exception(_NotController(why))
+
+    def _complete_up_to(self, offset: int) -> None:
+        if not self._deferred:
+            return
+        keep = []
+        for entry in self._deferred:
+            want, fut = entry
+            if want <= offset:
+                if not fut.done():
+                    fut.set_result(None)
+            else:
+                keep.append(entry)
+        self._deferred = keep
+
+    # ================================================================== write events
+    def _next_write_offset(self) -> int:
+        core = self.driver.core
+        return core.log.end_offset + core._pending.count
+
+    def _context(self, now: int) -> C.ControllerContext:
+        return C.ControllerContext(
+            now_ms=now,
+            next_offset=self._next_write_offset(),
+            cluster_id=self.cluster_id,
+            rng=self.rng,
+            default_replication_factor=self.default_replication_factor,
+            num_partitions=self.num_partitions,
+            last_heartbeat_ms=self._heartbeats,
+            session_timeout_ms=self.session_timeout_ms,
+        )
+
+    def _write(self, fn: Callable[[MetadataImage, C.ControllerContext], C.ControllerResult]):
+        """One write event, synchronously: run ``fn`` on the uncommitted image, append its records
+        as one batch, replay them into the uncommitted image. Returns ``(result, offset to wait
+        for)``; raises _NotController."""
+        if not self.is_active or self.driver is None:
+            raise _NotController("not the active controller")
+        now = self.clock_ms()
+        ctx = self._context(now)
+        res = fn(self._uncommitted, ctx)
+        if res.records:
+            data = [codec.encode_record(r) for r in res.records]
+            try:
+                last = self.driver.append(data)
+            except NotLeaderError as e:
+                self._renounce(f"append refused: {e}")
+                raise _NotController(str(e)) from e
+            first = last - len(data) + 1
+            if first != ctx.next_offset:  # the broker epoch would not be the record's offset
+                log.error("controller: records written at %d, expected %d", first,
+                          ctx.next_offset)  # fmt: skip
+            img = self._uncommitted
+            for i, value in enumerate(data):
+                rec, _ = codec.decode_record(value)
+                img = replay(img, rec, first + i, self._active_epoch)
+            self._uncommitted = img
+            self._last_written = last
+            self._last_write_ms = now
+        return res, self._last_written
+
+    async def _submit(self, fn, request: Any, after: Callable[[Any, int], None] | None = None):
+        """A write event for a request: the response once its records (and every earlier
+        write) are committed; NOT_CONTROLLER when not active or leadership is lost first."""
+        try:
+            res, wait_for = self._write(fn)
+            if after is not None:
+                after(res.response, self.clock_ms())
+            if wait_for > self.committed_offset:
+                fut = asyncio.get_running_loop().create_future()
+                self._deferred.append((wait_for, fut))
+                await fut
+        except _NotController:
+            return not_controller_response(request)
+        return res.response
+
+    def _internal_write(self, fn, what: str) -> Any:
+        try:
+            res, _ = self._write(fn)
+            return res.response
+        except _NotController:
+            return None
+        except Exception:
+            log.exception("controller: %s failed", what)
+            return None
+
+    # ================================================================== commands
+    async def register_broker(self, request: Any, version: int) -> Any:
+        def after(resp: Any, now: int) -> None:
+            if resp.error_code == 0:
+                self._heartbeats[request.broker_id] = now
+
+        return await self._submit(
+            lambda img, ctx: C.register_broker(img, request, ctx), request, after
+        )
+
+    async def broker_heartbeat(self, request: Any, version: int) -> Any:
+        def after(resp: Any, now: int) -> None:
+            if resp.error_code == 0:
+                self._heartbeats[request.broker_id] = now
+
+        return await self._submit(
+            lambda img, ctx: C.broker_heartbeat(img, request, ctx), request, after
+        )
+
+    async def allocate_producer_ids(self, request: Any, version: int) -> Any:
+        if self.is_active:
+            throttle = self._pid_throttle_ms(request.broker_id)
+            if throttle > 0:
+                return _R("AllocateProducerIdsResponse")(
+                    throttle_time_ms=throttle, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED
+                )
+
+        def after(resp: Any, now: int) -> None:
+            if resp.error_code == 0 and self.producer_ids_max_per_second > 0:
+                self._pid_allocations.setdefault(request.broker_id, deque()).append(now)
+
+        return await self._submit(
+            lambda img, ctx: C.allocate_producer_ids(img, request, ctx), request, after
+        )
+
+    async def create_topics(self, request: Any, version: int) -> Any:
+        return await self._submit(lambda img, ctx: C.create_topics(img, request, ctx), request)
+
+    async def delete_topics(self, request: Any, version: int) -> Any:
+        return await self._submit(lambda img, ctx: C.delete_topics(img, request, ctx), request)
+
+    def _pid_throttle_ms(self, broker_id: int) -> int:
+        """ms until ``broker_id`` may get another block (0: now)."""
+        limit = self.producer_ids_max_per_second
+        window = self._pid_allocations.get(broker_id)
+        if limit <= 0 or not window:
+            return 0
+        now = self.clock_ms()
+        while window and window[0] <= now - 1000:
+            window.popleft()
+        if len(window) < limit:
+            return 0
+        return max(1, window[0] + 1000 - now)
+
+    # ================================================================== timers
+    def tick(self) -> None:
+        """What the active controller owes now: the bootstrap record, the session check, a
+        NoOp after the idle interval (each its own write event)."""
+        if not self.is_active:
+            return
+        now = self.clock_ms()
+        if self._need_bootstrap:
+            self._need_bootstrap = False
+            if METADATA_VERSION not in self._uncommitted.features:
+                rec = _R("FeatureLevelRecord")(
+                    name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION
+                )
+                self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "bootstrap")
+        if now - self._last_fence_check_ms >= self.fence_check_interval_ms:
+            self._last_fence_check_ms = now
+            fenced = self._internal_write(
+                lambda img, ctx: C.fence_stale_brokers(
+                    img, self._heartbeats, ctx.now_ms, self.session_timeout_ms, ctx.next_offset
+                ),
+                "fencing stale brokers",
+            )
+            if fenced:
+                log.info("controller: fenced brokers %s (no heartbeat within %d ms)", fenced,
+                         self.session_timeout_ms)  # fmt: skip
+        if self.idle_interval_ms > 0 and now - self._last_write_ms >= self.idle_interval_ms:
+            rec = _R("NoOpRecord")()
+            self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "NoOp")
+
+    def _next_tick_s(self) -> float:
+        if not self.is_active:
+            return 1.0
+        now = self.clock_ms()
+        due = self._last_fence_check_ms + self.fence_check_interval_ms
+        if self.idle_interval_ms > 0:
+            due = min(due, self._last_write_ms + self.idle_interval_ms)
+        return max(0.0, min(due - now, 1000)) / 1000
+
+    async def _run(self) -> None:
+        wake = self._wake
+        assert wake is not None
+        while True:
+            wake.clear()
+            try:
+                self.tick()
+            except Exception:
+                log.exception("controller: tick failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(wake.wait(), max(self._next_tick_s(), 0.005))

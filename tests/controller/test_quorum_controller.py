@@ -1,0 +1,257 @@
+"""QuorumController over a real RaftCore + MemoryLog driven by hand (no driver task, no clock):
+writes are replayed into the uncommitted image at once and answered only after commit; producer-id
+blocks in a row never overlap; non-active nodes and lost leadership answer NOT_CONTROLLER and the
+uncommitted image falls back to the committed one."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+from kafka_rpc.controller.quorum_controller import QuorumController
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.harness import BR, CLUSTER, topic
+from tests.raft.conftest import (
+    FETCH,
+    V_FETCH,
+    V_VOTE,
+    VOTE,
+    fetch_partition,
+    fetch_request,
+    follower_node,
+    leader_node,
+    vote_request,
+)
+
+R = codec.message_class
+
+
+class HandDriver:
+    """What the controller needs of RaftDriver: ``append`` and ``core``."""
+
+    def __init__(self, node, clock):
+        self.node, self.core, self.clock = node, node.core, clock
+
+    def append(self, records):
+        return self.core.append(self.clock[0], records)
+
+
+class Setup:
+    def __init__(self, **kw):
+        self.clock = [0]
+        self.qc = QuorumController(1, CLUSTER, clock_ms=lambda: self.clock[0], **kw)
+        self.node = leader_node(epoch=1, sm=self.qc)
+        self.qc.attach(HandDriver(self.node, self.clock))
+
+    def commit(self, follower: int = 3) -> None:
+        """Linger, fsync, and let a follower fetch up to the log end: everything commits."""
+        n = self.node
+        self.clock[0] += 25
+        n.core.poll(self.clock[0])
+        n.flush(self.clock[0])
+        end = n.log.end_offset
+        req = fetch_request(follower, n.core.epoch, end, n.core.epoch)
+        fetch_partition(n.request(self.clock[0], FETCH, V_FETCH, req))
+        assert n.core.high_watermark == end
+
+    def activate(self) -> None:
+        self.commit()  # past the epoch start: the core names us leader
+        assert self.qc.is_active and self.qc.active_controller_id == 1
+        self.qc.tick()  # bootstrap metadata.version
+        self.commit()
+        assert self.qc.image.features["metadata.version"] == 25
+
+
+def registration(broker_id: int = 1, cluster_id: str = CLUSTER):
+    return R("BrokerRegistrationRequest")(
+        broker_id=broker_id,
+        cluster_id=cluster_id,
+        incarnation_id=uuid.uuid4(),
+        listeners=(BR.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0),),
+        rack=None,
+    )
+
+
+def allocate(broker_id: int, epoch: int):
+    return R("AllocateProducerIdsRequest")(broker_id=broker_id, broker_epoch=epoch)
+
+
+async def pending(coro):
+    task = asyncio.ensure_future(coro)
+    for _ in range(3):
+        await asyncio.sleep(0)
+    return task
+
+
+async def register(s: Setup, broker_id: int = 1) -> int:
+    t = await pending(s.qc.register_broker(registration(broker_id), 4))
+    s.commit()
+    resp = await t
+    assert resp.error_code == 0
+    return resp.broker_epoch
+
+
+async def test_write_is_speculative_then_answered_after_commit():
+    s = Setup()
+    s.activate()
+    next_offset = s.node.log.end_offset
+    task = await pending(s.qc.register_broker(registration(7), 4))
+    assert not task.done()  # not committed yet
+    assert 7 in s.qc.uncommitted_image.brokers  # the next command sees it
+    assert 7 not in s.qc.image.brokers  # readers do not
+    s.commit()
+    resp = await task
+    assert resp.error_code == 0
+    assert resp.broker_epoch == next_offset  # the broker epoch is the record's own offset
+    (batch,) = list(s.node.log.batches(next_offset, next_offset + 1))
+    rec, _ = codec.decode_record(batch.records[next_offset - batch.base_offset])
+    assert type(rec).__spec_name__ == "RegisterBrokerRecord" and rec.broker_epoch == next_offset
+    assert s.qc.image.brokers[7].epoch == next_offset and s.qc.image.brokers[7].fenced
+    assert s.qc.uncommitted_image == s.qc.image
+
+    # fenced until caught up to its registration offset, then unfenced
+    hb = R("BrokerHeartbeatRequest")
+    behind = hb(broker_id=7, broker_epoch=next_offset, current_metadata_offset=next_offset - 1)
+    t = await pending(s.qc.broker_heartbeat(behind, 1))
+    s.commit()
+    r = await t
+    assert (r.error_code, r.is_caught_up, r.is_fenced) == (0, False, True)
+    caught_up = hb(broker_id=7, broker_epoch=next_offset, current_metadata_offset=next_offset)
+    t = await pending(s.qc.broker_heartbeat(caught_up, 1))
+    s.commit()
+    r = await t
+    assert (r.error_code, r.is_caught_up, r.is_fenced) == (0, True, False)
+    assert not s.qc.image.brokers[7].fenced
+
+
+async def test_two_allocations_in_a_row_get_consecutive_blocks():
+    s = Setup()
+    s.activate()
+    epoch = await register(s)
+    t1 = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+    t2 = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+    assert not t1.done() and not t2.done()
+    assert s.qc.uncommitted_image.producer_ids.next_producer_id == 2000
+    assert s.qc.image.producer_ids.next_producer_id == -1
+    s.commit()
+    r1, r2 = await t1, await t2
+    assert (r1.error_code, r1.producer_id_start, r1.producer_id_len) == (0, 0, 1000)
+    assert (r2.error_code, r2.producer_id_start, r2.producer_id_len) == (0, 1000, 1000)
+    assert s.qc.image.producer_ids.next_producer_id == 2000
+    stale = await s.qc.allocate_producer_ids(allocate(1, epoch + 1), 0)
+    assert stale.error_code == ErrorCode.STALE_BROKER_EPOCH
+
+
+async def test_a_command_without_records_waits_for_earlier_writes():
+    s = Setup()
+    s.activate()
+    t1 = await pending(s.qc.register_broker(registration(1), 4))
+    # rejected (no records) but answered only once the registration before it commits
+    t2 = await pending(s.qc.register_broker(registration(2, cluster_id="other"), 4))
+    assert not t2.done()
+    s.commit()
+    assert (await t1).error_code == 0
+    assert (await t2).error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+    # nothing pending: at once
+    r = await s.qc.register_broker(registration(2, cluster_id="other"), 4)
+    assert r.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID
+
+
+async def test_non_active_node_answers_not_controller():
+    qc = QuorumController(2, CLUSTER)
+    node = follower_node(2, leader=1, epoch=1, sm=qc)
+    qc.attach(HandDriver(node, [0]))
+    assert not qc.is_active
+    nc = ErrorCode.NOT_CONTROLLER
+    assert (await qc.register_broker(registration(1), 4)).error_code == nc
+    hb = R("BrokerHeartbeatRequest")(broker_id=1, broker_epoch=5)
+    assert (await qc.broker_heartbeat(hb, 1)).error_code == nc
+    assert (await qc.allocate_producer_ids(allocate(1, 5), 0)).error_code == nc
+    ct = await qc.create_topics(R("CreateTopicsRequest")(topics=(topic("a"), topic("b"))), 7)
+    assert [(t.name, t.error_code) for t in ct.topics] == [("a", nc), ("b", nc)]
+    dt = await qc.delete_topics(R("DeleteTopicsRequest")(topic_names=("a",)), 5)
+    assert [(t.name, t.error_code) for t in dt.responses] == [("a", nc)]
+
+
+async def test_losing_leadership_fails_pending_and_reverts_the_uncommitted_image():
+    s = Setup()
+    s.activate()
+    epoch = await register(s)
+    committed = s.qc.image
+    task = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+    ct = await pending(s.qc.create_topics(R("CreateTopicsRequest")(topics=(topic("t"),)), 7))
+    assert s.qc.uncommitted_image.producer_ids.next_producer_id == 1000
+    # a candidate of a higher epoch: the leader steps down before the records commit
+    s.node.request(s.clock[0], VOTE, V_VOTE, vote_request(2, 5, 1, s.node.log.end_offset))
+    assert not s.node.core.is_leader
+    assert not s.qc.is_active
+    resp = await task
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER
+    assert (await ct).topics[0].error_code == ErrorCode.NOT_CONTROLLER
+    assert s.qc.uncommitted_image is s.qc.image == committed
+    assert s.qc.image.producer_ids.next_producer_id == -1
+    again = await s.qc.allocate_producer_ids(allocate(1, epoch), 0)
+    assert again.error_code == ErrorCode.NOT_CONTROLLER
+
+
+async def test_allocation_rate_limit_answers_throttle_time():
+    s = Setup(producer_ids_max_per_second=2)
+    s.activate()
+    epoch = await register(s)
+    for start in (0, 1000):
+        t = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+        s.commit()
+        assert (await t).producer_id_start == start
+    over = await s.qc.allocate_producer_ids(allocate(1, epoch), 0)
+    assert over.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
+    assert 0 < over.throttle_time_ms <= 1000
+    assert over.producer_id_len == 0
+    s.clock[0] += over.throttle_time_ms
+    t = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+    s.commit()
+    ok = await t
+    assert (ok.error_code, ok.throttle_time_ms, ok.producer_id_start) == (0, 0, 2000)
+
+
+async def test_timers_noop_when_idle_and_fence_silent_brokers():
+    s = Setup(idle_interval_ms=500, session_timeout_ms=9000)
+    s.activate()
+    epoch = await register(s, 3)
+    hb = R("BrokerHeartbeatRequest")(broker_id=3, broker_epoch=epoch,
+                                     current_metadata_offset=epoch)  # fmt: skip
+    t = await pending(s.qc.broker_heartbeat(hb, 1))
+    s.commit()
+    assert not (await t).is_fenced
+    end = s.node.log.end_offset
+    s.qc.tick()  # nothing owed yet
+    s.commit()
+    assert s.node.log.end_offset == end
+    s.clock[0] += 500
+    noops = s.qc.record_counts["NoOpRecord"]
+    s.qc.tick()
+    s.commit()
+    assert s.qc.record_counts["NoOpRecord"] == noops + 1
+    for _ in range(8):  # 8.2 s more, in steps with follower fetches (the leader keeps its quorum)
+        s.clock[0] += 1000
+        s.qc.tick()
+        s.commit()
+    assert not s.qc.image.brokers[3].fenced
+    s.clock[0] += 1000
+    s.qc.tick()
+    s.commit()
+    assert s.qc.image.brokers[3].fenced
+
+
+async def test_snapshot_of_the_committed_image_loads_into_another_controller():
+    s = Setup()
+    s.activate()
+    epoch = await register(s)
+    t = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))
+    s.commit()
+    await t
+    sid = s.node.core.create_snapshot(s.clock[0])
+    other = QuorumController(2, CLUSTER)
+    other.handle_load_snapshot(s.node.log.read_snapshot(sid))
+    assert other.image == s.qc.image
+    assert other.committed_offset == sid.offset - 1
