@@ -14,7 +14,12 @@ one name per line (sorted) for ``--list``, and for ``--describe``::
     <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2<TAB>Isr: 1,2
 
 (``Configs:`` ends with a space and lists nothing: there is no DescribeConfigs here;
-``Leader: none`` without a leader).
+``Leader: none`` without a leader). Partitions with chunks (KIP-1114, Metadata v14) add
+``<TAB>StartOffset: N`` (the active chunk's start) and one line per inactive chunk with its
+start, stop and end offsets, replicas and ISR, as the KIP asks::
+
+    <TAB><TAB>Chunk: StartOffset: 0<TAB>StopOffset: 9<TAB>EndOffset: 9<TAB>Replicas: 2<TAB>Isr: 2
+
 Any failure prints ``Error while executing topic command : <message>`` on stdout and exits 1, as
 Kafka does; a command line without exactly one action prints Kafka's usage message on stderr
 and exits 1.
@@ -142,7 +147,13 @@ def describe_lines(topic: Any) -> list[str]:
                 f"Replicas: {_nodes(p.replica_nodes)}\tIsr: {_nodes(p.isr_nodes)}")  # fmt: skip
         if p.offline_replicas:
             line += f"\tOffline: {_nodes(p.offline_replicas)}"
+        if getattr(p, "start_offset", -1) >= 0:  # the active chunk's start (KIP-1114, v14)
+            line += f"\tStartOffset: {p.start_offset}"
         lines.append(line)
+        for c in sorted(getattr(p, "chunks", ()) or (), key=lambda c: c.start_offset):
+            lines.append(f"\t\tChunk: StartOffset: {c.start_offset}\tStopOffset: "
+                         f"{c.stop_offset}\tEndOffset: {c.end_offset}\tReplicas: "
+                         f"{_nodes(c.replica_nodes)}\tIsr: {_nodes(c.isr_nodes)}")  # fmt: skip
     return lines
 
 

@@ -220,6 +220,19 @@ async def test_describe_layout():
     assert [x.name for x in client.requests[0].topics] == ["t1"]
 
 
+async def test_describe_shows_chunks():
+    chunk = MD.MetadataResponseChunk(start_offset=0, stop_offset=100, end_offset=100,
+                                     replica_nodes=(2, 3), isr_nodes=(2,))  # fmt: skip
+    p = MD.MetadataResponsePartition(partition_index=0, leader_id=1, replica_nodes=(1,),
+                                     isr_nodes=(1,), start_offset=100, chunks=(chunk,))  # fmt: skip
+    rc, out, _ = await go(FakeClient(metadata(mtopic("t1", [p]))), "--describe")
+    assert rc == 0
+    assert out.splitlines()[1:] == [
+        "\tTopic: t1\tPartition: 0\tLeader: 1\tReplicas: 1\tIsr: 1\tStartOffset: 100",
+        "\t\tChunk: StartOffset: 0\tStopOffset: 100\tEndOffset: 100\tReplicas: 2,3\tIsr: 2",
+    ]
+
+
 async def test_describe_all_topics_sorted():
     client = FakeClient(metadata(mtopic("b", [partition(0)]), mtopic("a", [partition(0)])))
     rc, out, _ = await go(client, "--describe")
