@@ -26,11 +26,11 @@ As in Kafka:
   switches (Kafka logs "not monotonic" and drops such a block).
 
 Where it differs from Kafka (whose ``NodeToControllerChannelManager`` retries for it): on an
-error, a rejected block, a timeout or a lost connection the manager itself backs off
-exponentially (``retry_backoff_ms`` 50 doubling up to ``retry_backoff_max_ms`` 1000, reset by
-a success) and retries until it gets a block or is closed. On STALE_BROKER_EPOCH it asks its
-owner for the broker epoch again (the ``broker_epoch`` callable, which may be async, e.g. to
-re-register) and retries at once if the epoch changed.
+error, a rejected block, a timeout, a lost connection or a failing ``broker_epoch`` the manager
+backs off exponentially (``retry_backoff_ms`` 50 doubling up to ``retry_backoff_max_ms`` 1000,
+reset by a success) and retries until it gets a block or is closed. On STALE_BROKER_EPOCH it
+asks its owner for the broker epoch again (the ``broker_epoch`` callable, which may be async,
+e.g. to re-register) and retries at once if the epoch changed.
 """
 
 from __future__ import annotations
@@ -193,11 +193,11 @@ class RPCProducerIdManager:
         req_cls = codec.message_class("AllocateProducerIdsRequest")
         retried_stale = False
         while not self._closed:
-            epoch = await _maybe_await(self._broker_epoch())
             try:
+                epoch = await _maybe_await(self._broker_epoch())
                 resp = await self._send(req_cls(broker_id=self.broker_id, broker_epoch=epoch))
                 code = ErrorCode.for_code(resp.error_code)
-            except (KafkaError, OSError, TimeoutError, ConnectionError) as e:
+            except Exception as e:  # noqa: BLE001 - timeouts, lost connections, KafkaError...
                 log.warning("AllocateProducerIds for broker %d failed: %s", self.broker_id, e)
                 self.last_error = e
                 code = None

@@ -161,6 +161,24 @@ async def test_backoff_on_errors_is_exponential_and_capped():
     await m.close()
 
 
+async def test_a_failing_epoch_supplier_or_sender_is_retried():
+    calls = []
+
+    def epoch():
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("not registered yet")
+        return 7
+
+    ctl = FakeController(script=[ValueError("garbled response")])
+    sleeps = Sleeps()
+    m = manager(ctl, epoch=epoch, sleep=sleeps)
+    assert await next_id(m) == 0
+    assert sleeps.delays == [0.05, 0.1]
+    assert len(ctl.requests) == 2
+    await m.close()
+
+
 async def test_backoff_really_waits():
     ctl = FakeController(script=[Resp(error_code=ErrorCode.NOT_CONTROLLER)])
     m = RPCProducerIdManager(1, ctl.send, lambda: 7, retry_backoff_ms=30)
