@@ -109,6 +109,11 @@ class Server:
         #: (``kafka_rpc.controller.quorum_controller.QuorumController``): the committed image on
         #: every node, the active controller's write path on the leader; None until started.
         self.controller = None
+        #: The broker role's registration and heartbeats
+        #: (``kafka_rpc.broker.lifecycle.BrokerLifecycleManager``) and its channel to the active
+        #: controller (``kafka_rpc.broker.channel.ControllerChannel``, created on first use).
+        self.broker_lifecycle = None
+        self.controller_channel = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -191,7 +196,12 @@ class Server:
                 ls.port = srv.sockets[0].getsockname()[1]
                 self.listeners[ep.name] = ls
             self._start_raft()  # after the listeners are bound, so peers can reach us
+            if "broker" in self.config.process_roles:
+                from kafka_rpc.broker.lifecycle import start_broker
+
+                start_broker(self)  # registers with the active controller, then heartbeats
         except BaseException:
+            await self._stop_broker()
             await self._stop_raft()
             await self._close_listeners()
             await self._close_coordinator()
@@ -248,6 +258,13 @@ class Server:
         self.raft, self.controller = driver, state
         if cfg.is_controller:
             state.start()
+
+    async def _stop_broker(self) -> None:
+        if self.broker_lifecycle is not None or self.controller_channel is not None:
+            from kafka_rpc.broker.lifecycle import stop_broker
+
+            await stop_broker(self)
+            self.broker_lifecycle = None
 
     async def _stop_raft(self) -> None:
         controller = self.controller
@@ -338,6 +355,7 @@ class Server:
     async def shutdown(self, timeout: float | None = None) -> None:
         if timeout is None:
             timeout = self.config.shutdown_timeout_ms / 1000
+        await self._stop_broker()  # controlled shutdown while the controller still runs
         await self._stop_raft()  # a leader resigns while its peers can still reach it
         await self._close_listeners()
         conns = [c for ls in self.listeners.values() for c in ls.connections]

@@ -134,8 +134,12 @@ async def test_our_client_find_coordinator_batch(served):
         assert (resp.error_code, resp.node_id) == (15, -1)
         md = codec.message_class("MetadataRequest")
         mdt = codec.module("MetadataRequest").MetadataRequestTopic
-        resp = await client.request(md(topics=(mdt(name="x"), mdt(topic_id=TID, name=None))))
+        topics = (mdt(name="x"), mdt(topic_id=TID, name=None))
+        resp = await client.request(md(topics=topics, allow_auto_topic_creation=False))
         assert [t.error_code for t in resp.topics] == [3, 100]
+        # auto.create.topics.enable (Kafka's default): a missing name is being created
+        resp = await client.request(md(topics=topics))
+        assert [t.error_code for t in resp.topics] == [5, 100]
         # pipelined requests matched by correlation id
         many = await asyncio.gather(
             *(client.request(fc(key_type=0, coordinator_keys=(str(i),))) for i in range(50))

@@ -1,0 +1,283 @@
+"""The broker lifecycle over real sockets: a node registers with the active controller (itself in
+combined mode) and gets unfenced; CreateTopics / DeleteTopics on the broker listener, directly or
+forwarded from a broker-only node; Metadata answered from the committed image; third-party admin
+clients (kafka-python, confluent-kafka) against a `kafka-rpc serve` subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import uuid
+
+import pytest
+
+from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode as E
+from tests.integration.conftest import TIMEOUT, start_server
+from tests.integration.test_cli import ServeProcess
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+CT = codec.module("CreateTopicsRequest")
+DT = codec.module("DeleteTopicsRequest")
+MD = codec.module("MetadataRequest")
+ZERO = uuid.UUID(int=0)
+
+
+def create_req(*names, partitions=1, validate_only=False):
+    return CT.CreateTopicsRequest(
+        topics=tuple(
+            CT.CreatableTopic(name=n, num_partitions=partitions, replication_factor=1)
+            for n in names
+        ),
+        timeout_ms=5000,
+        validate_only=validate_only,
+    )
+
+
+def md_req(*names, auto=False):
+    return MD.MetadataRequest(
+        topics=None if not names else tuple(MD.MetadataRequestTopic(name=n) for n in names),
+        allow_auto_topic_creation=auto,
+    )
+
+
+async def until(predicate, timeout=TIMEOUT, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def node(tmp_path):
+    running = await start_server(tmp_path)
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def test_registers_itself_and_creates_deletes_topics(node):
+    server = node.server
+    lifecycle = server.broker_lifecycle
+    await asyncio.wait_for(lifecycle.unfenced.wait(), TIMEOUT)
+    assert lifecycle.state == "RUNNING" and lifecycle.broker_epoch >= 0
+    reg = server.controller.image.brokers[1]
+    assert not reg.fenced and reg.incarnation_id == lifecycle.incarnation_id
+    assert [(e.name, e.port) for e in reg.endpoints] == [("PLAINTEXT", node.port())]
+
+    client = await KafkaRpcClient.connect(f"127.0.0.1:{node.port()}", request_timeout=TIMEOUT)
+    try:
+        md = await client.request(md_req())
+        assert [(b.node_id, b.port) for b in md.brokers] == [(1, node.port())]
+        assert md.controller_id == 1 and md.topics == ()
+
+        # validate_only: an answer, no topic
+        resp = await client.request(create_req("t1", partitions=3, validate_only=True))
+        assert [(t.name, t.error_code, t.num_partitions) for t in resp.topics] == [("t1", 0, 3)]
+        assert (await client.request(md_req())).topics == ()
+
+        resp = await client.request(create_req("t1", "t2", partitions=3))
+        assert [(t.name, t.error_code) for t in resp.topics] == [("t1", 0), ("t2", 0)]
+        ids = {t.name: t.topic_id for t in resp.topics}
+        assert ZERO not in ids.values()
+        resp = await client.request(create_req("t1", "bad name"))
+        assert [(t.name, t.error_code) for t in resp.topics] == [
+            ("t1", E.TOPIC_ALREADY_EXISTS),
+            ("bad name", E.INVALID_TOPIC_EXCEPTION),
+        ]
+        assert all(t.error_message for t in resp.topics)
+
+        md = await client.request(md_req())  # committed before CreateTopics answered
+        assert [(t.name, t.topic_id) for t in md.topics] == [("t1", ids["t1"]), ("t2", ids["t2"])]
+        got = [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes)
+               for p in md.topics[0].partitions]  # fmt: skip
+        assert got == [(i, 1, (1,), (1,)) for i in range(3)]
+
+        # DeleteTopics by name (v5) and by id (v6)
+        resp = await client.request(
+            DT.DeleteTopicsRequest(topic_names=("t1", "zz"), timeout_ms=5000), version=5
+        )
+        assert [(r.name, r.error_code) for r in resp.responses] == [
+            ("t1", 0),
+            ("zz", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        resp = await client.request(
+            DT.DeleteTopicsRequest(topics=(DT.DeleteTopicState(name=None, topic_id=ids["t2"]),),
+                                   timeout_ms=5000), version=6)  # fmt: skip
+        assert [(r.name, r.topic_id, r.error_code) for r in resp.responses] == [
+            ("t2", ids["t2"], 0)
+        ]
+        md = await client.request(md_req("t1", "t2"))
+        assert [(t.name, t.error_code) for t in md.topics] == [
+            ("t1", E.UNKNOWN_TOPIC_OR_PARTITION),
+            ("t2", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ]
+        # re-created under the same name: a new id
+        resp = await client.request(create_req("t1"))
+        assert resp.topics[0].error_code == 0 and resp.topics[0].topic_id != ids["t1"]
+        md = await client.request(md_req("t1"))
+        assert md.topics[0].topic_id == resp.topics[0].topic_id
+
+        # Metadata auto-creation: LEADER_NOT_AVAILABLE now, the topic shortly after
+        md = await client.request(md_req("auto1", auto=True))
+        assert [(t.name, t.error_code) for t in md.topics] == [("auto1", E.LEADER_NOT_AVAILABLE)]
+
+        async def auto_created():
+            m = await client.request(md_req("auto1"))
+            return m.topics[0].error_code == 0
+
+        await until(auto_created, what="auto1 to be created")
+    finally:
+        await client.close()
+
+    # the controller listener answers too (this node is the active controller)
+    ctl_port = node.port("CONTROLLER")
+    client = await KafkaRpcClient.connect(f"127.0.0.1:{ctl_port}", request_timeout=TIMEOUT)
+    try:
+        resp = await client.request(create_req("via-controller"))
+        assert resp.topics[0].error_code == 0
+    finally:
+        await client.close()
+
+    # graceful stop: controlled shutdown fences the broker
+    await node.server.broker_lifecycle.stop(TIMEOUT)
+    assert node.server.controller.image.brokers[1].fenced
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_broker_only_node_forwards_to_the_controller(tmp_path):
+    ctl_port = _free_port()
+    voters = f"1@127.0.0.1:{ctl_port}"
+    controller = await start_server(
+        tmp_path / "c",
+        **{"listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
+           "controller.quorum.voters": voters},
+    )  # fmt: skip
+    broker = None
+    try:
+        cid = controller.server.cluster_id
+        broker = await start_server(
+            tmp_path / "b",
+            **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
+               "node.id": "2", "controller.quorum.voters": voters, "cluster.id": cid},
+        )  # fmt: skip
+        await asyncio.wait_for(broker.server.broker_lifecycle.unfenced.wait(), 3 * TIMEOUT)
+        assert controller.server.controller.image.unfenced_brokers() == [2]
+
+        client = await KafkaRpcClient.connect(f"127.0.0.1:{broker.port()}", request_timeout=TIMEOUT)
+        try:
+            resp = await client.request(create_req("fwd", partitions=2))
+            assert resp.topics[0].error_code == 0
+            tid = resp.topics[0].topic_id
+
+            async def visible():  # the broker's observer image catches up
+                m = await client.request(md_req("fwd"))
+                return m.topics[0].error_code == 0
+
+            await until(visible, what="the broker's image to list fwd")
+            md = await client.request(md_req("fwd"))
+            assert md.topics[0].topic_id == tid
+            assert [b.node_id for b in md.brokers] == [2]
+            assert md.controller_id == 2  # the controller (1) is no broker: a listed broker
+            resp = await client.request(
+                DT.DeleteTopicsRequest(topics=(DT.DeleteTopicState(name=None, topic_id=tid),),
+                                       timeout_ms=5000), version=6)  # fmt: skip
+            assert [(r.name, r.error_code) for r in resp.responses] == [("fwd", 0)]
+        finally:
+            await client.close()
+    finally:
+        if broker is not None:
+            await broker.stop()
+        await controller.stop()
+
+
+async def test_no_controller_answers_request_timed_out(tmp_path):
+    dead = _free_port()  # nobody listens there
+    broker = await start_server(
+        tmp_path,
+        **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
+           "controller.quorum.voters": f"9@127.0.0.1:{dead}",
+           "controller.quorum.request.timeout.ms": "300"},
+    )  # fmt: skip
+    try:
+        client = await KafkaRpcClient.connect(f"127.0.0.1:{broker.port()}", request_timeout=TIMEOUT)
+        try:
+            resp = await client.request(create_req("x"))
+            assert [(t.name, t.error_code) for t in resp.topics] == [("x", E.REQUEST_TIMED_OUT)]
+            assert resp.topics[0].error_message
+            resp = await client.request(
+                DT.DeleteTopicsRequest(topic_names=("x",), timeout_ms=1000), version=5
+            )
+            assert [(r.name, r.error_code) for r in resp.responses] == [("x", E.REQUEST_TIMED_OUT)]
+            md = await client.request(md_req())  # not registered: this node alone
+            assert [b.node_id for b in md.brokers] == [1]
+        finally:
+            await client.close()
+    finally:
+        await broker.stop()
+
+
+# ------------------------------------------------------------------ third-party admin clients
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    srv = ServeProcess(tmp_path_factory.mktemp("lifecycle"))
+    yield srv
+    srv.stop()
+
+
+def _wait_listed(admin_list, name, present=True, timeout=TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while (name in admin_list()) != present:
+        assert time.monotonic() < deadline, f"{name} {'not ' if present else ''}listed"
+        time.sleep(0.05)
+
+
+def test_kafka_python_admin_topics(served):
+    from kafka.admin import KafkaAdminClient, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=served.bootstrap, request_timeout_ms=10000)
+    try:
+        admin.create_topics([NewTopic("kp-a", num_partitions=2, replication_factor=1)])
+        _wait_listed(admin.list_topics, "kp-a")
+        (desc,) = admin.describe_topics(["kp-a"])
+        assert (desc["error_code"], desc["name"]) == (0, "kp-a")
+        assert desc["topic_id"] != str(ZERO)  # Metadata v10+ carries the topic id
+        assert sorted(p["partition_index"] for p in desc["partitions"]) == [0, 1]
+        assert all(
+            (p["leader_id"], p["replica_nodes"], p["isr_nodes"]) == (1, [1], [1])
+            for p in desc["partitions"]
+        )
+        admin.delete_topics(["kp-a"])
+        _wait_listed(admin.list_topics, "kp-a", present=False)
+    finally:
+        admin.close()
+
+
+def test_confluent_admin_topics(served):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": served.bootstrap, "socket.timeout.ms": 5000})
+    futs = admin.create_topics([NewTopic("ck-a", num_partitions=3, replication_factor=1)],
+                               request_timeout=10)  # fmt: skip
+    futs["ck-a"].result(timeout=10)
+
+    def names():
+        return set(admin.list_topics(timeout=10).topics)
+
+    _wait_listed(names, "ck-a")
+    md = admin.list_topics(topic="ck-a", timeout=10)
+    t = md.topics["ck-a"]
+    assert t.error is None and sorted(t.partitions) == [0, 1, 2]
+    assert all(p.leader == 1 and p.replicas == [1] for p in t.partitions.values())
+    futs = admin.delete_topics(["ck-a"], request_timeout=10)
+    futs["ck-a"].result(timeout=10)
+    _wait_listed(names, "ck-a", present=False)
