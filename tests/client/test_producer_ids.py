@@ -264,12 +264,6 @@ async def test_against_a_single_node_server(tmp_path):
     srv = ServeProcess(tmp_path)
     try:
         client = await KafkaRpcClient.connect(f"127.0.0.1:{srv.ports['CONTROLLER']}")
-        if not {62, 67} <= client.server_versions.keys():
-            await client.close()
-            pytest.skip(
-                "waits for BrokerRegistration (62) and AllocateProducerIds (67) on the "
-                "controller listener (kafka_rpc/handlers/controller.py, being wired)"
-            )
         cluster_id = next(ln.split()[2].rstrip(",") for ln in srv.lines
                           if ln.startswith("cluster id"))  # fmt: skip
         Reg = codec.message_class("BrokerRegistrationRequest")
@@ -281,7 +275,15 @@ async def test_against_a_single_node_server(tmp_path):
                                 security_protocol=0),),
         ), timeout=10)  # fmt: skip
         assert reg.error_code == 0, reg
-        m = RPCProducerIdManager.over_client(client, 100, lambda: reg.broker_epoch)
+        epochs = iter([reg.broker_epoch + 1000])  # stale first: the owner then gives the real one
+        codes = []
+
+        async def send(req):
+            resp = await client.request(req)
+            codes.append(resp.error_code)
+            return resp
+
+        m = RPCProducerIdManager(100, send, lambda: next(epochs, reg.broker_epoch))
         deadline = asyncio.get_running_loop().time() + 10
         ids = []
         while len(ids) < 1100:
@@ -293,6 +295,7 @@ async def test_against_a_single_node_server(tmp_path):
                 await asyncio.sleep(0.01)
         assert ids == sorted(set(ids)) and len(ids) == 1100
         assert m.current_block.first >= 1000  # a second block was fetched
+        assert codes == [ErrorCode.STALE_BROKER_EPOCH, 0, 0]  # the new epoch was used at once
         await m.close()
         await client.close()
     finally:
