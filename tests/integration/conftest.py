@@ -96,3 +96,31 @@ class Peer:
             await asyncio.wait_for(self.writer.wait_closed(), TIMEOUT)
         except (TimeoutError, ConnectionError):
             pass
+
+
+def wait_broker_unfenced(bootstrap: str, timeout: float = 3 * TIMEOUT) -> None:
+    """Block until a freshly started node has registered its broker and been unfenced: until
+    then a topic with replication factor 1 cannot be placed, and a validate-only CreateTopics
+    says so (INVALID_REPLICATION_FACTOR) without creating anything."""
+    import time
+
+    from kafka_rpc.client import KafkaRpcClient
+
+    mod = codec.module("CreateTopicsRequest")
+    probe = mod.CreateTopicsRequest(
+        topics=(mod.CreatableTopic(name="probe", num_partitions=1, replication_factor=1),),
+        timeout_ms=int(TIMEOUT * 1000),
+        validate_only=True,
+    )
+
+    async def run() -> None:
+        client = await KafkaRpcClient.connect(bootstrap, request_timeout=TIMEOUT)
+        deadline = time.monotonic() + timeout
+        try:
+            while (await client.request(probe)).topics[0].error_code != 0:
+                assert time.monotonic() < deadline, "the node's broker was never unfenced"
+                await asyncio.sleep(0.02)
+        finally:
+            await client.close()
+
+    asyncio.run(run())

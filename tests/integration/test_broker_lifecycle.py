@@ -15,7 +15,7 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
-from tests.integration.conftest import TIMEOUT, start_server
+from tests.integration.conftest import TIMEOUT, start_server, wait_broker_unfenced
 from tests.integration.test_cli import ServeProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
@@ -230,8 +230,13 @@ async def test_no_controller_answers_request_timed_out(tmp_path):
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     srv = ServeProcess(tmp_path_factory.mktemp("lifecycle"))
-    yield srv
-    srv.stop()
+    try:
+        wait_broker_unfenced(srv.bootstrap)
+        yield srv
+    finally:
+        srv.stop()
+
+
 
 
 def _wait_listed(admin_list, name, present=True, timeout=TIMEOUT):

@@ -261,10 +261,12 @@ def topics(bootstrap, *argv):
 
 @pytest.mark.integration
 def test_end_to_end_against_a_single_node_server(tmp_path):
+    from tests.integration.conftest import wait_broker_unfenced
     from tests.integration.test_cli import ServeProcess
 
     srv = ServeProcess(tmp_path)
     try:
+        wait_broker_unfenced(srv.bootstrap)
         r = topics(srv.bootstrap, "--create", "--topic", "orders", "--partitions", "3",
                    "--replication-factor", "1")  # fmt: skip
         assert (r.returncode, r.stdout) == (0, "Created topic orders.\n"), r.stderr
