@@ -353,20 +353,34 @@ class Server:
                 ls.asyncio_server.close()
 
     async def shutdown(self, timeout: float | None = None) -> None:
+        """Stop in order: the broker's controlled shutdown (while the controller still runs),
+        the metadata quorum (a leader resigns while its peers can reach it), the listeners,
+        then in-flight requests drain for up to ``timeout`` s (``shutdown.timeout.ms``). The
+        connections, listeners, Batch Coordinator and metrics are released in any case, even
+        if this coroutine is cancelled midway (the coordinator's SQLite threads would otherwise
+        keep the process alive)."""
         if timeout is None:
             timeout = self.config.shutdown_timeout_ms / 1000
-        await self._stop_broker()  # controlled shutdown while the controller still runs
-        await self._stop_raft()  # a leader resigns while its peers can still reach it
+        try:
+            await self._stop_broker()
+            await self._stop_raft()
+            await self._close_listeners()
+            conns = [c for ls in self.listeners.values() for c in ls.connections]
+            if conns and not self.force_exit:
+                drains = [asyncio.ensure_future(c.drain_and_close()) for c in conns]
+                _done, not_done = await asyncio.wait(drains, timeout=timeout)
+                if not_done:
+                    log.warning("shutdown: %d connection(s) still busy after %.1fs; closing "
+                                "them", len(not_done), timeout)  # fmt: skip
+                    for d in not_done:
+                        d.cancel()
+        finally:
+            await self._release(timeout)
+
+    async def _release(self, timeout: float) -> None:
+        """What shutdown must do even when cut short: force-close connections and listeners,
+        stop a quorum replica still running, close the coordinator, stop the metrics server."""
         await self._close_listeners()
-        conns = [c for ls in self.listeners.values() for c in ls.connections]
-        if conns and not self.force_exit:
-            drains = [asyncio.ensure_future(c.drain_and_close()) for c in conns]
-            _done, not_done = await asyncio.wait(drains, timeout=timeout)
-            if not_done:
-                log.warning("shutdown: %d connection(s) still busy after %.1fs; closing them",
-                            len(not_done), timeout)  # fmt: skip
-                for d in not_done:
-                    d.cancel()
         for ls in self.listeners.values():
             for c in list(ls.connections):
                 c.force_close()
@@ -374,6 +388,10 @@ class Server:
             if ls.asyncio_server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ls.asyncio_server.wait_closed(), 1.0)
+        if self.raft is not None:
+            driver, self.raft = self.raft, None
+            with contextlib.suppress(Exception):
+                await driver.stop(timeout_ms=0)  # no graceful wait: close clients and log
         await self._close_coordinator()
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
