@@ -16,35 +16,23 @@ STALE_BROKER_EPOCH, UNKNOWN_SERVER_ERROR); AllocateProducerIds over
 from __future__ import annotations
 
 from kafka_rpc.controller.quorum_controller import not_controller_response
-from kafka_rpc.server.registry import handles
+from kafka_rpc.server.registry import default_registry
 
 
-def _controller(ctx):
-    controller = getattr(ctx.server, "controller", None)
-    if controller is None or not controller.is_active:
-        return None
-    return controller
+def _to_active_controller(method: str):
+    async def handler(ctx, request):
+        controller = getattr(ctx.server, "controller", None)
+        if controller is None or not controller.is_active:
+            return not_controller_response(request)
+        return await getattr(controller, method)(request, ctx.api_version)
+
+    handler.__name__ = method
+    return handler
 
 
-@handles("BrokerRegistrationRequest")
-async def broker_registration(ctx, request):
-    controller = _controller(ctx)
-    if controller is None:
-        return not_controller_response(request)
-    return await controller.register_broker(request, ctx.api_version)
-
-
-@handles("BrokerHeartbeatRequest")
-async def broker_heartbeat(ctx, request):
-    controller = _controller(ctx)
-    if controller is None:
-        return not_controller_response(request)
-    return await controller.broker_heartbeat(request, ctx.api_version)
-
-
-@handles("AllocateProducerIdsRequest")
-async def allocate_producer_ids(ctx, request):
-    controller = _controller(ctx)
-    if controller is None:
-        return not_controller_response(request)
-    return await controller.allocate_producer_ids(request, ctx.api_version)
+for _name, _method in (
+    ("BrokerRegistrationRequest", "register_broker"),
+    ("BrokerHeartbeatRequest", "broker_heartbeat"),
+    ("AllocateProducerIdsRequest", "allocate_producer_ids"),
+):
+    default_registry.register(_name, _to_active_controller(_method))
