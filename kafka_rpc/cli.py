@@ -142,10 +142,6 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
     return asyncio.run(run())
 
 
-#: The metadata.version the first leader bootstraps (kafka_rpc.raft.metadata_state).
-_METADATA_VERSION_NAME = "4.0-IV3"
-
-
 def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     """Kafka's ``kafka-storage.sh``: ``random-uuid`` prints a new cluster id; ``format`` writes
     ``meta.properties`` into every log directory and the metadata log directory. Exit 1 with
@@ -171,10 +167,14 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     if not formatted:
         print("All of the log directories are already formatted.")
         return 0
+    from kafka_rpc.controller.quorum_controller import (
+        BOOTSTRAP_METADATA_VERSION_NAME as BOOTSTRAP_NAME,
+    )
+
     meta_dir = Path(config.metadata_log_dir).resolve()
     for d in formatted:
         kind = "metadata" if d.resolve() == meta_dir else "data"
-        print(f"Formatting {kind} directory {d} with metadata.version {_METADATA_VERSION_NAME}.")
+        print(f"Formatting {kind} directory {d} with metadata.version {BOOTSTRAP_NAME}.")
     return 0
 
 
