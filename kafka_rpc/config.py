@@ -502,8 +502,14 @@ def check_uuid_text(what: str, text: str) -> None:
 
 
 def random_uuid_text() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: 22 chars of URL-safe base64, no padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """Kafka's ``Uuid.randomUuid().toString()``: 22 chars of URL-safe base64, no padding. As
+    Kafka, never the zero or metadata-topic id, and never one starting with ``-``, which a
+    command line would take for an option (``kafka-rpc storage format -t -abc...``)."""
+    while True:
+        u = uuid.uuid4()
+        text = base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
+        if u.int not in (0, 1) and not text.startswith("-"):
+            return text
 
 
 def read_properties(path: str | os.PathLike) -> dict[str, str]:
