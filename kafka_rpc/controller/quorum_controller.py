@@ -315,8 +315,7 @@ class QuorumController:
 
     # ================================================================== write events
     def _next_write_offset(self) -> int:
-        core = self.driver.core
-        return core.log.end_offset + core._pending.count
+        return self.driver.core.next_offset
 
     def _context(self, now: int) -> C.ControllerContext:
         return C.ControllerContext(

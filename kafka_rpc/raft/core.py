@@ -1343,8 +1343,8 @@ class RaftCore:
 
     def describe_quorum_partition(self, now: int) -> Any:
         """DescribeQuorum's partition data: leader, epoch, high watermark and each replica's
-        log end offset, last fetch and last caught-up times (ms, the driver's clock); a
-        non-leader answers NOT_LEADER_OR_FOLLOWER."""
+        log end offset, last fetch and last caught-up times (wall-clock ms since the epoch, as
+        Kafka reports them; -1 never); a non-leader answers NOT_LEADER_OR_FOLLOWER."""
         m = _DescResp
         if self.state != LEADER:
             return m.PartitionData(
@@ -1363,8 +1363,8 @@ class RaftCore:
             return m.ReplicaState(
                 replica_id=rid,
                 log_end_offset=end,
-                last_fetch_timestamp=fetch,
-                last_caught_up_timestamp=caught,
+                last_fetch_timestamp=self._wall(fetch) if fetch >= 0 else -1,
+                last_caught_up_timestamp=self._wall(caught) if caught >= 0 else -1,
             )
 
         return m.PartitionData(
@@ -1689,6 +1689,12 @@ class RaftCore:
         ):
             self._leader_change_delivered = (self.node_id, self.epoch)
             self.sm.handle_leader_change(self.node_id, self.epoch)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset the next :meth:`append` on the leader will start at: the log end offset
+        plus the records still waiting for the linger."""
+        return self.log.end_offset + self._pending.count
 
     @property
     def committed_offset(self) -> int:

@@ -19,8 +19,8 @@ the core directly, on the loop thread, and then wake the task:
 * appends (:meth:`RaftDriver.append`) from the state machine side.
 
 Time is ``time.monotonic()`` in integer ms (:func:`monotonic_ms`), the same clock the core was
-built with. DescribeQuorum's LastFetchTimestamp / LastCaughtUpTimestamp come out of the core on that
-clock; :meth:`RaftDriver.handle` shifts them to wall-clock ms since the epoch, as Kafka reports.
+built with; the core turns it into wall-clock ms (its ``wall_offset_ms``) wherever Kafka reports
+wall-clock time (record timestamps, DescribeQuorum's LastFetch/LastCaughtUp timestamps).
 
 Limits of this first driver: ``log.flush()`` (an fsync, typically 0.1-10 ms) runs on the loop
 thread and blocks it meanwhile; an exception from the core or the log is logged and the loop
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping
@@ -46,7 +45,6 @@ __all__ = ["NotLeaderError", "RaftDriver", "monotonic_ms"]
 
 log = logging.getLogger("kafka_rpc.raft.driver")
 
-_DESCRIBE_QUORUM = 55
 
 
 def monotonic_ms() -> int:
@@ -92,8 +90,6 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
-        #: wall-clock ms minus monotonic ms, to report DescribeQuorum timestamps as Kafka does
-        self._wall_offset_ms = int(time.time() * 1000) - monotonic_ms()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -251,41 +247,8 @@ class RaftDriver:
             response = await fut
         finally:
             self._pending_replies.discard(fut)
-        if api_key == _DESCRIBE_QUORUM:
-            response = self._wall_clock_describe(response)
         return for_version(api_key, version, response)
 
-    def _wall_clock_describe(self, resp: Any) -> Any:
-        off = self._wall_offset_ms
-
-        def shift(r: Any) -> Any:
-            return dataclasses.replace(
-                r,
-                last_fetch_timestamp=(
-                    r.last_fetch_timestamp + off if r.last_fetch_timestamp >= 0 else -1
-                ),
-                last_caught_up_timestamp=(
-                    r.last_caught_up_timestamp + off if r.last_caught_up_timestamp >= 0 else -1
-                ),
-            )
-
-        topics = tuple(
-            dataclasses.replace(
-                t,
-                partitions=tuple(
-                    dataclasses.replace(
-                        p,
-                        current_voters=tuple(shift(r) for r in p.current_voters),
-                        observers=tuple(shift(r) for r in p.observers),
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in resp.topics
-        )
-        return dataclasses.replace(resp, topics=topics)
-
-    # ------------------------------------------------------------------ the state machine side
     def append(self, records: list[bytes]) -> int:
         """Append framed metadata records as one batch (leader only); returns the offset of the
         last one. Raises the core's NotLeaderError when this node does not lead."""

@@ -829,3 +829,6 @@ def test_record_timestamps_are_wall_clock_while_timers_stay_monotonic():
     stamps = [b.max_timestamp for b in log.batches(0, log.end_offset)]
     assert stamps == [wall, wall + 10]
     assert core.next_deadline_ms() < wall  # timers are still on the monotonic clock
+    (me,) = core.describe_quorum_partition(5_020).current_voters
+    assert (me.last_fetch_timestamp, me.last_caught_up_timestamp) == (wall + 20, wall + 20)
+    assert core.next_offset == log.end_offset  # nothing waits for the linger
