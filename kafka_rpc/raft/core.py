@@ -937,21 +937,31 @@ class RaftCore:
         return (mod.NodeEndpoint(node_id=self.leader_id, host=addr[0], port=addr[1]),)
 
     # -- Vote (kraft.md 1.5, KIP-996 pre-vote)
-    def _vote_resp(self, version: int, top: int = 0, code: int = 0, granted: bool = False) -> Any:
-        m = _VoteResp
+    def _epoch_resp(
+        self, mod: Any, cls: str, id_from: int, version: int, top: int = 0, code: int = 0,
+        **extra: Any,
+    ) -> Any:
+        """The response of Vote, BeginQuorumEpoch or EndQuorumEpoch (``mod``/``cls``; topic by
+        id from ``id_from``): a top-level error alone, or one partition with ``code``, this
+        replica's leader and epoch (built after any state change the request caused) and the
+        leader's endpoints from v1."""
         if top:
-            return m.VoteResponse(error_code=top)
-        p = m.PartitionData(
+            return getattr(mod, cls)(error_code=top)
+        p = mod.PartitionData(
             partition_index=self.config.partition,
             error_code=code,
             leader_id=self.leader_id,
             leader_epoch=self.epoch,
-            vote_granted=granted,
+            **extra,
         )
-        return m.VoteResponse(
-            topics=self._topic_resp(m, version, 3, (p,)),
-            node_endpoints=self._node_endpoints(m, version, 1),
+        return getattr(mod, cls)(
+            topics=self._topic_resp(mod, version, id_from, (p,)),
+            node_endpoints=self._node_endpoints(mod, version, 1),
         )
+
+    def _vote_resp(self, version: int, top: int = 0, code: int = 0, granted: bool = False) -> Any:
+        return self._epoch_resp(_VoteResp, "VoteResponse", 3, version, top, code,
+                                vote_granted=granted)  # fmt: skip
 
     def _on_vote(self, now: int, version: int, req: Any) -> Any:
         if not self._cluster_ok(req.cluster_id):
@@ -998,19 +1008,7 @@ class RaftCore:
 
     # -- BeginQuorumEpoch (kraft.md 1.7)
     def _begin_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
-        m = _BeginResp
-        if top:
-            return m.BeginQuorumEpochResponse(error_code=top)
-        p = m.PartitionData(
-            partition_index=self.config.partition,
-            error_code=code,
-            leader_id=self.leader_id,
-            leader_epoch=self.epoch,
-        )
-        return m.BeginQuorumEpochResponse(
-            topics=self._topic_resp(m, version, 2, (p,)),
-            node_endpoints=self._node_endpoints(m, version, 1),
-        )
+        return self._epoch_resp(_BeginResp, "BeginQuorumEpochResponse", 2, version, top, code)
 
     def _on_begin(self, now: int, version: int, req: Any) -> Any:
         if not self._cluster_ok(req.cluster_id):
@@ -1041,19 +1039,7 @@ class RaftCore:
 
     # -- EndQuorumEpoch (kraft.md 1.8)
     def _end_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
-        m = _EndResp
-        if top:
-            return m.EndQuorumEpochResponse(error_code=top)
-        p = m.PartitionData(
-            partition_index=self.config.partition,
-            error_code=code,
-            leader_id=self.leader_id,
-            leader_epoch=self.epoch,
-        )
-        return m.EndQuorumEpochResponse(
-            topics=self._topic_resp(m, version, 2, (p,)),
-            node_endpoints=self._node_endpoints(m, version, 1),
-        )
+        return self._epoch_resp(_EndResp, "EndQuorumEpochResponse", 2, version, top, code)
 
     def _on_end(self, now: int, version: int, req: Any) -> Any:
         if not self._cluster_ok(req.cluster_id):
