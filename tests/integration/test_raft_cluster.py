@@ -596,6 +596,11 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
         for i in rest:
             cluster.nodes[i].signal(signal.SIGSTOP)
         try:
+            # Fetches the followers sent just before the stop may still sit unread at the
+            # leader (a loaded runner): answered after the tail is appended, they would carry
+            # the whole tail to the stopped followers. Let the leader drain them first; check
+            # quorum (1.5 x 1000 ms without fetches) leaves it leading meanwhile.
+            await asyncio.sleep(0.4)
             end_at_stop = log_end_on_disk(old_dir)[0]
 
             async def tail_written():
