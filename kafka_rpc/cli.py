@@ -10,9 +10,9 @@
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
 
-``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=1048576`` and
-``MALLOC_TRIM_THRESHOLD_=8388608`` when they are not set (they only take effect at process start;
-see the performance notes), unless ``KAFKA_RPC_NO_REEXEC=1``. Configuration errors exit with 2.
+``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=33554432`` and
+``MALLOC_TRIM_THRESHOLD_=67108864`` when they are not set (they only take effect at process start;
+see ``MALLOC_ENV``), unless ``KAFKA_RPC_NO_REEXEC=1``. Configuration errors exit with 2.
 """
 
 from __future__ import annotations
@@ -27,7 +27,13 @@ from typing import Any
 
 from kafka_rpc.config import ConfigError, load_config
 
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "8388608"}
+#: Fixed glibc thresholds (setting them also turns off glibc's sliding mmap threshold).
+#: Buffers below 32 MiB (8 MiB Fetch and FetchSnapshot frames, their decoded records, snapshot
+#: reads) come from the heap and reuse warm pages; up to 64 MiB of free heap is kept rather than
+#: returned. With the former 1 MiB / 8 MiB, every such buffer was a fresh mmap whose pages fault
+#: in on first touch: measured here, two 8 MiB copies into fresh buffers took 6.8 ms, 0.4 ms
+#: with these values (median of 30); a FetchSnapshot of 99 MiB went from 0.43 s to 0.30 s.
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "67108864"}
 
 
 def _reexec_with_malloc_env(argv: list[str]) -> None:
