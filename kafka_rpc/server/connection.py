@@ -17,6 +17,19 @@
   version set to the KafkaError's code or UNKNOWN_SERVER_ERROR), logged; the connection lives on.
 * Backpressure: reading pauses while ``max_inflight`` requests are unanswered or the transport's
   write buffer is full.
+* Throttling (Kafka's convention, KIP-219; ``SocketServer.Processor`` muting the channel on
+  ``ClientQuotaManager.throttle``'s ``ThrottledChannel``): a response whose ``throttle_time_ms``
+  is > 0 is sent at once, and from the moment it is handed to the transport the connection
+  reads nothing more for that many ms (muted). No new request is started meanwhile; requests
+  already started (pipelined with or behind the throttled one before it was written) are
+  answered; bytes received but not yet served wait for the end of the mute. A later throttled
+  response while muted extends the mute to its own end, never shortens it. Muting is one more
+  reason to pause reading, next to backpressure and shutdown (``_update_reading``), so none
+  undoes another; the timer is cancelled when the connection closes, and a drain does not wait
+  for it. Only the Python paths look at ``throttle_time_ms`` (async handlers, and handlers the
+  native table omits): the synchronous handlers that ``frames.dispatch`` serves never throttle
+  today, so the per-read fast path is unchanged. An error response built from a handler's
+  exception never mutes.
 """
 
 from __future__ import annotations
@@ -94,6 +107,13 @@ def _resume(coro, yielded):
             return e.value
 
 
+def _throttle_ms(response: Any) -> int:
+    """The response's ``ThrottleTimeMs`` when > 0 (ms), else 0: the mute it asks for
+    (KIP-219). Responses without the field (most APIs at some version) give 0."""
+    ms = getattr(response, "throttle_time_ms", 0)
+    return ms if type(ms) is int and ms > 0 else 0
+
+
 def unsupported_api_versions_response(correlation_id: int, lo: int, hi: int) -> bytes:
     """Kafka's answer to an ApiVersions version it does not support (reference F.2)."""
     body = struct.pack(">ihihhh", correlation_id, ErrorCode.UNSUPPORTED_VERSION, 1, 18, lo, hi)
@@ -144,6 +164,8 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._closing = False
         self._drained: asyncio.Future | None = None
+        self._muted = False  # throttled (KIP-219): read nothing until _mute_timer fires
+        self._mute_timer: asyncio.TimerHandle | None = None
 
     # -------------------------------------------------------------------------- transport events
     def connection_made(self, transport) -> None:
@@ -153,6 +175,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc) -> None:
         self._closed = True
+        self._cancel_mute()
         self.listener.connections.discard(self)
         for t in list(self._tasks):
             t.cancel()
@@ -199,7 +222,9 @@ class KafkaConnection(asyncio.Protocol):
     def _dispatch(self, buf: bytes, pos: int, room: int, out: list) -> tuple:
         """``frames.dispatch`` from ``pos`` with at most ``room`` frames: serves every frame whose
         handler is synchronous (natively when built) into ``out`` and stops at the first one it
-        cannot finish; returns ``(new_pos, stop, error)``."""
+        cannot finish; returns ``(new_pos, stop, error)``. The responses it frames are not
+        checked for ``throttle_time_ms`` (no synchronous handler throttles; only ``_serve`` and
+        ``_task_done`` look, see the module docstring), so a throttle never slows this path."""
         return dispatch(
             buf, pos, self.max_bytes, room, REQUEST_FLEX, RequestContext, self.listener,
             self.dispatch_table, out, self.metrics,
@@ -281,9 +306,17 @@ class KafkaConnection(asyncio.Protocol):
             if data is None:
                 self._abort()
                 return
+        else:
+            throttle_ms = _throttle_ms(result)
+            if throttle_ms:
+                # a ready slot that carries its throttle: _flush mutes once it is written
+                self._pending.append([data, throttle_ms])
+                self._slots += 1
+                data = None
         if metrics is not None:
             metrics.observe(entry.api_key, time.perf_counter() - t0, False)
-        self._pending.append(data)
+        if data is not None:
+            self._pending.append(data)
 
     def _reject(self, entry: ApiEntry | None, api_key: int, version: int, corr: int) -> None:
         """An api key not served on this listener or a version out of range: close, except
@@ -336,9 +369,12 @@ class KafkaConnection(asyncio.Protocol):
         if self._closed or task.cancelled():
             return
         exc = task.exception()
+        throttle_ms = 0
         if exc is None:
             try:
-                data = self._encode(entry, ctx, task.result())
+                result = task.result()
+                data = self._encode(entry, ctx, result)
+                throttle_ms = _throttle_ms(result)
                 if self.metrics is not None:
                     self.metrics.observe(entry.api_key, time.perf_counter() - t0, False)
             except Exception as e:  # noqa: BLE001
@@ -349,11 +385,16 @@ class KafkaConnection(asyncio.Protocol):
             self._abort()
             return
         slot[0] = data
+        if throttle_ms:
+            slot.append(throttle_ms)
         self._flush()
 
     # -------------------------------------------------------------------------- output
     def _flush(self) -> None:
+        """Write the responses that are ready, in request order (up to the first unfinished
+        slot); mute after a throttled one (KIP-219); then pause or resume reading."""
         pending = self._pending
+        mute_ms = 0
         if not self._slots:  # all ready: the common case
             out = pending
         else:
@@ -361,15 +402,19 @@ class KafkaConnection(asyncio.Protocol):
             while pending:
                 item = pending[0]
                 if type(item) is list:
-                    item = item[0]
-                    if item is None:
+                    if item[0] is None:
                         break
                     self._slots -= 1
+                    if len(item) > 1:  # [data, throttle_ms]
+                        mute_ms = max(mute_ms, item[1])
+                    item = item[0]
                 out.append(item)
                 pending.popleft()
         if out:
             if not self._closed:
                 self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+                if mute_ms:
+                    self._mute(mute_ms)
             if out is pending:
                 pending.clear()
         self._update_reading()
@@ -378,9 +423,16 @@ class KafkaConnection(asyncio.Protocol):
                 self._drained.set_result(None)
 
     def _update_reading(self) -> None:
+        """Pause reading while any reason holds (shutdown, a throttle mute, a full write buffer,
+        ``max_inflight`` unanswered requests); resume, and serve what was kept, when none does."""
         if self._closed or self.transport is None:
             return
-        want_pause = self._closing or self._write_paused or len(self._pending) >= self.max_inflight
+        want_pause = (
+            self._closing
+            or self._muted
+            or self._write_paused
+            or len(self._pending) >= self.max_inflight
+        )
         if want_pause and not self._paused:
             self._paused = True
             self.transport.pause_reading()
@@ -396,6 +448,37 @@ class KafkaConnection(asyncio.Protocol):
                 )
                 self._process(data, pos, stop, error, out)
 
+    # -------------------------------------------------------------------------- throttling
+    def _mute(self, throttle_ms: int) -> None:
+        """Read nothing for ``throttle_ms`` ms from now (a throttled response was just written;
+        Kafka's ``ChannelMuteEvent.THROTTLE_STARTED``); an earlier end is pushed back, a later
+        one kept. Not while shutting down: reading is paused for good then."""
+        if self._closing or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        timer = self._mute_timer
+        if timer is not None:
+            if timer.when() >= until:
+                return
+            timer.cancel()
+        self._muted = True
+        self._mute_timer = loop.call_at(until, self._unmute)
+        self._update_reading()
+
+    def _unmute(self) -> None:
+        """The throttle time has passed (``THROTTLE_ENDED``): read again unless another reason
+        to pause holds."""
+        self._mute_timer = None
+        self._muted = False
+        self._update_reading()
+
+    def _cancel_mute(self) -> None:
+        timer, self._mute_timer = self._mute_timer, None
+        self._muted = False
+        if timer is not None:
+            timer.cancel()
+
     def _abort(self) -> None:
         """Close after writing the responses that are already complete (earlier requests)."""
         if self._closed:
@@ -410,6 +493,7 @@ class KafkaConnection(asyncio.Protocol):
         if out:
             self.transport.write(b"".join(out))
         self._closed = True
+        self._cancel_mute()
         self._pending.clear()
         self._slots = 0
         for t in list(self._tasks):
@@ -418,10 +502,12 @@ class KafkaConnection(asyncio.Protocol):
 
     # -------------------------------------------------------------------------- shutdown
     async def drain_and_close(self) -> None:
-        """Stop reading, let in-flight requests finish and their responses go out, then close."""
+        """Stop reading, let in-flight requests finish and their responses go out, then close.
+        A throttle mute is dropped (reading stays paused by the shutdown), never waited for."""
         if self._closed:
             return
         self._closing = True
+        self._cancel_mute()
         self._update_reading()
         if self._pending:
             self._drained = asyncio.get_running_loop().create_future()
@@ -434,6 +520,7 @@ class KafkaConnection(asyncio.Protocol):
         for t in list(self._tasks):
             t.cancel()
         self._closed = True
+        self._cancel_mute()
         self._pending.clear()
         self._slots = 0
         if self.transport is not None:
