@@ -31,6 +31,13 @@ backs off exponentially (``retry_backoff_ms`` 50 doubling up to ``retry_backoff_
 reset by a success) and retries until it gets a block or is closed. On STALE_BROKER_EPOCH it
 asks its owner for the broker epoch again (the ``broker_epoch`` callable, which may be async,
 e.g. to re-register) and retries at once if the epoch changed.
+
+Throttling (KIP-219, as Kafka's ``NetworkClient`` does for a node whose response carried
+``ThrottleTimeMs``): after any response with ``throttle_time_ms`` > 0 no AllocateProducerIds is
+sent until that many ms have passed since the response arrived. THROTTLING_QUOTA_EXCEEDED (the
+controller's ``producer.ids.allocation.max.per.second``, the connection then muted by the
+server for as long) is therefore retried after ``ThrottleTimeMs`` (``retry_backoff_ms`` if it
+carries none) and is not a failure: the exponential backoff neither grows nor resets.
 """
 
 from __future__ import annotations
@@ -117,6 +124,7 @@ class RPCProducerIdManager:
         self._highest_seen = -1  # the last id of any block accepted (no id twice)
         self._failures = 0  # consecutive failed attempts (exponential backoff)
         self.backoff_deadline: float | None = None  # clock() before which no retry is sent
+        self._throttle_deadline: float | None = None  # clock() of the last ThrottleTimeMs' end
         self.last_error: BaseException | ErrorCode | None = None
         self._closed = False
 
@@ -193,20 +201,31 @@ class RPCProducerIdManager:
         req_cls = codec.message_class("AllocateProducerIdsRequest")
         retried_stale = False
         while not self._closed:
+            await self._wait_throttle()
             try:
                 epoch = await _maybe_await(self._broker_epoch())
                 resp = await self._send(req_cls(broker_id=self.broker_id, broker_epoch=epoch))
                 code = ErrorCode.for_code(resp.error_code)
+                throttle_ms = getattr(resp, "throttle_time_ms", 0) or 0
             except Exception as e:  # noqa: BLE001 - timeouts, lost connections, KafkaError...
                 log.warning("AllocateProducerIds for broker %d failed: %s", self.broker_id, e)
                 self.last_error = e
                 code = None
             else:
                 self.last_error = code
+                if code == ErrorCode.THROTTLING_QUOTA_EXCEEDED and throttle_ms <= 0:
+                    throttle_ms = self.retry_backoff_ms  # never a busy loop on a bare error
+                if throttle_ms > 0:
+                    self._throttle_deadline = self._clock() + throttle_ms / 1000
                 if code == ErrorCode.NONE and self._accept(resp):
                     self._failures = 0
                     self.backoff_deadline = None
                     return
+                if code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+                    log.debug("AllocateProducerIds for broker %d throttled for %s ms",
+                              self.broker_id, throttle_ms)  # fmt: skip
+                    retried_stale = False
+                    continue  # not a failure: the next attempt waits for the throttle
                 if code == ErrorCode.STALE_BROKER_EPOCH:
                     new_epoch = await _maybe_await(self._broker_epoch())
                     log.warning("AllocateProducerIds: broker %d epoch %d is stale (now %d)",
@@ -223,6 +242,17 @@ class RPCProducerIdManager:
                            self.retry_backoff_max_ms)  # fmt: skip
             self.backoff_deadline = self._clock() + delay_ms / 1000
             await self._sleep(delay_ms / 1000)
+
+    async def _wait_throttle(self) -> None:
+        """Wait, once, until the last response's ``ThrottleTimeMs`` has passed (Kafka's
+        ``NetworkClient`` sends nothing to a throttled node before then)."""
+        deadline, self._throttle_deadline = self._throttle_deadline, None
+        if deadline is None:
+            return
+        wait = deadline - self._clock()
+        if wait > 0:
+            self.backoff_deadline = deadline
+            await self._sleep(wait)
 
     def _accept(self, resp: Any) -> bool:
         start, length = resp.producer_id_start, resp.producer_id_len

@@ -254,6 +254,135 @@ async def test_close_cancels_the_request_in_flight():
         m.generate_producer_id()
 
 
+class Clock:
+    """A fake monotonic clock (seconds) and a sleep that records its delays and advances it."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.delays = []
+
+    def __call__(self):
+        return self.now
+
+    async def sleep(self, seconds):
+        self.delays.append(round(seconds, 6))
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+THROTTLED = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+
+
+async def test_throttling_waits_throttle_time_and_is_not_a_failure():
+    script = [
+        Resp(error_code=ErrorCode.NOT_CONTROLLER),
+        Resp(error_code=THROTTLED, throttle_time_ms=200),
+        Resp(error_code=THROTTLED, throttle_time_ms=700),
+        Resp(error_code=ErrorCode.NOT_CONTROLLER),
+    ]
+    ctl = FakeController(script=script)
+    clock = Clock()
+    m = manager(ctl, sleep=clock.sleep, clock=clock)
+    assert await next_id(m) == 0
+    # the throttles are waited as given; the backoff goes on from 50 to 100 ms, neither grown
+    # nor reset by them
+    assert clock.delays == [0.05, 0.2, 0.7, 0.1]
+    assert len(ctl.requests) == 5 and ctl.max_in_flight == 1
+    assert m.last_error == ErrorCode.NONE
+    await m.close()
+
+
+async def test_throttling_without_a_time_waits_the_base_backoff():
+    ctl = FakeController(script=[Resp(error_code=THROTTLED)] * 3)
+    clock = Clock()
+    m = manager(ctl, sleep=clock.sleep, clock=clock)
+    assert await next_id(m) == 0
+    assert clock.delays == [0.05, 0.05, 0.05]  # never a busy loop, never escalated
+    await m.close()
+
+
+async def test_any_throttle_time_delays_the_next_request():
+    """As Kafka's NetworkClient: ThrottleTimeMs on an error (the longer of it and the backoff is
+    waited, not their sum) or on a success (the prefetch waits for it)."""
+    ctl = FakeController(script=[
+        Resp(error_code=ErrorCode.NOT_CONTROLLER, throttle_time_ms=500),
+        Resp(error_code=0, producer_id_start=0, producer_id_len=10, throttle_time_ms=250),
+    ], size=10)  # fmt: skip
+    ctl.next_start = 10
+    clock = Clock()
+    m = manager(ctl, sleep=clock.sleep, clock=clock)
+    assert await next_id(m) == 0
+    assert clock.delays == [0.05, 0.45]
+    for expect in range(1, 10):  # id 9 (90 %) starts the prefetch
+        assert m.generate_producer_id() == expect
+    await settle()
+    assert clock.delays == [0.05, 0.45, 0.25] and len(ctl.requests) == 3
+    assert m.next_block == ProducerIdsBlock(1, 10, 10)
+    await m.close()
+
+
+@pytest.mark.integration
+async def test_blocks_from_a_rate_limited_controller_wait_for_its_throttles(tmp_path):
+    """A real single-node server whose controller allows 2 blocks per broker per second: five
+    blocks in a row get THROTTLING_QUOTA_EXCEEDED on the way, and the manager waits each
+    ThrottleTimeMs (the server mutes the connection for as long) and gets every block, with no
+    failure backoff and no id twice."""
+    from kafka_rpc.client import KafkaRpcClient
+    from tests.integration.test_controller import BROKER, until_active
+    from tests.raft.test_driver_single import start_single
+
+    loop = asyncio.get_running_loop()
+    running, port = await start_single(tmp_path, **{"producer.ids.allocation.max.per.second": "2"})
+    client = None
+    m = None
+    try:
+        client = await KafkaRpcClient.connect(f"127.0.0.1:{port}", connect_timeout=5)
+        reg = await asyncio.wait_for(until_active(client), 10)
+        assert reg.error_code == 0, reg
+        log = []  # (sent, received, response)
+
+        async def send(req):
+            sent = loop.time()
+            resp = await client.request(req, timeout=10)
+            log.append((sent, loop.time(), resp))
+            return resp
+
+        slept = []
+
+        async def sleep(seconds):
+            slept.append(seconds)
+            await asyncio.sleep(seconds)
+
+        m = RPCProducerIdManager(BROKER, send, lambda: reg.broker_epoch, sleep=sleep)
+        deadline = loop.time() + 20
+        ids = []
+        while len(ids) < 4100:  # five blocks: 0, 1000, ..., 4000
+            try:
+                ids.append(m.generate_producer_id())
+            except KafkaError as e:
+                assert e.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                assert loop.time() < deadline, m.last_error
+                await asyncio.sleep(0.005)
+        assert ids == list(range(4100))
+        codes = [r.error_code for _, _, r in log]
+        assert set(codes) <= {0, THROTTLED} and codes.count(0) == 5, codes
+        assert THROTTLED in codes
+        for (_, received, resp), (sent_next, _, _) in zip(log, log[1:], strict=False):
+            if resp.error_code == THROTTLED:
+                assert resp.throttle_time_ms > 0
+                assert sent_next - received >= resp.throttle_time_ms / 1000 - 0.005
+        # every wait was for a throttle (at most one each; none of the failure backoff), and no
+        # longer than it
+        throttles = [r.throttle_time_ms / 1000 for _, _, r in log if r.error_code == THROTTLED]
+        assert len(slept) <= len(throttles) and all(s <= max(throttles) for s in slept)
+    finally:
+        if m is not None:
+            await m.close()
+        if client is not None:
+            await client.close()
+        await running.stop()
+
+
 @pytest.mark.integration
 async def test_against_a_single_node_server(tmp_path):
     import uuid
