@@ -11,8 +11,12 @@ One directory (``<log.dir>/__cluster_metadata-0/``) holds:
   ``%020d-%010d-<random>.checkpoint.part`` and renamed when frozen.
 
 Appends are written to the page cache at once (no fsync); :meth:`FileLog.flush` makes them
-durable. Opening the log recovers it: a torn, corrupt (CRC32C), non-contiguous or
-epoch-decreasing batch ends the log, its segment is truncated there and later segments are
+durable. The batches appended last (up to ``tail_cache_bytes``) are also kept decoded in memory,
+so the state machine's delivery of what was just appended (the leader's own batches, the
+follower's fetched ones) reads neither the file nor the CRC again.
+
+Opening the log recovers it: a torn, corrupt (CRC32C), non-contiguous or epoch-decreasing batch
+ends the log, its segment is truncated there and later segments are
 deleted (Kafka ``LogLoader.recoverLog``); then the snapshots are recovered
 (``KafkaMetadataLog.recoverSnapshots``).
 
@@ -59,6 +63,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 DEFAULT_SEGMENT_BYTES = 1 << 30  # metadata.log.segment.bytes
+DEFAULT_TAIL_CACHE_BYTES = 8 << 20  # decoded batches kept after an append (bytes of batch data)
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
@@ -279,10 +284,16 @@ class FileLog:
 
     ``start_offset``, ``end_offset`` and ``flushed_offset`` are offsets (``end`` exclusive);
     ``segment_bytes`` is the size in bytes above which a new segment is rolled
-    (``metadata.log.segment.bytes``, default 1 GiB)."""
+    (``metadata.log.segment.bytes``, default 1 GiB); ``tail_cache_bytes`` bounds the encoded size
+    of the most recently appended batches kept decoded for :meth:`batches` (0: none; at least
+    the last appended batch is kept otherwise)."""
 
     def __init__(
-        self, directory: Path | str, *, segment_bytes: int = DEFAULT_SEGMENT_BYTES
+        self,
+        directory: Path | str,
+        *,
+        segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+        tail_cache_bytes: int = DEFAULT_TAIL_CACHE_BYTES,
     ) -> None:
         """Open (creating it if needed) and recover the partition directory: segments first
         (Kafka ``LogLoader``), then snapshots (``KafkaMetadataLog.recoverSnapshots``), then
@@ -293,6 +304,10 @@ class FileLog:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.segment_bytes = segment_bytes
+        self.tail_cache_bytes = tail_cache_bytes
+        # the last appended batches, contiguous and ending at end_offset (or empty)
+        self._tail: deque[Batch] = deque()
+        self._tail_bytes = 0
         self._segments: list[_Segment] = []
         self._seg_bases: list[int] = []
         self._snapshots: list[OffsetAndEpoch] = []  # sorted by (offset, epoch)
@@ -507,6 +522,13 @@ class FileLog:
             _pwrite_all(seg.fd, b"".join(chunks), write_pos)
             self._dirty.add(seg.base)
         self.end_offset = expected
+        if self.tail_cache_bytes > 0:
+            tail = self._tail
+            for b in batches:
+                tail.append(b)
+                self._tail_bytes += len(b.data)
+            while self._tail_bytes > self.tail_cache_bytes and len(tail) > 1:
+                self._tail_bytes -= len(tail.popleft().data)
 
     def read(self, start_offset: int, max_bytes: int) -> bytes:
         """Encoded batches (bytes) from the batch containing ``start_offset``: whole batches
@@ -548,7 +570,29 @@ class FileLog:
         end_offset = min(end_offset, self.end_offset)
         if start_offset >= end_offset:
             return iter(())
+        tail = self._tail
+        if tail and tail[0].base_offset <= start_offset:
+            return self._tail_batches(start_offset, end_offset)
         return self._batches(start_offset, end_offset)
+
+    def _tail_batches(self, start_offset: int, end_offset: int) -> Iterator[Batch]:
+        """From the tail cache (its first batch starts at or below ``start_offset``): the
+        batches with ``last_offset >= start_offset`` and ``base_offset < end_offset``."""
+        tail = self._tail
+        i = len(tail)
+        while i > 0 and tail[i - 1].last_offset >= start_offset:
+            i -= 1
+        out = []
+        for k in range(i, len(tail)):
+            b = tail[k]
+            if b.base_offset >= end_offset:
+                break
+            out.append(b)
+        return iter(out)
+
+    def _drop_tail(self) -> None:
+        self._tail.clear()
+        self._tail_bytes = 0
 
     def _batches(self, start_offset: int, end_offset: int) -> Iterator[Batch]:
         si = max(bisect_right(self._seg_bases, start_offset) - 1, 0)
@@ -583,6 +627,9 @@ class FileLog:
         os.ftruncate(seg.fd, seg.size)
         self._dirty.add(seg.base)
         self._cache.truncate_from_end(new_end)
+        tail = self._tail
+        while tail and tail[-1].base_offset >= new_end:
+            self._tail_bytes -= len(tail.pop().data)
         self.end_offset = new_end
         self.start_offset = min(self.start_offset, new_end)
         self.flushed_offset = min(self.flushed_offset, new_end)
@@ -666,6 +713,7 @@ class FileLog:
         log.info("%s: truncating the log fully to snapshot %s", self.directory, latest)
         self._drop_segments_from(0)
         self._cache.clear()
+        self._drop_tail()
         self._new_segment(latest.offset)
         self.start_offset = self.end_offset = latest.offset
         self._delete_snapshots([s for s in self._snapshots if s != latest])
@@ -694,6 +742,9 @@ class FileLog:
         new_start = snapshot_id.offset
         self.start_offset = new_start
         self._cache.truncate_from_start(new_start)
+        tail = self._tail
+        while tail and tail[0].last_offset < new_start:
+            self._tail_bytes -= len(tail.popleft().data)
         n = 0  # segments wholly below the new start: the next segment starts at or below it
         while n + 1 < len(self._segments) and self._segments[n + 1].base <= new_start:
             n += 1
@@ -719,6 +770,7 @@ class FileLog:
             return
         self.flush()
         self._close_fds()
+        self._drop_tail()
         self._closed = True
 
 

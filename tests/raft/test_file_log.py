@@ -8,6 +8,8 @@ import stat
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_rpc.protocol.record_batch import Batch, CorruptRecordError, encode_batch
 from kafka_rpc.raft.api import OffsetAndEpoch
@@ -449,3 +451,102 @@ def test_kafka_python_reads_our_segments(tmp_path: Path) -> None:
         assert [r.value for r in kb] == list(x.records)
         pos += x.size
     assert pos == len(data)
+
+
+# ---- the tail cache: the decoded batches appended last serve batches() without a file read
+
+
+def _view(log: FileLog, lo: int, hi: int) -> list[tuple[int, int, int, bytes, tuple]]:
+    return [(b.base_offset, b.last_offset, b.epoch, bytes(b.data), b.records)
+            for b in log.batches(lo, hi)]  # fmt: skip
+
+
+def test_tail_cache_serves_recent_batches_without_reading(tmp_path: Path) -> None:
+    log = FileLog(tmp_path, tail_cache_bytes=1 << 20)
+    bs = fill(log, [1, 1, 2])
+    # the very objects appended come back (no re-read, no re-decode)
+    assert list(log.batches(2, 6)) == bs[1:]
+    assert all(a is b for a, b in zip(log.batches(0, 6), bs, strict=True))
+    # a corrupted file does not matter to the cached tail, and does to an uncached reader
+    seg = segment_path(tmp_path, 0)
+    raw = bytearray(seg.read_bytes())
+    raw[-1] ^= 0xFF
+    seg.write_bytes(raw)
+    assert list(log.batches(4, 6)) == bs[2:]
+    log.close()
+
+
+def test_tail_cache_follows_truncation(tmp_path: Path) -> None:
+    log = FileLog(tmp_path, tail_cache_bytes=1 << 20)
+    fill(log, [1, 1, 1])
+    log.truncate_to(3)  # inside the second batch: it goes too, the log ends at 2
+    new = batch(2, 2, n=1)
+    log.append([new])
+    assert list(log.batches(0, 10))[1:] == [new]
+    log.close()
+
+
+def test_tail_cache_bounded_by_bytes(tmp_path: Path) -> None:
+    one = batch(0, 1).size
+    log = FileLog(tmp_path, tail_cache_bytes=2 * one)
+    bs = fill(log, [1, 1, 1, 1])
+    assert [b.base_offset for b in log._tail] == [4, 6]
+    # below the cache: read from the file, equal content
+    assert _view(log, 0, 8) == [(b.base_offset, b.last_offset, b.epoch, b.data, b.records)
+                                for b in bs]  # fmt: skip
+    big = FileLog(tmp_path / "big", tail_cache_bytes=1)
+    fill(big, [1, 1])
+    assert len(big._tail) == 1  # at least the last batch
+    off = FileLog(tmp_path / "off", tail_cache_bytes=0)
+    fill(off, [1])
+    assert not off._tail
+    for x in (log, big, off):
+        x.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["append", "truncate", "snapshot", "past"]),
+                          st.integers(0, 40), st.integers(1, 3)),
+                max_size=25))  # fmt: skip
+def test_tail_cache_equals_file_reads(ops) -> None:
+    """Any sequence of appends, truncations, snapshots with log-start moves and full
+    truncations to a snapshot: ``batches`` of a cached log equals an uncached one's."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        cached = FileLog(Path(d) / "a", tail_cache_bytes=6 * batch(0, 1).size)
+        plain = FileLog(Path(d) / "b", tail_cache_bytes=0)
+        epoch = 1
+        for op, x, k in ops:
+            for log in (cached, plain):
+                if op == "append":
+                    for _ in range(k):
+                        log.append([batch(log.end_offset, epoch, n=1 + x % 3)])
+                elif op == "truncate":
+                    if log.end_offset > log.start_offset:
+                        log.truncate_to(log.start_offset
+                                        + x % (log.end_offset - log.start_offset))  # fmt: skip
+                elif op == "snapshot":
+                    if log.end_offset > log.start_offset:
+                        at = log.start_offset + 1 + x % (log.end_offset - log.start_offset)
+                        # a snapshot on a batch boundary at or below `at`
+                        bounds = [b.last_offset + 1 for b in log.batches(0, at)
+                                  if b.last_offset < at]  # fmt: skip
+                        if bounds and bounds[-1] > log.start_offset:
+                            sid = OE(bounds[-1], log.last_fetched_epoch())
+                            if sid not in log.snapshot_ids():
+                                snap(log, sid)
+                            log.delete_before_snapshot(sid)
+                else:  # a snapshot past the log, as a FetchSnapshot download leaves it
+                    sid = OE(log.end_offset + 1 + x, epoch + 1)
+                    snap(log, sid)
+                    log.truncate_to_latest_snapshot()
+            if op == "past":
+                epoch += 1
+            assert (cached.start_offset, cached.end_offset) == (plain.start_offset,
+                                                                plain.end_offset)  # fmt: skip
+            end = cached.end_offset
+            for lo in range(max(0, cached.start_offset - 1), end + 1):
+                assert _view(cached, lo, end + 1) == _view(plain, lo, end + 1)
+        cached.close()
+        plain.close()
