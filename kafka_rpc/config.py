@@ -419,7 +419,8 @@ class Config:
     def format_storage(self, cluster_id: str, ignore_formatted: bool = False) -> list[Path]:
         """Kafka's ``kafka-storage format``: write ``meta.properties`` (``version=1``,
         ``cluster.id``, ``node.id``, a fresh ``directory.id`` per directory, as Kafka 3.7+) into
-        every directory of :meth:`storage_dirs` and create :attr:`metadata_partition_dir`.
+        every directory of :meth:`storage_dirs` and create :attr:`metadata_partition_dir` with its
+        ``partition.metadata`` (the metadata topic id, KIP-516).
         Returns the directories formatted now. A directory that already has ``meta.properties``
         raises :class:`StorageFormattedError` (Kafka's message), or is skipped with
         ``ignore_formatted``. Kafka's bootstrap checkpoint (``00000000000000000000-0000000000
@@ -440,6 +441,10 @@ class Config:
         for d in todo:
             _write_meta(d, cluster_id, self.node_id)
         self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
+        from kafka_rpc.broker import partition_metadata
+        from kafka_rpc.raft.api import METADATA_TOPIC_ID
+
+        partition_metadata.ensure(self.metadata_partition_dir, METADATA_TOPIC_ID)
         return todo
 
     def ensure_cluster_id(self) -> str:

@@ -225,6 +225,10 @@ class Server:
         cfg = self.config
         directory = cfg.metadata_partition_dir
         directory.mkdir(parents=True, exist_ok=True)
+        from kafka_rpc.broker import partition_metadata
+        from kafka_rpc.raft.api import METADATA_TOPIC_ID
+
+        partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
         raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
         try:
             state = QuorumController(
