@@ -7,7 +7,8 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
 * **Committed image** (:attr:`QuorumController.image`): every committed batch's records are
   replayed at ``base_offset + i`` with the batch's epoch (control batches skipped); a snapshot is
   loaded with :func:`~kafka_rpc.controller.snapshot.load`. Publishing is one reference swap of an
-  immutable image. :meth:`snapshot_records` writes the committed image.
+  immutable image, then each of :attr:`QuorumController.publishers` is called with (old image,
+  new image). :meth:`snapshot_records` writes the committed image.
 * **Active controller**: this node once ``handle_leader_change(self, epoch)`` arrives (the core
   sends it only after this node replayed past its epoch start). It keeps an *uncommitted* image
   and runs write events one at a time: build the command's context from the uncommitted image
@@ -147,6 +148,10 @@ class QuorumController:
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
         self.image: MetadataImage = EMPTY
+        #: called as ``publisher(old image, new image)`` on the event loop after each change of
+        #: :attr:`image` (Kafka's ``MetadataPublisher.onMetadataUpdate``); must not block; one
+        #: that raises is logged and the others still run
+        self.publishers: list[Callable[[MetadataImage, MetadataImage], None]] = []
         #: the raft leader id (-1 unknown) and epoch of the last leader change
         self.active_controller_id = -1
         self.leader_epoch = -1
@@ -200,7 +205,7 @@ class QuorumController:
 
     # ================================================================== StateMachine
     def handle_commit(self, batches: Sequence[Any]) -> None:
-        img = self.image
+        img = old = self.image
         for batch in batches:
             if batch.last_offset <= self.committed_offset:
                 continue  # a redelivery
@@ -211,6 +216,7 @@ class QuorumController:
         self.image = img
         if self.is_active and self._last_written <= self.committed_offset:
             self._uncommitted = img  # nothing in flight: the two images are the same
+        self._publish(old)
         self._complete_up_to(self.committed_offset)
 
     def handle_load_snapshot(self, reader: Any) -> None:
@@ -225,12 +231,24 @@ class QuorumController:
             if value is not None
         ]
         sid = reader.snapshot_id
+        old = self.image
         self.image = snapshot.load(records, sid.offset - 1, sid.epoch)
         self.committed_offset = sid.offset - 1
         self.record_counts = Counter()
         for value in records:
             with contextlib.suppress(DecodeError):
                 self.record_counts[type(codec.decode_record(value)[0]).__spec_name__] += 1
+        self._publish(old)
+
+    def _publish(self, old: MetadataImage) -> None:
+        new = self.image
+        if new is old:
+            return
+        for publisher in list(self.publishers):
+            try:
+                publisher(old, new)
+            except Exception:
+                log.exception("controller: metadata publisher %r failed", publisher)
 
     def snapshot_records(self) -> list[bytes]:
         return snapshot.image_records(self.image)

@@ -114,6 +114,9 @@ class Server:
         #: controller (``kafka_rpc.broker.channel.ControllerChannel``, created on first use).
         self.broker_lifecycle = None
         self.controller_channel = None
+        #: ``kafka_rpc.broker.metadata_publisher.BrokerMetadataPublisher``: mirrors the image's
+        #: diskless topics into the coordinator, garbage-collects deleted topic ids
+        self.metadata_publisher = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -200,6 +203,9 @@ class Server:
                 from kafka_rpc.broker.lifecycle import start_broker
 
                 start_broker(self)  # registers with the active controller, then heartbeats
+            from kafka_rpc.broker.metadata_publisher import start_publisher
+
+            start_publisher(self)
         except BaseException:
             await self._stop_broker()
             await self._stop_raft()
@@ -318,6 +324,9 @@ class Server:
                 log.exception("retention task failed; retrying next interval")
 
     async def _close_coordinator(self) -> None:
+        from kafka_rpc.broker.metadata_publisher import stop_publisher
+
+        await stop_publisher(self)  # its task uses the coordinator
         task, self._retention_task = self._retention_task, None
         if task is not None:
             task.cancel()
