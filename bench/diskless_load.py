@@ -19,6 +19,25 @@ once) each run an asyncio loop hosting a share of the *roles*, each role with it
   ``--retry-fraction`` of the batches are retries of an acknowledged idempotent batch still in the
   5-batch window, re-sent in the new object, which must come back IsDuplicate with the original
   offset. Commits are sequential per broker, as with Inkless's single commit thread.
+
+  Each broker role is also a broker towards the KRaft controller (``--controller``, the
+  controller listener): it registers with BrokerRegistration (broker id ``--broker-id-base`` +
+  index, a random incarnation id, the cluster id from Metadata, one fake PLAINTEXT endpoint
+  ``bench-broker-<id>.invalid:9092``), sends BrokerHeartbeat every ``--heartbeat-interval-ms``
+  in a background task (registering again after STALE_BROKER_EPOCH) and ends with a controlled
+  shutdown. It follows no metadata log, so it heartbeats with CurrentMetadataOffset -1 and
+  WantFence (Kafka's ``!readyToUnfence``): the controller keeps it fenced, so its fake endpoint
+  never appears in Metadata nor gets partitions, and AllocateProducerIds does not care (Kafka
+  checks the broker epoch only). Its idempotent producers take their ids from Kafka's
+  RPCProducerIdManager (``kafka_rpc/client/producer_ids.py``, KIP-730: blocks of 1000 from
+  AllocateProducerIds on a second controller connection, prefetch at 90 %). Producers come and
+  go: a task apart from the commits gets ids for ``--new-producers-per-s`` new idempotent
+  producers per second, as InitProducerId does on a Kafka broker, and at the next commit each
+  new one replaces a random running one. While no block is ready (COORDINATOR_LOAD_IN_PROGRESS,
+  e.g. after THROTTLING_QUOTA_EXCEEDED from ``producer.ids.allocation.max.per.second``) the new
+  producers retry every 10 ms and the old ones keep writing. The defaults (128 producers per
+  role, half idempotent, 40 new per second) use ids from 2 blocks per role in a 30-s run; more
+  than 10000 new per second (10 blocks/s, the server's default limit) gets throttled.
 * ``consumer`` (``--consumers``): follow the tail of their partitions with FindDisklessBatches
   (``--fetch-partitions`` partitions per request) and ListDisklessOffsets (latest every
   ``--lag-interval-ms``, earliest after OFFSET_OUT_OF_RANGE).
@@ -38,7 +57,10 @@ ListDisklessOffsets + FindDisklessBatches paging from the log start offset to th
 checks: the batches cover [LSO, HW) with no gap and no overlap; every acknowledged non-duplicate
 commit whose last offset is >= LSO is there at its offset with its record count and producer
 identity; every duplicate answer carried the original offset; no idempotent batch identity appears
-twice; no batch that nobody acknowledged (beyond commits with an unknown outcome).
+twice; no batch that nobody acknowledged (beyond commits with an unknown outcome). Producer ids:
+every id a role used lies in a block the controller granted to that role in this run (each role
+returns its granted blocks and used ids), no id was used by two roles, no two granted blocks
+overlap, and every producer id read back from the logs lies in a granted block.
 
 Writes ``results.json``, ``report.md`` and PNG plots into ``--out`` (default
 ``bench/results/<timestamp>/``) and exits 1 if anything was lost or duplicated, 2 on a setup error.
@@ -48,6 +70,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
 import contextlib
 import itertools
 import math
@@ -266,6 +289,230 @@ async def connect(cfg: dict, client_id: str):
     )
 
 
+async def cluster_info(cfg: dict) -> tuple[str, list[int]]:
+    """``(ClusterId, ids of the live brokers)`` from one Metadata request (v2+ carries the
+    ClusterId; an empty topic list asks for no topics) on ``cfg["server"]``. Raises
+    ``RuntimeError`` when the server gives no cluster id."""
+    codec = _codec()
+    client = await connect(cfg, "bench-driver")
+    try:
+        md = await client.request(codec.message_class("MetadataRequest")(topics=()))
+    finally:
+        await client.close()
+    if not getattr(md, "cluster_id", None):
+        raise RuntimeError(f"{cfg['server']} answered Metadata without a ClusterId")
+    return md.cluster_id, sorted(b.node_id for b in md.brokers)
+
+
+# --------------------------------------------------------------------------- broker <-> controller
+
+
+class BenchBroker:
+    """One ``broker`` role as a broker towards the KRaft controller at ``cfg["controller"]``.
+
+    Kafka's ``BrokerLifecycleManager`` for a broker that is no node (``kafka_rpc.broker.lifecycle``
+    is bound to a node's server, its config, listeners and metadata replica), plus Kafka's
+    ``RPCProducerIdManager`` (:attr:`producer_ids`, ``kafka_rpc/client/producer_ids.py``, KIP-730)
+    for the producer ids of the role's idempotent producers. Two controller connections, as Kafka
+    has a heartbeat channel and a forwarding channel: a throttled AllocateProducerIds (the server
+    then reads nothing more from that connection for ThrottleTimeMs) never delays a heartbeat.
+
+    - :meth:`start`: BrokerRegistration (BrokerId, ``cfg["cluster_id"]``, a uuid4 IncarnationId,
+      Listeners = one fake PLAINTEXT endpoint ``bench-broker-<id>.invalid:9092``, Features =
+      ``metadata.version`` in ``METADATA_VERSION_RANGE``), retried with backoff (50 ms doubling to
+      1 s) on NOT_CONTROLLER, DUPLICATE_BROKER_REGISTRATION (an earlier incarnation's session
+      still runs), other errors and lost connections until ``cfg["startup_timeout"]`` seconds
+      have passed (then ``RuntimeError``); INCONSISTENT_CLUSTER_ID and UNSUPPORTED_VERSION fail
+      at once. Then the heartbeat task starts.
+    - Heartbeats every ``cfg["heartbeat_interval_ms"]`` (``broker.heartbeat.interval.ms``) with
+      the broker epoch, CurrentMetadataOffset -1 and WantFence true: this broker follows no
+      metadata log, so it stays fenced (its fake endpoint is never in Metadata and gets no
+      partitions); AllocateProducerIds checks only the epoch. STALE_BROKER_EPOCH: register again
+      (``stats["reregistrations"]``).
+    - :meth:`stop`: close the producer-id manager, stop heartbeating, then a controlled shutdown
+      (WantShutDown heartbeats until ShouldShutDown, at most 3, each bounded by 2 s).
+
+    Every request's latency and error code goes to ``rec`` under the API's name. :attr:`blocks`
+    lists the ``(first, last)`` ids (inclusive) of every block the controller granted.
+    """
+
+    def __init__(self, cfg: dict, broker_id: int, rec: Recorder, stats: dict) -> None:
+        from kafka_rpc.client import KafkaRpcClient
+        from kafka_rpc.client.producer_ids import RPCProducerIdManager
+
+        self.cfg = cfg
+        self.broker_id = broker_id
+        self.rec = rec
+        self.stats = stats
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.registered = asyncio.Event()
+        self.blocks: list[tuple[int, int]] = []
+        timeout = cfg["request_timeout"]
+        self._lifecycle = KafkaRpcClient(
+            cfg["controller"],
+            client_id=f"bench-broker-{broker_id}-heartbeat",
+            request_timeout=timeout,
+            connect_timeout=min(timeout, 5.0),
+        )
+        self._forwarding = KafkaRpcClient(
+            cfg["controller"],
+            client_id=f"bench-broker-{broker_id}-producer-ids",
+            request_timeout=timeout,
+            connect_timeout=min(timeout, 5.0),
+        )
+        self.producer_ids = RPCProducerIdManager(broker_id, self._allocate, self._epoch)
+        self._heartbeat_task: asyncio.Task | None = None
+        for k in ("registrations", "reregistrations", "heartbeats", "heartbeat_errors",
+                  "controlled_shutdowns", "pid_throttled"):  # fmt: skip
+            stats.setdefault(k, 0)
+
+    async def _call(self, client, api: str, request):
+        t0 = time.time()
+        try:
+            resp = await client.request(request)
+        except Exception as exc:
+            self.rec.error(api, t0, time.time(), type(exc).__name__)
+            raise
+        self.rec.record(api, t0, time.time(), [resp.error_code])
+        return resp
+
+    # ------------------------------------------------------------------ registration
+    def registration_request(self):
+        from kafka_rpc.broker.lifecycle import METADATA_VERSION_RANGE, PLAINTEXT
+
+        m = _codec().module("BrokerRegistrationRequest")
+        lo, hi = METADATA_VERSION_RANGE
+        return m.BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cfg["cluster_id"],
+            incarnation_id=self.incarnation_id,
+            listeners=(
+                m.Listener(
+                    name="PLAINTEXT",
+                    host=f"bench-broker-{self.broker_id}.invalid",
+                    port=9092,
+                    security_protocol=PLAINTEXT,
+                ),
+            ),
+            features=(
+                m.Feature(
+                    name="metadata.version", min_supported_version=lo, max_supported_version=hi
+                ),
+            ),
+            rack=None,
+        )
+
+    async def _register(self) -> None:
+        from kafka_rpc.protocol.errors import ErrorCode
+
+        fatal = (ErrorCode.INCONSISTENT_CLUSTER_ID, ErrorCode.UNSUPPORTED_VERSION)
+        deadline = time.time() + self.cfg["startup_timeout"]
+        delay = 0.05
+        while True:
+            try:
+                resp = await self._call(self._lifecycle, "BrokerRegistration",
+                                        self.registration_request())  # fmt: skip
+            except Exception as exc:
+                last = f"{type(exc).__name__}: {exc}"
+            else:
+                if resp.error_code == 0:
+                    self.broker_epoch = resp.broker_epoch
+                    self.stats["registrations"] += 1
+                    self.registered.set()
+                    return
+                last = ErrorCode.for_code(resp.error_code).name
+                if resp.error_code in fatal:
+                    raise RuntimeError(f"broker {self.broker_id}: BrokerRegistration: {last}")
+            if time.time() + delay > deadline:
+                raise RuntimeError(
+                    f"broker {self.broker_id}: no registration with the controller at "
+                    f"{self.cfg['controller']} within {self.cfg['startup_timeout']:g} s: {last}"
+                )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def _epoch(self) -> int:
+        """The broker epoch for AllocateProducerIds (Kafka's ``brokerEpochSupplier``): waits
+        (bounded) while a re-registration is under way; never raises."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.registered.wait(), self.cfg["request_timeout"])
+        return self.broker_epoch
+
+    async def _allocate(self, request):
+        from kafka_rpc.protocol.errors import ErrorCode
+
+        resp = await self._call(self._forwarding, "AllocateProducerIds", request)
+        if resp.error_code == 0 and resp.producer_id_len > 0:
+            first = resp.producer_id_start
+            self.blocks.append((first, first + resp.producer_id_len - 1))
+        elif resp.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
+            self.stats["pid_throttled"] += 1
+        return resp
+
+    # ------------------------------------------------------------------ heartbeats
+    def heartbeat_request(self, want_shut_down: bool = False):
+        return _codec().message_class("BrokerHeartbeatRequest")(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=-1,
+            want_fence=True,
+            want_shut_down=want_shut_down,
+        )
+
+    async def _heartbeats(self) -> None:
+        from kafka_rpc.protocol.errors import ErrorCode
+
+        interval = self.cfg["heartbeat_interval_ms"] / 1000.0
+        while True:
+            try:
+                if self.broker_epoch < 0:
+                    await self._register()
+                resp = await self._call(self._lifecycle, "BrokerHeartbeat",
+                                        self.heartbeat_request())  # fmt: skip
+                self.stats["heartbeats"] += 1
+                if resp.error_code == ErrorCode.STALE_BROKER_EPOCH:
+                    self.stats["reregistrations"] += 1
+                    self.registered.clear()
+                    self.broker_epoch = -1
+                    continue
+                if resp.error_code:
+                    self.stats["heartbeat_errors"] += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # lost connection, timeout, a registration that gave up
+                self.stats["heartbeat_errors"] += 1
+            await asyncio.sleep(interval)
+
+    # ------------------------------------------------------------------ life
+    async def start(self) -> None:
+        await self._register()
+        self._heartbeat_task = asyncio.get_running_loop().create_task(self._heartbeats())
+
+    async def stop(self) -> None:
+        await self.producer_ids.close()
+        task, self._heartbeat_task = self._heartbeat_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self.broker_epoch >= 0:
+            for _ in range(3):
+                try:
+                    resp = await asyncio.wait_for(
+                        self._call(self._lifecycle, "BrokerHeartbeat",
+                                   self.heartbeat_request(want_shut_down=True)), 2.0
+                    )  # fmt: skip
+                except Exception:
+                    continue
+                if resp.error_code == 0 and resp.should_shut_down:
+                    self.stats["controlled_shutdowns"] = 1
+                    break
+        for client in (self._forwarding, self._lifecycle):
+            with contextlib.suppress(Exception):
+                await client.close()
+
+
 # --------------------------------------------------------------------------- acks
 
 # One ack = ACK_FIELDS int64: partition index, returned base offset, record count, producer id,
@@ -278,6 +525,18 @@ FLAG_NEW_COPY = 2
 
 def pack_acks(acks: array) -> bytes:
     return zlib.compress(acks.tobytes(), 1)
+
+
+def pack_pids(pids) -> bytes:
+    """Producer ids (int64, sorted) packed as :func:`pack_acks` does."""
+    return zlib.compress(array("q", sorted(pids)).tobytes(), 1)
+
+
+def unpack_pids(blob: bytes) -> array:
+    a = array("q")
+    if blob:
+        a.frombytes(zlib.decompress(blob))
+    return a
 
 
 def unpack_acks(blob: bytes):
@@ -348,13 +607,18 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
         "unexpected_dup": 0,
         "unknown_outcome_batches": 0,
         "epoch_bumps": 0,
+        "producer_ids": 0,
+        "producers_replaced": 0,
+        "pid_not_ready": 0,
     }
 
-    # producers: ids unique per broker; the first `idempotent` of them are idempotent
+    # producers: slots [0, n_idem) are idempotent, with ids from the controller's blocks
     nprod = cfg["producers_per_broker"]
     n_idem = round(nprod * cfg["idempotent_fraction"])
-    pids = [(broker_id + 1) * 100_000 + k if k < n_idem else -1 for k in range(nprod)]
-    epoch = {pid: 0 for pid in pids if pid >= 0}
+    pids = [-1] * nprod
+    epoch: dict[int, int] = {}
+    parts_of: dict[int, set[int]] = defaultdict(set)  # pid -> partitions with a sequence
+    used: set[int] = set()  # every producer id sent in a CommitBatches
     next_seq: dict[tuple[int, int], int] = {}  # (pid, pidx) -> next base sequence
     # (pid, pidx) -> window of the last 5 accepted batches: (epoch, base_seq, last_seq, offset, n)
     window: dict[tuple[int, int], deque] = {}
@@ -362,180 +626,273 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
     acks = array("q")
 
     client = await connect(cfg, f"bench-broker-{broker_id}")
-    init = mi.InitDisklessTopicsRequest(
-        topics=tuple(
-            mi.InitDisklessTopic(topic_id=t, num_partitions=cfg["partitions_per_topic"])
-            for t in tids
-        )
-    )
-    t0 = time.time()
-    resp = await client.request(init)
-    rec.record("InitDisklessTopics", t0, time.time(), [r.error_code for r in resp.responses])
-
-    def bump(pid: int) -> None:
-        epoch[pid] += 1
-        stats["epoch_bumps"] += 1
-        for key in [k for k in next_seq if k[0] == pid]:
-            next_seq[key] = 0
-            window.pop(key, None)
-
-    dl = _Deadline(cfg)
-    start = time.time()
-    next_at = start
-    seq_no = 0
-    interval = cfg["commit_interval_ms"] / 1000.0
-    while dl.ok():
-        now = time.time()
-        if next_at > now:
-            await asyncio.sleep(next_at - now)
-        next_at = max(next_at + interval, time.time() - interval)  # no catch-up bursts
-        seq_no += 1
-        key = f"{cfg['run_id']}/b{broker_id}/{seq_no:09d}"
-        nb = max(1, d_batches.draw(rng))
-        np_ = max(1, min(d_parts.draw(rng), nb, nparts))
-        chosen = rng.sample(range(nparts), np_)
-        targets = chosen + [rng.choice(chosen) for _ in range(nb - np_)]
-        rng.shuffle(targets)
-
-        # entries: (pidx, pid, epoch, base_seq, count, size, retry_of_offset or -1)
-        entries = []
-        n_retry = int(nb * cfg["retry_fraction"] + rng.random())
-        tried = set()
-        for _ in range(min(n_retry, len(recent))):
-            k = recent[rng.randrange(len(recent))]
-            w = window.get(k)
-            if not w or k in tried:
-                continue
-            tried.add(k)  # at most one retry per (producer, partition) per object
-            ep, bs, _ls, off, cnt = w[rng.randrange(len(w))]
-            if ep != epoch[k[0]]:
-                continue
-            entries.append((k[1], k[0], ep, bs, cnt, d_bytes.draw(rng), off))
-        pending: dict[tuple[int, int], int] = {}
-        obj_bytes = sum(e[5] for e in entries)
-        for pidx in targets:
-            size = d_bytes.draw(rng)
-            if obj_bytes + size > cfg["max_object_bytes"] and entries:
-                break
-            obj_bytes += size
-            cnt = max(1, d_records.draw(rng))
-            pid = pids[rng.randrange(nprod)]
-            if pid >= 0:
-                k = (pid, pidx)
-                bs = pending.get(k, next_seq.get(k, 0))
-                pending[k] = bs + cnt
-                entries.append((pidx, pid, epoch[pid], bs, cnt, size, -1))
-            else:
-                entries.append((pidx, -1, -1, -1, cnt, size, -1))
-
-        by_topic: dict[uuid.UUID, list] = {}
-        offset_in_obj = 0
-        now_ms = int(time.time() * 1000)
-        for e in entries:
-            pidx, pid, ep, bs, cnt, size, _ = e
-            tid, part = partition_ref(cfg, tids, pidx)
-            by_topic.setdefault(tid, []).append(
-                (
-                    e,
-                    m.CommitBatchesTopicPartition(
-                        partition_index=part,
-                        object_key=key,
-                        byte_offset=offset_in_obj,
-                        size=size,
-                        base_offset=0,
-                        last_offset=cnt - 1,
-                        batch_max_timestamp=now_ms,
-                        message_timestamp_type=0,
-                        producer_id=pid,
-                        producer_epoch=ep,
-                        base_sequence=bs,
-                        last_sequence=bs + cnt - 1 if pid >= 0 else -1,
-                    ),
-                )
+    ctl = BenchBroker(cfg, broker_id, rec, stats)
+    churn: asyncio.Future | None = None
+    try:
+        await ctl.start()
+        init = mi.InitDisklessTopicsRequest(
+            topics=tuple(
+                mi.InitDisklessTopic(topic_id=t, num_partitions=cfg["partitions_per_topic"])
+                for t in tids
             )
-            offset_in_obj += size
-        req = Req(
-            broker_id=broker_id,
-            batches=(
-                m.Batches(
-                    topics=tuple(
-                        m.CommitBatchesTopic(topic_id=tid, partitions=tuple(p for _, p in items))
-                        for tid, items in by_topic.items()
-                    )
-                ),
-            ),
         )
-
-        dl.requests += 1
         t0 = time.time()
-        try:
-            resp = await client.request(req)
-        except Exception as exc:
-            rec.error("CommitBatches", t0, time.time(), type(exc).__name__)
-            stats["unknown_outcome_batches"] += len(entries)
-            for pid in {e[1] for e in entries if e[1] >= 0}:
-                bump(pid)
-            continue
-        t1 = time.time()
-        results = {t.topic_id: t.partitions for t in resp.topics}
-        codes = []
-        bumped = set()
-        got_one = False
-        for tid, items in by_topic.items():
-            res = results.get(tid, ())
-            for (e, _), r in zip(items, res):
-                pidx, pid, ep, bs, cnt, size, orig = e
-                codes.append(r.error_code)
-                k = (pid, pidx)
-                if orig >= 0:  # a retry
-                    stats["retries"] += 1
+        resp = await client.request(init)
+        rec.record("InitDisklessTopics", t0, time.time(), [r.error_code for r in resp.responses])
+
+        def new_producer_id() -> int | None:
+            """InitProducerId on a Kafka broker: the next id of the role's RPCProducerIdManager;
+            None while no block is ready (COORDINATOR_LOAD_IN_PROGRESS)."""
+            from kafka_rpc.protocol.errors import KafkaError
+
+            try:
+                pid = ctl.producer_ids.generate_producer_id()
+            except KafkaError:
+                return None
+            stats["producer_ids"] += 1
+            epoch[pid] = 0
+            return pid
+
+        def retire(pid: int) -> None:
+            for pidx in parts_of.pop(pid, ()):
+                next_seq.pop((pid, pidx), None)
+                window.pop((pid, pidx), None)
+            epoch.pop(pid, None)
+
+        def bump(pid: int) -> None:
+            epoch[pid] += 1
+            stats["epoch_bumps"] += 1
+            for pidx in parts_of.get(pid, ()):
+                next_seq[(pid, pidx)] = 0
+                window.pop((pid, pidx), None)
+
+        # the first producers wait for the first block (the manager's first call always fails)
+        ready_by = time.time() + cfg["startup_timeout"]
+        for slot in range(n_idem):
+            while (pid := new_producer_id()) is None:
+                if time.time() > ready_by:
+                    raise RuntimeError(
+                        f"broker {broker_id}: no producer id block within "
+                        f"{cfg['startup_timeout']:g} s (last: {ctl.producer_ids.last_error})"
+                    )
+                await asyncio.sleep(0.01)
+            pids[slot] = pid
+
+        async def producer_churn(rate: float) -> None:
+            """InitProducerId traffic, apart from the commits: ``rate`` new idempotent
+            producers per second get an id (into ``ready``); while no block is ready
+            (COORDINATOR_LOAD_IN_PROGRESS) they retry every 10 ms and the producers they
+            would replace keep writing."""
+            t0, made = time.time(), 0
+            while True:
+                due = int(rate * (time.time() - t0)) - made
+                while due > 0 and (pid := new_producer_id()) is not None:
+                    ready.append(pid)
+                    made += 1
+                    due -= 1
+                if due > 0:
+                    stats["pid_not_ready"] += 1
+                    await asyncio.sleep(0.01)
+                else:
+                    await asyncio.sleep(min(0.1, max(0.001, 1.0 / rate)))
+
+        ready: deque[int] = deque()
+        if n_idem and cfg["new_producers_per_s"] > 0:
+            churn = asyncio.get_running_loop().create_task(
+                producer_churn(cfg["new_producers_per_s"])
+            )
+        dl = _Deadline(cfg)
+        start = time.time()
+        next_at = start
+        seq_no = 0
+        interval = cfg["commit_interval_ms"] / 1000.0
+        while dl.ok():
+            now = time.time()
+            if next_at > now:
+                await asyncio.sleep(next_at - now)
+            next_at = max(next_at + interval, time.time() - interval)  # no catch-up bursts
+            seq_no += 1
+            if churn is not None and churn.done():
+                churn.result()  # a failure of the churn task fails the role
+            # the producers that got an id since the last commit start now, each replacing a
+            # random running idempotent producer (between commits: none has a batch in flight)
+            while ready:
+                slot = rng.randrange(n_idem)
+                retire(pids[slot])
+                pids[slot] = ready.popleft()
+                stats["producers_replaced"] += 1
+            key = f"{cfg['run_id']}/b{broker_id}/{seq_no:09d}"
+            nb = max(1, d_batches.draw(rng))
+            np_ = max(1, min(d_parts.draw(rng), nb, nparts))
+            chosen = rng.sample(range(nparts), np_)
+            targets = chosen + [rng.choice(chosen) for _ in range(nb - np_)]
+            rng.shuffle(targets)
+
+            # entries: (pidx, pid, epoch, base_seq, count, size, retry_of_offset or -1)
+            entries = []
+            n_retry = int(nb * cfg["retry_fraction"] + rng.random())
+            tried = set()
+            for _ in range(min(n_retry, len(recent))):
+                k = recent[rng.randrange(len(recent))]
+                w = window.get(k)
+                if not w or k in tried:
+                    continue
+                tried.add(k)  # at most one retry per (producer, partition) per object
+                ep, bs, _ls, off, cnt = w[rng.randrange(len(w))]
+                if ep != epoch[k[0]]:
+                    continue
+                entries.append((k[1], k[0], ep, bs, cnt, d_bytes.draw(rng), off))
+            pending: dict[tuple[int, int], int] = {}
+            obj_bytes = sum(e[5] for e in entries)
+            for pidx in targets:
+                size = d_bytes.draw(rng)
+                if obj_bytes + size > cfg["max_object_bytes"] and entries:
+                    break
+                obj_bytes += size
+                cnt = max(1, d_records.draw(rng))
+                pid = pids[rng.randrange(nprod)]
+                if pid >= 0:
+                    used.add(pid)
+                    k = (pid, pidx)
+                    bs = pending.get(k, next_seq.get(k, 0))
+                    pending[k] = bs + cnt
+                    entries.append((pidx, pid, epoch[pid], bs, cnt, size, -1))
+                else:
+                    entries.append((pidx, -1, -1, -1, cnt, size, -1))
+
+            by_topic: dict[uuid.UUID, list] = {}
+            offset_in_obj = 0
+            now_ms = int(time.time() * 1000)
+            for e in entries:
+                pidx, pid, ep, bs, cnt, size, _ = e
+                tid, part = partition_ref(cfg, tids, pidx)
+                by_topic.setdefault(tid, []).append(
+                    (
+                        e,
+                        m.CommitBatchesTopicPartition(
+                            partition_index=part,
+                            object_key=key,
+                            byte_offset=offset_in_obj,
+                            size=size,
+                            base_offset=0,
+                            last_offset=cnt - 1,
+                            batch_max_timestamp=now_ms,
+                            message_timestamp_type=0,
+                            producer_id=pid,
+                            producer_epoch=ep,
+                            base_sequence=bs,
+                            last_sequence=bs + cnt - 1 if pid >= 0 else -1,
+                        ),
+                    )
+                )
+                offset_in_obj += size
+            req = Req(
+                broker_id=broker_id,
+                batches=(
+                    m.Batches(
+                        topics=tuple(
+                            m.CommitBatchesTopic(
+                                topic_id=tid, partitions=tuple(p for _, p in items)
+                            )
+                            for tid, items in by_topic.items()
+                        )
+                    ),
+                ),
+            )
+
+            dl.requests += 1
+            t0 = time.time()
+            try:
+                resp = await client.request(req)
+            except Exception as exc:
+                rec.error("CommitBatches", t0, time.time(), type(exc).__name__)
+                stats["unknown_outcome_batches"] += len(entries)
+                for pid in {e[1] for e in entries if e[1] >= 0}:
+                    bump(pid)
+                continue
+            t1 = time.time()
+            results = {t.topic_id: t.partitions for t in resp.topics}
+            codes = []
+            bumped = set()
+            got_one = False
+            for tid, items in by_topic.items():
+                res = results.get(tid, ())
+                for (e, _), r in zip(items, res):
+                    pidx, pid, ep, bs, cnt, size, orig = e
+                    codes.append(r.error_code)
+                    k = (pid, pidx)
+                    if orig >= 0:  # a retry
+                        stats["retries"] += 1
+                        if r.error_code:
+                            stats["retry_rejected"] += 1
+                        elif r.is_duplicate:
+                            if r.assigned_base_offset == orig:
+                                stats["dup_ok"] += 1
+                            else:
+                                stats["dup_offset_mismatch"] += 1
+                            acks.extend(
+                                (pidx, r.assigned_base_offset, cnt, pid, ep, bs, FLAG_DUP, orig)
+                            )
+                        else:  # written a second time
+                            stats["dup_new_copy"] += 1
+                            acks.extend(
+                                (
+                                    pidx,
+                                    r.assigned_base_offset,
+                                    cnt,
+                                    pid,
+                                    ep,
+                                    bs,
+                                    FLAG_NEW_COPY,
+                                    orig,
+                                )
+                            )
+                        continue
                     if r.error_code:
-                        stats["retry_rejected"] += 1
-                    elif r.is_duplicate:
-                        if r.assigned_base_offset == orig:
-                            stats["dup_ok"] += 1
-                        else:
-                            stats["dup_offset_mismatch"] += 1
-                        acks.extend(
-                            (pidx, r.assigned_base_offset, cnt, pid, ep, bs, FLAG_DUP, orig)
-                        )
-                    else:  # written a second time
-                        stats["dup_new_copy"] += 1
-                        acks.extend(
-                            (pidx, r.assigned_base_offset, cnt, pid, ep, bs, FLAG_NEW_COPY, orig)
-                        )
-                    continue
-                if r.error_code:
-                    stats["rejected"] += 1
+                        stats["rejected"] += 1
+                        if pid >= 0 and pid not in bumped:
+                            bumped.add(pid)
+                        continue
+                    if r.is_duplicate:
+                        stats["unexpected_dup"] += 1
+                        continue
+                    got_one = True
+                    stats["batches"] += 1
+                    stats["records"] += cnt
+                    stats["bytes"] += size
+                    acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs, 0, -1))
                     if pid >= 0 and pid not in bumped:
-                        bumped.add(pid)
-                    continue
-                if r.is_duplicate:
-                    stats["unexpected_dup"] += 1
-                    continue
-                got_one = True
-                stats["batches"] += 1
-                stats["records"] += cnt
-                stats["bytes"] += size
-                acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs, 0, -1))
-                if pid >= 0 and pid not in bumped:
-                    next_seq[k] = bs + cnt
-                    w = window.get(k)
-                    if w is None:
-                        w = window[k] = deque(maxlen=5)
-                    w.append((ep, bs, bs + cnt - 1, r.assigned_base_offset, cnt))
-                    recent.append(k)
-            if len(res) != len(items):
-                stats["unknown_outcome_batches"] += abs(len(items) - len(res))
-        for pid in bumped:
-            bump(pid)
-        rec.record("CommitBatches", t0, t1, codes)
-        stats["commits"] += 1
-        if not got_one:
-            stats["objects_rejected"] += 1
-    end = time.time()
-    await client.close()
-    return {"stats": stats, "acks": pack_acks(acks), "start": start, "end": end}
+                        next_seq[k] = bs + cnt
+                        parts_of[pid].add(pidx)
+                        w = window.get(k)
+                        if w is None:
+                            w = window[k] = deque(maxlen=5)
+                        w.append((ep, bs, bs + cnt - 1, r.assigned_base_offset, cnt))
+                        recent.append(k)
+                if len(res) != len(items):
+                    stats["unknown_outcome_batches"] += abs(len(items) - len(res))
+            for pid in bumped:
+                bump(pid)
+            rec.record("CommitBatches", t0, t1, codes)
+            stats["commits"] += 1
+            if not got_one:
+                stats["objects_rejected"] += 1
+        end = time.time()
+    finally:
+        if churn is not None:
+            churn.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await churn
+        await ctl.stop()
+        await client.close()
+    return {
+        "stats": stats,
+        "acks": pack_acks(acks),
+        "start": start,
+        "end": end,
+        "blocks": list(ctl.blocks),
+        "pids": pack_pids(used),
+    }
 
 
 async def run_consumer(cfg: dict, c: int, rec: Recorder) -> dict:
@@ -804,6 +1161,8 @@ def run_task(cfg: dict, roles: list[tuple[str, int]], task: int) -> list[dict]:
             failure=failure,
             stats=out["stats"],
             acks=out.get("acks", b""),
+            blocks=out.get("blocks", []),
+            pids=out.get("pids", b""),
             start=out["start"],
             end=out["end"],
             rows=rec.rows(base, out["start"], out["end"]),
@@ -822,11 +1181,13 @@ def run_task(cfg: dict, roles: list[tuple[str, int]], task: int) -> list[dict]:
 # --------------------------------------------------------------------------- verification
 
 
-def check_partition(lso: int, hw: int, batches: list[tuple], acks: list[tuple]) -> dict:
+def check_partition(lso: int, hw: int, batches: list[tuple], acks: list[tuple], owner=None) -> dict:
     """Pure check of one partition.
 
     ``batches``: (base, last, producer_id, producer_epoch, base_sequence) as read back from
-    LSO to HW, in order. ``acks``: ACK_FIELDS tuples for this partition.
+    LSO to HW, in order. ``acks``: ACK_FIELDS tuples for this partition. ``owner(pid)``: the
+    granted block holding a producer id, None when no block does (:func:`block_owner`); without
+    it producer ids are not checked.
     """
     out = {
         "batches": len(batches),
@@ -840,6 +1201,7 @@ def check_partition(lso: int, hw: int, batches: list[tuple], acks: list[tuple]) 
         "dup_offset_mismatch": 0,
         "dup_checked": 0,
         "phantoms": 0,
+        "log_pid_outside_block": 0,
         "examples": [],
     }
 
@@ -884,6 +1246,9 @@ def check_partition(lso: int, hw: int, batches: list[tuple], acks: list[tuple]) 
                 out["duplicated"] += 1
                 bad("duplicated", f"producer {k} at {ident[k]} and {b[0]}")
             ident[k] = b[0]
+            if owner is not None and owner(b[2]) is None:
+                out["log_pid_outside_block"] += 1
+                bad("producer id", f"batch [{b[0]}, {b[1]}] of producer {b[2]} in no granted block")
 
     acked_bases = set()
     for a in acks:
@@ -952,10 +1317,12 @@ async def read_partition(cfg, client, tids, pidx) -> tuple[int, int, list[tuple]
     return lso, hw, batches, ""
 
 
-def verify_task(cfg: dict, items) -> list[dict]:
-    """Body of one verification task: (pidx, iterable of acks or None) -> per-task summary."""
+def verify_task(cfg: dict, items, table=None) -> list[dict]:
+    """Body of one verification task: (pidx, iterable of acks or None) -> per-task summary.
+    ``table``: the granted producer-id blocks (:func:`block_table`) the log's ids must lie in."""
     sys.path.insert(0, cfg["repo"])
     work = [(p, [a for a in vals if a is not None]) for p, vals in items]
+    owner = None if table is None else (lambda pid: block_owner(table, pid))
 
     async def run():
         client = await connect(cfg, "bench-verify")
@@ -973,7 +1340,7 @@ def verify_task(cfg: dict, items) -> list[dict]:
                 examples.append(f"p{pidx}: {err}")
                 # fall through: acks are judged against what could be read
             res = (
-                check_partition(lso, hw, batches, acks)
+                check_partition(lso, hw, batches, acks, owner)
                 if lso >= 0
                 else {
                     "lost": sum(1 for a in acks if not a[6] & FLAG_DUP),
@@ -1001,7 +1368,73 @@ def verify_task(cfg: dict, items) -> list[dict]:
         loop.close()
 
 
-VERIFY_FAIL_KEYS = ("lost", "gaps", "overlaps", "duplicated", "dup_offset_mismatch", "read_errors")
+VERIFY_FAIL_KEYS = (
+    "lost",
+    "gaps",
+    "overlaps",
+    "duplicated",
+    "dup_offset_mismatch",
+    "read_errors",
+    "pid_outside_block",
+    "pid_shared",
+    "log_pid_outside_block",
+    "block_overlaps",
+)
+
+
+# --------------------------------------------------------------------------- producer-id checks
+
+
+def block_table(grants) -> list[tuple[int, int, str]]:
+    """``(role, first, last)`` grants -> ``(first, last, role)`` sorted by first id (ids
+    inclusive), the table :func:`block_owner` searches."""
+    return sorted((first, last, role) for role, first, last in grants)
+
+
+def block_owner(table: list[tuple[int, int, str]], pid: int) -> tuple[int, int, str] | None:
+    """The granted block ``(first, last, role)`` holding ``pid``; None when none does (with
+    overlapping blocks, which :func:`check_blocks` reports, the one starting last)."""
+    i = bisect.bisect_right(table, pid, key=lambda b: b[0]) - 1
+    if i >= 0 and table[i][0] <= pid <= table[i][1]:
+        return table[i]
+    return None
+
+
+def check_blocks(table: list[tuple[int, int, str]]) -> dict:
+    """No id in two granted blocks (the controller never hands out a range twice, KIP-730):
+    ``block_overlaps`` counts blocks that start inside the previous one."""
+    out = {"producer_id_blocks": len(table), "block_overlaps": 0, "examples": []}
+    for prev, cur in itertools.pairwise(table):
+        if cur[0] <= prev[1]:
+            out["block_overlaps"] += 1
+            if len(out["examples"]) < 5:
+                out["examples"].append(f"block overlap: {prev} and {cur}")
+    return out
+
+
+def check_pid_uses(table: list[tuple[int, int, str]], items) -> dict:
+    """``items``: ``(producer id, roles that sent it)``. Every id must lie in a block granted to
+    the role that used it (``pid_outside_block``, per role) and be used by one role only
+    (``pid_shared``). ``blocks_used``: ``[role, first id]`` of every block an id was used from."""
+    out: dict = {"pids_checked": 0, "pid_outside_block": 0, "pid_shared": 0, "examples": []}
+    used: set[tuple[str, int]] = set()
+    for pid, roles in items:
+        roles = sorted(set(roles))
+        out["pids_checked"] += 1
+        if len(roles) > 1:
+            out["pid_shared"] += 1
+            if len(out["examples"]) < 5:
+                out["examples"].append(f"producer id {pid} used by {roles}")
+        blk = block_owner(table, pid)
+        for role in roles:
+            if blk is None or blk[2] != role:
+                out["pid_outside_block"] += 1
+                if len(out["examples"]) < 5:
+                    out["examples"].append(f"producer id {pid} of {role} is in block {blk}")
+            else:
+                used.add((role, blk[0]))
+    out["blocks_used"] = sorted(used)
+    return out
 
 
 def verdict(ver: dict, unknown_outcome: int) -> list[str]:
@@ -1018,6 +1451,13 @@ def verdict(ver: dict, unknown_outcome: int) -> list[str]:
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--server", required=True, metavar="HOST:PORT")
+    p.add_argument(
+        "--controller",
+        metavar="HOST:PORT",
+        help="the active controller's controller listener, for BrokerRegistration, "
+        "BrokerHeartbeat and AllocateProducerIds (default: the host of --server with the "
+        "controller listener port of kafka_rpc.config's default listeners)",
+    )
     p.add_argument("--out", help="output dir (default bench/results/<timestamp>)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of load per role")
     p.add_argument("--max-requests", type=int, default=10_000_000, help="per role")
@@ -1027,14 +1467,34 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--topics", type=int, default=16)
     p.add_argument("--partitions-per-topic", type=int, default=64)
     p.add_argument("--brokers", type=int, default=8)
-    p.add_argument("--broker-id-base", type=int, default=1)
+    p.add_argument(
+        "--broker-id-base",
+        type=int,
+        default=1_000_000,
+        help="broker role i registers as this + i (far above any node.id; the driver refuses a "
+        "range that holds a live broker's id)",
+    )
+    p.add_argument(
+        "--heartbeat-interval-ms",
+        type=float,
+        default=None,
+        help="BrokerHeartbeat interval of the broker roles (default: broker.heartbeat.interval.ms"
+        " of kafka_rpc.config)",
+    )
     p.add_argument("--commit-interval-ms", type=float, default=250.0)
     p.add_argument("--batches-per-object", default="lognormal:100:0.8:1:1600")
     p.add_argument("--partitions-per-object", default="lognormal:60:0.8:1:632")
     p.add_argument("--batch-bytes", default="lognormal:8192:1.0:100:1048576")
     p.add_argument("--records-per-batch", default="lognormal:16:1.0:1:1000")
     p.add_argument("--max-object-bytes", type=int, default=8 << 20)
-    p.add_argument("--producers-per-broker", type=int, default=16)
+    p.add_argument("--producers-per-broker", type=int, default=128)
+    p.add_argument(
+        "--new-producers-per-s",
+        type=float,
+        default=40.0,
+        help="per broker role: idempotent producers that replace a running one per second, each "
+        "with a new id from the role's RPCProducerIdManager",
+    )
     p.add_argument("--idempotent-fraction", type=float, default=0.5)
     p.add_argument("--retry-fraction", type=float, default=0.02)
     p.add_argument("--consumers", type=int, default=4)
@@ -1066,10 +1526,25 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
+def controller_defaults(server: str) -> tuple[str, float]:
+    """``(--controller, --heartbeat-interval-ms)`` defaults from ``kafka_rpc.config``'s defaults:
+    the host of ``server`` with the port of the default controller listener, and
+    ``broker.heartbeat.interval.ms`` (ms)."""
+    from kafka_rpc.config import load_config
+
+    c = load_config()
+    port = next(ep.port for ep in c.listeners if ep.name in c.controller_listener_names)
+    return f"{server.rpartition(':')[0]}:{port}", float(c.broker_heartbeat_interval_ms)
+
+
 def make_cfg(args: argparse.Namespace) -> dict:
     cfg = {k: v for k, v in vars(args).items() if k not in ("out", "plots", "progress", "tasks")}
     cfg["run_id"] = args.run_id or time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
     cfg["repo"] = str(REPO)
+    controller, heartbeat_ms = controller_defaults(args.server)
+    cfg["controller"] = args.controller or controller
+    cfg["heartbeat_interval_ms"] = args.heartbeat_interval_ms or heartbeat_ms
+    cfg["cluster_id"] = None  # the driver asks the server (cluster_info)
     return cfg
 
 
@@ -1222,11 +1697,21 @@ def merge_stats(spark, role_results: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
+    sys.path.insert(0, str(REPO))
     args = parse_args(argv)
     cfg = make_cfg(args)
+    try:
+        cfg["cluster_id"], live = asyncio.run(cluster_info(cfg))
+    except Exception as exc:
+        print(f"setup error: no cluster id from {cfg['server']}: {exc}", file=sys.stderr)
+        return 2
+    ours = range(cfg["broker_id_base"], cfg["broker_id_base"] + cfg["brokers"])
+    if clash := sorted(set(live) & set(ours)):
+        print(f"setup error: broker ids {clash} of --broker-id-base {cfg['broker_id_base']} "
+              "are live brokers of the cluster", file=sys.stderr)  # fmt: skip
+        return 2
     out = Path(args.out or REPO / "bench" / "results" / time.strftime("%Y%m%dT%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(REPO))
     from pyspark.sql import SparkSession
 
     from bench import report
@@ -1254,7 +1739,8 @@ def main(argv=None) -> int:
         f"run {cfg['run_id']}: {cfg['brokers']} brokers, {cfg['consumers']} consumers, "
         f"retention {'on' if cfg['retention'] else 'off'} on {ntasks} tasks "
         f"({sc.master}), {cfg['topics']}x{cfg['partitions_per_topic']} partitions, "
-        f"{cfg['duration']:g}s against {cfg['server']}",
+        f"{cfg['duration']:g}s against {cfg['server']} (controller {cfg['controller']}, "
+        f"cluster {cfg['cluster_id']})",
         flush=True,
     )
 
@@ -1280,6 +1766,8 @@ def main(argv=None) -> int:
         k["roles"] += 1
         k["rate_window_s"] = max(k["rate_window_s"], r["end"] - r["start"])
     unknown = int(kinds.get("broker", {}).get("unknown_outcome_batches", 0))
+    grants = [(r["role"], first, last) for r in role_results for first, last in r["blocks"]]
+    table = block_table(grants)
 
     # ---- job 2: verification
     t_ver = time.time()
@@ -1292,15 +1780,27 @@ def main(argv=None) -> int:
     ver_rdd = (
         acks.union(keys)
         .groupByKey(numPartitions=ntasks)
-        .mapPartitions(lambda it: verify_task(cfg, it))
+        .mapPartitions(lambda it: verify_task(cfg, it, table))
     )
-    parts = prog.run("verify", 5, ver_rdd.collect)
+    # producer ids: (pid, role) for every id a role sent, grouped by id
+    used = [(r["role"], r["pids"]) for r in role_results if r["pids"]]
+    pid_rdd = (
+        sc.parallelize(used or [("", b"")], max(1, len(used)))
+        .flatMap(lambda rb: ((int(p), rb[0]) for p in unpack_pids(rb[1])))
+        .groupByKey(numPartitions=ntasks)
+        .mapPartitions(lambda it: [check_pid_uses(table, it)])
+    )
+    parts = prog.run("verify", 5, lambda: ver_rdd.collect() + pid_rdd.collect())
+    parts.append(check_blocks(table))
     ver: dict = defaultdict(int)
     examples: list[str] = []
+    blocks_used: set[tuple[str, int]] = set()
     for p in parts:
         for k, v in p.items():
             if k == "examples":
                 examples.extend(v)
+            elif k == "blocks_used":
+                blocks_used.update((role, first) for role, first in v)
             elif k == "seconds":
                 ver[k] = max(ver[k], v)
             else:
@@ -1316,6 +1816,26 @@ def main(argv=None) -> int:
     if not b.get("batches"):
         why.append("no batch was committed")
     spark.stop()
+    broker_roles = sorted(r["role"] for r in role_results if r["kind"] == "broker")
+    granted = defaultdict(int, ((role, 0) for role in broker_roles))
+    for role, _first, _last in grants:
+        granted[role] += 1
+    used_from = defaultdict(int, ((role, 0) for role in broker_roles))
+    for role, _first in blocks_used:
+        used_from[role] += 1
+    alloc = merged["apis"].get("AllocateProducerIds", {})
+    producer_ids = {
+        "blocks": len(grants),
+        "blocks_per_role": dict(granted),
+        "blocks_used_per_role": dict(used_from),
+        "ids_generated": int(b.get("producer_ids", 0)),
+        "ids_used": int(ver.get("pids_checked", 0)),
+        "throttled": int(b.get("pid_throttled", 0)),
+        "not_ready": int(b.get("pid_not_ready", 0)),
+        "allocate_requests": int(alloc.get("requests", 0)),
+        "allocate_p50_us": alloc.get("p50"),
+        "allocate_p99_us": alloc.get("p99"),
+    }
 
     results = {
         "run_id": cfg["run_id"],
@@ -1335,6 +1855,7 @@ def main(argv=None) -> int:
         "apis": merged["apis"],
         "kinds": {k: dict(v) for k, v in kinds.items()},
         "verification": ver,
+        "producer_ids": producer_ids,
         "histograms": merged["histograms"],
         "throughput": merged["throughput"],
         "bucket_scheme": {

@@ -20,6 +20,9 @@ APIS_ORDER = (
     "ListDisklessFilesToDelete",
     "DeleteDisklessFiles",
     "InitDisklessTopics",
+    "AllocateProducerIds",
+    "BrokerRegistration",
+    "BrokerHeartbeat",
 )
 QKEYS = (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("p99_9", "p99.9"))
 
@@ -34,11 +37,14 @@ def _ms(us) -> str:
 
 
 def headline(results: dict) -> dict:
-    """The figures quoted in the README: rates, p99s, lost/duplicated."""
+    """The figures quoted in the README: rates, p99s, lost/duplicated, producer-id blocks
+    allocated and the AllocateProducerIds p50/p99 (ms; None without such requests)."""
     a = results["apis"]
     v = results["verification"]
     b = results["kinds"].get("broker", {})
     c = results["kinds"].get("consumer", {})
+    pid = results.get("producer_ids", {})
+    alloc = a.get("AllocateProducerIds", {})
 
     def rate(api):
         return a.get(api, {}).get("rate_per_s", 0.0)
@@ -55,8 +61,33 @@ def headline(results: dict) -> dict:
         "duplicated": v.get("duplicated", 0) + v.get("dup_offset_mismatch", 0),
         "gaps": v.get("gaps", 0),
         "overlaps": v.get("overlaps", 0),
+        "producer_id_blocks": pid.get("blocks", 0),
+        "allocate_p50_ms": None if alloc.get("p50") is None else alloc["p50"] / 1000,
+        "allocate_p99_ms": None if alloc.get("p99") is None else alloc["p99"] / 1000,
         "passed": results["passed"],
     }
+
+
+def _pid_line(results: dict) -> str | None:
+    """One line on the producer-id blocks (None for results without them)."""
+    pid = results.get("producer_ids")
+    if not pid:
+        return None
+    h = headline(results)
+    v = results["verification"]
+    per_role = list(pid.get("blocks_per_role", {}).values()) or [0]
+    used = list(pid.get("blocks_used_per_role", {}).values()) or [0]
+    p50, p99 = h["allocate_p50_ms"], h["allocate_p99_ms"]
+    return (
+        f"producer ids (KIP-730): {pid['blocks']} blocks allocated ({min(per_role)}-"
+        f"{max(per_role)} per broker role; ids used from {min(used)}-{max(used)} blocks per "
+        f"role), {pid.get('ids_generated', 0)} ids generated, {pid.get('ids_used', 0)} used; "
+        f"AllocateProducerIds p50 {'-' if p50 is None else f'{p50:.2f}'} ms, p99 "
+        f"{'-' if p99 is None else f'{p99:.2f}'} ms, {pid.get('throttled', 0)} throttled; "
+        f"ids outside a granted block {v.get('pid_outside_block', 0)} (in the logs "
+        f"{v.get('log_pid_outside_block', 0)}), shared by roles {v.get('pid_shared', 0)}, "
+        f"block overlaps {v.get('block_overlaps', 0)}"
+    )
 
 
 def console_summary(results: dict) -> str:
@@ -72,6 +103,8 @@ def console_summary(results: dict) -> str:
             f"{_ms(s.get('p99')):>8} {_ms(s.get('p99_9')):>9} "
             f"{s.get('errors') or ''}"
         )
+    if (pl := _pid_line(results)) is not None:
+        lines.append(pl)
     lines.append(
         f"commits/s {h['commits_per_s']:.1f}, batches/s {h['batches_per_s']:.0f}, "
         f"lookups/s {h['lookups_per_s']:.1f}; lost {h['lost']}, duplicated "
@@ -101,7 +134,14 @@ def markdown(results: dict, plots: dict[str, str]) -> str:
         f"Batches per object `{cfg['batches_per_object']}`, partitions per object "
         f"`{cfg['partitions_per_object']}`, batch bytes `{cfg['batch_bytes']}`, records per batch "
         f"`{cfg['records_per_batch']}`; {cfg['producers_per_broker']} producers per broker, "
-        f"{cfg['idempotent_fraction']:.0%} idempotent, {cfg['retry_fraction']:.1%} retries.",
+        f"{cfg['idempotent_fraction']:.0%} idempotent"
+        + (
+            f" ({cfg['new_producers_per_s']:g} new per s, ids from controller "
+            f"`{cfg['controller']}`)"
+            if "new_producers_per_s" in cfg
+            else ""
+        )
+        + f", {cfg['retry_fraction']:.1%} retries.",
         "",
         "## Headline",
         "",
@@ -112,6 +152,10 @@ def markdown(results: dict, plots: dict[str, str]) -> str:
         "* p99: " + ", ".join(f"{api} {ms:.2f} ms" for api, ms in h["p99_ms"].items()),
         f"* verification: lost **{h['lost']}**, duplicated **{h['duplicated']}**, gaps "
         f"{h['gaps']}, overlaps {h['overlaps']}",
+    ]
+    if (pl := _pid_line(results)) is not None:
+        out.append(f"* {pl}")
+    out += [
         "",
         "Rates are measured inside the Spark tasks: for each API, the sum over roles of the role's "
         "requests divided by its own start-to-end span. Percentiles come from merged log-spaced "

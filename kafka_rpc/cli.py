@@ -8,7 +8,8 @@
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
-    kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server] ...
+    kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server]
+                    [--controller HOST:PORT] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=33554432`` and
 ``MALLOC_TRIM_THRESHOLD_=67108864`` when they are not set (they only take effect at process start;
@@ -353,6 +354,9 @@ def _bench_start_server(args: argparse.Namespace, data_dir: str):
             m = re.match(r"listening PLAINTEXT \(\w+\) on ([\d.]+):(\d+)", line)
             if m:
                 found["addr"] = f"{m.group(1)}:{m.group(2)}"
+            m = re.match(r"listening \S+ \(controller\) on ([\d.]+):(\d+)", line)
+            if m:
+                found["controller"] = f"{m.group(1)}:{m.group(2)}"
             if line.startswith("cluster id"):
                 ready.set()
         ready.set()
@@ -362,7 +366,7 @@ def _bench_start_server(args: argparse.Namespace, data_dir: str):
         proc.kill()
         proc.wait()
         raise RuntimeError("kafka-rpc serve did not start")
-    return proc, found["addr"]
+    return proc, found["addr"], found.get("controller")
 
 
 def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
@@ -395,15 +399,18 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
                PYSPARK_DRIVER_PYTHON=sys.executable)  # fmt: skip
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH")) if p)
     proc = None
-    server = args.server
+    server, controller = args.server, args.controller
     try:
         if args.start_server:
-            proc, server = _bench_start_server(args, str(out / "server-data"))
+            proc, server, controller = _bench_start_server(args, str(out / "server-data"))
         cmd = [submit, "--master", args.master, "--driver-memory", args.driver_memory,
                "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.log.level=WARN",
                str(script), "--server", server, "--duration", str(args.duration),
-               "--out", str(out), *extra]  # fmt: skip
+               "--out", str(out)]  # fmt: skip
+        if controller:
+            cmd += ["--controller", controller]
+        cmd += extra
         pin = args.spark_cpus
         if pin == "rest" and args.start_server and args.server_cpus not in (None, "", "none"):
             cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -495,6 +502,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--start-server",
         action="store_true",
         help="start `kafka-rpc serve` on ephemeral ports for the run",
+    )
+    b.add_argument(
+        "--controller",
+        metavar="HOST:PORT",
+        help="controller listener for the broker roles' BrokerRegistration, BrokerHeartbeat "
+        "and AllocateProducerIds (default with --start-server: its controller listener; "
+        "else diskless_load.py's default)",
     )
     b.add_argument(
         "--server-cpus",

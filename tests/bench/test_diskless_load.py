@@ -43,7 +43,9 @@ TINY = [
     "--records-per-batch",
     "uniform:1:10",
     "--producers-per-broker",
-    "4",
+    "100",
+    "--new-producers-per-s",
+    "600",
     "--retry-fraction",
     "0.2",
     "--retention-interval-ms",
@@ -156,6 +158,41 @@ def test_verdict():
     assert dl.verdict({"lost": 1}, 0) == ["lost=1"]
 
 
+def test_producer_id_checks():
+    grants = [("broker-1", 1000, 1999), ("broker-0", 0, 999), ("broker-0", 2000, 2999)]
+    table = dl.block_table(grants)
+    assert [b[0] for b in table] == [0, 1000, 2000]
+    assert dl.block_owner(table, 0) == (0, 999, "broker-0")
+    assert dl.block_owner(table, 1999)[2] == "broker-1"
+    assert dl.block_owner(table, 3000) is None and dl.block_owner(table, -1) is None
+    assert dl.block_owner([], 5) is None
+    assert dl.check_blocks(table)["block_overlaps"] == 0
+    # a range handed out twice
+    r = dl.check_blocks(dl.block_table(grants + [("broker-2", 1500, 2499)]))
+    assert r["block_overlaps"] == 2 and r["producer_id_blocks"] == 4 and r["examples"]
+
+    ok = dl.check_pid_uses(table, [(5, ["broker-0"]), (2001, ["broker-0"]), (1000, ["broker-1"])])
+    assert (ok["pids_checked"], ok["pid_outside_block"], ok["pid_shared"]) == (3, 0, 0)
+    assert ok["blocks_used"] == [("broker-0", 0), ("broker-0", 2000), ("broker-1", 1000)]
+    # an id in another role's block, an id in no block, an id used by two roles
+    bad = dl.check_pid_uses(table, [(1001, ["broker-0"]), (4000, ["broker-1"])])
+    assert bad["pid_outside_block"] == 2 and bad["pid_shared"] == 0
+    shared = dl.check_pid_uses(table, [(7, ["broker-0", "broker-1", "broker-0"])])
+    assert shared["pid_shared"] == 1 and shared["pid_outside_block"] == 1
+    assert shared["examples"]
+    assert list(dl.unpack_pids(dl.pack_pids({3, 1, 2}))) == [1, 2, 3]
+    assert list(dl.unpack_pids(b"")) == []
+
+    # a producer id read back from the log that lies in no granted block
+    batches = [(0, 4, 5, 0, 0), (5, 9, 4000, 0, 0), (10, 11, -1, -1, -1)]
+    acks = [_ack(0, 5, 5, 0, 0), _ack(5, 5, 4000, 0, 0), _ack(10, 2)]
+    owner = lambda pid: dl.block_owner(table, pid)  # noqa: E731
+    r = dl.check_partition(0, 12, batches, acks, owner)
+    assert r["log_pid_outside_block"] == 1 and r["lost"] == 0 and r["examples"]
+    assert dl.check_partition(0, 12, batches, acks)["log_pid_outside_block"] == 0
+    assert dl.verdict({"pid_shared": 1}, 0) == ["pid_shared=1"]
+
+
 def test_plan_spreads_kinds():
     cfg = {"brokers": 3, "consumers": 2, "retention": True}
     plan = dl.build_plan(cfg, 2)
@@ -175,28 +212,49 @@ def test_plan_spreads_kinds():
 # ------------------------------------------------------------------ roles, in process
 
 
-def _cfg(port, **kw):
-    args = dl.parse_args(["--server", f"127.0.0.1:{port}", "--duration", "1.5", *TINY])
+def _cfg(running, **kw):
+    args = dl.parse_args(
+        [
+            "--server",
+            f"127.0.0.1:{running.port()}",
+            "--controller",
+            f"127.0.0.1:{running.port('CONTROLLER')}",
+            "--duration",
+            "1.5",
+            *TINY,
+        ]
+    )
     cfg = dl.make_cfg(args)
     cfg.update(kw)
+    return cfg
+
+
+async def _with_cluster_id(cfg):
+    """What the driver does before the load job: the cluster id, and no clash of broker ids."""
+    cfg["cluster_id"], live = await dl.cluster_info(cfg)
+    ours = range(cfg["broker_id_base"], cfg["broker_id_base"] + cfg["brokers"])
+    assert live and not set(live) & set(ours)
     return cfg
 
 
 @pytest.mark.integration
 async def test_roles_then_verification_in_process(tmp_path):
     """Brokers, a consumer and retention against an in-process server; every acknowledged
-    commit reads back; a forged ack is reported lost."""
+    commit reads back; a forged ack is reported lost. The brokers register with the controller
+    and take their producer ids from it; the server grants one block per second per broker, and
+    broker 1 starts producers fast enough to hit that limit: it is throttled, goes on committing,
+    and uses ids from a second block. Every id used lies in a block granted to its role."""
     import asyncio
 
     from tests.integration.conftest import start_server
 
-    running = await start_server(tmp_path)
+    running = await start_server(tmp_path, **{"producer.ids.allocation.max.per.second": "1"})
     try:
-        cfg = _cfg(running.port())
+        cfg = await _with_cluster_id(_cfg(running))
         recs = [dl.Recorder() for _ in range(4)]
         outs = await asyncio.gather(
             dl.run_broker(cfg, 0, recs[0]),
-            dl.run_broker(cfg, 1, recs[1]),
+            dl.run_broker(dict(cfg, new_producers_per_s=4000), 1, recs[1]),
             dl.run_consumer(cfg, 0, recs[2]),
             dl.run_retention(cfg, 0, recs[3]),
         )
@@ -207,17 +265,53 @@ async def test_roles_then_verification_in_process(tmp_path):
         assert outs[3]["stats"]["records_deleted"] > 0
         assert "CommitBatches" in recs[0].apis and "FindDisklessBatches" in recs[2].apis
 
+        # producer ids: registered brokers, blocks granted, ids only from them
+        image = running.server.controller.image
+        grants = []
+        for i, o in enumerate(outs[:2]):
+            st = o["stats"]
+            bid = cfg["broker_id_base"] + i
+            assert st["registrations"] == 1 and st["heartbeats"] >= 1
+            assert st["controlled_shutdowns"] == 1 and st["heartbeat_errors"] == 0
+            assert bid in image.brokers and image.brokers[bid].fenced  # WantFence: never unfenced
+            assert o["blocks"] and st["producer_ids"] > 0 and st["producers_replaced"] > 0
+            assert "AllocateProducerIds" in recs[i].apis
+            grants += [(f"broker-{i}", first, last) for first, last in o["blocks"]]
+        assert image.producer_ids.next_producer_id > max(last for _, _, last in grants)
+        hot = outs[1]["stats"]
+        assert hot["pid_throttled"] >= 1 and hot["pid_not_ready"] >= 1, hot
+        assert recs[1].apis["AllocateProducerIds"].errors.get("89", 0) >= 1  # THROTTLING_QUOTA
+        table = dl.block_table(grants)
+        assert dl.check_blocks(table)["block_overlaps"] == 0
+        uses: dict[int, list[str]] = {}
+        for i, o in enumerate(outs[:2]):
+            for pid in dl.unpack_pids(o["pids"]):
+                uses.setdefault(pid, []).append(f"broker-{i}")
+        chk = dl.check_pid_uses(table, uses.items())
+        assert chk["pids_checked"] > 0 and chk["pid_outside_block"] == chk["pid_shared"] == 0, chk
+        # the throttled broker survived the limit: ids from more than one block went out
+        assert len([u for u in chk["blocks_used"] if u[0] == "broker-1"]) >= 2, chk
+
         acks: dict[int, list] = {}
         for o in outs[:2]:
             for a in dl.unpack_acks(o["acks"]):
                 acks.setdefault(a[0], []).append(a)
         client = await dl.connect(cfg, "verify")
         tids = dl.topic_ids(cfg)
-        totals = {"lost": 0, "acks_checked": 0, "gaps": 0, "overlaps": 0, "phantoms": 0}
+        totals = {
+            "lost": 0,
+            "acks_checked": 0,
+            "gaps": 0,
+            "overlaps": 0,
+            "phantoms": 0,
+            "log_pid_outside_block": 0,
+        }
         for p in range(cfg["topics"] * cfg["partitions_per_topic"]):
             lso, hw, batches, err = await dl.read_partition(cfg, client, tids, p)
             assert not err
-            r = dl.check_partition(lso, hw, batches, acks.get(p, []))
+            r = dl.check_partition(
+                lso, hw, batches, acks.get(p, []), lambda pid: dl.block_owner(table, pid)
+            )
             for k in totals:
                 totals[k] += r[k]
         assert totals["acks_checked"] > 0
@@ -226,11 +320,69 @@ async def test_roles_then_verification_in_process(tmp_path):
             "gaps": 0,
             "overlaps": 0,
             "phantoms": 0,
+            "log_pid_outside_block": 0,
         }
         # a forged acknowledgement past the high watermark is reported lost
         lso, hw, batches, _ = await dl.read_partition(cfg, client, tids, 0)
         assert dl.check_partition(lso, hw, batches, [_ack(hw + 1, 3)])["lost"] == 1
         await client.close()
+    finally:
+        await running.stop()
+
+
+@pytest.mark.integration
+async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
+    """A bench broker against the real controller: registered (fenced, with its fake
+    endpoint), heartbeats go on, another incarnation taking its id makes the next heartbeat
+    STALE_BROKER_EPOCH and it registers again with a new epoch; its producer-id manager then
+    gets a block with that epoch; stop() ends with a controlled shutdown."""
+    import asyncio
+    import uuid
+
+    from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+    from tests.integration.conftest import start_server
+
+    running = await start_server(tmp_path)
+    try:
+        cfg = await _with_cluster_id(_cfg(running, heartbeat_interval_ms=20))
+        stats: dict = {}
+        ctl = dl.BenchBroker(cfg, cfg["broker_id_base"], dl.Recorder(), stats)
+        try:
+            await ctl.start()
+            first_epoch = ctl.broker_epoch
+            reg = running.server.controller.image.brokers[ctl.broker_id]
+            assert reg.epoch == first_epoch and reg.fenced
+            assert reg.incarnation_id == ctl.incarnation_id
+            assert [e.host for e in reg.endpoints] == [f"bench-broker-{ctl.broker_id}.invalid"]
+
+            async def until(pred, what):
+                for _ in range(500):  # bounded: 10 s
+                    if pred():
+                        return
+                    await asyncio.sleep(0.02)
+                raise AssertionError(f"{what}: {stats}")
+
+            await until(lambda: stats["heartbeats"] >= 3, "heartbeats")
+            # a new incarnation takes the id (ours is fenced, so it has no valid session)
+            other = dl.BenchBroker(cfg, ctl.broker_id, dl.Recorder(), {})
+            other.incarnation_id = uuid.uuid4()
+            await other._register()
+            assert other.broker_epoch > first_epoch
+            await until(lambda: stats["reregistrations"] >= 1, "re-registration")
+            await until(lambda: ctl.broker_epoch > other.broker_epoch, "new epoch")
+            assert running.server.controller.image.brokers[ctl.broker_id].epoch == (
+                ctl.broker_epoch
+            )
+            # producer ids with the current epoch
+            with pytest.raises(KafkaError) as exc:  # the first call always fails
+                ctl.producer_ids.generate_producer_id()
+            assert exc.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            await until(lambda: ctl.blocks, "a producer-id block")
+            assert ctl.producer_ids.generate_producer_id() == ctl.blocks[0][0]
+            await other.stop()
+        finally:
+            await ctl.stop()
+        assert stats["controlled_shutdowns"] == 1
     finally:
         await running.stop()
 
@@ -326,3 +478,16 @@ def test_spark_pipeline_end_to_end(tmp_path):
     assert r["apis"]["FindDisklessBatches"]["requests"] > 0
     assert r["apis"]["CommitBatches"]["p99"] > 0
     assert r["kinds"]["broker"]["dup_ok"] > 0
+    # producer ids: every broker role registered and got blocks; ids only from them
+    pid = r["producer_ids"]
+    assert sorted(pid["blocks_per_role"]) == ["broker-0", "broker-1"]
+    assert all(n >= 1 for n in pid["blocks_per_role"].values()), pid
+    assert pid["blocks"] == sum(pid["blocks_per_role"].values()) == v["producer_id_blocks"]
+    assert pid["ids_used"] == v["pids_checked"] > 0 and pid["ids_generated"] >= pid["ids_used"]
+    assert v["pid_outside_block"] == v["pid_shared"] == v["block_overlaps"] == 0
+    assert v["log_pid_outside_block"] == 0
+    assert r["apis"]["AllocateProducerIds"]["requests"] >= pid["blocks"]
+    assert r["apis"]["AllocateProducerIds"]["p99"] > 0 and pid["allocate_p99_us"] > 0
+    assert r["kinds"]["broker"]["registrations"] >= 2
+    assert "BrokerHeartbeat" in r["apis"]
+    assert "producer ids (KIP-730)" in (out / "report.md").read_text()
