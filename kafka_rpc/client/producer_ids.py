@@ -227,7 +227,13 @@ class RPCProducerIdManager:
                     retried_stale = False
                     continue  # not a failure: the next attempt waits for the throttle
                 if code == ErrorCode.STALE_BROKER_EPOCH:
-                    new_epoch = await _maybe_await(self._broker_epoch())
+                    try:
+                        new_epoch = await _maybe_await(self._broker_epoch())
+                    except Exception as e:  # noqa: BLE001 - a failure like any other: back off
+                        log.warning("AllocateProducerIds: broker %d epoch lookup failed: %s",
+                                    self.broker_id, e)  # fmt: skip
+                        self.last_error = e
+                        new_epoch = epoch
                     log.warning("AllocateProducerIds: broker %d epoch %d is stale (now %d)",
                                 self.broker_id, epoch, new_epoch)  # fmt: skip
                     if new_epoch != epoch and not retried_stale:

@@ -209,6 +209,26 @@ async def test_stale_broker_epoch_asks_the_owner_and_retries():
     await m.close()
 
 
+async def test_stale_epoch_then_a_failing_epoch_lookup_backs_off():
+    """The re-read of the epoch after STALE_BROKER_EPOCH failing (e.g. the broker is
+    re-registering) is a failure like any other: back off and retry, never a dead task."""
+    calls = []
+
+    def epoch():
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("re-registering")
+        return 4
+
+    ctl = FakeController(script=[Resp(error_code=ErrorCode.STALE_BROKER_EPOCH)])
+    sleeps = Sleeps()
+    m = manager(ctl, epoch=epoch, sleep=sleeps)
+    assert await next_id(m) == 0
+    assert sleeps.delays == [0.05]
+    assert [r.broker_epoch for r in ctl.requests] == [4, 4]
+    await m.close()
+
+
 async def test_stale_epoch_unchanged_backs_off():
     ctl = FakeController(script=[Resp(error_code=ErrorCode.STALE_BROKER_EPOCH)] * 2)
     sleeps = Sleeps()
