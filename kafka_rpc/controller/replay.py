@@ -23,6 +23,7 @@ from kafka_rpc.controller.image import (
     PartitionRegistration,
     ProducerIdsImage,
     TopicImage,
+    evolve,
 )
 
 __all__ = ["ReplayError", "replay", "replay_all"]
@@ -46,7 +47,7 @@ def replay(
     if handler is None:
         raise TypeError(f"no replay rule for {type(record).__spec_name__}")
     image = handler(image, record, offset)
-    return replace(
+    return evolve(
         image, last_offset=offset, last_epoch=image.last_epoch if epoch is None else epoch
     )
 
@@ -80,7 +81,7 @@ def _register_broker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
         is_migrating_zk_broker=r.is_migrating_zk_broker,
         log_dirs=tuple(r.log_dirs),
     )
-    return replace(img, brokers=img.brokers.set(r.broker_id, reg))
+    return evolve(img, brokers=img.brokers.set(r.broker_id, reg))
 
 
 def _registration(img: MetadataImage, r: Any, broker_id: int, epoch: int) -> BrokerRegistration:
@@ -95,7 +96,7 @@ def _registration(img: MetadataImage, r: Any, broker_id: int, epoch: int) -> Bro
 def _unregister_broker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     """ClusterControlManager.replay(UnregisterBrokerRecord): id and epoch must match."""
     _registration(img, r, r.broker_id, r.broker_epoch)
-    return replace(img, brokers=img.brokers.remove(r.broker_id))
+    return evolve(img, brokers=img.brokers.remove(r.broker_id))
 
 
 def _change(
@@ -113,7 +114,7 @@ def _change(
         fenced=reg.fenced if fenced is None else fenced,
         in_controlled_shutdown=reg.in_controlled_shutdown if shutdown is None else shutdown,
     )
-    return img if new == reg else replace(img, brokers=img.brokers.set(broker_id, new))
+    return img if new == reg else evolve(img, brokers=img.brokers.set(broker_id, new))
 
 
 def _fence_broker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
@@ -144,7 +145,7 @@ def _broker_registration_change(img: MetadataImage, r: Any, offset: int) -> Meta
     )
     if r.log_dirs:
         reg = img.brokers[r.broker_id]
-        img = replace(
+        img = evolve(
             img, brokers=img.brokers.set(r.broker_id, replace(reg, log_dirs=tuple(r.log_dirs)))
         )
     return img
@@ -158,7 +159,7 @@ def _topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
         raise ReplayError(f"Unable to replay {r}: topic id {r.topic_id} already exists")
     if r.name in img.topics_by_name:
         raise ReplayError(f"Unable to replay {r}: topic name {r.name!r} already exists")
-    return replace(
+    return evolve(
         img,
         topics=img.topics.set(r.topic_id, TopicImage(r.name, r.topic_id)),
         topics_by_name=img.topics_by_name.set(r.name, r.topic_id),
@@ -178,7 +179,7 @@ def _topic_of(img: MetadataImage, r: Any, what: str) -> TopicImage:
 def _with_partition(
     img: MetadataImage, t: TopicImage, index: int, part: PartitionRegistration
 ) -> MetadataImage:
-    return replace(
+    return evolve(
         img, topics=img.topics.set(t.topic_id, replace(t, partitions=t.partitions.set(index, part)))
     )
 
@@ -258,7 +259,7 @@ def _remove_topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     t = img.topics.get(r.topic_id)
     if t is None:
         raise ReplayError(f"Unable to replay {r}: no topic with id {r.topic_id}")
-    return replace(
+    return evolve(
         img,
         topics=img.topics.remove(r.topic_id),
         topics_by_name=img.topics_by_name.remove(t.name),
@@ -273,14 +274,14 @@ def _config(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     key = (r.resource_type, r.resource_name)
     cur = img.configs.get(key, pmap())
     cur = cur.discard(r.name) if r.value is None else cur.set(r.name, r.value)
-    return replace(img, configs=img.configs.set(key, cur) if cur else img.configs.discard(key))
+    return evolve(img, configs=img.configs.set(key, cur) if cur else img.configs.discard(key))
 
 
 def _feature_level(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     """FeatureControlManager.replay(FeatureLevelRecord): level 0 removes the feature."""
     if r.feature_level == 0:
-        return replace(img, features=img.features.discard(r.name))
-    return replace(img, features=img.features.set(r.name, r.feature_level))
+        return evolve(img, features=img.features.discard(r.name))
+    return evolve(img, features=img.features.set(r.name, r.feature_level))
 
 
 def _producer_ids(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
@@ -292,7 +293,7 @@ def _producer_ids(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
             f"Next Producer ID from replayed record ({r.next_producer_id}) is not greater "
             f"than current next Producer ID in block ({cur.next_producer_id})"
         )
-    return replace(
+    return evolve(
         img, producer_ids=ProducerIdsImage(r.broker_id, r.broker_epoch, r.next_producer_id)
     )
 
