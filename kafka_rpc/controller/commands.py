@@ -43,6 +43,7 @@ __all__ = [
     "fence_stale_brokers",
     "has_valid_session",
     "register_broker",
+    "unregister_broker",
     "validate_topic_name",
 ]
 
@@ -311,6 +312,38 @@ def broker_heartbeat(
         should_shut_down=nxt == "SHUTDOWN_NOW",
     )
     return ControllerResult(b.records, resp)
+
+
+def unregister_broker(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """UnregisterBroker (ReplicationControlManager.unregisterBroker, run by
+    QuorumController.unregisterBroker as a write event; ``kafka-cluster.sh unregister``).
+
+    - BrokerId has no registration: BROKER_ID_NOT_REGISTERED with "Broker ID N is not currently
+      registered" (no records).
+    - Otherwise, fenced or not, alive or not (Kafka does not refuse a live broker): as
+      ``handleBrokerUnregistered``, the broker leaves every ISR and its leaderships move to
+      another active ISR member (PartitionChangeRecords; the last ISR member stays with leader
+      -1, as for fencing), then one UnregisterBrokerRecord{BrokerId, BrokerEpoch = the current
+      registration's epoch}, all in one atomic batch. The response (ErrorCode 0) is sent once
+      they are committed; the caller drops the broker's session (``heartbeatManager.remove``).
+      A live broker that heartbeats afterwards gets STALE_BROKER_EPOCH and registers again.
+    """
+    Resp = _R("UnregisterBrokerResponse")
+    reg = image.brokers.get(request.broker_id)
+    if reg is None:
+        return ControllerResult(
+            [],
+            Resp(
+                error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker ID {request.broker_id} is not currently registered",
+            ),
+        )
+    b = _Batch(image, ctx.next_offset)
+    _remove_from_isrs(b, request.broker_id)
+    b.add(_R("UnregisterBrokerRecord")(broker_id=request.broker_id, broker_epoch=reg.epoch))
+    return ControllerResult(b.records, Resp(error_code=0, error_message=None))
 
 
 def fence_stale_brokers(

@@ -436,6 +436,19 @@ class QuorumController:
             lambda img, ctx: C.allocate_producer_ids(img, request, ctx), request, after
         )
 
+    async def unregister_broker(self, request: Any, version: int) -> Any:
+        """UnregisterBroker (:func:`~kafka_rpc.controller.commands.unregister_broker`): answered
+        after commit; the broker's session is dropped at once (Kafka's replay of the record
+        removes it from the ``BrokerHeartbeatManager``)."""
+
+        def after(resp: Any, now: int) -> None:
+            if resp.error_code == 0:
+                self._heartbeats.pop(request.broker_id, None)
+
+        return await self._submit(
+            lambda img, ctx: C.unregister_broker(img, request, ctx), request, after
+        )
+
     async def create_topics(self, request: Any, version: int) -> Any:
         return await self._submit(lambda img, ctx: C.create_topics(img, request, ctx), request)
 
