@@ -8,6 +8,8 @@
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
+    kafka-rpc cluster cluster-id (--bootstrap-server|--bootstrap-controller) HOST:PORT
+    kafka-rpc cluster unregister (--bootstrap-server|--bootstrap-controller) HOST:PORT --id N
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server]
                     [--controller HOST:PORT] ...
 
@@ -449,6 +451,12 @@ def _cmd_topics(args: argparse.Namespace, argv: list[str]) -> int:
     return run_sync(args)
 
 
+def _cmd_cluster(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.cluster import run_sync
+
+    return run_sync(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -547,6 +555,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(kafka-topics.sh)")  # fmt: skip
     _topics_arguments(tp)
     tp.set_defaults(func=_cmd_topics)
+
+    from kafka_rpc.tools.cluster import add_arguments as _cluster_arguments
+
+    cl = sub.add_parser("cluster", help="print the cluster id, unregister a broker "
+                        "(kafka-cluster.sh)")  # fmt: skip
+    _cluster_arguments(cl)
+    cl.set_defaults(func=_cmd_cluster)
     return p
 
 
