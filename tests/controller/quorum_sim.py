@@ -215,6 +215,8 @@ class Ledger:
             off = self.end
             ep, val = self.entries[off]
             rec = None
+            if val is None and STRICT_PROVENANCE:  # Kafka: every batch moves the provenance
+                self._image = replace(self._image, last_offset=off, last_epoch=ep)
             if val is not None:
                 rec, _version = codec.decode_record(val)
                 try:
@@ -271,15 +273,18 @@ class Ledger:
     def replay_tail(self, img: MetadataImage, start: int) -> MetadataImage:
         """``img`` with the data records at offsets [start, end) replayed."""
         for off in range(start, self.end):
-            rec = self.records[off]
+            rec, ep = self.records[off], self.entries[off][0]
             if rec is not None:
-                img = replay(img, rec, off, self.entries[off][0])
+                img = replay(img, rec, off, ep)
+            elif STRICT_PROVENANCE:
+                img = replace(img, last_offset=off, last_epoch=ep)
         return img
 
 
 STRICT_PROVENANCE = False
-"""True: an image's ``last_offset`` / ``last_epoch`` must be exactly the log replay's (see
-:meth:`Ledger.mismatch`)."""
+"""True: the ledger's images take a control record's offset and epoch as their provenance (as
+Kafka's ``MetadataBatchLoader`` does for every batch) and an image's ``last_offset`` /
+``last_epoch`` must be exactly the ledger's (see :meth:`Ledger.mismatch`)."""
 
 
 def _content(img: MetadataImage) -> MetadataImage:
