@@ -220,6 +220,10 @@ class KafkaRpcClient:
                 self.versions[key] = top
 
     def _send(self, proto: _Protocol, msg: Any, api_key: int, version: int, timeout: float):
+        if proto.lost.done() or proto.transport.is_closing():
+            # the peer went away after the connect (uvloop raises RuntimeError on a closed
+            # transport; asyncio drops the bytes and the answer never comes)
+            raise KafkaConnectionError("connection lost before the request was sent")
         corr = next(self._corr) & 0x7FFFFFFF
         name = codec.REQUESTS_BY_KEY[api_key]
         w = bytearray(4)
