@@ -52,7 +52,7 @@ from typing import Any
 
 from kafka_rpc.controller import commands as C
 from kafka_rpc.controller import snapshot
-from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.image import EMPTY, MetadataImage, evolve
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError, ErrorCode
@@ -212,6 +212,10 @@ class QuorumController:
             if not batch.is_control:
                 for i, value in enumerate(batch.records):
                     img = self._replay_value(img, value, batch.base_offset + i, batch.epoch)
+            if img.last_offset != batch.last_offset:
+                # every batch moves the provenance, control batches included (Kafka's
+                # MetadataBatchLoader), so it matches a snapshot loaded at the same offset
+                img = evolve(img, last_offset=batch.last_offset, last_epoch=batch.epoch)
             self.committed_offset = batch.last_offset
         self.image = img
         if self.is_active and self._last_written <= self.committed_offset:

@@ -281,7 +281,7 @@ class Ledger:
         return img
 
 
-STRICT_PROVENANCE = False
+STRICT_PROVENANCE = True
 """True: the ledger's images take a control record's offset and epoch as their provenance (as
 Kafka's ``MetadataBatchLoader`` does for every batch) and an image's ``last_offset`` /
 ``last_epoch`` must be exactly the ledger's (see :meth:`Ledger.mismatch`)."""

@@ -21,9 +21,9 @@ cores wrote plus the tail must all be equal, and every command answered successf
 committed (already when answered) and in the final image. Mutation tests show that a follower with
 one broken replay rule, or an active controller whose speculative image diverges, is caught.
 
-One deviation is tolerated and pinned by a strict xfail: an image's ``last_offset`` /
-``last_epoch`` may name a control record after the last data record (a snapshot loaded right after
-a LeaderChange) where the log replay names the data record (``quorum_sim.Ledger.mismatch``).
+Images are compared exactly, provenance included: every batch, a LeaderChange control batch too,
+moves an image's ``last_offset`` / ``last_epoch``, as Kafka's ``MetadataBatchLoader`` does, so a
+snapshot loaded right after a leader change equals the replayed log (this test found the bug).
 """
 
 from __future__ import annotations
@@ -279,13 +279,7 @@ def test_same_seed_same_run():
     assert c1.leader().sm.image == c2.leader().sm.image
 
 
-# ================================================================== a known deviation
-@pytest.mark.xfail(
-    strict=True,
-    reason="QuorumController.handle_commit skips control batches without moving the image's "
-    "provenance, while a snapshot loaded at (o, e) says (o - 1, e) even when o - 1 is a "
-    "LeaderChange record; when fixed, set quorum_sim.STRICT_PROVENANCE = True",
-)
+# ================================================================== provenance of control batches
 def test_snapshot_after_a_leader_change_has_the_logs_provenance():
     """Two controllers at the same committed offset: one replayed the log (a FeatureLevelRecord
     in epoch 1, then epoch 2's LeaderChange control batch), the other loaded the first one's
