@@ -138,8 +138,11 @@ async def metadata(node):
 
 
 def partition_of(md):
-    (t,) = [t for t in md.topics if t.name == TOPIC]
-    (p,) = t.partitions
+    """The topic's one partition in a Metadata response; None while the node's image lacks it."""
+    found = [t for t in md.topics if t.name == TOPIC]
+    if not found:
+        return None
+    (p,) = found[0].partitions
     return p
 
 
@@ -151,7 +154,7 @@ async def listed_everywhere(nodes, brokers: set[int], leader: int):
         if md is None or {b.node_id for b in md.brokers} != brokers:
             return False
         p = partition_of(md)
-        if p.leader_id != leader:
+        if p is None or p.leader_id != leader:
             return False
         if leader == -1:
             assert p.error_code == ErrorCode.LEADER_NOT_AVAILABLE, p
@@ -238,7 +241,9 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
                         md = await metadata(n)
                         if md is None or {b.node_id for b in md.brokers} & {B4, victim}:
                             return False
-                        if partition_of(md).leader_id != -1:
+                        p = partition_of(md)
+                        assert p is not None, md  # created before: never gone again
+                        if p.leader_id != -1:
                             return False
                     return True
 
