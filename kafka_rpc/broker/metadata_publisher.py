@@ -355,11 +355,15 @@ class BrokerMetadataPublisher:
                     work.deletes.add(tid)
                     work.creates.pop(tid, None)
                     changed = True
+            same_configs = old.configs is new.configs
+            old_topics = old.topics
             for tid, t in new.topics.items():
+                was = old_topics.get(tid)
+                if was is t and same_configs:
+                    continue  # unchanged (the common case: O(1) per topic, no config lookups)
                 if not is_diskless(new, t):
                     continue
                 n = partition_count(t)
-                was = old.topics.get(tid)
                 if was is not None and is_diskless(old, was) and partition_count(was) >= n:
                     continue
                 work.creates[tid] = (t.name, n)

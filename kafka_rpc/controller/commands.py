@@ -580,6 +580,33 @@ def _check_configs(topic: Any) -> dict[str, str]:
     return out
 
 
+_COLLISION_VARIANTS_MAX = 10  # '.'/'_' positions up to which the variants are enumerated
+
+
+def colliding_topic(topics_by_name: Any, name: str) -> str | None:
+    """An existing topic other than ``name`` that differs from it only by '.' vs '_' (Kafka's
+    ``Topic.hasCollision``: the two would share metric names), or None; the smallest when
+    several do. With k such characters in ``name`` the 2^k spellings are looked up (k <= 10);
+    beyond that every topic is compared, as before. Kafka keeps an index of the names with
+    these characters instead (``ReplicationControlManager.topicsWithCollisionChars``)."""
+    spots = [i for i, c in enumerate(name) if c in "._"]
+    if not spots:
+        return None  # only `name` itself normalizes to `name`
+    if len(spots) > _COLLISION_VARIANTS_MAX:
+        norm = name.replace(".", "_")
+        found = [o for o in topics_by_name if o != name and o.replace(".", "_") == norm]
+        return min(found) if found else None
+    chars = list(name)
+    found = []
+    for mask in range(1 << len(spots)):
+        for bit, i in enumerate(spots):
+            chars[i] = "." if mask >> bit & 1 else "_"
+        cand = "".join(chars)
+        if cand != name and cand in topics_by_name:
+            found.append(cand)
+    return min(found) if found else None
+
+
 def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
     """CreateTopics (ControllerApis.createTopics + ReplicationControlManager.createTopics).
 
@@ -619,13 +646,12 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 raise _TopicError(ErrorCode.INVALID_TOPIC_EXCEPTION, msg)
             if name in b.image.topics_by_name:
                 raise _TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-            norm = name.replace(".", "_")
-            for other in b.image.topics_by_name:
-                if other.replace(".", "_") == norm:
-                    raise _TopicError(
-                        ErrorCode.INVALID_TOPIC_EXCEPTION,
-                        f"Topic '{name}' collides with existing topic: {other}",
-                    )
+            other = colliding_topic(b.image.topics_by_name, name)
+            if other is not None:
+                raise _TopicError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
             if topic.assignments:
                 assignment = _check_manual(b.image, topic)
             else:

@@ -5,6 +5,8 @@ import uuid
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kafka_rpc.controller import commands as C
 from kafka_rpc.controller.image import ProducerIdsImage
@@ -335,3 +337,21 @@ def test_allocate_without_replay_returns_same_block():
     a = C.allocate_producer_ids(c.image, req, c.ctx())
     b = C.allocate_producer_ids(c.image, req, c.ctx())
     assert a.response.producer_id_start == b.response.producer_id_start == 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.text("a._", min_size=1, max_size=6), max_size=12, unique=True),
+    st.text("a._", min_size=1, max_size=14),
+)
+def test_colliding_topic_equals_a_walk_over_every_topic(existing, name) -> None:
+    """The 2^k spellings lookup (and the walk beyond k = 10) find exactly the topics a walk
+    comparing '.'-to-'_' normal forms finds (Kafka's Topic.hasCollision)."""
+    from pyrsistent import pmap
+
+    from kafka_rpc.controller.commands import colliding_topic
+
+    names = pmap({n: i for i, n in enumerate(existing)})
+    norm = name.replace(".", "_")
+    walk = sorted(o for o in existing if o != name and o.replace(".", "_") == norm)
+    assert colliding_topic(names, name) == (walk[0] if walk else None)
