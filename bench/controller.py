@@ -67,6 +67,8 @@ import time
 import uuid
 from pathlib import Path
 
+from kafka_rpc.cli import MALLOC_ENV  # what kafka-rpc serve re-executes with; the floor too
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
@@ -88,8 +90,6 @@ Child, emit, log, med, pct = rb.Child, rb.emit, rb.log, rb.med, rb.pct
 
 PARTITIONS = 10
 FAKE_BROKER_BASE = 1000
-#: ``kafka-rpc serve`` re-executes itself with these (``kafka_rpc.cli.MALLOC_ENV``)
-MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "1048576", "MALLOC_TRIM_THRESHOLD_": "8388608"}
 KINDS = {"a": "create", "b": "pids"}
 #: floor ops encoded in advance per second of a cell (beyond: encoded in the loop, reported)
 POOL_PER_S = {"create": 1500, "pids": 10000}
