@@ -24,9 +24,10 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   NOT_CONTROLLER. Non-active nodes answer every write NOT_CONTROLLER.
 * **Timers on the active controller** (one background task): the bootstrap
   ``FeatureLevelRecord metadata.version`` on an empty image, a ``NoOpRecord`` after
-  ``metadata.max.idle.interval.ms`` without a write, and every ``fence_check_interval_ms`` the
-  broker session check (:func:`~kafka_rpc.controller.commands.fence_stale_brokers` with
-  ``broker.session.timeout.ms``), each as a write event.
+  ``metadata.max.idle.interval.ms`` without a write, and the broker session check
+  (:func:`~kafka_rpc.controller.commands.fence_stale_brokers` with ``broker.session.timeout.ms``)
+  when the first unfenced broker's session expires and at least every
+  ``fence_check_interval_ms``, each as a write event.
 * **Broker sessions**: the last heartbeat (or registration) per broker, in memory on the active
   controller only, seeded with "now" for every registered broker when it becomes active
   (``ClusterControlManager.activate``).
@@ -74,6 +75,7 @@ BOOTSTRAP_METADATA_VERSION_NAME = "4.0-IV3"
 METADATA_VERSION = "metadata.version"
 
 _R = codec.message_class
+_NEVER = 1 << 62  # ms: no session to expire
 
 
 class _NotController(Exception):
@@ -486,7 +488,10 @@ class QuorumController:
                     name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION
                 )
                 self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "bootstrap")
-        if now - self._last_fence_check_ms >= self.fence_check_interval_ms:
+        if (
+            now - self._last_fence_check_ms >= self.fence_check_interval_ms
+            or now >= self._next_session_expiry_ms()
+        ):
             self._last_fence_check_ms = now
             fenced = self._internal_write(
                 lambda img, ctx: C.fence_stale_brokers(
@@ -501,11 +506,28 @@ class QuorumController:
             rec = _R("NoOpRecord")()
             self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "NoOp")
 
+    def _next_session_expiry_ms(self) -> int:
+        """When the first session of an unfenced broker expires (ms on ``clock_ms``): its last
+        heartbeat + ``broker.session.timeout.ms`` + 1, so a dead broker is fenced on time rather
+        than at the next periodic check (Kafka schedules the check for the oldest session's
+        expiry, ``QuorumController.rescheduleMaybeFenceStaleBrokers``)."""
+        hb = self._heartbeats
+        due = _NEVER
+        for bid, reg in self._uncommitted.brokers.items():
+            if not reg.fenced:
+                last = hb.get(bid)
+                if last is not None:
+                    due = min(due, last + self.session_timeout_ms + 1)
+        return due
+
     def _next_tick_s(self) -> float:
         if not self.is_active:
             return 1.0
         now = self.clock_ms()
-        due = self._last_fence_check_ms + self.fence_check_interval_ms
+        due = min(
+            self._last_fence_check_ms + self.fence_check_interval_ms,
+            self._next_session_expiry_ms(),
+        )
         if self.idle_interval_ms > 0:
             due = min(due, self._last_write_ms + self.idle_interval_ms)
         return max(0.0, min(due - now, 1000)) / 1000

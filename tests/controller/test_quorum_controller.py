@@ -255,3 +255,29 @@ async def test_snapshot_of_the_committed_image_loads_into_another_controller():
     other.handle_load_snapshot(s.node.log.read_snapshot(sid))
     assert other.image == s.qc.image
     assert other.committed_offset == sid.offset - 1
+
+
+async def test_a_silent_broker_is_fenced_when_its_session_expires_not_at_a_periodic_check():
+    """The session check runs when the first unfenced broker's session expires (Kafka's
+    rescheduleMaybeFenceStaleBrokers), even with the periodic check a minute away."""
+    s = Setup(session_timeout_ms=3000, fence_check_interval_ms=60_000)
+    s.activate()
+    epoch = await register(s, 3)
+    hb = R("BrokerHeartbeatRequest")(broker_id=3, broker_epoch=epoch,
+                                     current_metadata_offset=epoch)  # fmt: skip
+    t = await pending(s.qc.broker_heartbeat(hb, 1))
+    s.commit()
+    assert not (await t).is_fenced
+    last = s.qc._heartbeats[3]
+    assert s.qc._next_session_expiry_ms() == last + 3001  # older than the timeout: fenced
+    while s.clock[0] + 1000 <= last + 3000:  # steps with follower fetches (the quorum holds)
+        s.clock[0] += 1000
+        s.qc.tick()
+        s.commit()
+        assert not s.qc.image.brokers[3].fenced
+    s.clock[0] = last + 3001
+    s.qc.tick()
+    s.commit()
+    assert s.qc.image.brokers[3].fenced
+    # a fenced broker has no session left to expire: no wake-up owed for it
+    assert s.qc._next_session_expiry_ms() > s.clock[0] + 50_000
