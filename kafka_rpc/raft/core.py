@@ -1573,7 +1573,9 @@ class RaftCore:
     # ================================================================== appends
     def append(self, now: int, records: list[bytes]) -> int:
         """Queue ``records`` (framed metadata records) on the leader as one atomic unit; they
-        go into one batch after ``append.linger.ms``. Returns the offset of the last record.
+        go into one batch with the other appends of the next ``append.linger.ms`` (0: of this
+        poll), written by :meth:`poll` (at once when the queue reaches half of
+        ``max_batch_bytes``). Returns the offset of the last record.
         Raises NotLeaderError when this replica is not the leader (or is shutting down) and
         ValueError for an empty list or more than ``max_batch_bytes``."""
         if self.state != LEADER or self._shutdown_deadline is not None:
@@ -1590,8 +1592,10 @@ class RaftCore:
         pend.count += len(records)
         pend.size += size
         last = self.log.end_offset + pend.count - 1
-        if pend.size >= self.config.max_batch_bytes // 2 or self.config.append_linger_ms <= 0:
+        if pend.size >= self.config.max_batch_bytes // 2:
             self._flush_pending(now, force=True)
+        # else the next poll writes it (at once with append.linger.ms 0: every append made
+        # before that poll goes into one batch, as Kafka's BatchAccumulator drains on poll)
         return last
 
     def _flush_pending(self, now: int, force: bool) -> None:

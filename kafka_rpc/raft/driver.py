@@ -46,12 +46,14 @@ __all__ = ["NotLeaderError", "RaftDriver", "monotonic_ms"]
 log = logging.getLogger("kafka_rpc.raft.driver")
 
 
+def _expire(fut: asyncio.Future, offset: int, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"offset {offset} not committed within {timeout} s"))
+
 
 def monotonic_ms() -> int:
     """The driver's clock: ``time.monotonic()`` in whole ms."""
     return int(time.monotonic() * 1000)
-
-
 
 
 class RaftDriver:
@@ -265,14 +267,16 @@ class RaftDriver:
             return core.high_watermark
         if not core.is_leader:
             raise NotLeaderError(f"node {self.node_id} is not the leader")
-        fut = asyncio.get_running_loop().create_future()
-        entry = (offset, core.epoch, fut)
-        self._commit_waiters.append(entry)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._commit_waiters.append((offset, core.epoch, fut))
+        # a plain timer, not asyncio.wait_for (which costs several us per append); the waiter
+        # list drops done futures in _settle_waiters
+        timer = loop.call_later(timeout, _expire, fut, offset, timeout)
         try:
-            return await asyncio.wait_for(fut, timeout)
+            return await fut
         finally:
-            with contextlib.suppress(ValueError):
-                self._commit_waiters.remove(entry)
+            timer.cancel()
 
     def _settle_waiters(self) -> None:
         if not self._commit_waiters:

@@ -826,6 +826,7 @@ def test_record_timestamps_are_wall_clock_while_timers_stay_monotonic():
                     wall_offset_ms=wall - 5_000)  # fmt: skip
     assert core.is_leader
     core.append(5_010, [b"x"])
+    core.poll(5_010)  # linger 0: the poll right after the append writes it
     stamps = [b.max_timestamp for b in log.batches(0, log.end_offset)]
     assert stamps == [wall, wall + 10]
     assert core.next_deadline_ms() < wall  # timers are still on the monotonic clock
