@@ -196,8 +196,6 @@ class Ledger:
         self.images: list[MetadataImage] = []  # offset -> image after that offset
         self.by_type: dict[str, list[tuple[int, Any]]] = defaultdict(list)
         self._image = EMPTY
-        #: images that matched only thanks to the provenance tolerance of :meth:`mismatch`
-        self.provenance_deviations = 0
 
     @property
     def end(self) -> int:
@@ -215,7 +213,7 @@ class Ledger:
             off = self.end
             ep, val = self.entries[off]
             rec = None
-            if val is None and STRICT_PROVENANCE:  # Kafka: every batch moves the provenance
+            if val is None:  # Kafka: every batch, control ones too, moves the provenance
                 self._image = replace(self._image, last_offset=off, last_epoch=ep)
             if val is not None:
                 rec, _version = codec.decode_record(val)
@@ -236,32 +234,13 @@ class Ledger:
     def mismatch(self, img: MetadataImage, offset: int) -> str | None:
         """Why ``img`` is not the log's image at ``offset`` (inclusive), or None when it is.
 
-        The content (every field but ``last_offset`` / ``last_epoch``) must be equal. The
-        provenance may also name a control record after the last data record, up to ``offset``,
-        with that record's epoch: QuorumController.handle_commit skips control batches without
-        moving the image's provenance, while a snapshot loaded at id ``(o, e)`` says ``(o - 1,
-        e)`` even when ``o - 1`` is a LeaderChange record (Kafka's provenance counts control
-        batches). The same state, two labels; ``STRICT_PROVENANCE`` turns the tolerance off
-        (see test_follower_equality.test_snapshot_after_a_leader_change_has_the_logs_provenance).
+        Exact equality, provenance (``last_offset`` / ``last_epoch``) included: every batch,
+        control ones too, moves it, as Kafka's ``MetadataBatchLoader`` does.
         """
         want = self.image_at(offset)
         if want is None:
             return f"offset {offset} is beyond the committed log known ({self.end})"
-        if img == want:
-            return None
-        if _content(img) != _content(want):
-            return image_diff(img, want)
-        lo, ep = img.last_offset, img.last_epoch
-        tolerated = (
-            not STRICT_PROVENANCE
-            and want.last_offset < lo <= offset
-            and self.entries[lo] == (ep, None)
-            and all(self.records[o] is None for o in range(want.last_offset + 1, lo + 1))
-        )
-        if not tolerated:
-            return image_diff(img, want)
-        self.provenance_deviations += 1
-        return None
+        return None if img == want else image_diff(img, want)
 
     def find(self, type_name: str, pred: Callable[[Any], bool], after: int = -1):
         """(offset, record) of the first ``type_name`` record after ``after`` matching ``pred``."""
@@ -276,19 +255,9 @@ class Ledger:
             rec, ep = self.records[off], self.entries[off][0]
             if rec is not None:
                 img = replay(img, rec, off, ep)
-            elif STRICT_PROVENANCE:
+            else:
                 img = replace(img, last_offset=off, last_epoch=ep)
         return img
-
-
-STRICT_PROVENANCE = True
-"""True: the ledger's images take a control record's offset and epoch as their provenance (as
-Kafka's ``MetadataBatchLoader`` does for every batch) and an image's ``last_offset`` /
-``last_epoch`` must be exactly the ledger's (see :meth:`Ledger.mismatch`)."""
-
-
-def _content(img: MetadataImage) -> MetadataImage:
-    return replace(img, last_offset=-1, last_epoch=-1)
 
 
 def image_diff(a: MetadataImage, b: MetadataImage, limit: int = 600) -> str:
@@ -900,7 +869,6 @@ class Report:
     faults: Counter = field(default_factory=Counter)
     leader_epochs: int = 0
     images_checked: int = 0
-    provenance_deviations: int = 0
 
 
 def check_final(c: ControllerCluster, mid_fractions=(0.25, 0.5, 0.75)) -> Report:
@@ -968,7 +936,6 @@ def check_final(c: ControllerCluster, mid_fractions=(0.25, 0.5, 0.75)) -> Report
         faults=Counter(c.faults),
         leader_epochs=len(inv.leaders),
         images_checked=inv.images_checked,
-        provenance_deviations=led.provenance_deviations,
     )
     return rep
 
