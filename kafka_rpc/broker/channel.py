@@ -15,15 +15,17 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
+    "FORWARD_ERROR_MESSAGES",
     "ControllerChannel",
     "ControllerUnavailableError",
+    "answer_or_forward",
     "channel_of",
     "close_channel",
     "error_codes",
@@ -179,3 +181,46 @@ async def close_channel(server: Any) -> None:
     if channel is not None:
         server.controller_channel = None
         await channel.close()
+
+
+#: the ErrorMessage of the two errors :func:`answer_or_forward` makes itself (Kafka's texts)
+FORWARD_ERROR_MESSAGES = {
+    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
+    ErrorCode.REQUEST_TIMED_OUT: "No active controller could be reached.",
+}
+
+
+async def answer_or_forward(
+    server: Any,
+    role: str,
+    request: Any,
+    version: int,
+    local: str,
+    error: Callable[[int], Any],
+    timeout: float | None = None,
+) -> Any:
+    """Answer a controller request that came in on a listener of ``role`` (Kafka's
+    ``ControllerApis`` on the controller listener, ``ForwardingManager`` on the broker listener):
+
+    - on the node of the active controller, either listener: ``server.controller.<local>
+      (request, version)``, answered once its records commit;
+    - on a controller listener elsewhere: ``error(NOT_CONTROLLER)``;
+    - on a broker listener elsewhere, or when the active controller itself answered
+      NOT_CONTROLLER (leadership lost mid-request): the same request, at the same version, sent
+      to the active controller through :func:`channel_of` (``timeout`` in seconds, the channel's
+      default when None) and its answer relayed; ``error(REQUEST_TIMED_OUT)`` when no controller
+      answers."""
+    ctl = getattr(server, "controller", None)
+    if ctl is not None and ctl.is_active:
+        resp = await getattr(ctl, local)(request, version)
+        if role == "controller" or ErrorCode.NOT_CONTROLLER not in error_codes(resp):
+            return resp
+    if role == "controller":
+        return error(ErrorCode.NOT_CONTROLLER)
+    kw = {} if timeout is None else {"timeout": timeout}
+    try:
+        _node, resp = await channel_of(server).send(request, version=version, **kw)
+    except ControllerUnavailableError as e:
+        log.warning("%s: %s", type(request).__name__, e)
+        return error(ErrorCode.REQUEST_TIMED_OUT)
+    return resp

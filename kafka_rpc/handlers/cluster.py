@@ -47,10 +47,9 @@ KIP-919 and KIP-1073), answered from this node's committed image without a write
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
-from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of
+from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.handlers.metadata import metadata_response
 from kafka_rpc.protocol import codec
@@ -66,7 +65,6 @@ __all__ = [
     "unregister_broker",
 ]
 
-log = logging.getLogger("kafka_rpc.handlers.cluster")
 
 _Describe = codec.module("DescribeClusterResponse")
 _MetadataRequest = codec.message_class("MetadataRequest")
@@ -87,27 +85,13 @@ _NOT_REQUESTED = -(1 << 31)
 # ------------------------------------------------------------------ UnregisterBroker
 async def route_unregister(server: Any, role: str, request: Any, version: int) -> Any:
     """Answer an UnregisterBroker that came in on a listener of ``role``: at the active
-    controller, NOT_CONTROLLER on a controller listener elsewhere, else forwarded."""
-    ctl = getattr(server, "controller", None)
-    if ctl is not None and ctl.is_active:
-        resp = await ctl.unregister_broker(request, version)
-        if role == "controller" or resp.error_code != ErrorCode.NOT_CONTROLLER:
-            return resp
-        # leadership moved while the request waited: the broker side forwards it
-    if role == "controller":
-        return _UnregisterResponse(
-            error_code=ErrorCode.NOT_CONTROLLER,
-            error_message="This is not the correct controller for this cluster.",
-        )
-    try:
-        _node, resp = await channel_of(server).send(request, version=version)
-    except ControllerUnavailableError as e:
-        log.warning("unregister broker %d: %s", request.broker_id, e)
-        return _UnregisterResponse(
-            error_code=ErrorCode.REQUEST_TIMED_OUT,
-            error_message="No active controller could be reached.",
-        )
-    return resp
+    controller, NOT_CONTROLLER on a controller listener elsewhere, else forwarded
+    (:func:`~kafka_rpc.broker.channel.answer_or_forward`)."""
+
+    def error(code: int) -> Any:
+        return _UnregisterResponse(error_code=code, error_message=FORWARD_ERROR_MESSAGES[code])
+
+    return await answer_or_forward(server, role, request, version, "unregister_broker", error)
 
 
 @handles("UnregisterBrokerRequest")

@@ -21,31 +21,24 @@ with the error code.
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 from uuid import UUID
 
-from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, error_codes
+from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
 
 __all__ = ["create_topics", "delete_topics", "route", "topics_error_response"]
 
-log = logging.getLogger("kafka_rpc.handlers.topics")
 
 _Create = codec.module("CreateTopicsResponse")
 _Delete = codec.module("DeleteTopicsResponse")
 _ZERO = UUID(int=0)
 
-_MESSAGES = {
-    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
-    ErrorCode.REQUEST_TIMED_OUT: "No active controller could be reached.",
-}
-
 
 def _message(code: int) -> str:
-    msg = _MESSAGES.get(code)
+    msg = FORWARD_ERROR_MESSAGES.get(code)
     if msg is None:
         try:
             msg = ErrorCode(code).name
@@ -89,29 +82,16 @@ def topics_error_response(kind: str, request: Any, version: int, code: int, mess
     return builder(request, version, code, message)
 
 
-def _has_not_controller(response: Any) -> bool:
-    return any(c == ErrorCode.NOT_CONTROLLER for c in error_codes(response))
-
-
 async def route(server: Any, role: str, kind: str, request: Any, version: int) -> Any:
     """Answer a CreateTopics (``kind="create"``) or DeleteTopics (``"delete"``) request that came
-    in on a listener of ``role``: at the active controller, NOT_CONTROLLER, or forwarded."""
-    ctl = getattr(server, "controller", None)
-    if ctl is not None and ctl.is_active:
-        op = ctl.create_topics if kind == "create" else ctl.delete_topics
-        resp = await op(request, version)
-        if role == "controller" or not _has_not_controller(resp):
-            return resp
-        # leadership moved while the request waited: the broker side forwards it
-    if role == "controller":
-        return topics_error_response(kind, request, version, ErrorCode.NOT_CONTROLLER)
-    timeout = max(1.0, request.timeout_ms / 1000)
-    try:
-        _node, resp = await channel_of(server).send(request, version=version, timeout=timeout)
-    except ControllerUnavailableError as e:
-        log.warning("%s topics: %s", kind, e)
-        return topics_error_response(kind, request, version, ErrorCode.REQUEST_TIMED_OUT)
-    return resp
+    in on a listener of ``role``: at the active controller, NOT_CONTROLLER, or forwarded
+    (:func:`~kafka_rpc.broker.channel.answer_or_forward`)."""
+    return await answer_or_forward(
+        server, role, request, version,
+        "create_topics" if kind == "create" else "delete_topics",
+        lambda code: topics_error_response(kind, request, version, code),
+        timeout=max(1.0, request.timeout_ms / 1000),
+    )  # fmt: skip
 
 
 def _create_error(request, version, code):
