@@ -20,6 +20,7 @@ from kafka_rpc.controller import commands as C
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
+from tests.bench.tables import number, tables
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "controller.py"
@@ -31,26 +32,6 @@ def bench_module():
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
-
-
-def tables(text: str) -> dict[str, list[list[str]]]:
-    """``### (x) ...`` heading -> the rows (cells) of the table under it, header excluded."""
-    out: dict[str, list[list[str]]] = {}
-    part = None
-    for line in text.splitlines():
-        m = re.match(r"### \((\w)\)", line)
-        if m:
-            part = m.group(1)
-            out[part] = []
-        elif line.startswith("### "):
-            part = None
-        elif part and line.startswith("|") and not line.startswith("|---"):
-            out[part].append([c.strip() for c in line.strip("|").split("|")])
-    return {k: rows[1:] for k, rows in out.items()}  # drop each header row
-
-
-def number(cell: str) -> float:
-    return float(re.match(r"[*\s]*([\d,.]+)", cell).group(1).replace(",", ""))
 
 
 def image_with_brokers(ids):

@@ -3,35 +3,17 @@ processes on loopback) and prints a parsable Markdown table for each."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.bench.tables import number, tables
+
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
-
-
-def tables(text: str) -> dict[str, list[list[str]]]:
-    """``### (x) ...`` heading -> the rows (cells) of the table under it, header excluded."""
-    out: dict[str, list[list[str]]] = {}
-    part = None
-    for line in text.splitlines():
-        m = re.match(r"### \((\w)\)", line)
-        if m:
-            part = m.group(1)
-            out[part] = []
-        elif part and line.startswith("|") and not line.startswith("|---"):
-            cells = [c.strip() for c in line.strip("|").split("|")]
-            out[part].append(cells)
-    return {k: rows[1:] for k, rows in out.items()}  # drop each header row
-
-
-def number(cell: str) -> float:
-    return float(re.match(r"[*\s]*([\d,.]+)", cell).group(1).replace(",", ""))
 
 
 def test_quick_runs_and_prints_tables(tmp_path):
