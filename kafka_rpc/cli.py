@@ -34,8 +34,8 @@ from kafka_rpc.config import ConfigError, load_config
 #: Buffers below 32 MiB (8 MiB Fetch and FetchSnapshot frames, their decoded records, snapshot
 #: reads) come from the heap and reuse warm pages; up to 64 MiB of free heap is kept rather than
 #: returned. With the former 1 MiB / 8 MiB, every such buffer was a fresh mmap whose pages fault
-#: in on first touch: measured here, two 8 MiB copies into fresh buffers took 6.8 ms, 0.4 ms
-#: with these values (median of 30); a FetchSnapshot of 99 MiB went from 0.43 s to 0.30 s.
+#: in on first touch, several ms per 8 MiB buffer on this VM (``bench/raft.py`` part (d),
+#: FetchSnapshot in 8 MiB pieces, shows the effect; the figures are in the issue notes).
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "67108864"}
 
 
