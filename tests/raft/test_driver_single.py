@@ -250,3 +250,32 @@ async def test_a_bad_peer_does_not_kill_the_driver(tmp_path):
         await running.stop()
         bad.close()
         await bad.wait_closed()
+
+
+async def test_wait_committed_times_out_and_drops_its_waiter(single):
+    """An offset that does not commit in time raises TimeoutError (not before the timeout);
+    the expired waiter is dropped at the next settle, and a later wait on a committed offset
+    returns the high watermark."""
+    import time
+
+    running, _port, _client = single
+    driver = running.server.raft
+    await until(lambda: _async(driver.core.is_leader), what="leadership")
+    far = driver.core.log.end_offset + 1_000_000
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError):  # the outer bound only keeps a broken timer from hanging
+        await asyncio.wait_for(driver.wait_committed(far, 0.2), 10)
+    assert 0.19 <= time.monotonic() - t0 < 9
+    last = driver.append([_noop()])
+    assert await driver.wait_committed(last, TIMEOUT) > last
+    assert all(off != far for off, _epoch, _fut in driver._commit_waiters)
+
+
+async def _async(value):
+    return value
+
+
+def _noop() -> bytes:
+    from kafka_rpc.protocol import codec
+
+    return codec.encode_record(codec.message_class("NoOpRecord")())
