@@ -26,6 +26,8 @@ from typing import Any
 
 from jproperties import Properties
 
+from kafka_rpc.durable import atomic_write
+
 __all__ = [
     "SETTINGS",
     "Config",
@@ -484,16 +486,12 @@ class StorageFormattedError(ConfigError):
 
 
 def _write_meta(d: Path, cluster_id: str, node_id: int) -> None:
-    """``<d>/meta.properties`` as Kafka 3.7+ writes it, via a temp file and a rename."""
+    """``<d>/meta.properties`` as Kafka 3.7+ writes it, atomically (temp file, fsync, rename, fsync
+    of the directory, as Kafka's ``PropertiesUtils.writePropertiesFile``)."""
     d.mkdir(parents=True, exist_ok=True)
     meta = d / "meta.properties"
-    tmp = meta.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        f.write(f"#\nnode.id={node_id}\ndirectory.id={random_uuid_text()}\n"
-                f"version=1\ncluster.id={cluster_id}\n")  # fmt: skip
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, meta)
+    atomic_write(meta, f"#\nnode.id={node_id}\ndirectory.id={random_uuid_text()}\n"
+                       f"version=1\ncluster.id={cluster_id}\n")  # fmt: skip
 
 
 def check_uuid_text(what: str, text: str) -> None:

@@ -81,6 +81,7 @@ from pyrsistent import pmap
 from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.controller.image import EMPTY, RESOURCE_TOPIC, MetadataImage, TopicImage
 from kafka_rpc.coordinator.api import BatchCoordinator, CreateTopicAndPartitionsRequest, Errors
+from kafka_rpc.durable import fsync_dir
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
 
 __all__ = [
@@ -223,11 +224,7 @@ def delete_partition_dir(path: Path) -> Path:
     doomed = path.with_name(f"{path.name}.{uuid.uuid4().hex}-delete")
     os.rename(path, doomed)
     with contextlib.suppress(OSError):
-        fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(path.parent)
     shutil.rmtree(doomed)
     return doomed
 

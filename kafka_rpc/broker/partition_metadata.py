@@ -29,12 +29,12 @@ does not match the configuration: at start-up they stop the node with a clear me
 from __future__ import annotations
 
 import base64
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
+from kafka_rpc import durable
 from kafka_rpc.config import ConfigError
 
 __all__ = [
@@ -120,26 +120,10 @@ def write(directory: Path | str, topic_id: UUID) -> None:
 
 
 def atomic_write(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new content:
-    write ``<path>.tmp``, fsync it, rename it over ``path``, fsync the directory (Kafka's
-    ``PartitionMetadataFile.maybeFlush`` with ``Utils.atomicMoveWithFallback``). ``OSError`` on
-    an I/O failure."""
-    tmp = path.with_name(path.name + _TMP_SUFFIX)
-    data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    dfd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dfd)
-    finally:
-        os.close(dfd)
+    """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new content
+    (Kafka's ``PartitionMetadataFile.maybeFlush`` with ``Utils.atomicMoveWithFallback``):
+    :func:`kafka_rpc.durable.atomic_write` with ``<path>.tmp``. ``OSError`` on an I/O failure."""
+    durable.atomic_write(path, text, _TMP_SUFFIX)
 
 
 def _malformed(where: Path, line: str | None) -> PartitionMetadataError:

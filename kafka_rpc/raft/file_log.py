@@ -42,6 +42,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from kafka_rpc.durable import fsync_dir as _fsync_dir
 from kafka_rpc.protocol.record_batch import BATCH_OVERHEAD, Batch, decode_batches
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.epoch_cache import (
@@ -88,14 +89,6 @@ def segment_path(directory: Path, base_offset: int) -> Path:
 def snapshot_path(directory: Path, snapshot_id: OffsetAndEpoch) -> Path:
     """``<dir>/%020d-%010d.checkpoint`` (Kafka ``Snapshots.snapshotPath``)."""
     return directory / f"{snapshot_id.offset:020d}-{snapshot_id.epoch:010d}.checkpoint"
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _pread_all(fd: int, n: int, pos: int) -> bytes:

@@ -13,9 +13,9 @@ Written in the v0 layout (kraft.version 0, static voters)::
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from kafka_rpc.durable import atomic_write
 from kafka_rpc.raft.api import ElectionState
 
 __all__ = ["DEFAULT_FILE_NAME", "FileQuorumStateStore", "QuorumStateError"]
@@ -92,21 +92,7 @@ class FileQuorumStateStore:
             "currentVoters": [{"voterId": v} for v in state.voters],
             "data_version": 0,
         }
-        line = json.dumps(doc, separators=(",", ":"))
-        self.tmp_path.unlink(missing_ok=True)
-        try:
-            with open(self.tmp_path, "w", encoding="utf-8") as f:
-                f.write(line)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(self.tmp_path, self.path)
-        finally:
-            self.tmp_path.unlink(missing_ok=True)
-        fd = os.open(self.path.parent, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        atomic_write(self.path, json.dumps(doc, separators=(",", ":")))
 
 
 def _int(obj: object, key: str, default: int | None = None) -> int:
