@@ -53,7 +53,7 @@ from typing import Any
 
 from kafka_rpc.controller import commands as C
 from kafka_rpc.controller import snapshot
-from kafka_rpc.controller.image import EMPTY, MetadataImage, evolve
+from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError, ErrorCode
@@ -207,18 +207,22 @@ class QuorumController:
 
     # ================================================================== StateMachine
     def handle_commit(self, batches: Sequence[Any]) -> None:
-        img = old = self.image
+        old = self.image
+        draft = None  # Kafka's MetadataDelta: every batch of this call, one new image
         for batch in batches:
             if batch.last_offset <= self.committed_offset:
                 continue  # a redelivery
+            if draft is None:
+                draft = ImageDraft(old)
             if not batch.is_control:
                 for i, value in enumerate(batch.records):
-                    img = self._replay_value(img, value, batch.base_offset + i, batch.epoch)
-            if img.last_offset != batch.last_offset:
-                # every batch moves the provenance, control batches included (Kafka's
-                # MetadataBatchLoader), so it matches a snapshot loaded at the same offset
-                img = evolve(img, last_offset=batch.last_offset, last_epoch=batch.epoch)
+                    self._replay_value(draft, value, batch.base_offset + i, batch.epoch)
+            # every batch moves the provenance, control batches included (Kafka's
+            # MetadataBatchLoader), so it matches a snapshot loaded at the same offset
+            draft.last_offset = batch.last_offset
+            draft.last_epoch = batch.epoch
             self.committed_offset = batch.last_offset
+        img = old if draft is None else draft.freeze()
         self.image = img
         if self.is_active and self._last_written <= self.committed_offset:
             self._uncommitted = img  # nothing in flight: the two images are the same

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 
@@ -107,12 +107,10 @@ def image_records(image: MetadataImage) -> list[bytes]:
 def load(records: Iterable[bytes], last_offset: int = -1, last_epoch: int = -1) -> MetadataImage:
     """The image a snapshot with id ``(last_offset + 1, last_epoch)`` holds: the framed
     ``records`` replayed on the empty image. Raises ReplayError (fatal) or DecodeError."""
-    img = EMPTY
+    draft = ImageDraft(EMPTY)
     for data in records:
         rec, _version = codec.decode_record(data)
-        img = replay(img, rec, last_offset, last_epoch)
-    if img.last_offset != last_offset or img.last_epoch != last_epoch:
-        from dataclasses import replace
-
-        img = replace(img, last_offset=last_offset, last_epoch=last_epoch)
-    return img
+        replay(draft, rec, last_offset, last_epoch)
+    draft.last_offset = last_offset
+    draft.last_epoch = last_epoch
+    return draft.freeze()

@@ -38,6 +38,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from kafka_rpc.controller import replay as replay_mod
+from kafka_rpc.controller.image import evolve
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import (
@@ -319,14 +320,16 @@ def _broken(rule: str):
                 return img
             if rule == "producer ids ignored" and name == "ProducerIdsRecord":
                 return img
+            # img may be an ImageDraft that orig changes in place: read the old state first
+            kept = name == "PartitionChangeRecord" and rule == "leader epoch kept"
+            old = img.topics[rec.topic_id].partitions[rec.partition_id] if kept else None
             new = orig(img, value, offset, epoch)
-            if rule == "leader epoch kept" and name == "PartitionChangeRecord":
+            if kept:
                 t = new.topics[rec.topic_id]
                 p = t.partitions[rec.partition_id]
-                old = img.topics[rec.topic_id].partitions[rec.partition_id]
                 t = replace(t, partitions=t.partitions.set(
                     rec.partition_id, replace(p, leader_epoch=old.leader_epoch)))  # fmt: skip
-                new = replace(new, topics=new.topics.set(rec.topic_id, t))
+                new = evolve(new, topics=new.topics.set(rec.topic_id, t))
             return new
 
         qc._replay_value = broken
