@@ -27,6 +27,7 @@ __all__ = [
     "RESOURCE_BROKER",
     "RESOURCE_TOPIC",
     "BrokerRegistration",
+    "ChunkRegistration",
     "Endpoint",
     "ImageDraft",
     "MetadataImage",
@@ -109,12 +110,45 @@ class PartitionRegistration:
 
 
 @dataclass(frozen=True, slots=True)
+class ChunkRegistration:
+    """An inactive chunk of a partition (KIP-1114 ChunkRecord, changed by ChunkChangeRecords).
+
+    Offsets are inclusive: ``start_offset`` is the chunk's first offset (its key within the
+    partition), ``stop_offset`` the last offset consumers may read (the partition's last stable
+    offset when the chunk was closed), ``end_offset`` the last offset its replicas hold (the next
+    chunk's start - 1; ``start_offset - 1 <= stop_offset <= end_offset``); all three never change.
+    ``start_timestamp`` is the timestamp (ms) of the record at ``start_offset``, -1 when unknown.
+    ``replicas`` are broker ids in preferred order (during a reassignment: target ++ removing, as
+    Kafka's ``PartitionReassignmentReplicas``), ``isr`` the replicas holding the full data,
+    ``epoch`` starts at 0 and goes up by one with every ChunkChangeRecord."""
+
+    start_offset: int
+    stop_offset: int
+    end_offset: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    start_timestamp: int = -1
+    directories: tuple[UUID, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    adding_replicas: tuple[int, ...] = ()
+    epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class TopicImage:
-    """A topic: its name, id and partitions (index -> registration)."""
+    """A topic: its name, id, partitions (index -> registration) and inactive chunks
+    (``chunks``: partition index -> PMap[start offset, ChunkRegistration]; a partition without
+    inactive chunks has no entry)."""
 
     name: str
     topic_id: UUID
     partitions: PMap = field(default_factory=pmap)  # PMap[int, PartitionRegistration]
+    chunks: PMap = field(default_factory=pmap)  # PMap[int, PMap[int, ChunkRegistration]]
+
+    def partition_chunks(self, index: int) -> list[ChunkRegistration]:
+        """The inactive chunks of partition ``index``, by start offset (ascending)."""
+        cs = self.chunks.get(index)
+        return [] if cs is None else [cs[k] for k in sorted(cs)]
 
 
 @dataclass(frozen=True, slots=True)

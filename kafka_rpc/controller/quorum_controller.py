@@ -115,6 +115,33 @@ def not_controller_response(request: Any) -> Any:
                 for n, tid in entries
             )
         )
+    if name == "CreateChunksRequest":
+        mod = codec.module("CreateChunksResponse")
+        return mod.CreateChunksResponse(
+            results=tuple(
+                mod.CreateChunksTopicPartitionResult(
+                    topic_name=e.topic_name,
+                    partition_id=e.partition_id,
+                    error_code=code,
+                    error_message=msg,
+                )
+                for e in request.topic_partitions
+            )
+        )
+    if name == "AlterChunkAssignmentsRequest":
+        mod = codec.module("AlterChunkAssignmentsResponse")
+        return mod.AlterChunkAssignmentsResponse(
+            results=tuple(
+                mod.AlterChunkAssignmentResult(
+                    topic_name=e.topic_name,
+                    partition_id=e.partition_id,
+                    start_offset=e.start_offset,
+                    error_code=code,
+                    error_message=msg,
+                )
+                for e in request.chunks
+            )
+        )
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
 
@@ -464,6 +491,18 @@ class QuorumController:
 
     async def delete_topics(self, request: Any, version: int) -> Any:
         return await self._submit(lambda img, ctx: C.delete_topics(img, request, ctx), request)
+
+    async def create_chunks(self, request: Any, version: int) -> Any:
+        """CreateChunks (:func:`~kafka_rpc.controller.commands.create_chunks`), answered once
+        the ChunkRecords and PartitionChangeRecords are committed."""
+        return await self._submit(lambda img, ctx: C.create_chunks(img, request, ctx), request)
+
+    async def alter_chunk_assignments(self, request: Any, version: int) -> Any:
+        """AlterChunkAssignments (:func:`~kafka_rpc.controller.commands.
+        alter_chunk_assignments`), answered once the ChunkChangeRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: C.alter_chunk_assignments(img, request, ctx), request
+        )
 
     def _pid_throttle_ms(self, broker_id: int) -> int:
         """ms until ``broker_id`` may get another block (0: now)."""

@@ -18,6 +18,7 @@ from pyrsistent import pmap
 from kafka_rpc.controller.image import (
     RESOURCE_TOPIC,
     BrokerRegistration,
+    ChunkRegistration,
     Endpoint,
     MetadataImage,
     PartitionRegistration,
@@ -211,7 +212,8 @@ def _partition_change(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     LeaderRecoveryState -1 / StartOffset -1 leaves the field unchanged; Leader -1 means no leader.
     ``partition_epoch`` always goes up by 1; ``leader_epoch`` goes up by 1 iff Leader != -2 (even
     when the leader id is the same). When Replicas changes without Directories, each kept replica
-    keeps its directory and a new one gets the zero (unassigned) id."""
+    keeps its directory and a new one gets the zero (unassigned) id. A record that sets StartOffset
+    (KIP-1114: a new active chunk) sets StartTimestamp with it, -1 (unknown) included."""
     t = _topic_of(img, r, "change")
     p = t.partitions.get(r.partition_id)
     if p is None:
@@ -247,15 +249,94 @@ def _partition_change(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
         elr=p.elr if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
         last_known_elr=p.last_known_elr if r.last_known_elr is None else tuple(r.last_known_elr),
         start_offset=p.start_offset if r.start_offset == -1 else r.start_offset,
-        start_timestamp=p.start_timestamp if r.start_timestamp == -1 else r.start_timestamp,
+        start_timestamp=r.start_timestamp
+        if r.start_offset != -1 or r.start_timestamp != -1
+        else p.start_timestamp,
     )
     return _with_partition(img, t, r.partition_id, new)
 
 
+# ------------------------------------------------------------------------- chunks (KIP-1114)
+def _chunk(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ChunkRecord: an inactive chunk, whole (it replaces one with the same start offset, as a
+    PartitionRecord replaces a partition). The topic and partition must exist and the offsets
+    must satisfy ``start - 1 <= stop <= end`` and ``start >= 0``; otherwise a ReplayError."""
+    t = _topic_of(img, r, "add a chunk to")
+    if r.partition_id not in t.partitions:
+        raise ReplayError(f"Unable to replay {r}: no partition {r.partition_id} in topic {t.name}")
+    if r.start_offset < 0 or not r.start_offset - 1 <= r.stop_offset <= r.end_offset:
+        raise ReplayError(f"Unable to replay {r}: inconsistent chunk offsets")
+    chunk = ChunkRegistration(
+        start_offset=r.start_offset,
+        stop_offset=r.stop_offset,
+        end_offset=r.end_offset,
+        replicas=tuple(r.replicas),
+        isr=tuple(r.isr),
+        start_timestamp=r.start_timestamp,
+        directories=tuple(r.directories),
+        removing_replicas=tuple(r.removing_replicas),
+        adding_replicas=tuple(r.adding_replicas),
+        epoch=r.epoch,
+    )
+    return _with_chunk(img, t, r.partition_id, chunk)
+
+
+def _with_chunk(
+    img: MetadataImage, t: TopicImage, index: int, chunk: ChunkRegistration | None, start=None
+) -> MetadataImage:
+    """``t`` with ``chunk`` set (or, for None, the chunk at ``start`` removed) in partition
+    ``index``; a partition left without chunks drops its entry."""
+    cs = t.chunks.get(index, pmap())
+    cs = cs.discard(start) if chunk is None else cs.set(chunk.start_offset, chunk)
+    chunks = t.chunks.set(index, cs) if cs else t.chunks.discard(index)
+    return evolve(img, topics=img.topics.set(t.topic_id, replace(t, chunks=chunks)))
+
+
+def _chunk_change(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ChunkChangeRecord (modelled on ``PartitionRegistration.merge``): an empty Replicas / Isr
+    and a null Directories leave the field unchanged (when Replicas changes without
+    Directories, a kept replica keeps its directory, a new one gets the zero id);
+    RemovingReplicas / AddingReplicas are the reassignment's current lists, empty when none.
+    Epoch must be the chunk's epoch + 1. When no replica is left outside RemovingReplicas the
+    chunk is removed from the image (KIP-1114: "the controller should detect that all of
+    replicas in a given chunk was removed and then remove the chunk"). An unknown topic,
+    partition or chunk, or a wrong epoch, is a ReplayError."""
+    t = _topic_of(img, r, "change a chunk of")
+    c = t.chunks.get(r.partition_id, pmap()).get(r.start_offset)
+    if c is None:
+        raise ReplayError(
+            f"Unable to replay {r}: no chunk starting at {r.start_offset} in {t.name}-"
+            f"{r.partition_id}"
+        )
+    if r.epoch != c.epoch + 1:
+        raise ReplayError(f"Unable to replay {r}: chunk epoch {c.epoch}, record epoch {r.epoch}")
+    replicas = tuple(r.replicas) or c.replicas
+    removing = tuple(r.removing_replicas)
+    if not [b for b in replicas if b not in removing]:
+        return _with_chunk(img, t, r.partition_id, None, r.start_offset)
+    if r.directories is not None:
+        directories = tuple(r.directories)
+    elif r.replicas and c.directories:
+        old = dict(zip(c.replicas, c.directories, strict=False))
+        directories = tuple(old.get(b, UUID(int=0)) for b in replicas)
+    else:
+        directories = c.directories
+    new = replace(
+        c,
+        replicas=replicas,
+        isr=tuple(r.isr) or c.isr,
+        directories=directories,
+        removing_replicas=removing,
+        adding_replicas=tuple(r.adding_replicas),
+        epoch=r.epoch,
+    )
+    return _with_chunk(img, t, r.partition_id, new)
+
+
 def _remove_topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
-    """ReplicationControlManager.replay(RemoveTopicRecord): the topic, its partitions and its
-    configs go (``ConfigurationControlManager.deleteTopicConfigs``); the name is free at once
-    (KIP-516 immediate delete). An unknown id is a ReplayError."""
+    """ReplicationControlManager.replay(RemoveTopicRecord): the topic, its partitions, its
+    inactive chunks and its configs go (``ConfigurationControlManager.deleteTopicConfigs``); the
+    name is free at once (KIP-516 immediate delete). An unknown id is a ReplayError."""
     t = img.topics.get(r.topic_id)
     if t is None:
         raise ReplayError(f"Unable to replay {r}: no topic with id {r.topic_id}")
@@ -312,6 +393,8 @@ _HANDLERS = {
     "TopicRecord": _topic,
     "PartitionRecord": _partition,
     "PartitionChangeRecord": _partition_change,
+    "ChunkRecord": _chunk,
+    "ChunkChangeRecord": _chunk_change,
     "RemoveTopicRecord": _remove_topic,
     "ConfigRecord": _config,
     "FeatureLevelRecord": _feature_level,

@@ -4,9 +4,11 @@
 ``codec.encode_record``) that rebuild ``image`` from the empty image, in Kafka's
 ``MetadataImage.write`` order: features, brokers (with their fencing and controlled-shutdown
 state), topics (TopicRecord, then one PartitionRecord per partition holding its current state,
-epochs included), configs, producer ids. ``load(records, last_offset, last_epoch)`` replays them,
-every record at the snapshot's last contained offset (QuorumController.handleLoadSnapshot), and
-gives ``load(image_records(img), img.last_offset, img.last_epoch) == img``.
+epochs included, each followed by a ChunkRecord per inactive chunk of that partition, by start
+offset, holding the chunk's current state and epoch), configs, producer ids.
+``load(records, last_offset, last_epoch)`` replays them, every record at the snapshot's last
+contained offset (QuorumController.handleLoadSnapshot), and gives
+``load(image_records(img), img.last_offset, img.last_epoch) == img``.
 
 One deviation from Kafka: the ProducerIdsRecord keeps the broker id and epoch of the last block
 (Kafka writes -1 / -1); replay treats them identically and the image round-trips exactly.
@@ -81,6 +83,24 @@ def image_to_records(image: MetadataImage) -> list:
                     start_timestamp=p.start_timestamp,
                 )
             )
+            for c in t.partition_chunks(i):
+                out.append(
+                    _R("ChunkRecord")(
+                        partition_id=i,
+                        topic_id=t.topic_id,
+                        start_offset=c.start_offset,
+                        start_timestamp=c.start_timestamp,
+                        stop_offset=c.stop_offset,
+                        end_offset=c.end_offset,
+                        chunk_epoch=c.epoch,
+                        replicas=c.replicas,
+                        directories=c.directories,
+                        isr=c.isr,
+                        removing_replicas=c.removing_replicas,
+                        adding_replicas=c.adding_replicas,
+                        epoch=c.epoch,
+                    )
+                )
     for rtype, rname in sorted(image.configs):
         cfg = image.configs[(rtype, rname)]
         for k in sorted(cfg):

@@ -166,7 +166,28 @@ class CrashLeader:
     down_ms: int
 
 
-COMMANDS = (Register, Heartbeat, Create, Delete, Allocate)
+@dataclass(frozen=True)
+class CreateChunk:
+    """CreateChunks for one partition, offsets as the partition leader fills them in."""
+
+    topic: str
+    partition: int
+    brokers: tuple[int, ...]
+    start: int
+    prev_stop: int
+
+
+@dataclass(frozen=True)
+class AlterChunk:
+    """AlterChunkAssignments for the chunk at ``start`` (no epoch check); () removes it."""
+
+    topic: str
+    partition: int
+    start: int
+    brokers: tuple[int, ...]
+
+
+COMMANDS = (Register, Heartbeat, Create, Delete, Allocate, CreateChunk, AlterChunk)
 
 
 @dataclass
@@ -773,6 +794,34 @@ def build_request(
             states.append(DT.DeleteTopicState(name=None, topic_id=tid))
         req = R("DeleteTopicsRequest")(topics=tuple(states))
         return req, lambda r: qc.delete_topics(r, 6)
+    if isinstance(op, CreateChunk):
+        mod = codec.module("CreateChunksRequest")
+        req = mod.CreateChunksRequest(
+            topic_partitions=(
+                mod.CreateChunksTopicPartition(
+                    topic_name=op.topic,
+                    partition_id=op.partition,
+                    broker_ids=op.brokers,
+                    start_offset=op.start,
+                    start_timestamp=op.start * 10,
+                    prev_stop_offset=op.prev_stop,
+                ),
+            )
+        )
+        return req, lambda r: qc.create_chunks(r, 0)
+    if isinstance(op, AlterChunk):
+        mod = codec.module("AlterChunkAssignmentsRequest")
+        req = mod.AlterChunkAssignmentsRequest(
+            chunks=(
+                mod.AlterChunkAssignment(
+                    topic_name=op.topic,
+                    partition_id=op.partition,
+                    start_offset=op.start,
+                    broker_ids=op.brokers,
+                ),
+            )
+        )
+        return req, lambda r: qc.alter_chunk_assignments(r, 0)
     raise TypeError(f"not a command: {op!r}")
 
 
@@ -842,6 +891,14 @@ def check_answer(c: ControllerCluster, a: Answer, final: bool) -> None:
                 if gone is None:
                     fail(f"{what}: {r.name} {r.topic_id} is neither in the final image nor "
                          f"deleted")  # fmt: skip
+    elif isinstance(op, CreateChunk):
+        if resp.results[0].error_code != 0:
+            return
+        hit = led.find(
+            "ChunkRecord", lambda x: (x.partition_id, x.end_offset) == (op.partition, op.start - 1)
+        )
+        if hit is None or hit[1].stop_offset != op.prev_stop:
+            fail(f"{what}: answered a new chunk but no matching ChunkRecord committed ({hit})")
     elif isinstance(op, Delete):
         for r in resp.responses:
             if r.error_code != 0:
@@ -944,7 +1001,7 @@ def _code(resp: Any) -> int | str:
     """The response's error (the first non-zero entry's for per-topic responses); "lost"."""
     if resp is None:
         return "lost"
-    for attr in ("topics", "responses"):
+    for attr in ("topics", "responses", "results"):
         entries = getattr(resp, attr, None)
         if entries is not None:
             return next((e.error_code for e in entries if e.error_code), 0)

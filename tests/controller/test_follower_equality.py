@@ -51,9 +51,11 @@ from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.memory import MemorySnapshotReader
 from tests.controller.quorum_sim import (
     Allocate,
+    AlterChunk,
     ControllerCluster,
     CrashLeader,
     Create,
+    CreateChunk,
     Delete,
     Heartbeat,
     IsolateFollower,
@@ -243,6 +245,9 @@ SCRIPT = [
     (300, Heartbeat(0)),
     (0, Heartbeat(3)),
     (10, Create((TopicSpec("e", 2, 2),))),
+    (500, CreateChunk("e", 0, (3, 0), 10, 9)),  # KIP-1114: ChunkRecord + PartitionChangeRecord
+    (100, CreateChunk("e", 0, (0, 3), 20, 19)),
+    (100, AlterChunk("e", 0, 0, ())),  # ChunkChangeRecord: the first chunk is removed
 ]
 
 
