@@ -23,7 +23,7 @@ APIS = {
     "ListDisklessOffsets": (98, ["broker"]),
     "AssignPartitionToBatchCoordinator": (99, ["controller"]),
     "CreateChunks": (100, ["broker", "controller"]),
-    "AlterChunkAssignments": (101, ["controller"]),
+    "AlterChunkAssignments": (101, ["broker", "controller"]),  # errata: the tool goes to a broker
     "ListDisklessFilesToDelete": (102, ["broker"]),
     "DeleteDisklessFiles": (103, ["broker"]),
 }

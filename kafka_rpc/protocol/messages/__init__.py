@@ -28,7 +28,7 @@ SPECS = {
         101,
         (0, 0),
         0,
-        ("controller",),
+        ("broker", "controller"),
         False,
     ),
     "AlterChunkAssignmentsResponse": (

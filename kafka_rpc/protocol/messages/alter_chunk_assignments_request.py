@@ -26,7 +26,7 @@ SPEC_TYPE = "request"
 API_KEY = 101
 VALID_VERSIONS = (0, 0)
 FLEXIBLE_VERSIONS = (0, 32767)
-LISTENERS = ("controller",)
+LISTENERS = ("broker", "controller")
 LATEST_VERSION_UNSTABLE = False
 
 
