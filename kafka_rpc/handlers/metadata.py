@@ -20,7 +20,9 @@ Behavior: answered from this node's committed metadata image (``ctx.server.contr
   endpoint for the listener -> LeaderId -1 and LISTENER_NOT_FOUND. At v0 the replica and ISR
   lists keep only brokers that are alive on the listener, and a partition that lost one answers
   REPLICA_NOT_AVAILABLE (Kafka's ``errorUnavailableEndpoints``). v14: StartOffset of the active
-  chunk (-1 without chunks) and no inactive chunks yet.
+  chunk (-1 while the partition never had a chunk, i.e. the active chunk starts at 0) and its
+  inactive Chunks, oldest first (start, start timestamp, stop and end offsets, all inclusive,
+  replicas and ISR, as the image's ChunkRecords hold them).
 - Auto-creation: when ``auto.create.topics.enable`` and the request's AllowAutoTopicCreation
   (always true below v4) hold and the topics are named, each missing legal name is created
   through the active controller (``num.partitions`` / ``default.replication.factor``) in the
@@ -65,7 +67,30 @@ def _alive_endpoint(image: MetadataImage, broker_id: int, listener: str):
     return b.endpoint(listener)
 
 
-def _partition(image: MetadataImage, index: int, p: Any, listener: str, version: int):
+Chunk = _mod.MetadataResponseChunk
+
+
+def _chunks(t: Any, index: int, version: int) -> tuple:
+    """v14: the partition's inactive chunks, oldest first (KIP-1114 "Chunk Representation in
+    Metadata"); none below v14 (the field is ignorable)."""
+    if version < 14:
+        return ()
+    return tuple(
+        Chunk(
+            start_offset=c.start_offset,
+            start_timestamp=c.start_timestamp,
+            stop_offset=c.stop_offset,
+            end_offset=c.end_offset,
+            replica_nodes=c.replicas,
+            isr_nodes=c.isr,
+        )
+        for c in t.partition_chunks(index)
+    )
+
+
+def _partition(
+    image: MetadataImage, index: int, p: Any, listener: str, version: int, chunks: tuple = ()
+):
     offline = []
     for r in p.replicas:
         b = image.brokers.get(r)
@@ -94,6 +119,7 @@ def _partition(image: MetadataImage, index: int, p: Any, listener: str, version:
         isr_nodes=isr,
         offline_replicas=tuple(offline),
         start_offset=p.start_offset if version >= 14 else -1,
+        chunks=chunks,
     )
 
 
@@ -104,7 +130,8 @@ def _topic(image: MetadataImage, t: Any, listener: str, version: int):
         topic_id=t.topic_id,
         is_internal=False,
         partitions=tuple(
-            _partition(image, i, t.partitions[i], listener, version) for i in sorted(t.partitions)
+            _partition(image, i, t.partitions[i], listener, version, _chunks(t, i, version))
+            for i in sorted(t.partitions)
         ),
     )
 

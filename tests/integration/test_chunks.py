@@ -1,0 +1,397 @@
+"""KIP-1114 chunks on a real in-process server over real sockets (SQLite Batch Coordinator),
+the seed's test plan as far as this server can play it (DESIGN.md 8):
+
+a diskless topic on this node (broker 1) with two more registered brokers (2, 3, registered and
+unfenced over the controller listener with BrokerRegistration and BrokerHeartbeat, as brokers
+do); batches committed; a chunk created on broker 2 through the broker listener (this node, the
+leader, fills the offsets and timestamp from the Batch Coordinator and forwards to the
+controller); more batches; Metadata v14, decoded by kio's reader from kio-style classes written
+here (not our codec), shows the first chunk inactive with the right offsets and the active chunk
+on the new replica; AlterChunkAssignments moves the first chunk to broker 3; the same through the
+``kafka-rpc chunks`` tool; per-entry errors for bad input change nothing; ``topics --describe``
+lists the chunks."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import struct
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import pytest
+
+from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.protocol import codec, frames
+from kafka_rpc.protocol.errors import ErrorCode as E
+from kafka_rpc.tools import chunks as chunks_tool
+from kafka_rpc.tools import topics as topics_tool
+from tests.integration.conftest import TIMEOUT, start_server
+
+pytestmark = pytest.mark.integration
+
+R = codec.message_class
+CT = codec.module("CreateTopicsRequest")
+CB = codec.module("CommitBatchesRequest")
+BR = codec.module("BrokerRegistrationRequest")
+CC = codec.module("CreateChunksRequest")
+AC = codec.module("AlterChunkAssignmentsRequest")
+NODE = 1  # the server's node id (and broker id)
+
+
+# ------------------------------------------------------------------ Metadata v14, independently
+# kio's entity conventions (frozen slotted dataclasses, kafka_type metadata, ClassVars), written
+# here from the spec text so that kio's own reader decodes our v14 bytes, not our codec.
+def _kio_classes():
+    from kio.schema.response_header.v1.header import ResponseHeader
+    from kio.static.constants import EntityType
+    from kio.static.primitive import i16, i32, i64
+
+    common = {
+        "__version__": i16(14),
+        "__flexible__": True,
+        "__api_key__": i16(3),
+        "__header_schema__": ResponseHeader,
+    }
+
+    def cls(name, etype, fields_):
+        ns = {"__annotations__": {}, "__type__": etype}
+        for k in common:
+            ns["__annotations__"][k] = ClassVar
+            ns[k] = common[k]
+        ns["__annotations__"]["__type__"] = ClassVar
+        for fname, typ, ktype in fields_:
+            ns["__annotations__"][fname] = typ
+            if ktype is not None:
+                ns[fname] = field(metadata={"kafka_type": ktype})
+        return dataclass(frozen=True, slots=True, kw_only=True)(type(name, (), ns))
+
+    nested = EntityType.nested
+    chunk = cls("MetadataResponseChunk", nested, [
+        ("start_offset", i64, "int64"), ("start_timestamp", i64, "int64"),
+        ("stop_offset", i64, "int64"), ("end_offset", i64, "int64"),
+        ("replica_nodes", tuple[i32, ...], "int32"), ("isr_nodes", tuple[i32, ...], "int32"),
+    ])  # fmt: skip
+    partition = cls("MetadataResponsePartition", nested, [
+        ("error_code", i16, "int16"), ("partition_index", i32, "int32"),
+        ("leader_id", i32, "int32"), ("leader_epoch", i32, "int32"),
+        ("replica_nodes", tuple[i32, ...], "int32"), ("isr_nodes", tuple[i32, ...], "int32"),
+        ("offline_replicas", tuple[i32, ...], "int32"), ("start_offset", i64, "int64"),
+        ("chunks", tuple[chunk, ...], None),
+    ])  # fmt: skip
+    topic = cls("MetadataResponseTopic", nested, [
+        ("error_code", i16, "int16"), ("name", str | None, "string"),
+        ("topic_id", uuid.UUID | None, "uuid"), ("is_internal", bool, "bool"),
+        ("partitions", tuple[partition, ...], None),
+        ("topic_authorized_operations", i32, "int32"),
+    ])  # fmt: skip
+    broker = cls("MetadataResponseBroker", nested, [
+        ("node_id", i32, "int32"), ("host", str, "string"), ("port", i32, "int32"),
+        ("rack", str | None, "string"),
+    ])  # fmt: skip
+    return cls("MetadataResponse", EntityType.response, [
+        ("throttle_time_ms", i32, "int32"), ("brokers", tuple[broker, ...], None),
+        ("cluster_id", str | None, "string"), ("controller_id", i32, "int32"),
+        ("topics", tuple[topic, ...], None), ("error_code", i16, "int16"),
+    ])  # fmt: skip
+
+
+async def raw_metadata(port: int, version: int, topic: str):
+    """Metadata at ``version`` over a raw socket; the body decoded by kio (v14: the classes
+    above; v13 and below: kio's own schema)."""
+    from kio.serial import entity_reader
+
+    mod = codec.module("MetadataRequest")
+    req = mod.MESSAGE(topics=(mod.MetadataRequestTopic(name=topic),))
+    r, w = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", port), TIMEOUT)
+    try:
+        w.write(frames.frame(frames.request_header_bytes(3, version, 7, "t")
+                             + codec.encode(req, version)))  # fmt: skip
+        n = struct.unpack(">i", await asyncio.wait_for(r.readexactly(4), TIMEOUT))[0]
+        payload = await asyncio.wait_for(r.readexactly(n), TIMEOUT)
+    finally:
+        w.close()
+    assert struct.unpack_from(">i", payload)[0] == 7
+    body = payload[4 + frames.response_header_version(3, version) :]
+    if version == 14:
+        schema = _kio_classes()
+    else:
+        from kio.index import load_response_schema
+
+        schema = load_response_schema(3, version)
+    entity, size = entity_reader(schema)(body, 0)
+    assert size == len(body)
+    return entity
+
+
+# ------------------------------------------------------------------ helpers
+async def register(ctl: KafkaRpcClient, broker_id: int) -> None:
+    """BrokerRegistration then BrokerHeartbeat (caught up): broker ``broker_id`` is unfenced."""
+    reg = R("BrokerRegistrationRequest")(
+        broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+        listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=1000 + broker_id,
+                               security_protocol=0),),
+        features=(BR.Feature(name="metadata.version", min_supported_version=1,
+                             max_supported_version=25),),
+        rack=None,
+    )  # fmt: skip
+    resp = await ctl.request(reg, timeout=TIMEOUT)
+    assert resp.error_code == 0, resp
+    hb = R("BrokerHeartbeatRequest")(
+        broker_id=broker_id, broker_epoch=resp.broker_epoch,
+        current_metadata_offset=resp.broker_epoch,
+    )  # fmt: skip
+    resp = await ctl.request(hb, timeout=TIMEOUT)
+    assert resp.error_code == 0 and not resp.is_fenced, resp
+
+
+def commit_req(topic_id: uuid.UUID, key: str, base: int, count: int, ts: int):
+    part = CB.CommitBatchesTopicPartition(
+        partition_index=0, object_key=key, byte_offset=0, size=100, base_offset=0,
+        last_offset=count - 1, batch_max_timestamp=ts, message_timestamp_type=0,
+        producer_id=-1, producer_epoch=-1, base_sequence=-1, last_sequence=-1,
+    )  # fmt: skip
+    topic = CB.CommitBatchesTopic(topic_id=topic_id, partitions=(part,))
+    return CB.CommitBatchesRequest(broker_id=NODE, batches=(CB.Batches(topics=(topic,)),))
+
+
+async def commit(client, topic_id, key, count, ts, expect_base):
+    r = await client.request(commit_req(topic_id, key, 0, count, ts), timeout=TIMEOUT)
+    [p] = [p for t in r.topics for p in t.partitions]
+    assert (p.error_code, p.assigned_base_offset) == (0, expect_base)
+
+
+def create_chunks_req(*entries):
+    return CC.MESSAGE(
+        topic_partitions=tuple(
+            CC.CreateChunksTopicPartition(topic_name=t, partition_id=p, broker_ids=tuple(b))
+            for t, p, b in entries
+        )
+    )
+
+
+def alter_req(*entries):
+    return AC.MESSAGE(
+        chunks=tuple(
+            AC.AlterChunkAssignment(topic_name=t, partition_id=p, start_offset=s,
+                                    chunk_epoch=ep, broker_ids=tuple(b))
+            for t, p, s, ep, b in entries
+        )
+    )  # fmt: skip
+
+
+async def until(pred, what, timeout=3 * TIMEOUT):
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await pred():
+        assert loop.time() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+CLUSTER = "Y2h1bmstdGVzdC1jbHVzdA"
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    """(running server, broker-listener client, controller-listener client, topic id) with
+    brokers 1 (this node), 2 and 3 registered and unfenced and a diskless topic ``events``
+    (one partition on broker 1) mirrored into the Batch Coordinator."""
+    from tests.raft.test_driver_single import free_port
+
+    cport = free_port()
+    running = await start_server(
+        tmp_path,
+        **{
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{cport}",
+            "controller.quorum.voters": f"{NODE}@127.0.0.1:{cport}",
+            "cluster.id": CLUSTER,
+        },
+    )
+    clients = []
+    try:
+        server = running.server
+        await asyncio.wait_for(server.broker_lifecycle.unfenced.wait(), 3 * TIMEOUT)
+        broker = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}",
+                                              request_timeout=TIMEOUT)  # fmt: skip
+        clients.append(broker)
+        ctl = await KafkaRpcClient.connect(f"127.0.0.1:{cport}", request_timeout=TIMEOUT)
+        clients.append(ctl)
+        await register(ctl, 2)
+        await register(ctl, 3)
+        req = CT.CreateTopicsRequest(
+            topics=(CT.CreatableTopic(
+                name="events", num_partitions=-1, replication_factor=-1,
+                assignments=(CT.CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),),
+                configs=(CT.CreatableTopicConfig(name="diskless.enable", value="true"),),
+            ),),
+            timeout_ms=5000,
+        )  # fmt: skip
+        resp = await broker.request(req, timeout=TIMEOUT)
+        assert resp.topics[0].error_code == 0, resp
+        tid = resp.topics[0].topic_id
+
+        async def mirrored():
+            return any(tp.topic_id == tid for tp in await server.coordinator.list_partitions())
+
+        await until(mirrored, "the diskless topic in the Batch Coordinator")
+        yield running, broker, ctl, tid
+    finally:
+        for c in clients:
+            await c.close()
+        await running.stop()
+
+
+async def until_image(server, pred, what):
+    async def ok():
+        return pred(server.controller.image)
+
+    await until(ok, what)
+
+
+# ------------------------------------------------------------------ the seed's plan, raw RPCs
+async def test_create_chunk_and_alter_assignment_over_raw_rpcs(cluster):
+    running, broker, ctl, tid = cluster
+    server = running.server
+    port = running.port()
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)  # offsets 0..9
+
+    # errors first: nothing changes
+    resp = await broker.request(
+        create_chunks_req(("nope", 0, [2]), ("events", 3, [2]), ("events", 0, [2, 3]),
+                          ("events", 0, [9])),
+        timeout=TIMEOUT,
+    )  # fmt: skip
+    assert [r.error_code for r in resp.results] == [
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.INVALID_REPLICATION_FACTOR,
+        E.INVALID_REPLICA_ASSIGNMENT,
+    ]
+    assert all(r.error_message for r in resp.results)
+    assert server.controller.image.topic_by_name("events").chunks.get(0) is None
+    # the controller listener never fills offsets: -1 is INVALID_REQUEST there
+    resp = await ctl.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [E.INVALID_REQUEST]
+
+    # the chunk on broker 2, through the leader (this node)
+    resp = await broker.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+    assert [(r.topic_name, r.partition_id, r.error_code, r.error_message)
+            for r in resp.results] == [("events", 0, 0, None)]  # fmt: skip
+    await commit(broker, tid, "obj-2", 10, 2_000, 10)  # offsets 10..19, in the new chunk
+
+    # this node no longer leads: it cannot fill the offsets
+    resp = await broker.request(create_chunks_req(("events", 0, [3])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [E.NOT_LEADER_OR_FOLLOWER]
+
+    await until_image(server, lambda img: img.topic_by_name("events").chunks.get(0),
+                      "the chunk in the node's committed image")  # fmt: skip
+    md = await raw_metadata(port, 14, "events")
+    [t] = md.topics
+    [p] = t.partitions
+    assert (p.leader_id, p.replica_nodes, p.isr_nodes, p.start_offset) == (2, (2,), (2,), 10)
+    assert [(c.start_offset, c.start_timestamp, c.stop_offset, c.end_offset, c.replica_nodes,
+             c.isr_nodes) for c in p.chunks] == [(0, -1, 9, 9, (1,), (1,))]  # fmt: skip
+    assert server.controller.image.topic_by_name("events").partitions[0].start_timestamp == 1_000
+
+    # AlterChunkAssignments: a stale epoch and an unknown start offset change nothing
+    resp = await ctl.request(
+        alter_req(("events", 0, 0, 5, [3]), ("events", 0, 4, -1, [3])), timeout=TIMEOUT
+    )
+    assert [r.error_code for r in resp.results] == [E.INVALID_UPDATE_VERSION, E.INVALID_REQUEST]
+    # move the first chunk to broker 3 (through the broker listener: forwarded)
+    resp = await broker.request(alter_req(("events", 0, 0, 0, [3])), timeout=TIMEOUT)
+    assert [(r.start_offset, r.error_code) for r in resp.results] == [(0, 0)]
+
+    def moved(img):
+        [c] = img.topic_by_name("events").partition_chunks(0)
+        return c.replicas == (3,)
+
+    await until_image(server, moved, "the chunk moved in the committed image")
+    md = await raw_metadata(port, 14, "events")
+    [c] = md.topics[0].partitions[0].chunks
+    assert (c.start_offset, c.stop_offset, c.end_offset, c.replica_nodes, c.isr_nodes) == (
+        0, 9, 9, (3,), (3,))  # fmt: skip
+
+    # lower versions are unchanged: kio's own v12 schema decodes them (no chunk fields)
+    md12 = await raw_metadata(port, 12, "events")
+    p12 = md12.topics[0].partitions[0]
+    assert (p12.leader_id, p12.replica_nodes) == (2, (2,))
+
+    # removing the chunk: no replica left
+    resp = await ctl.request(alter_req(("events", 0, 0, 1, [])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [0]
+    await until_image(server, lambda img: not img.topic_by_name("events").chunks,
+                      "the chunk removed")  # fmt: skip
+    md = await raw_metadata(port, 14, "events")
+    assert md.topics[0].partitions[0].chunks == () and md.topics[0].partitions[0].start_offset == 10
+
+
+# ------------------------------------------------------------------ the same through the tools
+async def test_chunks_tool_create_alter_and_topics_describe(cluster, tmp_path):
+    running, broker, ctl, tid = cluster
+    server = running.server
+    bootstrap = f"127.0.0.1:{running.port()}"
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)
+
+    create_file = tmp_path / "create.json"
+    create_file.write_text(json.dumps({"partitions": [
+        {"topic": "events", "partition": 0, "replicas": [2]},
+        {"topic": "nope", "partition": 0, "replicas": [2]},
+    ]}))  # fmt: skip
+    out = io.StringIO()
+    args = argparse.Namespace(action="create", bootstrap_server=bootstrap, timeout=TIMEOUT,
+                              create_chunk_json_file=str(create_file),
+                              alter_chunk_json_file=None)  # fmt: skip
+    assert await chunks_tool.run(args, out=out) == 1  # one entry failed
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "Created a chunk of events-0 on replicas 2."
+    assert lines[1].startswith("Error for nope-0: UNKNOWN_TOPIC_OR_PARTITION")
+    await commit(broker, tid, "obj-2", 10, 2_000, 10)
+
+    await until_image(server, lambda img: img.topic_by_name("events").chunks.get(0),
+                      "the chunk in the node's committed image")  # fmt: skip
+    out = io.StringIO()
+    targs = argparse.Namespace(bootstrap_server=bootstrap, timeout=TIMEOUT, describe=True,
+                               list=False, create=False, delete=False, topic="events",
+                               partitions=None, replication_factor=None, config=[],
+                               if_not_exists=False, if_exists=False)  # fmt: skip
+    assert await topics_tool.run(targs, out=out) == 0
+    lines = out.getvalue().splitlines()
+    assert lines[1].endswith("\tLeader: 2\tReplicas: 2\tIsr: 2\tStartOffset: 10"), lines
+    assert lines[2] == "\t\tChunk: StartOffset: 0\tStopOffset: 9\tEndOffset: 9\tReplicas: 1\tIsr: 1"
+
+    alter_file = tmp_path / "alter.json"
+    alter_file.write_text(json.dumps({"chunks": [
+        {"topic": "events", "partition": 0, "startOffset": 0, "replicas": [3]},
+    ]}))  # fmt: skip
+    out = io.StringIO()
+    args = argparse.Namespace(action="alter", bootstrap_server=bootstrap, timeout=TIMEOUT,
+                              create_chunk_json_file=None,
+                              alter_chunk_json_file=str(alter_file))  # fmt: skip
+    assert await chunks_tool.run(args, out=out) == 0, out.getvalue()
+    assert out.getvalue() == "Altered the chunk of events-0 at offset 0 to replicas 3.\n"
+
+    def moved(img):
+        [c] = img.topic_by_name("events").partition_chunks(0)
+        return c.replicas == (3,)
+
+    await until_image(server, moved, "the chunk moved")
+    out = io.StringIO()
+    assert await topics_tool.run(targs, out=out) == 0
+    assert out.getvalue().splitlines()[2].endswith("\tReplicas: 3\tIsr: 3")
+
+    # a stale epoch in the file: an error line and exit 1
+    alter_file.write_text(json.dumps({"chunks": [
+        {"topic": "events", "partition": 0, "startOffset": 0, "chunkEpoch": 0, "replicas": [2]},
+    ]}))  # fmt: skip
+    out = io.StringIO()
+    assert await chunks_tool.run(args, out=out) == 1
+    assert out.getvalue().startswith("Error for events-0 at offset 0: INVALID_UPDATE_VERSION")
+    # a malformed file
+    alter_file.write_text(json.dumps({"chunks": [{"topic": "events", "partition": "0"}]}))
+    out = io.StringIO()
+    assert await chunks_tool.run(args, out=out) == 1
+    assert out.getvalue().startswith("Error while executing chunk command : ")
