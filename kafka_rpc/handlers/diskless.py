@@ -54,6 +54,8 @@ DeleteDisklessRecords (96)
     is the log start offset afterwards.
     Errors: as the coordinator answers (OFFSET_OUT_OF_RANGE, UNKNOWN_TOPIC_OR_PARTITION), with
     LowWatermark -1.
+    On the server, inactive chunks (KIP-1114) that end below a new LowWatermark are then removed
+    in the background (``kafka_rpc.broker.chunk_deletion``).
 
 FindDisklessBatches (97)
     API: version 0.
@@ -587,11 +589,23 @@ def _register() -> None:
     }
     for name, fn in table.items():
 
-        async def handler(ctx: Any, request: Any, _fn=fn) -> Any:
+        async def handler(ctx: Any, request: Any, _fn=fn, _name=name) -> Any:
             coordinator = ctx.server.coordinator
             if coordinator is None:
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            return await _fn(coordinator, request, broker_id=ctx.server.node_id)
+            resp = await _fn(coordinator, request, broker_id=ctx.server.node_id)
+            if _name == "DeleteDisklessRecordsRequest":  # KIP-1114 automatic chunk deletion
+                from kafka_rpc.broker.chunk_deletion import schedule_removal
+
+                schedule_removal(
+                    ctx.server,
+                    (
+                        (t.topic_id, p.partition_index, p.low_watermark)
+                        for t in resp.responses
+                        for p in t.partitions
+                    ),
+                )
+            return resp
 
         default_registry.register(name, handler)
 

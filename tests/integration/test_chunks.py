@@ -395,3 +395,47 @@ async def test_chunks_tool_create_alter_and_topics_describe(cluster, tmp_path):
     out = io.StringIO()
     assert await chunks_tool.run(args, out=out) == 1
     assert out.getvalue().startswith("Error while executing chunk command : ")
+
+
+# ------------------------------------------------------------------ automatic chunk deletion
+async def test_delete_records_past_a_chunk_end_removes_the_chunk(cluster):
+    """KIP-1114 automatic chunk deletion: once DeleteDisklessRecords moves the log start offset
+    past a chunk's end offset, the chunk is removed (AlterChunkAssignments with no replicas);
+    a log start offset inside the chunk keeps it."""
+    running, broker, ctl, tid = cluster
+    server = running.server
+    DR = codec.module("DeleteDisklessRecordsRequest")
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)  # 0..9
+    await commit(broker, tid, "obj-2", 10, 1_500, 10)  # 10..19
+    resp = await broker.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [0]
+    await commit(broker, tid, "obj-3", 10, 2_000, 20)  # 20..29, the active chunk
+    resp = await ctl.request(create_chunks_req(("events", 0, [3])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [E.INVALID_REQUEST]  # not filled: nothing
+    CCm = codec.module("CreateChunksRequest")
+    second = CCm.MESSAGE(topic_partitions=(CCm.CreateChunksTopicPartition(
+        topic_name="events", partition_id=0, broker_ids=(3,), start_offset=30,
+        start_timestamp=2_000, prev_stop_offset=29),))  # fmt: skip
+    resp = await ctl.request(second, timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [0]
+
+    def starts(img):
+        return [c.start_offset for c in img.topic_by_name("events").partition_chunks(0)]
+
+    await until_image(server, lambda img: starts(img) == [0, 20], "two chunks")
+
+    async def delete_before(offset):
+        req = DR.MESSAGE(topics=(DR.DeleteDisklessTopicRecords(topic_id=tid, partitions=(
+            DR.DeleteDisklessPartitionRecords(partition_index=0, offset=offset),)),))  # fmt: skip
+        r = await broker.request(req, timeout=TIMEOUT)
+        [p] = [p for t in r.responses for p in t.partitions]
+        assert p.error_code == 0
+        return p.low_watermark
+
+    assert await delete_before(15) == 15  # inside the first chunk [0, 19]: kept
+    await asyncio.sleep(0.3)
+    assert starts(server.controller.image) == [0, 20]
+    assert await delete_before(20) == 20  # past its end: removed; [20, 29] stays
+    await until_image(server, lambda img: starts(img) == [20], "the first chunk removed")
+    md = await raw_metadata(running.port(), 14, "events")
+    assert [c.start_offset for c in md.topics[0].partitions[0].chunks] == [20]
