@@ -971,7 +971,7 @@ def create_chunks(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 epoch=0,
             )
         )
-        leader = isr[0] if p.leader in (NO_LEADER,) or p.leader not in isr else p.leader
+        leader = p.leader if p.leader in isr else isr[0]
         bump = leader != p.leader or any(r not in target for r in p.replicas)
         b.add(
             _R("PartitionChangeRecord")(

@@ -421,3 +421,53 @@ def test_snapshot_round_trip_and_midway_load_with_chunks(ops, diskless):
         for off in range(n, len(c.log)):
             img = replay(img, codec.decode_record(c.log[off])[0], off, 1)
         assert img == c.image
+
+
+# ------------------------------------------------------------------ through QuorumController
+async def test_quorum_controller_answers_after_commit_and_not_controller_when_inactive():
+    from kafka_rpc.controller.quorum_controller import QuorumController
+    from tests.controller.harness import CLUSTER
+    from tests.controller.test_quorum_controller import (
+        HandDriver,
+        Setup,
+        follower_node,
+        pending,
+        register,
+    )
+
+    s = Setup()
+    s.activate()
+    for b in (1, 2):
+        await register(s, b)
+    epoch = s.qc.image.brokers[1].epoch
+    hb = await pending(s.qc.broker_heartbeat(R("BrokerHeartbeatRequest")(
+        broker_id=1, broker_epoch=epoch, current_metadata_offset=epoch), 1))  # fmt: skip
+    s.commit()
+    assert not (await hb).is_fenced
+    ct = await pending(s.qc.create_topics(R("CreateTopicsRequest")(topics=(topic("t"),)), 7))
+    s.commit()
+    assert (await ct).topics[0].error_code == 0
+    # broker 2 is registered but fenced (no heartbeat): the new chunk would have no leader
+    res = await s.qc.create_chunks(create_req(("t", 0, [2], 5, 1, 4)), 0)
+    assert res.results[0].error_code == E.INVALID_REPLICA_ASSIGNMENT
+    task = await pending(s.qc.create_chunks(create_req(("t", 0, [1], 5, 1, 4)), 0))
+    assert not task.done()  # answered once the records commit
+    assert s.qc.uncommitted_image.topic_by_name("t").chunks
+    assert not s.qc.image.topic_by_name("t").chunks
+    s.commit()
+    assert [(r.error_code, r.error_message) for r in (await task).results] == [(0, None)]
+    [ch] = s.qc.image.topic_by_name("t").partition_chunks(0)
+    assert (ch.start_offset, ch.end_offset) == (0, 4)
+    task = await pending(s.qc.alter_chunk_assignments(alter_req(("t", 0, 0, 0, [])), 0))
+    s.commit()
+    assert [r.error_code for r in (await task).results] == [0]
+    assert not s.qc.image.topic_by_name("t").chunks
+
+    qc = QuorumController(2, CLUSTER)
+    qc.attach(HandDriver(follower_node(2, leader=1, epoch=1, sm=qc), [0]))
+    nc = E.NOT_CONTROLLER
+    res = await qc.create_chunks(create_req(("t", 0, [1], 5, 1, 4), ("u", 2, [1], 5, 1, 4)), 0)
+    assert [(r.topic_name, r.partition_id, r.error_code) for r in res.results] == [
+        ("t", 0, nc), ("u", 2, nc)]  # fmt: skip
+    res = await qc.alter_chunk_assignments(alter_req(("t", 0, 7, -1, [1])), 0)
+    assert [(r.start_offset, r.error_code) for r in res.results] == [(7, nc)]
