@@ -404,9 +404,11 @@ def test_snapshot_round_trip_and_midway_load_with_chunks(ops, diskless):
             n = len(p.partitions[0].replicas) if p else 2
             brokers = sorted({op[2], op[3], 0, 1})[:n]
             c.run(C.create_chunks, create_req(("t", 0, brokers, end + 1, end, end - op[1])))
-        elif op[0] == "alter":
+        elif op[0] == "alter":  # op[1]: an index into the chunks (else an unknown offset)
+            existing = chunks(c)
+            start = existing[op[1] % len(existing)].start_offset if existing else op[1]
             epoch = -1 if op[3] else 0
-            c.run(C.alter_chunk_assignments, alter_req(("t", 0, op[1], epoch, op[2])))
+            c.run(C.alter_chunk_assignments, alter_req(("t", 0, start, epoch, op[2])))
         else:
             c.delete(names=["t"])
             c.create(topic("t", configs=[("diskless.enable", "true")] if diskless else [], rf=2))
