@@ -163,7 +163,10 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
     try:
         config = load_config(args.config, args.override or ())
+        scram = _scram_credentials(args.add_scram or ())
         formatted = config.format_storage(args.cluster_id, args.ignore_formatted)
+        if scram is not None and formatted:
+            scram.save(config.metadata_log_dir)
     except StorageFormattedError as e:
         print(e, file=sys.stderr)
         return 1
@@ -185,6 +188,20 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         kind = "metadata" if d.resolve() == meta_dir else "data"
         print(f"Formatting {kind} directory {d} with metadata.version {BOOTSTRAP_NAME}.")
     return 0
+
+
+def _scram_credentials(items) -> Any:
+    """``--add-scram`` arguments (Kafka's syntax) salted into a ``ScramCredentials`` store, or
+    None without any (ConfigError on a malformed one)."""
+    if not items:
+        return None
+    from kafka_rpc.security.sasl import ScramCredentials, parse_add_scram
+
+    store = ScramCredentials()
+    for item in items:
+        mech, name, password, iterations, salt = parse_add_scram(item)
+        store.add(mech, name, password, iterations, salt)
+    return store
 
 
 def _uuid_text(u) -> str:
@@ -483,6 +500,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="override a setting (repeatable)")  # fmt: skip
     f.add_argument("--ignore-formatted", "-g", action="store_true",
                    help="skip directories already formatted instead of failing")  # fmt: skip
+    f.add_argument("--add-scram", "-S", action="append", metavar="SCRAM",
+                   help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=pw]' "
+                   "(repeatable; kept salted in the metadata log directory)")  # fmt: skip
     f.set_defaults(func=_cmd_storage)
 
     mq = sub.add_parser("metadata-quorum", help="describe the metadata quorum "

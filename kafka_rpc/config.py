@@ -16,6 +16,7 @@ and a broker-only node's must not (as Kafka's ``KafkaConfig`` requires).
 from __future__ import annotations
 
 import base64
+import dataclasses
 import os
 import re
 import uuid
@@ -103,6 +104,22 @@ def _endpoints(key: str, v: str) -> tuple[Endpoint, ...]:
     if len(set(names)) != len(names):
         raise ConfigError(f"{key}: duplicate listener name in {v!r}")
     return tuple(out)
+
+
+def _protocol_map(key: str, v: str) -> dict[str, str]:
+    out = {}
+    for item in _list(key, v):
+        name, sep, proto = item.partition(":")
+        name, proto = name.strip().upper(), proto.strip().upper()
+        if not sep or not name or proto not in SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"{key}: malformed entry {item!r} (expected NAME:PROTOCOL, PROTOCOL one of "
+                f"{', '.join(SECURITY_PROTOCOLS)})"
+            )
+        if name in out:
+            raise ConfigError(f"{key}: listener {name} appears twice")
+        out[name] = proto
+    return out
 
 
 def _voters(key: str, v: str) -> tuple[tuple[int, str, int], ...]:
@@ -281,7 +298,104 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "1",
         "Replication factor of a topic created without one.",
     ),
+    # ---- security (Kafka's keys; DESIGN section 10, issue 15). The ssl.* and sasl.* keys, and
+    # connections.max.reauth.ms, may be overridden per listener as
+    # listener.name.<listener name in lower case>.<key> (Kafka's ListenerName.configPrefix).
+    "listener.security.protocol.map": (
+        _protocol_map,
+        None,
+        "Listener name -> PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL as NAME:PROTOCOL,... "
+        "Default: Kafka's (each protocol's own name), controller listeners PLAINTEXT.",
+    ),
+    "inter.broker.listener.name": (
+        _str,
+        None,
+        "The broker listener other nodes use to reach this broker. Default: the first "
+        "advertised broker listener.",
+    ),
+    "ssl.keystore.type": (_str, "PEM", "Only PEM: private key and certificate chain in one file."),
+    "ssl.keystore.location": (_str, "", "PEM file with the PKCS#8 private key and certificates."),
+    "ssl.keystore.password": (_str, "", "Accepted for Kafka compatibility; unused with PEM."),
+    "ssl.key.password": (_str, "", "Password of an encrypted private key in the keystore."),
+    "ssl.truststore.type": (_str, "PEM", "Only PEM: the trusted CA certificates."),
+    "ssl.truststore.location": (_str, "", "PEM file of trusted CA certificates."),
+    "ssl.truststore.password": (_str, "", "Accepted for Kafka compatibility; unused with PEM."),
+    "ssl.client.auth": (
+        _str,
+        "none",
+        "none, requested or required: whether TLS listeners ask clients for a certificate.",
+    ),
+    "ssl.enabled.protocols": (_list, "TLSv1.2,TLSv1.3", "TLS versions accepted."),
+    "ssl.protocol": (_str, "TLSv1.3", "Accepted for Kafka compatibility (see enabled)."),
+    "ssl.cipher.suites": (
+        _list,
+        "",
+        "TLS 1.2 cipher suites, IANA (Kafka's) or OpenSSL names; empty: OpenSSL's defaults.",
+    ),
+    "ssl.endpoint.identification.algorithm": (
+        _str,
+        "https",
+        "https: outbound TLS connections check the server certificate's host name; empty: not.",
+    ),
+    "ssl.principal.mapping.rules": (
+        _str,
+        "DEFAULT",
+        "Certificate subject -> principal name rules (Kafka's RULE:pattern/replacement/[LU]).",
+    ),
+    "sasl.enabled.mechanisms": (
+        _list,
+        "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "SASL mechanisms SASL listeners accept (Kafka's default GSSAPI is not supported).",
+    ),
+    "sasl.mechanism.inter.broker.protocol": (
+        _str,
+        "PLAIN",
+        "SASL mechanism this node uses to reach a SASL broker listener.",
+    ),
+    "sasl.mechanism.controller.protocol": (
+        _str,
+        "PLAIN",
+        "SASL mechanism this node uses to reach a SASL controller listener.",
+    ),
+    "sasl.jaas.config": (
+        _str,
+        "",
+        "JAAS-style login options: username/password for outbound connections, "
+        'user_<name>="<password>" entries for PLAIN.',
+    ),
+    "sasl.server.max.receive.size": (
+        _int,
+        "524288",
+        "Largest frame accepted before SASL authentication completes, bytes.",
+    ),
+    "connections.max.reauth.ms": (
+        _int,
+        "0",
+        "SASL session lifetime, ms (KIP-368): clients re-authenticate before it ends, a "
+        "connection that does not is closed at its next request; 0: sessions never expire.",
+    ),
+    "authorizer.class.name": (
+        _str,
+        "",
+        "Empty: no authorization. org.apache.kafka.metadata.authorizer.StandardAuthorizer: "
+        "Kafka's ACL authorizer (ours).",
+    ),
+    "super.users": (_str, "", "Principals allowed everything, separated by ';'."),
+    "allow.everyone.if.no.acl.found": (
+        _bool,
+        "true",
+        "With an authorizer: allow a resource that has no ACL at all.",
+    ),
 }
+
+#: Security protocols of ``listener.security.protocol.map`` (Kafka's ``SecurityProtocol``).
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
+#: Keys that ``listener.name.<name>.<key>`` may override (Kafka's per-listener configs).
+_LISTENER_KEYS = frozenset(
+    k for k in SETTINGS if k.startswith(("ssl.", "sasl.")) or k == "connections.max.reauth.ms"
+)
+_MECH_JAAS_RE = re.compile(r"^[a-z0-9-]+\.sasl\.jaas\.config$")
 
 #: The quorum settings whose value must be at least 0 (the retention ones take -1 as well).
 _NON_NEGATIVE = (
@@ -358,6 +472,24 @@ class Config:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    #: listener name -> security protocol (every listener of ``listeners`` has one)
+    security_protocol_map: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    inter_broker_listener_name: str | None = None
+
+    def security_protocol(self, listener_name: str) -> str:
+        """The security protocol of a listener (``listener.security.protocol.map``)."""
+        return self.security_protocol_map.get(listener_name, "PLAINTEXT")
+
+    def listener_value(self, listener_name: str, key: str) -> str:
+        """A security setting as text for one listener: Kafka's
+        ``listener.name.<name lower case>.<key>`` override, else ``key``, else its default."""
+        raw = self.raw
+        v = raw.get(f"listener.name.{listener_name.lower()}.{key}")
+        if v is None:
+            v = raw.get(key)
+        if v is None:
+            v = SETTINGS[key][1] if key in SETTINGS else None
+        return "" if v is None else v.strip()
 
     @property
     def metadata_partition_dir(self) -> Path:
@@ -549,7 +681,7 @@ def load_config(
         overrides = parse_overrides(overrides)
     raw.update(overrides)
     for key in raw:
-        if key not in SETTINGS:
+        if key not in SETTINGS and not _listener_key_ok(key):
             raise ConfigError(f"{key}: unknown configuration key")
     vals: dict[str, Any] = {}
     for key, (parse, default, _doc) in SETTINGS.items():
@@ -614,6 +746,15 @@ def load_config(
             f"node.id: {vals['node.id']} is a voter in controller.quorum.voters but "
             "process.roles does not contain controller"
         )
+    protocol_map = _effective_protocol_map(vals, "listener.security.protocol.map" in raw)
+    ibl = vals["inter.broker.listener.name"]
+    if ibl:
+        ibl = ibl.upper()
+        if ibl not in names or ibl in ctl_names:
+            raise ConfigError(f"inter.broker.listener.name: {ibl} is not a broker listener")
+    else:
+        ibl = adv[0].name if adv else None
+    _check_security(vals)
     metadata_log_dir = vals["metadata.log.dir"] or vals["log.dirs"][0]
     # sqlite:// + an absolute path (a relative log.dirs such as the default ./data would
     # otherwise read as /data after the scheme's slashes).
@@ -661,4 +802,66 @@ def load_config(
         auto_create_topics_enable=vals["auto.create.topics.enable"],
         num_partitions=vals["num.partitions"],
         default_replication_factor=vals["default.replication.factor"],
+        security_protocol_map=protocol_map,
+        inter_broker_listener_name=ibl,
     )
+
+
+def _listener_key_ok(key: str) -> bool:
+    """``listener.name.<name>.<key>`` with a per-listener key, or ``<mechanism>.sasl.jaas.config``
+    (Kafka's ``listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config``)."""
+    if not key.startswith("listener.name."):
+        return False
+    name, _, rest = key[len("listener.name.") :].partition(".")
+    return bool(name) and (rest in _LISTENER_KEYS or bool(_MECH_JAAS_RE.match(rest)))
+
+
+def _effective_protocol_map(vals: dict[str, Any], explicit: bool) -> dict[str, str]:
+    """Every listener's security protocol. As Kafka (``KafkaConfig``
+    ``effectiveListenerSecurityProtocolMap``): without an explicit map, Kafka's default map and
+    PLAINTEXT for controller listeners it does not name; with one, every listener must be in it."""
+    given = vals["listener.security.protocol.map"]
+    pmap = dict(given) if given is not None else dict(_DEFAULT_PROTOCOL_MAP)
+    out = {}
+    for e in vals["listeners"]:
+        proto = pmap.get(e.name)
+        if proto is None:
+            if explicit or e.name not in vals["controller.listener.names"]:
+                raise ConfigError(
+                    f"listener.security.protocol.map: no security protocol for listener {e.name}"
+                )
+            proto = "PLAINTEXT"
+        out[e.name] = proto
+    return out
+
+
+def _check_security(vals: dict[str, Any]) -> None:
+    """The security keys whose values are closed sets (checked per listener when used)."""
+    if vals["ssl.client.auth"].lower() not in ("none", "requested", "required"):
+        raise ConfigError("ssl.client.auth: expected none, requested or required")
+    for key in ("ssl.keystore.type", "ssl.truststore.type"):
+        if vals[key].upper() != "PEM":
+            raise ConfigError(f"{key}: only PEM is supported, got {vals[key]!r}")
+    for p in vals["ssl.enabled.protocols"]:
+        if p not in ("TLSv1.2", "TLSv1.3"):
+            raise ConfigError(f"ssl.enabled.protocols: {p!r} is not TLSv1.2 or TLSv1.3")
+    for m in vals["sasl.enabled.mechanisms"]:
+        if m not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+            raise ConfigError(f"sasl.enabled.mechanisms: {m} is not supported")
+    if vals["connections.max.reauth.ms"] < 0:
+        raise ConfigError("connections.max.reauth.ms: must not be negative")
+    if vals["sasl.server.max.receive.size"] < 1:
+        raise ConfigError("sasl.server.max.receive.size: must be at least 1")
+    name = vals["authorizer.class.name"]
+    if name and name not in AUTHORIZER_CLASS_NAMES:
+        raise ConfigError(
+            f"authorizer.class.name: {name} is not supported (use "
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer)"
+        )
+
+
+#: Names ``authorizer.class.name`` accepts for our StandardAuthorizer (Kafka's class name, ours).
+AUTHORIZER_CLASS_NAMES = (
+    "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+    "kafka_rpc.security.authorizer.StandardAuthorizer",
+)

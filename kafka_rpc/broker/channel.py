@@ -102,9 +102,17 @@ class ControllerChannel:
                 client_id=f"broker-{self.server.node_id}-to-controller",
                 request_timeout=self.request_timeout,
                 connect_timeout=self.connect_timeout,
+                security=self._security(),
             )
             self._clients[node_id] = client
         return client
+
+    def _security(self) -> Any:
+        """TLS/SASL settings of the controller listener (``Server.client_security``), None for
+        PLAINTEXT or a server object without them."""
+        get = getattr(self.server, "client_security", None)
+        names = self.server.config.controller_listener_names
+        return get(names[0]) if get is not None and names else None
 
     def _address(self, node_id: int) -> tuple[str, int]:
         """The voter's controller listener; for this node itself, the bound controller listener

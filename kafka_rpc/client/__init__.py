@@ -124,8 +124,13 @@ class KafkaRpcClient:
         connect_timeout: float = 10.0,
         backoff: float = 0.05,
         max_backoff: float = 1.0,
+        security: Any = None,
     ) -> None:
         self.addresses = parse_bootstrap(bootstrap)
+        #: ``kafka_rpc.security.client.ClientSecurity`` (TLS context, SASL mechanism and
+        #: credentials) or None for PLAINTEXT
+        self.security = security
+        self._session_end: float | None = None  # loop time the SASL session ends (KIP-368)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -155,9 +160,16 @@ class KafkaRpcClient:
     # ------------------------------------------------------------------ connection
     async def _ensure_connected(self) -> _Protocol:
         proto = self._proto
-        if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
+        if (
+            proto is not None
+            and not proto.lost.done()
+            and not proto.transport.is_closing()
+            and (self._session_end is None or self._session_alive())
+        ):
             return proto
         async with self._lock:
+            if self._session_end is not None and not self._session_alive():
+                self._drop()  # a new connection authenticates again
             proto = self._proto
             if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
                 return proto
@@ -170,13 +182,16 @@ class KafkaRpcClient:
             last: Exception | None = None
             for host, port in itertools.cycle(self.addresses):
                 try:
+                    ctx = self.security.ssl_context if self.security is not None else None
                     _, proto = await asyncio.wait_for(
-                        loop.create_connection(lambda: _Protocol(self), host, port),
+                        loop.create_connection(lambda: _Protocol(self), host, port, ssl=ctx),
                         max(0.01, deadline - loop.time()),
                     )
                     self._proto = proto
                     self.connected_to = (host, port)
                     await self._negotiate(proto)
+                    if self.security is not None and self.security.sasl_mechanism:
+                        await self._authenticate(proto)
                     return proto
                 except (TimeoutError, OSError, KafkaConnectionError) as e:
                     last = e
@@ -186,6 +201,48 @@ class KafkaRpcClient:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.max_backoff)
             raise KafkaConnectionError(f"cannot connect to {self.addresses}: {last}")
+
+    def _session_alive(self) -> bool:
+        """False once 90% of the SASL session lifetime has passed: the connection is replaced
+        (re-authentication by reconnecting) before the server would close it."""
+        return asyncio.get_running_loop().time() < self._session_end
+
+    async def _authenticate(self, proto: _Protocol) -> None:
+        """SASL over SaslHandshake v1 and SaslAuthenticate (Kafka's ``SaslClientAuthenticator``):
+        any failure raises KafkaConnectionError (the server closes the connection after it)."""
+        from kafka_rpc.security.sasl import SaslAuthenticationError
+
+        sec = self.security
+        client = sec.sasl_client()
+        hs = codec.message_class("SaslHandshakeRequest")(mechanism=sec.sasl_mechanism)
+        resp = await self._send(proto, hs, 17, 1, self.connect_timeout)
+        if resp.error_code:
+            raise KafkaConnectionError(
+                f"SASL handshake failed: {ErrorCode.for_code(resp.error_code).name}, server "
+                f"mechanisms {list(resp.mechanisms)}"
+            )
+        version = min(self.server_versions.get(36, (0, 0))[1], 2)
+        auth_cls = codec.message_class("SaslAuthenticateRequest")
+        token: bytes | None = client.first()
+        lifetime_ms = 0
+        for _ in range(4):  # PLAIN: 1 round, SCRAM: 2
+            if token is None:
+                break
+            resp = await self._send(proto, auth_cls(auth_bytes=token), 36, version,
+                                    self.connect_timeout)  # fmt: skip
+            if resp.error_code:
+                raise KafkaConnectionError(
+                    f"SASL authentication failed: {ErrorCode.for_code(resp.error_code).name}: "
+                    f"{resp.error_message}"
+                )
+            lifetime_ms = getattr(resp, "session_lifetime_ms", 0)
+            try:
+                token = client.step(resp.auth_bytes)
+            except SaslAuthenticationError as e:
+                raise KafkaConnectionError(f"SASL authentication failed: {e}") from None
+        self._session_end = (
+            asyncio.get_running_loop().time() + 0.9 * lifetime_ms / 1000 if lifetime_ms else None
+        )
 
     def _drop(self) -> None:
         if self._proto is not None and self._proto.transport is not None:

@@ -20,7 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rpc.config import Config, Endpoint
-from kafka_rpc.server.connection import KafkaConnection
+from kafka_rpc.server.connection import (
+    KafkaConnection,
+    SecureConnection,
+    tls_protocol_factory,
+)
 from kafka_rpc.server.registry import ApiEntry, Registry, default_registry, dispatch_table
 
 log = logging.getLogger("kafka_rpc.server")
@@ -75,9 +79,18 @@ class ListenerState:
     asyncio_server: Any = None
     api_versions_bodies: dict[int, bytes] = field(default_factory=dict)  # version -> encoded
     dispatch_table: tuple = field(init=False, repr=False)  # registry.dispatch_table(table)
+    #: ``kafka_rpc.security.listener.ListenerSecurity`` when the listener is not plain
+    #: PLAINTEXT (TLS, SASL or an authorizer): its connections are ``SecureConnection``s
+    security: Any = None
+    #: the dispatch table of an authenticated SASL connection: SaslHandshake and
+    #: SaslAuthenticate left to the connection (re-authentication)
+    secure_dispatch_table: tuple = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         self.dispatch_table = dispatch_table(self.table)
+        self.secure_dispatch_table = tuple(
+            None if key in (17, 36) else e for key, e in enumerate(self.dispatch_table)
+        )
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:
@@ -117,6 +130,10 @@ class Server:
         #: ``kafka_rpc.broker.metadata_publisher.BrokerMetadataPublisher``: mirrors the image's
         #: diskless topics into the coordinator, garbage-collects deleted topic ids
         self.metadata_publisher = None
+        #: ``kafka_rpc.security.authorizer.StandardAuthorizer`` (``authorizer.class.name``) or
+        #: None; the SCRAM credentials SASL listeners check (``ScramCredentials``)
+        self.authorizer = None
+        self.scram_credentials = None
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -173,6 +190,7 @@ class Server:
             if self.config.log_retention_check_interval_ms > 0:
                 self._retention_task = asyncio.ensure_future(self._retention_loop())
         try:
+            self._setup_security()
             for ep in self.config.served_listeners():
                 role = self.config.role_of(ep.name)
                 table = self.registry.table(role)
@@ -188,8 +206,15 @@ class Server:
                 )
                 if reqs is not None:
                     ls.metrics = ApiMetrics(ep.name, table, reqs, errs, lat)
+                ls.security = sec = self._listener_security(ep.name)
+                if sec is None:
+                    factory = lambda ls=ls: KafkaConnection(ls)  # noqa: E731
+                elif sec.ssl_context is None:
+                    factory = lambda ls=ls: SecureConnection(ls)  # noqa: E731
+                else:
+                    factory = tls_protocol_factory(ls, SecureConnection, sec.ssl_context)
                 srv = await loop.create_server(
-                    lambda ls=ls: KafkaConnection(ls),
+                    factory,
                     host=ep.host or None,
                     port=ep.port,
                     reuse_address=True,
@@ -213,6 +238,39 @@ class Server:
             await self._close_coordinator()
             raise
         self.started.set()
+
+    def _setup_security(self) -> None:
+        """The authorizer (``authorizer.class.name``), the SCRAM credentials written at format
+        time and the TLS/SASL settings of this node's own outbound connections (issue 15).
+        Nothing is imported when every listener is PLAINTEXT and no authorizer is set."""
+        cfg = self.config
+        if not cfg.raw.get("authorizer.class.name", "").strip() and all(
+            cfg.security_protocol(e.name) == "PLAINTEXT" for e in cfg.listeners
+        ):
+            return
+        from kafka_rpc.security.authorizer import authorizer_from_config
+        from kafka_rpc.security.sasl import ScramCredentials
+
+        self.authorizer = authorizer_from_config(cfg)
+        self.scram_credentials = ScramCredentials.load(cfg.metadata_log_dir)
+
+    def _listener_security(self, name: str) -> Any:
+        """The listener's ``ListenerSecurity``, None for PLAINTEXT without an authorizer."""
+        if self.authorizer is None and self.config.security_protocol(name) == "PLAINTEXT":
+            return None
+        from kafka_rpc.security.listener import listener_security
+
+        return listener_security(self.config, name, self.scram_credentials, self.authorizer)
+
+    def client_security(self, listener_name: str) -> Any:
+        """How this node connects to another node's ``listener_name`` listener
+        (``kafka_rpc.security.client.ClientSecurity``: TLS context, SASL mechanism and
+        credentials), None for PLAINTEXT."""
+        if self.config.security_protocol(listener_name) == "PLAINTEXT":
+            return None
+        from kafka_rpc.security.client import client_security
+
+        return client_security(self.config, listener_name)
 
     def _start_raft(self) -> None:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft

@@ -1,0 +1,53 @@
+"""This node as a client of another node's listener (Raft, the controller channel, forwarding,
+broker registration): the TLS and SASL settings of the target listener, as Kafka's
+inter-broker / controller clients take them (``ssl.*`` of that listener name, its
+``sasl.mechanism.controller.protocol`` or ``sasl.mechanism.inter.broker.protocol``, and the
+``username``/``password`` of the listener's JAAS options)."""
+
+from __future__ import annotations
+
+import ssl
+from dataclasses import dataclass
+
+from kafka_rpc.config import Config
+
+__all__ = ["ClientSecurity", "client_security"]
+
+
+@dataclass(frozen=True)
+class ClientSecurity:
+    """TLS context (None: plaintext) and SASL mechanism with credentials (None: no SASL)."""
+
+    ssl_context: ssl.SSLContext | None = None
+    sasl_mechanism: str | None = None
+    username: str = ""
+    password: str = ""
+
+    def sasl_client(self):
+        from kafka_rpc.security.sasl import SaslClient
+
+        return SaslClient(self.sasl_mechanism, self.username, self.password)
+
+
+def client_security(config: Config, listener: str) -> ClientSecurity | None:
+    """The settings to reach ``listener`` on another node; None when it is PLAINTEXT."""
+    protocol = config.security_protocol(listener)
+    if protocol == "PLAINTEXT":
+        return None
+    ctx = None
+    if protocol in ("SSL", "SASL_SSL"):
+        from kafka_rpc.security.tls import client_context, ssl_settings
+
+        ctx = client_context(ssl_settings(config, listener))
+    if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        from kafka_rpc.security.sasl import client_credentials
+
+        key = (
+            "sasl.mechanism.controller.protocol"
+            if listener in config.controller_listener_names
+            else "sasl.mechanism.inter.broker.protocol"
+        )
+        mech = config.listener_value(listener, key)
+        username, password = client_credentials(config, listener, mech)
+        return ClientSecurity(ctx, mech, username, password)
+    return ClientSecurity(ctx)
