@@ -7,6 +7,11 @@
 * ``sqlite:///abs/path.db`` or ``sqlite://relative/path.db`` -> ``SqliteBatchCoordinator`` (the
   path is everything after ``sqlite://``); query parameters (``?synchronous=NORMAL&
   max_group_size=32&inline_read_max_partitions=0``) become options, explicit ``options`` win;
+* ``postgresql://user[:password]@host[:port]/dbname`` (or ``postgres://``) ->
+  ``PostgresBatchCoordinator`` on a database any number of servers may share; the query
+  parameters ``pool_min_size``, ``pool_max_size``, ``producer_id_expiration_ms`` and
+  ``connect_timeout_s`` become options (explicit ``options`` win), every other one (``sslmode``,
+  ``application_name``...) stays in the URL given to the driver (asyncpg, libpq syntax);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
 """
@@ -16,7 +21,7 @@ from __future__ import annotations
 import importlib
 import re
 from typing import Any
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 from .api import BatchCoordinator
 
@@ -24,6 +29,12 @@ __all__ = ["BatchCoordinator", "create_coordinator"]
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 _INT_OPTIONS = {"max_group_size", "producer_id_expiration_ms", "inline_read_max_partitions"}
+_PG_OPTIONS = {
+    "pool_min_size": int,
+    "pool_max_size": int,
+    "producer_id_expiration_ms": int,
+    "connect_timeout_s": float,
+}
 
 
 def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
@@ -44,10 +55,27 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
             params[k] = int(v) if k in _INT_OPTIONS else v
         params.update(options)
         return SqliteBatchCoordinator(path, **params)
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgresBatchCoordinator
+
+        base, _, query = url.partition("?")
+        pg_params: dict[str, Any] = {}
+        kept: list[tuple[str, str]] = []
+        for k, v in parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query)):
+            if k in _PG_OPTIONS:
+                pg_params[k] = _PG_OPTIONS[k](v)
+            else:
+                kept.append((k, v))
+        pg_params.update(options)
+        dsn = f"{base}?{urlencode(kept)}" if kept else base
+        return PostgresBatchCoordinator(dsn, **pg_params)
     if _DOTTED.match(url):
         module_name, _, class_name = url.partition(":")
         cls = getattr(importlib.import_module(module_name), class_name)
         if not (isinstance(cls, type) and issubclass(cls, BatchCoordinator)):
             raise TypeError(f"{url} is not a BatchCoordinator subclass")
         return cls(**options)
-    raise ValueError(f"unknown coordinator URL {url!r} (memory://, sqlite:///path, module:Class)")
+    raise ValueError(
+        f"unknown coordinator URL {url!r}"
+        " (memory://, sqlite:///path, postgresql://user@host:port/db, module:Class)"
+    )

@@ -15,7 +15,9 @@ from kafka_rpc.coordinator.api import (
     TopicIdPartition,
 )
 from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+from kafka_rpc.coordinator.postgres import PostgresBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
+from tests.pg_cluster import pg_cluster, pg_databases, pg_dsn  # noqa: F401 - fixtures
 
 START_MS = 1_700_000_000_000
 
@@ -38,22 +40,29 @@ def clock() -> Clock:
     return Clock()
 
 
-def make_coordinator(kind: str, tmp_path, clock: Clock, **options) -> BatchCoordinator:
+def make_coordinator(kind: str, tmp_path, clock: Clock, dsn=None, **options) -> BatchCoordinator:
     if kind == "memory":
         return InMemoryBatchCoordinator(time_ms=clock, **options)
+    if kind == "postgres":
+        return PostgresBatchCoordinator(dsn, time_ms=clock, **options)
     if kind == "sqlite-thread-reads":  # every read through the reader thread (no inline reads)
         options.setdefault("inline_read_max_partitions", 0)
     return SqliteBatchCoordinator(str(tmp_path / "coord.db"), time_ms=clock, **options)
 
 
 # "sqlite" answers small reads on the loop's thread, "sqlite-thread-reads" never does: the
-# contract holds for both read paths.
-IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads"]
+# contract holds for both read paths. "postgres" runs on a throw-away PostgreSQL cluster (one per
+# session, a fresh database per test; see tests/pg_cluster.py).
+IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads", "postgres"]
+
+
+def _dsn(request) -> str | None:
+    return request.getfixturevalue("pg_dsn") if request.param == "postgres" else None
 
 
 @pytest.fixture(params=IMPLEMENTATIONS)
 async def coord(request, tmp_path, clock) -> AsyncIterator[BatchCoordinator]:
-    c = make_coordinator(request.param, tmp_path, clock)
+    c = make_coordinator(request.param, tmp_path, clock, _dsn(request))
     await c.start()
     try:
         yield c
@@ -123,10 +132,11 @@ async def topic(coord) -> Topic:
 async def coord_factory(request, tmp_path):
     """Build a started coordinator with options: ``(coordinator, clock, topic)``."""
     made: list[BatchCoordinator] = []
+    dsn = _dsn(request)
 
     async def factory(**options):
         clock = Clock()
-        c = make_coordinator(request.param, tmp_path, clock, **options)
+        c = make_coordinator(request.param, tmp_path, clock, dsn, **options)
         await c.start()
         made.append(c)
         t = uuid.uuid4()

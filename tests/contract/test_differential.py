@@ -1,5 +1,5 @@
 """Differential property test: random operation sequences give identical answers from the
-in-memory reference and the SQLite implementation (hypothesis)."""
+in-memory reference, the SQLite implementation and the PostgreSQL one (hypothesis)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from kafka_rpc.coordinator.api import (
     TopicIdPartition,
 )
 from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+from kafka_rpc.coordinator.postgres import PostgresBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 
 from .conftest import START_MS, Clock
@@ -111,14 +112,16 @@ async def apply(c, op, step):
     raise AssertionError(kind)
 
 
-async def run(ops, path: Path):
-    clocks = [Clock(), Clock()]
+async def run(ops, path: Path, dsn: str):
+    clocks = [Clock(), Clock(), Clock()]
     mem = InMemoryBatchCoordinator(time_ms=clocks[0], producer_id_expiration_ms=4000)
     sql = SqliteBatchCoordinator(str(path), time_ms=clocks[1], producer_id_expiration_ms=4000)
-    await mem.start()
-    await sql.start()
+    pg = PostgresBatchCoordinator(dsn, time_ms=clocks[2], producer_id_expiration_ms=4000)
+    impls = (mem, sql, pg)
+    for c in impls:
+        await c.start()
     try:
-        for c in (mem, sql):
+        for c in impls:
             await c.create_topic_and_partitions(
                 [CreateTopicAndPartitionsRequest(t, f"t{i}", 2) for i, t in enumerate(TOPICS)]
             )
@@ -128,12 +131,13 @@ async def run(ops, path: Path):
                     clock.advance(op[1])
                 continue
             results = []
-            for c in (mem, sql):
+            for c in impls:
                 results.append(await apply(c, op, step))
-            assert results[0] == results[1], (step, op)
+            assert results[0] == results[1], ("sqlite", step, op)
+            assert results[0] == results[2], ("postgres", step, op)
     finally:
-        await mem.close()
-        await sql.close()
+        for c in impls:
+            await c.close()
 
 
 @settings(
@@ -142,6 +146,10 @@ async def run(ops, path: Path):
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(st.lists(op_st, min_size=1, max_size=25))
-def test_memory_and_sqlite_agree(ops):
-    with tempfile.TemporaryDirectory() as d:
-        asyncio.run(run(ops, Path(d) / "diff.db"))
+def test_memory_sqlite_and_postgres_agree(pg_databases, ops):
+    name, dsn = pg_databases.create()  # a fresh database per example
+    try:
+        with tempfile.TemporaryDirectory() as d:
+            asyncio.run(run(ops, Path(d) / "diff.db", dsn))
+    finally:
+        pg_databases.drop(name)

@@ -1,0 +1,873 @@
+"""PostgreSQL Batch Coordinator, through asyncpg and its connection pool.
+
+The shared-database deployment (KIP-1164 names "a stand-alone database" among the
+implementations; Inkless runs its control plane on PostgreSQL): any number of ``kafka-rpc serve``
+processes point at one database and each is a writable coordinator.
+
+Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
+
+* **One transaction per call.** Every mutating call runs in one ``READ COMMITTED`` transaction
+  on a pooled connection; a call is acknowledged only after its ``COMMIT`` returned (PostgreSQL
+  flushes the WAL before answering ``COMMIT`` with the default ``synchronous_commit=on``, and
+  groups the flushes of concurrent commits itself).
+* **Row locks in a fixed order.** ``commit_file`` locks the ``logs`` rows of its partitions with
+  one ``SELECT ... FOR UPDATE`` ordered by ``(topic_id, partition)`` (Inkless
+  ``commit_file_v1``), reads the high watermarks and producer state under those locks, decides
+  every entry in Python with the same ``_rules`` as the other implementations, and writes all rows
+  in one statement (``write_commit``). Two commits touching a common partition serialise on its
+  row (no lost update: the second reads the first one's committed HW); disjoint commits run in
+  parallel. Deletions (``delete_records``, ``enforce_retention``, ``delete_topics``) take the same
+  ``logs`` locks in the same order first and then the ``files`` rows they change in ``file_id``
+  order, so no two writers can wait on each other in a cycle. A deadlock or serialization failure
+  reported anyway (40P01 / 40001; nothing was committed) is retried up to 5 times.
+* **Reads take no locks.** A one-partition ``find_batches`` / ``list_offsets`` is one statement
+  (one snapshot); several partitions run in one ``REPEATABLE READ READ ONLY`` transaction, so one
+  response is one consistent snapshot (Inkless: a STABLE function).
+* **batch_id** comes from the sequence ``batch_id_seq``, taken in request order under the row
+  locks: it increases with commit order per partition and is never reused (a rolled-back commit
+  leaves a gap).
+* **Faults.** A lost connection, a server shutdown or an unreachable server raises
+  ``CoordinatorUnavailableError`` (an ``OSError``: the wire handlers answer the call's entries
+  KAFKA_STORAGE_ERROR, which Kafka clients retry). A write is never retried after its connection
+  broke: if the break came during ``COMMIT`` the outcome is unknown, so the caller gets the
+  retriable error, never a false success; a retried idempotent batch is then answered as a
+  duplicate with its original offsets if the first attempt did commit (the producer state is in
+  the same transaction as the batches). Reads are retried once on a fresh connection. The pool
+  replaces broken connections, so the coordinator keeps serving once the server is back.
+* SQL lives in ``pg/queries.sql`` (named sections); the schema in numbered
+  ``pg/migrations/V###__*.sql``, applied at start under an advisory lock (several servers may
+  start at once) and recorded in ``schema_version`` with a checksum; a database newer than the
+  code, or an edited migration, is refused (``SchemaVersionError``).
+
+Cancelling an awaiting caller cancels its transaction (rolled back, nothing written) unless its
+``COMMIT`` was already sent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import importlib.resources
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import asyncpg
+
+from . import _rules
+from ._rules import ProducerEntry
+from .api import (
+    _COMMIT_INVALID,
+    _COMMIT_UNKNOWN,
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    LOG_APPEND_TIME,
+    MAX_TIMESTAMP,
+    ZERO_UUID,
+    BatchCoordinator,
+    BatchInfo,
+    CommitBatchRequest,
+    CommitBatchResponse,
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    EnforceRetentionRequest,
+    EnforceRetentionResponse,
+    Errors,
+    FileToDelete,
+    FindBatchRequest,
+    FindBatchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    TopicIdPartition,
+    new_batch_info,
+    new_commit_batch_response,
+)
+from .memory import wall_clock_ms
+
+__all__ = [
+    "CoordinatorUnavailableError",
+    "PostgresBatchCoordinator",
+    "SchemaVersionError",
+    "apply_migrations",
+    "load_migrations",
+    "load_queries",
+]
+
+_PACKAGE = "kafka_rpc.coordinator"
+_MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
+_SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
+_INT64_MAX = 9_223_372_036_854_775_807
+_MIGRATION_LOCK = 0x6B61666B61727063  # pg_advisory_xact_lock key ("kafkarpc")
+_CONFLICT_RETRIES = 5
+_FIND_PAGE = 64  # batches fetched per round trip by find_batches
+
+
+class SchemaVersionError(RuntimeError):
+    """The database was written by a newer schema than this code knows, or a recorded migration
+    differs from the one shipped (edited after being applied)."""
+
+
+class CoordinatorUnavailableError(OSError):
+    """The database could not be reached or the connection broke during the call.
+
+    An ``OSError`` so that the wire handlers answer KAFKA_STORAGE_ERROR (56, retriable). For a
+    write the outcome may be unknown (the break may have come during ``COMMIT``): the caller must
+    treat it as "maybe applied", which the idempotent-producer rules make safe to retry."""
+
+
+# -- SQL resources ---------------------------------------------------------------------------
+
+
+def load_queries() -> dict[str, str]:
+    """All named statements of ``pg/queries.sql`` (sections start with ``-- name: <name>``)."""
+    text = importlib.resources.files(_PACKAGE).joinpath("pg", "queries.sql").read_text("utf-8")
+    parts = _SECTION.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2]):
+        if name in queries:
+            raise ValueError(f"duplicate SQL statement name {name!r}")
+        queries[name] = body.strip()
+    return queries
+
+
+def load_migrations() -> list[tuple[int, str, str]]:
+    """``(version, name, sql)`` of ``pg/migrations/V###__name.sql``, by version."""
+    out: list[tuple[int, str, str]] = []
+    root = importlib.resources.files(_PACKAGE).joinpath("pg", "migrations")
+    for entry in root.iterdir():
+        m = _MIGRATION_NAME.match(entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    out.sort()
+    versions = [v for v, _, _ in out]
+    if len(set(versions)) != len(versions):
+        raise ValueError(f"duplicate migration versions: {versions}")
+    return out
+
+
+async def apply_migrations(conn: asyncpg.Connection, now_ms: int) -> int:
+    """Bring the schema up to date in one transaction (under an advisory lock, so concurrent
+    starters apply each migration once); return the resulting version.
+
+    Raises ``SchemaVersionError`` if the database is newer than the code, or an applied
+    migration's checksum differs from the shipped file."""
+    migrations = load_migrations()
+    latest = migrations[-1][0] if migrations else 0
+    async with conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS schema_version ("
+            " version INTEGER PRIMARY KEY, name TEXT NOT NULL, checksum TEXT NOT NULL,"
+            " applied_at_ms BIGINT NOT NULL)"
+        )
+        applied = {
+            r[0]: r[1] for r in await conn.fetch("SELECT version, checksum FROM schema_version")
+        }
+        newest = max(applied, default=0)
+        if newest > latest:
+            raise SchemaVersionError(
+                f"database schema version {newest} is newer than this code's {latest}"
+            )
+        for version, name, script in migrations:
+            checksum = hashlib.sha256(script.encode()).hexdigest()
+            if version in applied:
+                if applied[version] != checksum:
+                    raise SchemaVersionError(f"migration V{version:03d}__{name} was changed")
+                continue
+            await conn.execute(script)  # simple query protocol: the whole script
+            await conn.execute(
+                "INSERT INTO schema_version (version, name, checksum, applied_at_ms)"
+                " VALUES ($1, $2, $3, $4)",
+                version,
+                name,
+                checksum,
+                now_ms,
+            )
+    return max(latest, newest)
+
+
+Q = SimpleNamespace(**load_queries())
+
+_CONNECTION_ERRORS = (
+    OSError,  # refused, reset, unreachable
+    TimeoutError,
+    asyncpg.PostgresConnectionError,  # SQLSTATE class 08, ConnectionDoesNotExistError
+    asyncpg.exceptions.OperatorInterventionError,  # 57: admin/crash shutdown, cannot connect now
+)
+_CONFLICT_ERRORS = (asyncpg.DeadlockDetectedError, asyncpg.SerializationError)
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    """Whether ``exc`` means the database was unreachable or the connection broke."""
+    if isinstance(exc, CoordinatorUnavailableError):
+        return False
+    if isinstance(exc, _CONNECTION_ERRORS):
+        return True
+    # asyncpg reports a use of a connection it already saw die as an InterfaceError
+    return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
+
+
+class PostgresBatchCoordinator(BatchCoordinator):
+    """``BatchCoordinator`` on a PostgreSQL database shared by any number of processes.
+
+    ``dsn``: a libpq URL (``postgresql://user[:password]@host:port/dbname[?sslmode=...]``), given
+    to asyncpg. ``pool_min_size`` / ``pool_max_size``: connections kept / at most (concurrent
+    calls beyond ``pool_max_size`` wait for a connection). ``time_ms``: clock in ms.
+    ``producer_id_expiration_ms``: Kafka ``producer.id.expiration.ms``. ``connect_timeout_s``:
+    seconds to wait for a new connection before the call fails with
+    ``CoordinatorUnavailableError``.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        pool_min_size: int = 1,
+        pool_max_size: int = 16,
+        time_ms: Callable[[], int] = wall_clock_ms,
+        producer_id_expiration_ms: int = _rules.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        connect_timeout_s: float = 10.0,
+    ) -> None:
+        if pool_max_size < 1 or pool_min_size < 0 or pool_min_size > pool_max_size:
+            raise ValueError("need 0 <= pool_min_size <= pool_max_size and pool_max_size >= 1")
+        self.dsn = dsn
+        self._min = pool_min_size
+        self._max = pool_max_size
+        self._time_ms = time_ms
+        self._expiration_ms = producer_id_expiration_ms
+        self._connect_timeout = connect_timeout_s
+        self._pool: asyncpg.Pool | None = None
+        # object keys of this process's commits in flight -> their completion
+        # (is_safe_to_delete_file waits for them: it is ordered after every commit submitted
+        # before it).
+        self._inflight: dict[str, asyncio.Future] = {}
+        self.schema_version = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._pool is not None:
+            return
+        try:
+            pool = await asyncpg.create_pool(
+                self.dsn,
+                min_size=self._min,
+                max_size=self._max,
+                timeout=self._connect_timeout,
+                server_settings={"jit": "off", "application_name": "kafka-rpc coordinator"},
+            )
+        except Exception as exc:
+            if _is_connection_error(exc):
+                raise CoordinatorUnavailableError(
+                    f"cannot connect to the coordinator database: {exc!r}"
+                ) from exc
+            raise
+        try:
+            async with pool.acquire() as conn:
+                self.schema_version = await apply_migrations(conn, self._time_ms())
+        except BaseException:
+            await pool.close()
+            raise
+        self._pool = pool
+
+    async def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            if self._inflight:
+                await asyncio.gather(*self._inflight.values(), return_exceptions=True)
+            await pool.close()
+
+    def _require_pool(self) -> asyncpg.Pool:
+        if self._pool is None:
+            raise RuntimeError("coordinator not started (await start() first)")
+        return self._pool
+
+    # -- running calls ---------------------------------------------------------------------------
+
+    async def _write(self, fn: Callable[[asyncpg.Connection], Awaitable[Any]]) -> Any:
+        """Run ``fn(conn)`` in one READ COMMITTED transaction and commit it. Retried on a
+        deadlock / serialization failure (rolled back, nothing applied); a connection failure
+        raises ``CoordinatorUnavailableError`` and is never retried (the outcome of an
+        interrupted COMMIT is unknown)."""
+        pool = self._require_pool()
+        for attempt in range(_CONFLICT_RETRIES + 1):
+            try:
+                async with (
+                    pool.acquire(timeout=self._connect_timeout) as conn,
+                    conn.transaction(),
+                ):
+                    return await fn(conn)
+            except _CONFLICT_ERRORS:
+                if attempt == _CONFLICT_RETRIES:
+                    raise
+                await asyncio.sleep(0.001 * (attempt + 1))
+            except Exception as exc:
+                if not _is_connection_error(exc):
+                    raise
+                raise CoordinatorUnavailableError(
+                    f"coordinator database connection failed during a write: {exc!r}"
+                ) from exc
+        raise AssertionError("unreachable")
+
+    async def _read(
+        self, fn: Callable[[asyncpg.Connection], Awaitable[Any]], *, snapshot: bool
+    ) -> Any:
+        """Run read ``fn(conn)``; in one REPEATABLE READ READ ONLY transaction when ``snapshot``
+        (several statements, one snapshot). Retried once on a fresh connection after a
+        connection failure, then ``CoordinatorUnavailableError``."""
+        pool = self._require_pool()
+        for attempt in range(2):
+            try:
+                async with pool.acquire(timeout=self._connect_timeout) as conn:
+                    if not snapshot:
+                        return await fn(conn)
+                    async with conn.transaction(isolation="repeatable_read", readonly=True):
+                        return await fn(conn)
+            except Exception as exc:
+                if not _is_connection_error(exc):
+                    raise
+                if attempt == 1:
+                    raise CoordinatorUnavailableError(
+                        f"coordinator database connection failed during a read: {exc!r}"
+                    ) from exc
+        raise AssertionError("unreachable")
+
+    # -- topics --------------------------------------------------------------------------------
+
+    async def create_topic_and_partitions(
+        self, requests: Sequence[CreateTopicAndPartitionsRequest]
+    ) -> list[int]:
+        requests = list(requests)
+
+        async def run(conn: asyncpg.Connection) -> list[int]:
+            out: list[int] = []
+            for r in requests:
+                if r.topic_id == ZERO_UUID or r.num_partitions < 0 or not r.topic_name:
+                    out.append(Errors.INVALID_REQUEST)
+                    continue
+                if r.num_partitions:
+                    await conn.execute(Q.insert_logs, r.topic_id, r.topic_name, r.num_partitions)
+                out.append(Errors.NONE)
+            return out
+
+        return await self._write(run)
+
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        async def run(conn: asyncpg.Connection) -> list[TopicIdPartition]:
+            return [
+                TopicIdPartition(uuid.UUID(bytes=t.bytes), p)
+                for t, p in await conn.fetch(Q.list_partitions)
+            ]
+
+        return await self._read(run, snapshot=False)
+
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
+        topic_ids = list(topic_ids)
+        now = self._time_ms()
+
+        async def run(conn: asyncpg.Connection) -> list[int]:
+            wanted = sorted({t for t in topic_ids if t != ZERO_UUID}, key=lambda t: t.bytes)
+            rows = await conn.fetch(Q.lock_logs_of_topics, wanted) if wanted else []
+            deleted = {uuid.UUID(bytes=r[1].bytes) for r in rows}
+            log_ids = [r[0] for r in rows]
+            if log_ids:
+                counts = await conn.fetch(Q.count_batches_by_file, log_ids)
+                await conn.execute(Q.delete_logs, log_ids)
+                await _release_files(conn, {r[0]: r[1] for r in counts}, now)
+            out: list[int] = []
+            for tid in topic_ids:
+                if tid in deleted:
+                    deleted.discard(tid)
+                    out.append(Errors.NONE)
+                else:
+                    out.append(Errors.UNKNOWN_TOPIC_OR_PARTITION)
+            return out
+
+        return await self._write(run)
+
+    # -- commit ----------------------------------------------------------------------------------
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        file_size: int,
+        requests: Sequence[CommitBatchRequest],
+    ) -> list[CommitBatchResponse]:
+        n = len(requests)
+        if n == 0:
+            return []
+        if not _rules.is_valid_object(object_key, file_size):
+            return [_COMMIT_INVALID] * n
+        requests = list(requests)
+        done = asyncio.get_running_loop().create_future()
+        previous = self._inflight.get(object_key)
+        self._inflight[object_key] = done
+        try:
+            return await self._write(
+                lambda conn: self._commit(conn, object_key, uploader_broker_id, file_size, requests)
+            )
+        finally:
+            done.set_result(None)
+            if self._inflight.get(object_key) is done:
+                if previous is not None and not previous.done():
+                    self._inflight[object_key] = previous
+                else:
+                    del self._inflight[object_key]
+
+    async def _commit(
+        self,
+        conn: asyncpg.Connection,
+        object_key: str,
+        uploader_broker_id: int,
+        file_size: int,
+        requests: list[CommitBatchRequest],
+    ) -> list[CommitBatchResponse]:
+        now = self._time_ms()
+        file_id = await conn.fetchval(Q.insert_file, object_key, uploader_broker_id, now, file_size)
+        if file_id is None:  # the key is known: reject everything, write nothing
+            return [_COMMIT_INVALID] * len(requests)
+        # Lock the distinct known-looking partitions in (topic_id, partition) order.
+        index: dict[TopicIdPartition, int] = {}
+        tids: list[uuid.UUID] = []
+        parts: list[int] = []
+        for r in requests:
+            tp = r.topic_id_partition
+            if tp not in index and tp.topic_id != ZERO_UUID and 0 <= tp.partition <= 0x7FFFFFFF:
+                index[tp] = len(tids)
+                tids.append(tp.topic_id)
+                parts.append(tp.partition)
+        states: list[list[int] | None] = [None] * len(tids)  # [log_id, lso, hw, byte_size]
+        if tids:
+            for log_id, ord_, lso, hw, size in await conn.fetch(Q.lock_logs, tids, parts):
+                states[ord_ - 1] = [log_id, lso, hw, size]
+        # Producer state of every (log, producer) of an idempotent entry, under the row locks.
+        pkeys: dict[tuple[int, int], list] = {}  # -> [entries, stored row ids]
+        for r in requests:
+            if r.producer_id >= 0 and r.producer_epoch >= 0:
+                i = index.get(r.topic_id_partition)
+                st = states[i] if i is not None else None
+                if st is not None:
+                    pkeys.setdefault((st[0], r.producer_id), [[], []])
+        if pkeys:
+            logs_arg = [k[0] for k in pkeys]
+            pids_arg = [k[1] for k in pkeys]
+            for row in await conn.fetch(Q.select_producer_states, logs_arg, pids_arg):
+                entry = ProducerEntry(row[3], row[4], row[5], row[6], row[7], row[8], row[2])
+                ps = pkeys[(row[0], row[1])]
+                ps[0].append(entry)
+                ps[1].append(row[2])
+
+        expiration_ms = self._expiration_ms
+        valid = _rules.is_valid_commit_request
+        response = new_commit_batch_response
+        none = Errors.NONE
+        heads0 = {i: (st[2], st[3]) for i, st in enumerate(states) if st is not None}
+        cols: list[list[int]] = [[] for _ in range(12)]
+        (b_log, b_base, b_last, b_boff, b_size, b_magic, b_tt, b_maxts, b_pid, b_epoch, b_bseq,
+         b_lseq) = cols  # fmt: skip
+        out: list[CommitBatchResponse] = []
+        append_out = out.append
+        for r in requests:
+            i = index.get(r.topic_id_partition)
+            st = states[i] if i is not None else None
+            if st is None:
+                append_out(_COMMIT_UNKNOWN)
+                continue
+            if not valid(r, file_size):
+                append_out(_COMMIT_INVALID)
+                continue
+            entries = None
+            if r.producer_id >= 0 and r.producer_epoch >= 0:
+                ps = pkeys[(st[0], r.producer_id)]
+                entries = ps[0]
+                if _rules.producer_state_expired(entries, now, expiration_ms):
+                    entries = ps[0] = []
+                err, dup = _rules.check_sequence(entries, r)
+                if err != none:
+                    append_out(CommitBatchResponse.of_error(err))
+                    continue
+                if dup is not None:
+                    append_out(
+                        CommitBatchResponse.duplicate(
+                            dup.assigned_offset, dup.batch_timestamp, st[1]
+                        )
+                    )
+                    continue
+            assigned = st[2]
+            last = assigned + r.last_offset - r.base_offset
+            st[2] = last + 1
+            st[3] += r.size
+            b_log.append(st[0])
+            b_base.append(assigned)
+            b_last.append(last)
+            b_boff.append(r.byte_offset)
+            b_size.append(r.size)
+            b_magic.append(r.magic)
+            b_tt.append(r.timestamp_type)
+            b_maxts.append(r.batch_max_timestamp)
+            b_pid.append(r.producer_id)
+            b_epoch.append(r.producer_epoch)
+            b_bseq.append(r.base_sequence)
+            b_lseq.append(r.last_sequence)
+            if entries is not None:
+                ts = now if r.timestamp_type == LOG_APPEND_TIME else r.batch_max_timestamp
+                _rules.remember(
+                    entries,
+                    ProducerEntry(
+                        r.producer_epoch, r.base_sequence, r.last_sequence, assigned, ts, now
+                    ),
+                )
+            append_out(response(none, assigned, now, st[1], False))
+
+        h_log: list[int] = []
+        h_hw: list[int] = []
+        h_size: list[int] = []
+        for i, (hw0, _) in heads0.items():
+            st = states[i]
+            assert st is not None
+            if st[2] != hw0:
+                h_log.append(st[0])
+                h_hw.append(st[2])
+                h_size.append(st[3])
+        stale: list[int] = []
+        fresh: list[list[int]] = [[] for _ in range(7)]
+        for (log_id, pid), (entries, stored_ids) in pkeys.items():
+            kept = {e.row_id for e in entries}
+            stale.extend(rid for rid in stored_ids if rid not in kept)
+            for e in entries:
+                if e.row_id is None:
+                    for col, v in zip(
+                        fresh,
+                        (log_id, pid, e.producer_epoch, e.base_sequence, e.last_sequence,
+                         e.assigned_offset, e.batch_timestamp),
+                    ):  # fmt: skip
+                        col.append(v)
+        await conn.execute(
+            Q.write_commit, file_id, now, *cols, h_log, h_hw, h_size, len(b_log), stale, *fresh
+        )
+        return out
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def find_batches(
+        self, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
+    ) -> list[FindBatchResponse]:
+        requests = list(requests)
+        if not requests:
+            return []
+
+        async def run(conn: asyncpg.Connection) -> list[FindBatchResponse] | None:
+            return await _find_batches(conn, requests, fetch_max_bytes, len(requests) == 1)
+
+        if len(requests) == 1:
+            res = await self._read(run, snapshot=False)
+            if res is not None:
+                return res
+            # one partition needing more than one page: again, in one snapshot
+        return await self._read(
+            lambda conn: _find_batches(conn, requests, fetch_max_bytes, False), snapshot=True
+        )
+
+    async def list_offsets(
+        self, requests: Sequence[ListOffsetsRequest]
+    ) -> list[ListOffsetsResponse]:
+        requests = list(requests)
+        if not requests:
+            return []
+        return await self._read(
+            lambda conn: _list_offsets(conn, requests), snapshot=len(requests) > 1
+        )
+
+    # -- deletion --------------------------------------------------------------------------------
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResponse]:
+        requests = list(requests)
+        now = self._time_ms()
+
+        async def run(conn: asyncpg.Connection) -> list[DeleteRecordsResponse]:
+            logs = await _lock_logs(conn, [r.topic_id_partition for r in requests])
+            freed_by_file: collections.Counter[int] = collections.Counter()
+            out: list[DeleteRecordsResponse] = []
+            for r in requests:
+                st = logs.get(r.topic_id_partition)
+                if st is None:
+                    out.append(DeleteRecordsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1))
+                    continue
+                hw = st[2]
+                target = hw if r.offset == -1 else r.offset
+                if target < 0 or target > hw:
+                    out.append(DeleteRecordsResponse(Errors.OFFSET_OUT_OF_RANGE, -1))
+                    continue
+                await _delete_below(conn, st, target, freed_by_file)
+                out.append(DeleteRecordsResponse(Errors.NONE, st[1]))
+            await _release_files(conn, freed_by_file, now)
+            return out
+
+        return await self._write(run)
+
+    async def enforce_retention(
+        self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
+    ) -> list[EnforceRetentionResponse]:
+        requests = list(requests)
+        now = self._time_ms()
+
+        async def run(conn: asyncpg.Connection) -> list[EnforceRetentionResponse]:
+            logs = await _lock_logs(conn, [r.topic_id_partition for r in requests])
+            freed_by_file: collections.Counter[int] = collections.Counter()
+            out: list[EnforceRetentionResponse] = []
+            for r in requests:
+                st = logs.get(r.topic_id_partition)
+                if st is None:
+                    out.append(
+                        EnforceRetentionResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+                    )
+                    continue
+                rb, rm = r.retention_bytes, r.retention_ms
+                if rb < 0 and rm < 0:
+                    out.append(EnforceRetentionResponse(Errors.NONE, 0, 0, st[1]))
+                    continue
+                remaining = st[3]
+                boundary = st[2]
+                count = 0
+                # The cursor stops at the first batch to keep: cost O(deleted + 1).
+                async for base, size, ts in conn.cursor(Q.retention_scan, st[0], prefetch=256):
+                    size_ok = rb < 0 or remaining <= rb
+                    time_ok = rm < 0 or ts >= now - rm
+                    if (size_ok and time_ok) or (
+                        max_batches_per_request > 0 and count >= max_batches_per_request
+                    ):
+                        boundary = base
+                        break
+                    remaining -= size
+                    count += 1
+                n, freed = await _delete_below(conn, st, boundary, freed_by_file)
+                out.append(EnforceRetentionResponse(Errors.NONE, n, freed, st[1]))
+            await _release_files(conn, freed_by_file, now)
+            return out
+
+        return await self._write(run)
+
+    # -- objects -------------------------------------------------------------------------------
+
+    async def get_files_to_delete(
+        self,
+        marked_before_ms: int | None = None,
+        limit: int = 0,
+        after_object_key: str | None = None,
+    ) -> list[FileToDelete]:
+        async def run(conn: asyncpg.Connection) -> list[FileToDelete]:
+            rows = await conn.fetch(
+                Q.files_to_delete,
+                after_object_key if after_object_key is not None else "",
+                marked_before_ms if marked_before_ms is not None else _INT64_MAX,
+                limit if limit > 0 else None,
+            )
+            return [FileToDelete(k, at, size) for k, at, size in rows]
+
+        return await self._read(run, snapshot=False)
+
+    async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
+        object_keys = list(object_keys)
+
+        async def run(conn: asyncpg.Connection) -> list[int]:
+            out: list[int] = []
+            for key in object_keys:
+                if await conn.fetchval(Q.delete_deleting_file, key) is not None:
+                    out.append(Errors.NONE)
+                elif await conn.fetchval(Q.file_exists, key) is not None:
+                    out.append(Errors.INVALID_REQUEST)
+                else:
+                    out.append(Errors.RESOURCE_NOT_FOUND)
+            return out
+
+        return await self._write(run)
+
+    async def is_safe_to_delete_file(self, object_key: str) -> bool:
+        if not object_key:
+            return True
+        pending = self._inflight.get(object_key)
+        while pending is not None and not pending.done():  # ordered after this process's commits
+            await asyncio.shield(pending)
+            pending = self._inflight.get(object_key)
+
+        async def run(conn: asyncpg.Connection) -> bool:
+            return await conn.fetchval(Q.file_exists, object_key) is None
+
+        return await self._read(run, snapshot=False)
+
+
+# -- helpers (run inside a caller's transaction) -------------------------------------------------
+
+
+async def _lock_logs(
+    conn: asyncpg.Connection, tps: Sequence[TopicIdPartition]
+) -> dict[TopicIdPartition, list[int]]:
+    """Lock the ``logs`` rows of ``tps`` in (topic_id, partition) order; return
+    ``tp -> [log_id, lso, hw, byte_size]`` for the known ones (unknown ones are absent)."""
+    distinct = list(
+        dict.fromkeys(
+            tp for tp in tps if tp.topic_id != ZERO_UUID and 0 <= tp.partition <= 0x7FFFFFFF
+        )
+    )
+    if not distinct:
+        return {}
+    rows = await conn.fetch(
+        Q.lock_logs, [tp.topic_id for tp in distinct], [tp.partition for tp in distinct]
+    )
+    return {distinct[o - 1]: [log_id, lso, hw, size] for log_id, o, lso, hw, size in rows}
+
+
+async def _delete_below(
+    conn: asyncpg.Connection,
+    st: list[int],
+    target: int,
+    freed_by_file: collections.Counter[int],
+) -> tuple[int, int]:
+    """Move the LSO of locked log ``st`` ([log_id, lso, hw, byte_size], updated in place) to
+    max(target, lso) and delete the batches entirely below it; count them per file in
+    ``freed_by_file``. Returns (batches deleted, bytes deleted)."""
+    new_lso = max(target, st[1])
+    if new_lso == st[1]:
+        return 0, 0
+    gone = await conn.fetch(Q.delete_batches_below, st[0], new_lso)
+    freed = sum(r[1] for r in gone)
+    await conn.execute(Q.update_log_tail, st[0], new_lso, freed)
+    st[1] = new_lso
+    st[3] -= freed
+    for r in gone:
+        freed_by_file[r[0]] += 1
+    return len(gone), freed
+
+
+async def _release_files(conn: asyncpg.Connection, deleted: dict[int, int], now: int) -> None:
+    """Take ``deleted[file_id]`` deleted batches off each file's ``batch_count`` (rows locked in
+    file_id order first); a file left with none is marked for deletion at ``now`` (ms)."""
+    if not deleted:
+        return
+    fids = sorted(deleted)
+    await conn.fetch(Q.lock_files, fids)
+    await conn.execute(Q.release_files, fids, [deleted[f] for f in fids], now)
+
+
+async def _find_batches(
+    conn: asyncpg.Connection,
+    requests: list[FindBatchRequest],
+    fetch_max_bytes: int,
+    single_statement: bool,
+) -> list[FindBatchResponse] | None:
+    """``find_batches`` on ``conn`` (inside a snapshot transaction unless ``single_statement``).
+    With ``single_statement`` returns None when a second page would be needed."""
+    out: list[FindBatchResponse] = []
+    request_bytes = 0
+    new_info = new_batch_info
+    for r in requests:
+        tp = r.topic_id_partition
+        if tp.topic_id == ZERO_UUID or not 0 <= tp.partition <= 0x7FFFFFFF:
+            out.append(FindBatchResponse.unknown_topic_or_partition())
+            continue
+        offset = r.offset
+        rows = await conn.fetch(
+            Q.find_first, tp.topic_id, tp.partition, min(max(offset, -1), _INT64_MAX), _FIND_PAGE
+        )
+        if not rows:
+            out.append(FindBatchResponse.unknown_topic_or_partition())
+            continue
+        log_id, lso, hw = rows[0][0], rows[0][1], rows[0][2]
+        if offset < lso or offset > hw:
+            out.append(FindBatchResponse.offset_out_of_range(lso, hw))
+            continue
+        if offset == hw or rows[0][3] is None:
+            out.append(FindBatchResponse.success((), lso, hw))
+            continue
+        found: list[BatchInfo] = []
+        partition_bytes = 0
+        max_partition = r.max_partition_fetch_bytes
+        page = [row[3:] for row in rows]
+        while True:
+            for b in page:
+                if request_bytes and (
+                    partition_bytes >= max_partition or request_bytes >= fetch_max_bytes
+                ):
+                    break
+                size = b[3]
+                found.append(
+                    new_info(
+                        b[0],
+                        b[1],
+                        b[2],
+                        size,
+                        b[4],
+                        b[5],
+                        b[6],
+                        b[7],
+                        b[8],
+                        tp,
+                        b[9],
+                        b[10],
+                        b[11],
+                        b[12],
+                        b[13],
+                    )
+                )
+                partition_bytes += size
+                request_bytes += size
+            else:
+                if len(page) == _FIND_PAGE:  # budget left and maybe more batches
+                    if single_statement:
+                        return None
+                    page = await conn.fetch(Q.find_more, log_id, page[-1][5], _FIND_PAGE)
+                    if page:
+                        continue
+            break
+        out.append(FindBatchResponse.success(tuple(found), lso, hw))
+    return out
+
+
+async def _list_offsets(
+    conn: asyncpg.Connection, requests: list[ListOffsetsRequest]
+) -> list[ListOffsetsResponse]:
+    out: list[ListOffsetsResponse] = []
+    for r in requests:
+        tp, ts = r.topic_id_partition, r.timestamp
+        if tp.topic_id == ZERO_UUID or not 0 <= tp.partition <= 0x7FFFFFFF:
+            out.append(ListOffsetsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, tp, -1, -1))
+            continue
+        if ts == MAX_TIMESTAMP:
+            row = await conn.fetchrow(Q.max_timestamp, tp.topic_id, tp.partition)
+        elif ts >= 0:
+            row = await conn.fetchrow(
+                Q.offset_for_timestamp, tp.topic_id, tp.partition, min(ts, _INT64_MAX)
+            )
+        else:
+            row = await conn.fetchrow(Q.log_bounds, tp.topic_id, tp.partition)
+        if row is None:
+            out.append(ListOffsetsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, tp, -1, -1))
+            continue
+        lso, hw = row[0], row[1]
+        if ts == LATEST_TIMESTAMP:
+            out.append(ListOffsetsResponse(Errors.NONE, tp, -1, hw))
+        elif ts in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            out.append(ListOffsetsResponse(Errors.NONE, tp, -1, lso))
+        elif ts == LATEST_TIERED_TIMESTAMP:
+            out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+        elif ts == MAX_TIMESTAMP:
+            if row[2] is None:
+                out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+            else:
+                out.append(ListOffsetsResponse(Errors.NONE, tp, row[2], row[3]))
+        elif ts < 0:
+            out.append(ListOffsetsResponse(Errors.UNKNOWN_SERVER_ERROR, tp, -1, -1))
+        elif row[2] is None:
+            out.append(ListOffsetsResponse(Errors.NONE, tp, -1, -1))
+        else:
+            out.append(ListOffsetsResponse(Errors.NONE, tp, row[2], max(row[3], lso)))
+    return out
