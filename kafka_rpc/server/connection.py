@@ -628,7 +628,11 @@ class SecureConnection(KafkaConnection):
         key = entry.api_key
         if key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
             if self.security.sasl is not None:
-                self._sasl_request(entry, ctx, request)
+                try:
+                    self._sasl_request(entry, ctx, request)
+                except Exception:
+                    log.exception("closing %s: SASL exchange failed", self.peer)
+                    self._abort()
                 return
         elif not self.authenticated:
             if key != API_VERSIONS_KEY or self.mechanism is not None:
@@ -674,18 +678,25 @@ class SecureConnection(KafkaConnection):
             reauth = self.authenticated
             if self._sasl_server is not None or (reauth and ctx.api_version < 1):
                 log.info("closing %s: SaslHandshake out of order", self.peer)
-                self._answer(entry, ctx, cls(ErrorCode.ILLEGAL_SASL_STATE, mechs), True)
+                self._answer(
+                    entry, ctx, cls(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=mechs), True
+                )
                 return
             mech = request.mechanism
             if mech not in mechs or (reauth and mech != self.mechanism):
                 log.info("closing %s: SASL mechanism %r not enabled%s", self.peer, mech,
                          " or changed on re-authentication" if reauth else "")  # fmt: skip
-                self._answer(entry, ctx, cls(ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechs), True)
+                self._answer(
+                    entry,
+                    ctx,
+                    cls(error_code=ErrorCode.UNSUPPORTED_SASL_MECHANISM, mechanisms=mechs),
+                    True,
+                )
                 return
             self.mechanism = mech
             self._sasl_server = sasl.new_server(mech)
             self._handshake_version = ctx.api_version
-            self._answer(entry, ctx, cls(0, mechs), False)
+            self._answer(entry, ctx, cls(error_code=0, mechanisms=mechs), False)
             if ctx.api_version == 0:
                 self._raw_tokens = True
             return
@@ -693,8 +704,9 @@ class SecureConnection(KafkaConnection):
         server = self._sasl_server
         if server is None or self._handshake_version < 1:
             log.info("closing %s: SaslAuthenticate without SaslHandshake v1", self.peer)
-            self._answer(entry, ctx, cls(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate "
-                                         "before SaslHandshake v1", b""), True)  # fmt: skip
+            msg = "SaslAuthenticate before SaslHandshake v1"
+            self._answer(entry, ctx, cls(error_code=ErrorCode.ILLEGAL_SASL_STATE,
+                                         error_message=msg), True)  # fmt: skip
             return
         try:
             token = server.step(request.auth_bytes)
@@ -702,10 +714,15 @@ class SecureConnection(KafkaConnection):
                 self._authenticated_as(server.username)
         except SaslAuthenticationError as e:
             log.info("closing %s: SASL %s authentication failed: %s", self.peer, self.mechanism, e)
-            self._answer(entry, ctx, cls(ErrorCode.SASL_AUTHENTICATION_FAILED, str(e), b""), True)
+            self._answer(
+                entry,
+                ctx,
+                cls(error_code=ErrorCode.SASL_AUTHENTICATION_FAILED, error_message=str(e)),
+                True,
+            )
             return
         lifetime = self.security.sasl.max_reauth_ms if server.complete else 0
-        self._answer(entry, ctx, cls(0, None, token, lifetime), False)
+        self._answer(entry, ctx, cls(auth_bytes=token, session_lifetime_ms=lifetime), False)
 
     def _authenticated_as(self, username: str | None) -> None:
         """The exchange completed: the principal, the session timer, the fast path back."""

@@ -1,0 +1,232 @@
+"""SASL PLAIN and SCRAM-SHA-256/512 over SASL_PLAINTEXT and SASL_SSL with confluent-kafka,
+kafka-python and our own client, against one `kafka-rpc serve` whose SCRAM credentials were
+made by `storage format --add-scram` (issue 15)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import struct
+
+import pytest
+
+from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
+from kafka_rpc.protocol import codec, frames
+from kafka_rpc.security.client import ClientSecurity
+from kafka_rpc.security.tls import client_context, ssl_settings
+from tests.security.test_tls_clients import _closed
+
+pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+USERS = {
+    "PLAIN": ("alice", "alice-secret"),
+    "SCRAM-SHA-256": ("alice", "alice-secret"),
+    "SCRAM-SHA-512": ("bob", "bob-secret"),
+}
+CASES = [(p, m) for p in ("SASL_PLAINTEXT", "SASL_SSL") for m in USERS]
+
+
+@pytest.mark.parametrize(("protocol", "mechanism"), CASES)
+def test_confluent_sasl(secure_server, pki, protocol, mechanism):
+    from confluent_kafka.admin import AdminClient
+
+    user, password = USERS[mechanism]
+    conf = {
+        "bootstrap.servers": secure_server.bootstrap(protocol), "security.protocol": protocol,
+        "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password,
+        "socket.timeout.ms": 5000,
+    }  # fmt: skip
+    if protocol == "SASL_SSL":
+        conf["ssl.ca.location"] = pki.truststore
+    md = AdminClient(conf).list_topics(timeout=10)
+    assert md.brokers[1].port == secure_server.ports[protocol]
+
+
+@pytest.mark.parametrize(("protocol", "mechanism"), CASES)
+def test_kafka_python_sasl(secure_server, pki, protocol, mechanism):
+    from kafka.admin import KafkaAdminClient
+
+    user, password = USERS[mechanism]
+    extra = {"ssl_cafile": pki.truststore} if protocol == "SASL_SSL" else {}
+    admin = KafkaAdminClient(
+        bootstrap_servers=secure_server.bootstrap(protocol), security_protocol=protocol,
+        sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password,
+        request_timeout_ms=10000, **extra,
+    )  # fmt: skip
+    try:
+        desc = admin.describe_cluster()
+        assert [b["port"] for b in desc["brokers"]] == [secure_server.ports[protocol]]
+    finally:
+        admin.close()
+
+
+def _security(secure_server, protocol, mechanism, user, password):
+    ctx = None
+    if protocol == "SASL_SSL":
+        from kafka_rpc.config import load_config
+
+        cfg = load_config(overrides=secure_server.overrides)
+        ctx = client_context(ssl_settings(cfg, protocol))
+    return ClientSecurity(ctx, mechanism, user, password)
+
+
+@pytest.mark.parametrize(("protocol", "mechanism"), CASES)
+async def test_our_client_sasl_and_bad_password(secure_server, protocol, mechanism):
+    user, password = USERS[mechanism]
+    good = _security(secure_server, protocol, mechanism, user, password)
+    async with KafkaRpcClient(secure_server.bootstrap(protocol), security=good) as client:
+        resp = await client.request(codec.message_class("DescribeClusterRequest")())
+        assert resp.error_code == 0
+    bad = _security(secure_server, protocol, mechanism, user, password + "x")
+    client = KafkaRpcClient(secure_server.bootstrap(protocol), security=bad, connect_timeout=1)
+    with pytest.raises(KafkaConnectionError, match="SASL_AUTHENTICATION_FAILED"):
+        await client.request(codec.message_class("DescribeClusterRequest")())
+    await client.close()
+
+
+def test_credentials_file_is_salted(secure_server):
+    from pathlib import Path
+
+    data = Path(secure_server.overrides["log.dirs"])
+    text = (data / "scram-credentials.json").read_text()
+    assert "alice-secret" not in text and "bob-secret" not in text
+    stored = json.loads(text)
+    assert stored["SCRAM-SHA-512"]["bob"]["iterations"] == 8192
+    assert set(stored["SCRAM-SHA-256"]["alice"]) == {"salt", "stored_key", "server_key",
+                                                       "iterations"}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ raw front door
+def _req(name: str, version: int, corr: int, **fields) -> bytes:
+    msg = codec.message_class(name)(**fields)
+    key = type(msg).__api_key__
+    return frames.frame(
+        frames.request_header_bytes(key, version, corr, "raw") + codec.encode(msg, version)
+    )
+
+
+def _read(sock: socket.socket) -> bytes:
+    head = b""
+    while len(head) < 4:
+        chunk = sock.recv(4 - len(head))
+        assert chunk, "closed"
+        head += chunk
+    n = struct.unpack(">i", head)[0]
+    body = b""
+    while len(body) < n:
+        chunk = sock.recv(n - len(body))
+        assert chunk, "closed"
+        body += chunk
+    return body
+
+
+def _decode(name: str, version: int, payload: bytes):
+    from kafka_rpc.client import decode_response
+
+    return decode_response(codec.message_class(name).__api_key__, version, payload)
+
+
+def test_request_before_authentication_closes(secure_server):
+    with socket.create_connection(("127.0.0.1", secure_server.ports["SASL_PLAINTEXT"])) as s:
+        s.settimeout(10)
+        s.sendall(
+            _req(
+                "ApiVersionsRequest", 3, 1, client_software_name="raw", client_software_version="1"
+            )
+        )
+        assert _decode("ApiVersionsRequest", 3, _read(s)).error_code == 0
+        s.sendall(_req("DescribeClusterRequest", 0, 2))
+        assert _closed(s)
+
+
+def test_bad_password_answers_58_then_closes(secure_server):
+    with socket.create_connection(("127.0.0.1", secure_server.ports["SASL_PLAINTEXT"])) as s:
+        s.settimeout(10)
+        s.sendall(_req("SaslHandshakeRequest", 1, 1, mechanism="PLAIN"))
+        hs = _decode("SaslHandshakeRequest", 1, _read(s))
+        assert hs.error_code == 0 and "SCRAM-SHA-512" in hs.mechanisms
+        s.sendall(_req("SaslAuthenticateRequest", 2, 2, auth_bytes=b"\0alice\0wrong"))
+        resp = _decode("SaslAuthenticateRequest", 2, _read(s))
+        assert resp.error_code == 58 and resp.error_message
+        assert _closed(s)
+
+
+def test_unsupported_mechanism_and_out_of_order(secure_server):
+    port = secure_server.ports["SASL_PLAINTEXT"]
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(10)
+        s.sendall(_req("SaslHandshakeRequest", 1, 1, mechanism="GSSAPI"))
+        assert _decode("SaslHandshakeRequest", 1, _read(s)).error_code == 33
+        assert _closed(s)
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        s.settimeout(10)
+        s.sendall(_req("SaslAuthenticateRequest", 1, 1, auth_bytes=b"\0alice\0alice-secret"))
+        assert _decode("SaslAuthenticateRequest", 1, _read(s)).error_code == 34
+        assert _closed(s)
+
+
+def test_v0_handshake_then_raw_plain_token(secure_server):
+    with socket.create_connection(("127.0.0.1", secure_server.ports["SASL_PLAINTEXT"])) as s:
+        s.settimeout(10)
+        s.sendall(_req("SaslHandshakeRequest", 0, 1, mechanism="PLAIN"))
+        assert _decode("SaslHandshakeRequest", 0, _read(s)).error_code == 0
+        token = b"\0alice\0alice-secret"
+        # the raw token and a request behind it in one write
+        s.sendall(
+            struct.pack(">i", len(token))
+            + token
+            + _req(
+                "ApiVersionsRequest", 3, 2, client_software_name="raw", client_software_version="1"
+            )
+        )
+        assert _read(s) == b""  # PLAIN's empty server token, raw
+        assert _decode("ApiVersionsRequest", 3, _read(s)).error_code == 0
+    with socket.create_connection(("127.0.0.1", secure_server.ports["SASL_PLAINTEXT"])) as s:
+        s.settimeout(10)
+        s.sendall(_req("SaslHandshakeRequest", 0, 1, mechanism="PLAIN"))
+        _read(s)
+        token = b"\0alice\0nope"
+        s.sendall(struct.pack(">i", len(token)) + token)
+        assert _closed(s)  # the raw form has no error answer: close
+
+
+async def test_reauthentication_lifetime(tmp_path, pki):
+    """connections.max.reauth.ms: SessionLifetimeMs is answered; a request after the session
+    ended closes; SaslHandshake v1 + SaslAuthenticate on the live connection renews it."""
+    from tests.security.conftest import SecureServe
+
+    srv = await asyncio.to_thread(
+        SecureServe, tmp_path, pki, **{"connections.max.reauth.ms": "600"}
+    )
+    try:
+        port = srv.ports["SASL_PLAINTEXT"]
+
+        def run():
+            def login(s, corr):
+                s.sendall(_req("SaslHandshakeRequest", 1, corr, mechanism="PLAIN"))
+                assert _decode("SaslHandshakeRequest", 1, _read(s)).error_code == 0
+                s.sendall(_req("SaslAuthenticateRequest", 1, corr + 1,
+                               auth_bytes=b"\0alice\0alice-secret"))  # fmt: skip
+                resp = _decode("SaslAuthenticateRequest", 1, _read(s))
+                assert resp.error_code == 0 and resp.session_lifetime_ms == 600
+
+            with socket.create_connection(("127.0.0.1", port)) as s:
+                s.settimeout(10)
+                login(s, 1)
+                s.sendall(_req("DescribeClusterRequest", 0, 3))
+                assert _decode("DescribeClusterRequest", 0, _read(s)).error_code == 0
+                import time
+
+                time.sleep(0.4)
+                login(s, 4)  # re-authenticated before the end
+                time.sleep(0.4)  # 0.8 s after the first login, 0.4 after the second
+                s.sendall(_req("DescribeClusterRequest", 0, 6))
+                assert _decode("DescribeClusterRequest", 0, _read(s)).error_code == 0
+                time.sleep(0.8)
+                s.sendall(_req("DescribeClusterRequest", 0, 7))
+                assert _closed(s)
+
+        await asyncio.to_thread(run)
+    finally:
+        srv.stop()
