@@ -226,7 +226,7 @@ async def test_create_coordinator_urls(tmp_path):
     with pytest.raises(TypeError):
         create_coordinator("kafka_rpc.coordinator.api:Errors")
     with pytest.raises(ValueError):
-        create_coordinator("postgres://x")
+        create_coordinator("mysql://x")  # postgres(ql):// is PostgreSQL
     with pytest.raises(ValueError):
         create_coordinator("sqlite://")
 
