@@ -295,6 +295,10 @@ class PostgresBatchCoordinator(BatchCoordinator):
         deadlock / serialization failure (rolled back, nothing applied); a connection failure
         raises ``CoordinatorUnavailableError`` and is never retried (the outcome of an
         interrupted COMMIT is unknown)."""
+        if asyncio.current_task() is None:
+            # The server may step a handler's coroutine outside any task; asyncpg's timeouts
+            # (asyncio.timeout) need one.
+            return await asyncio.get_running_loop().create_task(self._write(fn))
         pool = self._require_pool()
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
@@ -321,6 +325,8 @@ class PostgresBatchCoordinator(BatchCoordinator):
         """Run read ``fn(conn)``; in one REPEATABLE READ READ ONLY transaction when ``snapshot``
         (several statements, one snapshot). Retried once on a fresh connection after a
         connection failure, then ``CoordinatorUnavailableError``."""
+        if asyncio.current_task() is None:  # see _write
+            return await asyncio.get_running_loop().create_task(self._read(fn, snapshot=snapshot))
         pool = self._require_pool()
         for attempt in range(2):
             try:

@@ -4,7 +4,10 @@ API: versions 0-7 on the broker listener (v0-3: one key; v4+: a batch of keys).
 Behavior: key type 3 (BATCH, v7, KIP-1164) with keys ``read:<topicId>:<partition>`` or
 ``write:<topicId>:<partition>`` (topicId as Kafka's 22-char URL-safe base64 Uuid text or the
 36-char hyphenated form; partition >= 0) -> this node at the advertised endpoint of the
-request's listener (one node plays every role for now). Results come in request order.
+request's listener, for ``read:`` and ``write:`` alike: every coordinator store we run is
+writable from every node (SQLite: this node's own; PostgreSQL, ``postgresql://``: one database
+shared by every ``kafka-rpc serve`` process, each a writable coordinator whose acknowledged
+commits all others see at once, issue 16). Results come in request order.
 Errors, per key: INVALID_REQUEST (42) for a malformed BATCH key, or key type 3 below v7, or an
 unknown key type, with NodeId -1, Host "", Port -1; COORDINATOR_NOT_AVAILABLE (15) for key types
 0/1/2 (group, transaction, share): those coordinators do not exist here, and we never name a
