@@ -197,3 +197,73 @@ async def test_two_servers_share_one_database(tmp_path, pg_dsn):
         a.stop()
         if b is not None:
             b.stop()
+
+
+async def test_lost_database_connection_answers_retriable_error(tmp_path, pg_dsn):
+    """The database connection of a commit in flight is terminated (pg_terminate_backend, while
+    the commit waits for a partition's row lock): its entries are answered KAFKA_STORAGE_ERROR
+    (retriable), never a success; the node keeps serving, and the producer's retry through the
+    other node commits the batch once, at the next offset."""
+    import asyncpg
+
+    url = ["--override", f"diskless.coordinator.url={pg_dsn}"]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = ServeProcess(tmp_path / "a", *url)
+    b = None
+    clients: list[KafkaRpcClient] = []
+    admin = await asyncpg.connect(pg_dsn)
+    try:
+        b = ServeProcess(tmp_path / "b", *url)
+        ca = await KafkaRpcClient.connect(a.bootstrap, client_id="broker-a")
+        cb = await KafkaRpcClient.connect(b.bootstrap, client_id="broker-b")
+        clients += [ca, cb]
+        topic = uuid.uuid4()
+        mi = codec.module("InitDisklessTopicsRequest")
+        init_topic = _first_elem(mi, "topics")(topic_id=topic, num_partitions=1)
+        await ca.request(M("InitDisklessTopicsRequest")(topics=(init_topic,)))
+
+        def offsets(resp):
+            return [(p.error_code, p.assigned_base_offset, p.is_duplicate)
+                    for t in resp.topics for p in t.partitions]  # fmt: skip
+
+        r = await ca.request(_commit(topic, "first", [(0, 2, 7, 0)], 1))
+        assert offsets(r) == [(0, 0, False)]
+        lock = admin.transaction()
+        await lock.start()
+        await admin.fetch("SELECT 1 FROM logs FOR UPDATE")
+        inflight = asyncio.create_task(ca.request(_commit(topic, "lost", [(0, 3, 7, 2)], 1)))
+        pid = None
+        for _ in range(500):  # bounded: 10 s
+            pid = await admin.fetchval(
+                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND datname = current_database()"
+            )
+            if pid is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert pid is not None, "the commit never waited for the row lock"
+        await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
+        resp = await asyncio.wait_for(inflight, 10)
+        assert offsets(resp) == [(56, -1, False)]  # KAFKA_STORAGE_ERROR, retriable
+        await lock.rollback()
+        # the node reconnects and serves; the retry (through the other node) commits once
+        r = await cb.request(_commit(topic, "retry", [(0, 3, 7, 2)], 2))
+        assert offsets(r) == [(0, 2, False)]
+        r = await ca.request(_commit(topic, "retry-again", [(0, 3, 7, 2)], 1))
+        assert offsets(r) == [(0, 2, True)]
+        r = await ca.request(_commit(topic, "next", [(0, 1, 7, 5)], 1))
+        assert offsets(r) == [(0, 5, False)]
+        entries = await _find_all(ca, topic, 0)
+        assert [(e.object_key, e.base_offset) for e in entries] == [
+            ("first", 0),
+            ("retry", 2),
+            ("next", 5),
+        ]
+    finally:
+        await admin.close()
+        for c in clients:
+            await c.close()
+        a.stop()
+        if b is not None:
+            b.stop()
