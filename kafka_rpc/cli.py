@@ -10,6 +10,8 @@
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
     kafka-rpc cluster cluster-id (--bootstrap-server|--bootstrap-controller) HOST:PORT
     kafka-rpc cluster unregister (--bootstrap-server|--bootstrap-controller) HOST:PORT --id N
+    kafka-rpc chunks (create|alter) --bootstrap-server HOST:PORT
+                     (--create-chunk-json-file F|--alter-chunk-json-file F)
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server]
                     [--controller HOST:PORT] ...
 
@@ -474,6 +476,12 @@ def _cmd_cluster(args: argparse.Namespace, argv: list[str]) -> int:
     return run_sync(args)
 
 
+def _cmd_chunks(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.chunks import run_sync
+
+    return run_sync(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -582,6 +590,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "(kafka-cluster.sh)")  # fmt: skip
     _cluster_arguments(cl)
     cl.set_defaults(func=_cmd_cluster)
+
+    from kafka_rpc.tools.chunks import add_arguments as _chunks_arguments
+
+    ch = sub.add_parser("chunks", help="create chunks or move inactive ones (KIP-1114's "
+                        "kafka-chunks.sh)")  # fmt: skip
+    _chunks_arguments(ch)
+    ch.set_defaults(func=_cmd_chunks)
     return p
 
 

@@ -349,7 +349,8 @@ class Server:
     async def enforce_retention_once(self) -> int:
         """Apply ``log.retention.ms`` / ``log.retention.bytes`` to every diskless partition (whole
         batches, Inkless ``enforce_retention_v2`` semantics); returns batches deleted. Per-topic
-        overrides arrive with the controller's topic configs."""
+        overrides arrive with the controller's topic configs. Inactive chunks (KIP-1114) that end
+        below a partition's log start offset are then removed (``broker.chunk_deletion``)."""
         coordinator = self.coordinator
         if coordinator is None:
             return 0
@@ -360,10 +361,20 @@ class Server:
             return 0
         partitions = await coordinator.list_partitions()
         deleted = 0
+        moved = []
         for i in range(0, len(partitions), 500):
             reqs = [EnforceRetentionRequest(tp, nbytes, ms) for tp in partitions[i : i + 500]]
-            for r in await coordinator.enforce_retention(reqs, max_batches_per_request=2000):
+            answers = await coordinator.enforce_retention(reqs, max_batches_per_request=2000)
+            for q, r in zip(reqs, answers, strict=True):
                 deleted += max(r.batches_deleted, 0)
+                tp = q.topic_id_partition
+                moved.append((tp.topic_id, tp.partition, r.log_start_offset))
+        from kafka_rpc.broker.chunk_deletion import remove_expired_chunks
+
+        try:  # KIP-1114: inactive chunks ending below a log start offset are removed
+            await remove_expired_chunks(self, moved)
+        except Exception:
+            log.exception("automatic chunk deletion failed; retrying next interval")
         return deleted
 
     async def _retention_loop(self) -> None:

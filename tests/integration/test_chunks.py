@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import io
 import json
 import struct
@@ -25,6 +26,7 @@ from typing import ClassVar
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.coordinator.api import ListOffsetsRequest, TopicIdPartition
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode as E
 from kafka_rpc.tools import chunks as chunks_tool
@@ -194,8 +196,8 @@ async def until(pred, what, timeout=3 * TIMEOUT):
 CLUSTER = "Y2h1bmstdGVzdC1jbHVzdA"
 
 
-@pytest.fixture
-async def cluster(tmp_path):
+@contextlib.asynccontextmanager
+async def chunk_cluster(tmp_path, **extra):
     """(running server, broker-listener client, controller-listener client, topic id) with
     brokers 1 (this node), 2 and 3 registered and unfenced and a diskless topic ``events``
     (one partition on broker 1) mirrored into the Batch Coordinator."""
@@ -208,6 +210,7 @@ async def cluster(tmp_path):
             "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{cport}",
             "controller.quorum.voters": f"{NODE}@127.0.0.1:{cport}",
             "cluster.id": CLUSTER,
+            **extra,
         },
     )
     clients = []
@@ -242,6 +245,12 @@ async def cluster(tmp_path):
         for c in clients:
             await c.close()
         await running.stop()
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    async with chunk_cluster(tmp_path) as c:
+        yield c
 
 
 async def until_image(server, pred, what):
@@ -439,3 +448,72 @@ async def test_delete_records_past_a_chunk_end_removes_the_chunk(cluster):
     await until_image(server, lambda img: starts(img) == [20], "the first chunk removed")
     md = await raw_metadata(running.port(), 14, "events")
     assert [c.start_offset for c in md.topics[0].partitions[0].chunks] == [20]
+
+
+async def test_retention_past_a_chunk_end_removes_the_chunk(tmp_path):
+    """The same through the broker's retention task (``log.retention.bytes``): once retention
+    deleted every batch of the chunk, the chunk is removed."""
+    async with chunk_cluster(
+        tmp_path,
+        **{
+            "log.retention.bytes": "150",
+            "log.retention.ms": "-1",
+            "log.retention.check.interval.ms": "50",
+        },
+    ) as (running, broker, ctl, tid):
+        server = running.server
+        await commit(broker, tid, "obj-1", 10, 1_000, 0)  # 0..9, 100 bytes: within retention
+        resp = await broker.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+        assert [r.error_code for r in resp.results] == [0]
+        await until_image(server, lambda img: img.topic_by_name("events").chunks.get(0),
+                          "the chunk [0, 9]")  # fmt: skip
+        await commit(broker, tid, "obj-2", 10, 2_000, 10)  # 200 bytes: batch 0..9 goes
+        await until_image(server, lambda img: not img.topic_by_name("events").chunks,
+                          "the chunk removed after retention")  # fmt: skip
+        [lo] = await server.coordinator.list_offsets(
+            [ListOffsetsRequest(TopicIdPartition(tid, 0), -2)]
+        )
+        assert lo.offset == 10
+
+
+async def test_kafka_rpc_chunks_command_line(cluster, tmp_path):
+    """``kafka-rpc chunks`` as a real process against the server: exit 0 and one line per
+    entry, exit 1 on an entry error."""
+    import sys
+
+    running, broker, ctl, tid = cluster
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)
+    bootstrap = f"127.0.0.1:{running.port()}"
+
+    async def cli(*argv):
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "chunks", *argv,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), 4 * TIMEOUT)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+        return proc.returncode, out.decode(), err.decode()
+
+    f = tmp_path / "create.json"
+    f.write_text(json.dumps({"partitions": [{"topic": "events", "partition": 0, "replicas": [2]}]}))
+    code, out, err = await cli("create", "--bootstrap-server", bootstrap,
+                               "--create-chunk-json-file", str(f))  # fmt: skip
+    assert (code, out) == (0, "Created a chunk of events-0 on replicas 2.\n"), err
+    await until_image(running.server, lambda img: img.topic_by_name("events").chunks.get(0),
+                      "the chunk in the committed image")  # fmt: skip
+    f = tmp_path / "alter.json"
+    f.write_text(json.dumps({"chunks": [
+        {"topic": "events", "partition": 0, "startOffset": 0, "replicas": [3]},
+        {"topic": "events", "partition": 0, "startOffset": 5, "replicas": [3]},
+    ]}))  # fmt: skip
+    code, out, err = await cli("alter", "--bootstrap-server", bootstrap,
+                               "--alter-chunk-json-file", str(f))  # fmt: skip
+    lines = out.splitlines()
+    assert code == 1 and lines[0] == "Altered the chunk of events-0 at offset 0 to replicas 3."
+    assert lines[1].startswith("Error for events-0 at offset 5: INVALID_REQUEST: "), out
+    code, out, err = await cli("alter", "--bootstrap-server", bootstrap)
+    assert code == 1 and "--alter-chunk-json-file" in err
