@@ -4,7 +4,9 @@ Each complete frame is answered with a fixed small response (the request's corre
 fixed body as long as our ApiVersions v3 answer), all frames of a read with one write. Prints
 ``listening on HOST:PORT`` once bound.
 
-    taskset -c 1 python bench/echo_server.py --port 0
+    taskset -c 1 python bench/echo_server.py --port 0 [--keystore server.pem]
+
+With ``--keystore`` it serves over TLS (uvloop's TLS transport), the floor of the TLS cells.
 """
 
 from __future__ import annotations
@@ -45,10 +47,16 @@ class Echo(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
-async def main(host: str, port: int, body_len: int) -> None:
+async def main(host: str, port: int, body_len: int, keystore: str | None = None) -> None:
     loop = asyncio.get_running_loop()
     body = make_response(body_len)
-    srv = await loop.create_server(lambda: Echo(body), host, port, backlog=1024)
+    ctx = None
+    if keystore:  # the TLS floor: uvloop's own TLS transport with a PEM keystore
+        import ssl
+
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(keystore)
+    srv = await loop.create_server(lambda: Echo(body), host, port, backlog=1024, ssl=ctx)
     print(f"listening on {host}:{srv.sockets[0].getsockname()[1]}", flush=True)
     await asyncio.Event().wait()
 
@@ -58,7 +66,8 @@ if __name__ == "__main__":
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--body-len", type=int, default=29)
+    ap.add_argument("--keystore", help="PEM key + certificate: serve over TLS")
     a = ap.parse_args()
     import uvloop
 
-    uvloop.run(main(a.host, a.port, a.body_len))
+    uvloop.run(main(a.host, a.port, a.body_len, a.keystore))

@@ -13,9 +13,16 @@ any cell. ``python`` is the uvloop client below (``LoadConn``); it saturates nea
 responses/s, which capped the echo floor in the pipelined cells and so flattered the ratio there
 (measured side by side in one session: echo 16x16 766k/s under it vs 1.04M/s under the C one).
 
-Prints a table and writes JSON to bench/results/server-<timestamp>.json.
+``--tls``: the same cells over TLS (issue 15): ours on an SSL listener (PEM keystore, TLS 1.3,
+no client certificate; asyncio's TLS protocol on uvloop, see kafka_rpc.server.connection
+``tls_protocol_factory``) vs the echo floor on uvloop's own TLS transport with the same
+certificate. The key and a self-signed certificate are made at start in the temporary data
+directory; the load generator is the Python uvloop client with TLS (loadgen.c has no TLS).
 
-    python bench/server.py [--quick] [--loadgen c|python]
+Prints a table and writes JSON to bench/results/server-<timestamp>.json (server-tls-... with
+``--tls``).
+
+    python bench/server.py [--quick] [--loadgen c|python] [--tls]
 """
 
 from __future__ import annotations
@@ -101,12 +108,16 @@ class LoadConn(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
-async def run_cell(port: int, conns: int, window: int, duration: float, warmup: float) -> dict:
+async def run_cell(port: int, conns: int, window: int, duration: float, warmup: float,
+                   ssl_ctx=None) -> dict:  # fmt: skip
     loop = asyncio.get_running_loop()
     stats = {"lat": [], "recording": False, "stop": False}
     protos = []
+    tls = {"ssl": ssl_ctx, "server_hostname": "localhost"} if ssl_ctx is not None else {}
     for _ in range(conns):
-        _, p = await loop.create_connection(lambda: LoadConn(window, stats), "127.0.0.1", port)
+        _, p = await loop.create_connection(
+            lambda: LoadConn(window, stats), "127.0.0.1", port, **tls
+        )
         protos.append(p)
     for p in protos:
         p.start()
@@ -169,10 +180,46 @@ def _start(cmd: list[str], pattern: str, env: dict | None = None) -> tuple[subpr
     raise RuntimeError(f"{cmd} did not start")
 
 
-def _response_body_len(port: int) -> int:
+def make_tls(directory: str):
+    """A key and self-signed certificate for localhost / 127.0.0.1 in ``directory`` (the PEM
+    keystore of both servers) and the client context that trusts it."""
+    import datetime
+    import ipaddress
+    import ssl
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder().subject_name(name).issuer_name(name)
+        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(hours=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+        .sign(key, hashes.SHA256())
+    )  # fmt: skip
+    keystore = os.path.join(directory, "bench.keystore.pem")
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
+    with open(keystore, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                  serialization.NoEncryption()) + cert_pem)  # fmt: skip
+    ctx = ssl.create_default_context(cadata=cert_pem.decode())
+    return keystore, ctx
+
+
+def _response_body_len(port: int, ssl_ctx=None) -> int:
     """Bytes after the correlation id in our answer to the benchmark's request, so the echo
     floor writes responses exactly as long as ours."""
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+    raw = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sock = ssl_ctx.wrap_socket(raw, server_hostname="localhost") if ssl_ctx else raw
+    with sock:
         sock.sendall(request(1))
         data = b""
         while len(data) < 4 or len(data) < 4 + _size.unpack_from(data)[0]:
@@ -207,6 +254,7 @@ def main() -> None:
     ap.add_argument("--loadgen", choices=("c", "python"), default="c")
     ap.add_argument("--rounds", type=int, default=3,
                     help="alternated ours/echo pairs per cell; medians are reported")  # fmt: skip
+    ap.add_argument("--tls", action="store_true", help="both servers over TLS (SSL listener)")
     a = ap.parse_args()
     duration = 1.0 if a.quick else a.duration
     warmup = 0.3 if a.quick else 0.5
@@ -215,30 +263,40 @@ def main() -> None:
     import uvloop
 
     data_dir = tempfile.mkdtemp(prefix="kafka-rpc-bench-")
-    exe = build_loadgen(data_dir) if a.loadgen == "c" else None
+    ssl_ctx = keystore = None
+    listener = "PLAINTEXT"
+    tls_args: list[str] = []
+    echo_tls: list[str] = []
+    if a.tls:
+        keystore, ssl_ctx = make_tls(data_dir)
+        listener = "SSL"
+        tls_args = ["--override", f"ssl.keystore.location={keystore}"]
+        echo_tls = ["--keystore", keystore]
+    exe = build_loadgen(data_dir) if a.loadgen == "c" and not a.tls else None
     loadgen = "bench/loadgen.c (epoll)" if exe else "Python uvloop client"
     print(f"load generator: {loadgen}", file=sys.stderr, flush=True)
 
     def cell(port: int, conns: int, window: int) -> dict:
         if exe:
             return run_cell_c(exe, port, conns, window, duration, warmup)
-        return uvloop.run(run_cell(port, conns, window, duration, warmup))
+        return uvloop.run(run_cell(port, conns, window, duration, warmup, ssl_ctx))
 
     ours, our_port = _start(
         [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-         "--override", f"log.dirs={data_dir}"],
-        r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
+         "--override", f"listeners={listener}://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+         "--override", f"log.dirs={data_dir}", *tls_args],
+        rf"listening {listener} \(broker\) on [\d.]+:(\d+)",
     )  # fmt: skip
     try:
-        body_len = _response_body_len(our_port)
+        body_len = _response_body_len(our_port, ssl_ctx)
     except BaseException:
         ours.kill()
         raise
     print(f"ApiVersions v3 response body: {body_len} bytes (the echo answers as long)",
           file=sys.stderr, flush=True)  # fmt: skip
     echo, echo_port = _start(
-        [sys.executable, str(HERE / "echo_server.py"), "--body-len", str(body_len)], r":(\d+)$"
+        [sys.executable, str(HERE / "echo_server.py"), "--body-len", str(body_len), *echo_tls],
+        r":(\d+)$",
     )
     rows = []
     try:
@@ -262,9 +320,10 @@ def main() -> None:
                 p.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
 
-    print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor; {a.rounds} alternated rounds of "
-          f"{duration:g} s per cell, medians [ratio range]; servers on CPU 1, load generator "
-          f"({loadgen}) on CPU 0\n")  # fmt: skip
+    over = " over TLS 1.3" if a.tls else ""
+    print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor{over}; {a.rounds} alternated "
+          f"rounds of {duration:g} s per cell, medians [ratio range]; servers on CPU 1, load "
+          f"generator ({loadgen}) on CPU 0\n")  # fmt: skip
     print("| conns x in-flight | kafka-rpc req/s | p50 µs | p99 µs | echo req/s | p50 µs | p99 µs "
           "| ratio |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|")
@@ -274,9 +333,11 @@ def main() -> None:
         print(f"| {o['conns']} x {o['inflight']} | {o['rps']:,.0f} | {o['p50_us']:.0f} | "
               f"{o['p99_us']:.0f} | {e['rps']:,.0f} | {e['p50_us']:.0f} | {e['p99_us']:.0f} | "
               f"{row['ratio']:.2f} [{lo:.2f}-{hi:.2f}] |")  # fmt: skip
-    out = HERE / "results" / f"server-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    kind = "server-tls" if a.tls else "server"
+    out = HERE / "results" / f"{kind}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)
-    doc = {"duration_s": duration, "rounds": a.rounds, "loadgen": loadgen, "cells": rows}
+    doc = {"duration_s": duration, "rounds": a.rounds, "loadgen": loadgen, "tls": a.tls,
+           "cells": rows}  # fmt: skip
     out.write_text(json.dumps(doc, indent=2))
     print(f"\nJSON: {out.relative_to(HERE.parent)}")
 
