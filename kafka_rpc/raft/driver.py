@@ -1,8 +1,8 @@
 """Run a sans-io :class:`~kafka_rpc.raft.core.RaftCore` on the server's asyncio loop.
 
 One task (:meth:`RaftDriver.start`) owns the core's timers: it sleeps until
-``core.next_deadline_ms()`` or until an input wakes it, then calls ``core.poll(now)``, fsyncs the
-log if the core appended (``log.flush()`` then ``core.handle_flushed(now)``), drains
+``core.next_deadline_ms()`` or until an input wakes it, then calls ``core.poll(now)``, starts an
+fsync of the log if the core appended (``core.handle_flushed(now)`` once it is done), drains
 ``core.take_outbound()`` and settles :meth:`RaftDriver.wait_committed` waiters. Inputs are fed to
 the core directly, on the loop thread, and then wake the task:
 
@@ -22,9 +22,15 @@ Time is ``time.monotonic()`` in integer ms (:func:`monotonic_ms`), the same cloc
 built with; the core turns it into wall-clock ms (its ``wall_offset_ms``) wherever Kafka reports
 wall-clock time (record timestamps, DescribeQuorum's LastFetch/LastCaughtUp timestamps).
 
-Limits of this first driver: ``log.flush()`` (an fsync, typically 0.1-10 ms) runs on the loop
-thread and blocks it meanwhile; an exception from the core or the log is logged and the loop
-keeps going after ``controller.quorum.retry.backoff.ms`` (a bad peer must not kill the quorum).
+A leader with followers flushes on a thread of its own (:meth:`RaftDriver._start_flush`):
+``log.begin_flush()`` on the loop, the fsyncs on the ``raft-fsync`` thread while the loop goes on
+(answering the followers' Fetches with the new batches, taking appends), then ``log.end_flush()``
+and ``core.handle_flushed`` back on the loop; at most one flush is in flight, and the core never
+counts an offset that is not flushed (a voter fetches, and the leader counts its own end offset
+toward the high watermark, only up to ``log.flushed_offset``). Other nodes flush inline.
+
+An exception from the core or the log is logged and the loop keeps going after
+``controller.quorum.retry.backoff.ms`` (a bad peer must not kill the quorum).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
@@ -92,6 +99,10 @@ class RaftDriver:
         self._wake = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._stopping = False
+        # one thread for the log's fsyncs; at most one flush in flight (_flushing)
+        self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix=f"raft-fsync-{node_id}")
+        self._flushing: asyncio.Future | None = None
+        self.thread_flushes = 0  # flushes run on the fsync thread (a leader with followers)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -143,6 +154,11 @@ class RaftDriver:
             with contextlib.suppress(Exception):
                 await client.close()
         self._clients.clear()
+        if self._flushing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait([self._flushing])
+            await asyncio.sleep(0)  # let _flush_done conclude the ticket
+        self._fsync_thread.shutdown(wait=True)
         try:
             if self.core.needs_flush:
                 self.log.flush()
@@ -173,19 +189,53 @@ class RaftDriver:
                 await asyncio.wait_for(self._wake.wait(), delay)
 
     def _step(self) -> None:
-        """poll, flush, poll again if the flush moved anything, send, settle waiters."""
+        """poll, start a flush if the core appended, send, settle waiters."""
         core = self.core
         core.poll(monotonic_ms())
-        if core.needs_flush:
-            self.log.flush()
-            now = monotonic_ms()
-            core.handle_flushed(now)
-            core.poll(now)
+        if core.needs_flush and self._flushing is None:
+            self._start_flush()
         for out in core.take_outbound():
             task = asyncio.ensure_future(self._send(out))
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
         self._settle_waiters()
+
+    def _start_flush(self) -> None:
+        """Flush what the log holds so far. A leader with followers fsyncs on the fsync thread
+        and the loop goes on meanwhile, so the new batches reach the followers (parked Fetches
+        are answered) while the leader's own fsync runs: the high watermark needs a majority,
+        and the two proceed in parallel as in Kafka, where the leader's flush and the followers'
+        fetches are independent. Anyone else (a follower, an observer, a single voter) has
+        nothing to overlap with its fsync and flushes inline, which spares the thread handoff
+        (:meth:`_flush_done` tells the core in both cases). A log without ``begin_flush`` is
+        always flushed inline."""
+        core = self.core
+        begin = getattr(self.log, "begin_flush", None)
+        if begin is None or not core.is_leader or len(core.voters) < 2:
+            self.log.flush()
+            now = monotonic_ms()
+            core.handle_flushed(now)
+            core.poll(now)
+            return
+        ticket = begin()
+        fut = asyncio.get_running_loop().run_in_executor(self._fsync_thread, ticket.sync)
+        self._flushing = fut
+        self.thread_flushes += 1
+        fut.add_done_callback(lambda f: self._flush_done(ticket, f))
+
+    def _flush_done(self, ticket: Any, fut: asyncio.Future) -> None:
+        self._flushing = None
+        ok = not fut.cancelled() and fut.exception() is None
+        try:
+            self.log.end_flush(ticket, ok)
+            if ok:
+                self.core.handle_flushed(monotonic_ms())
+            else:
+                exc = None if fut.cancelled() else fut.exception()
+                log.error("raft: log flush failed: %r", exc)
+        except Exception:
+            log.exception("raft: concluding a log flush failed")
+        self._wake.set()
 
     def _input_done(self) -> None:
         """After feeding an input: let the loop poll, flush and send."""

@@ -56,6 +56,7 @@ __all__ = [
     "FileLog",
     "FileRawSnapshotReader",
     "FileRawSnapshotWriter",
+    "FlushTicket",
     "LogStateError",
     "segment_path",
     "snapshot_path",
@@ -272,6 +273,41 @@ class FileRawSnapshotWriter:
             self.path.unlink(missing_ok=True)
 
 
+class FlushTicket:
+    """One flush in flight (:meth:`FileLog.begin_flush`): duplicated descriptors of the segments
+    written since the previous flush, the directory if files were created or deleted, and the
+    log end offset (exclusive) those writes reach."""
+
+    __slots__ = ("_fds", "directory", "end_offset", "segment_bases", "truncations")
+
+    def __init__(
+        self,
+        fds: list[int],
+        directory: Path | None,
+        end_offset: int,
+        truncations: int,
+        segment_bases: tuple[int, ...],
+    ) -> None:
+        self._fds = fds
+        self.directory = directory
+        self.end_offset = end_offset
+        self.truncations = truncations
+        self.segment_bases = segment_bases
+
+    def sync(self) -> None:
+        """fsync the segments, then the directory (blocking; safe on any thread). Raises
+        OSError as ``os.fsync`` does."""
+        for fd in self._fds:
+            os.fsync(fd)
+        if self.directory is not None:
+            _fsync_dir(self.directory)
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            os.close(fd)
+
+
 class FileLog:
     """:class:`~kafka_rpc.raft.api.ReplicatedLog` on disk (Kafka ``KafkaMetadataLog``).
 
@@ -307,6 +343,7 @@ class FileLog:
         self._cache = EpochCache()
         self._dirty: set[int] = set()  # base offsets of segments written since the last flush
         self._dir_dirty = False
+        self._truncations = 0  # bumped by every truncation: an fsync begun before is stale
         self._closed = False
         self.start_offset = 0
         self.end_offset = 0
@@ -626,21 +663,62 @@ class FileLog:
         self.end_offset = new_end
         self.start_offset = min(self.start_offset, new_end)
         self.flushed_offset = min(self.flushed_offset, new_end)
+        self._truncations += 1
 
     def flush(self) -> None:
         """fsync every segment written or truncated since the last flush, and the directory
         when segment files were created or deleted; then ``flushed_offset = end_offset``
-        (Kafka ``UnifiedLog.flush``)."""
+        (Kafka ``UnifiedLog.flush``). :meth:`begin_flush` is the same in three steps, so the
+        fsyncs can run on another thread."""
+        ticket = self.begin_flush()
+        ok = False
+        try:
+            ticket.sync()
+            ok = True
+        finally:
+            self.end_flush(ticket, ok)
+
+    def begin_flush(self) -> FlushTicket:
+        """Take everything appended so far for an fsync: returns a :class:`FlushTicket` whose
+        ``sync()`` (any thread; blocking) fsyncs what was written up to now, and which
+        :meth:`end_flush` (the log's own thread, afterwards) turns into ``flushed_offset``.
+        Appends, truncations and segment deletions may go on meanwhile: the ticket holds its own
+        duplicates of the file descriptors, and a truncation before ``end_flush`` keeps the
+        flushed offset where it is (the next flush covers the cut)."""
         self._check_open()
-        if self._dirty:
+        fds: list[int] = []
+        try:
             for seg in self._segments:
                 if seg.base in self._dirty:
-                    os.fsync(seg.fd)
-            self._dirty.clear()
-        if self._dir_dirty:
-            _fsync_dir(self.directory)
-            self._dir_dirty = False
-        self.flushed_offset = self.end_offset
+                    fds.append(os.dup(seg.fd))
+        except OSError:
+            for fd in fds:
+                os.close(fd)
+            raise
+        ticket = FlushTicket(
+            fds,
+            self.directory if self._dir_dirty else None,
+            self.end_offset,
+            self._truncations,
+            tuple(self._dirty),
+        )
+        self._dirty.clear()
+        self._dir_dirty = False
+        return ticket
+
+    def end_flush(self, ticket: FlushTicket, ok: bool) -> None:
+        """Conclude ``ticket``: if its ``sync()`` succeeded (``ok``) and nothing was truncated
+        since :meth:`begin_flush`, ``flushed_offset`` becomes the end offset of that moment;
+        otherwise its segments (and the directory) are marked for the next flush again.
+        Closes the ticket's descriptors if ``sync()`` did not."""
+        ticket.close()
+        if not ok:
+            live = set(self._seg_bases)
+            self._dirty.update(b for b in ticket.segment_bases if b in live)
+            self._dir_dirty = self._dir_dirty or ticket.directory is not None
+            return
+        if ticket.truncations == self._truncations and ticket.end_offset > self.flushed_offset:
+            self.flushed_offset = min(ticket.end_offset, self.end_offset)
 
     # ---- snapshots
 
@@ -704,6 +782,7 @@ class FileLog:
         ):
             return False
         log.info("%s: truncating the log fully to snapshot %s", self.directory, latest)
+        self._truncations += 1
         self._drop_segments_from(0)
         self._cache.clear()
         self._drop_tail()

@@ -69,6 +69,9 @@ async def test_three_voters_and_an_observer(tmp_path):
 
         await until(replicated, TIMEOUT, "every node, the observer too, to replay the records")
         assert [n.server.controller.is_active for n in nodes.values()].count(True) == 1
+        # a leader with followers fsyncs off the loop, an observer inline (RaftDriver._start_flush)
+        assert nodes[lead].server.raft.thread_flushes > 0
+        assert nodes[4].server.raft.thread_flushes == 0
 
         async def observer_seen():
             p = await describe(clients[lead - 1])

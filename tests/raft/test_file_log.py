@@ -550,3 +550,64 @@ def test_tail_cache_equals_file_reads(ops) -> None:
                 assert _view(cached, lo, end + 1) == _view(plain, lo, end + 1)
         cached.close()
         plain.close()
+
+
+# ---- flushes in three steps (begin_flush / sync on another thread / end_flush)
+
+
+def test_a_split_flush_covers_what_was_appended_before_it_began(tmp_path: Path) -> None:
+    log = FileLog(tmp_path)
+    fill(log, [1, 1])
+    ticket = log.begin_flush()
+    fill(log, [1])  # appended while the fsync runs: not covered by it
+    ticket.sync()
+    log.end_flush(ticket, True)
+    assert (log.end_offset, log.flushed_offset) == (6, 4)
+    log.flush()
+    assert log.flushed_offset == 6
+    log.close()
+
+
+def test_a_truncation_during_a_split_flush_keeps_the_flushed_offset(tmp_path: Path) -> None:
+    log = FileLog(tmp_path)
+    fill(log, [1, 1])
+    log.flush()
+    fill(log, [1, 1])  # 4..8
+    ticket = log.begin_flush()
+    log.truncate_to(4)
+    fill(log, [2, 2])  # other batches at the same offsets, not yet on disk
+    ticket.sync()
+    log.end_flush(ticket, True)
+    assert (log.end_offset, log.flushed_offset) == (8, 4)
+    log.flush()
+    assert log.flushed_offset == 8
+    log.close()
+
+
+def test_a_failed_split_flush_is_retried_by_the_next(tmp_path: Path) -> None:
+    log = FileLog(tmp_path, segment_bytes=200)
+    fill(log, [1, 1, 1])  # rolls segments: the directory is dirty too
+    ticket = log.begin_flush()
+    log.end_flush(ticket, False)  # as if the fsync raised
+    assert log.flushed_offset == 0
+    retry = log.begin_flush()
+    assert retry.end_offset == 6 and retry.directory is not None
+    assert len(retry._fds) == len(segments(tmp_path))
+    retry.sync()
+    log.end_flush(retry, True)
+    assert log.flushed_offset == 6
+    log.close()
+
+
+def test_a_split_flush_survives_its_segment_being_deleted(tmp_path: Path) -> None:
+    log = FileLog(tmp_path, segment_bytes=200)
+    fill(log, [1, 1, 1, 1])
+    n_open = len(os.listdir("/proc/self/fd"))
+    ticket = log.begin_flush()
+    snap(log, OE(6, 1))
+    assert log.delete_before_snapshot(OE(6, 1))  # closes and unlinks the old segments
+    ticket.sync()  # its own descriptors are still valid
+    log.end_flush(ticket, True)
+    assert log.flushed_offset == 8
+    assert len(os.listdir("/proc/self/fd")) <= n_open  # the ticket closed its duplicates
+    log.close()
