@@ -167,6 +167,21 @@ COMMAND = st.one_of(
     CREATE,
     st.builds(Delete, st.lists(REF, min_size=1, max_size=2).map(tuple)),
     st.builds(Allocate, BROKER, EPOCH),
+    # KIP-1114: chunk starts on a grid of 10 so that alters often name an existing chunk
+    st.tuples(
+        st.sampled_from(VALID_NAMES),
+        st.integers(0, 1),
+        st.lists(BROKER, min_size=1, max_size=3, unique=True).map(tuple),
+        st.sampled_from([10, 20, 30, 40]),
+        st.integers(0, 3),
+    ).map(lambda t: CreateChunk(t[0], t[1], t[2], t[3], t[3] - 1 - t[4])),
+    st.builds(
+        AlterChunk,
+        st.sampled_from(VALID_NAMES),
+        st.integers(0, 1),
+        st.sampled_from([0, 0, 10, 20, 30]),
+        st.lists(BROKER, max_size=3, unique=True).map(tuple),
+    ),
 )
 FAULT = st.one_of(
     st.builds(Wait, st.integers(500, 10_000)),
