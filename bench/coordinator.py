@@ -30,6 +30,28 @@ VM it is inflated by other load too (cache and steal), though less than the rate
 
     python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
 
+``--postgres`` runs the PostgreSQL cells instead (issue 16), side by side in ONE run, on a
+throw-away cluster (``tests/pg_cluster.py``: ``fsync=on``, ``synchronous_commit=on``, loopback
+TCP) or on the server named by ``--pg-dsn`` (a database per cell is created there). Nothing is
+pinned: the PostgreSQL backends, the server process(es) and this load generator share the CPUs.
+
+* **pgbench** (context) - ``pgbench -i -s 10`` then ``pgbench -c 16 -j 2 -T <seconds>`` (TPC-B
+  like) on the same cluster: its transactions/s.
+* **floor** - ``coordinator_floor.pg_commit_floor``: the coordinator's own commit SQL
+  (``pg/queries.sql``: insert_file, lock_logs, write_commit in one transaction) run by asyncpg
+  alone from 16 connections in a closed loop, same request shape (100 plain batches, 2 on each
+  of 50 partitions); run BEFORE and AFTER the server cells. ``pg_find_floor``: the coordinator's
+  one-statement ``find_first`` from 16 connections on the 1-server cell's database.
+* **1 server** - ``kafka-rpc serve`` with ``diskless.coordinator.url=postgresql://...``
+  (``pool_max_size=16``), 16 client connections: CommitBatches closed loop, then
+  FindDisklessBatches 16 x ``--window`` in flight and 16 x 1.
+* **2 servers** - two ``kafka-rpc serve`` processes on ONE fresh database, 8 client connections
+  each (16 in all): the same commit cell (all commits touch the same 50 partitions, so they
+  serialise on those rows in the database as one server's do), then find 16 x ``--window``.
+
+Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s vs the find
+floor); "2 vs 1" = the 2-server rate / the 1-server rate.
+
 Prints a Markdown table; writes JSON to bench/results/coordinator-<timestamp>.json.
 """
 
@@ -91,9 +113,17 @@ def commit_request(key: str):
     per = BATCHES // PARTITIONS
     parts = tuple(
         _cm.CommitBatchesTopicPartition(
-            partition_index=i // per, object_key=key, byte_offset=i * BATCH_SIZE, size=BATCH_SIZE,
-            base_offset=0, last_offset=RECORDS - 1, batch_max_timestamp=now,
-            message_timestamp_type=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+            partition_index=i // per,
+            object_key=key,
+            byte_offset=i * BATCH_SIZE,
+            size=BATCH_SIZE,
+            base_offset=0,
+            last_offset=RECORDS - 1,
+            batch_max_timestamp=now,
+            message_timestamp_type=0,
+            producer_id=-1,
+            producer_epoch=-1,
+            base_sequence=-1,
             last_sequence=-1,
         )
         for i in range(BATCHES)
@@ -222,8 +252,12 @@ async def commit_open(clients, seconds: float, rate: float) -> dict:
 async def find_cell(clients, seconds: float, window: int, targets, fetch_bytes: int) -> dict:
     reqs = [
         _FindReq(
-            topics=(_F_TOPIC(topic_id=TOPIC, partitions=(
-                _F_PART(partition_index=p, offset=off, max_bytes=fetch_bytes),)),),
+            topics=(
+                _F_TOPIC(
+                    topic_id=TOPIC,
+                    partitions=(_F_PART(partition_index=p, offset=off, max_bytes=fetch_bytes),),
+                ),
+            ),
             max_bytes=50 * 1024 * 1024,
         )
         for p, off in targets
@@ -340,6 +374,235 @@ def table(res: dict, args) -> str:
     return "\n".join(rows)
 
 
+# -- PostgreSQL cells (--postgres) -----------------------------------------------------------------
+
+
+def _start_unpinned(cmd: list[str]) -> tuple:
+    """Start a server; return (process, PLAINTEXT port) once it printed its listener."""
+    import re
+    import subprocess
+
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 30
+    for line in proc.stdout:
+        m = re.search(r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)", line)
+        if m:
+            return proc, int(m.group(1))
+        if time.monotonic() > deadline:
+            break
+    proc.kill()
+    proc.wait(15)
+    raise RuntimeError(f"{cmd} did not start")
+
+
+def _serve_pg(dsn: str, data_dir: str) -> tuple:
+    return _start_unpinned(
+        [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
+         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+         "--override", f"log.dirs={data_dir}",
+         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16"]
+    )  # fmt: skip
+
+
+def _stop(procs) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(15)
+        except Exception:
+            p.kill()
+            p.wait(15)
+
+
+def _with_db(dsn: str, name: str) -> str:
+    from urllib.parse import urlsplit, urlunsplit
+
+    u = urlsplit(dsn)
+    return urlunsplit((u.scheme, u.netloc, "/" + name, u.query, u.fragment))
+
+
+async def _create_db(admin_dsn: str, name: str) -> str:
+    import asyncpg
+
+    conn = await asyncpg.connect(admin_dsn)
+    try:
+        await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        await conn.execute(f'CREATE DATABASE "{name}"')
+    finally:
+        await conn.close()
+    return _with_db(admin_dsn, name)
+
+
+def _pgbench(bin_dir: str | None, dsn: str, seconds: float) -> dict | None:
+    import re
+    import subprocess
+
+    exe = os.path.join(bin_dir, "pgbench") if bin_dir else shutil.which("pgbench")
+    if not exe or not os.path.exists(exe):
+        return None
+    subprocess.run([exe, "-i", "-s", "10", "-q", dsn], check=True, capture_output=True,
+                   timeout=300)  # fmt: skip
+    out = subprocess.run(
+        [exe, "-c", str(CONNS), "-j", "2", "-T", str(max(1, round(seconds))), "-n", dsn],
+        check=True, capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    m = re.search(r"tps = ([\d.]+)", out)
+    lat = re.search(r"latency average = ([\d.]+) ms", out)
+    return {"tps": float(m.group(1)) if m else None,
+            "latency_avg_ms": float(lat.group(1)) if lat else None}  # fmt: skip
+
+
+async def _connect_clients(ports: list[int], total: int) -> list[KafkaRpcClient]:
+    return [
+        await KafkaRpcClient.connect(f"127.0.0.1:{ports[k % len(ports)]}", client_id=f"bench-{k}")
+        for k in range(total)
+    ]
+
+
+async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict:
+    global SERVER_PID
+    res: dict = {}
+    say("pgbench (TPC-B like)")
+    res["pgbench"] = _pgbench(bin_dir, await _create_db(admin_dsn, "bench_pgbench"), args.seconds)
+    say("commit floor (before)")
+    res["floor_before"] = await floor.pg_commit_floor(
+        await _create_db(admin_dsn, "bench_floor_before"), args.seconds, CONNS
+    )
+    say(f"floor: {res['floor_before']['commits_per_s']:,.0f}/s")
+    for n in (1, 2):
+        dsn = await _create_db(admin_dsn, f"bench_ours{n}")
+        procs = []
+        clients: list[KafkaRpcClient] = []
+        try:
+            ports = []
+            for i in range(n):
+                proc, port = _serve_pg(dsn, os.path.join(base, f"data{n}-{i}"))
+                procs.append(proc)
+                ports.append(port)
+            SERVER_PID = procs[0].pid if n == 1 else None
+            clients = await _connect_clients(ports, CONNS)
+            init = await clients[0].request(
+                codec.message_class("InitDisklessTopicsRequest")(
+                    topics=(_elem(_im, "topics")(topic_id=TOPIC, num_partitions=PARTITIONS),)
+                )
+            )
+            assert [r.error_code for r in init.responses] == [0], init
+            await commit_closed(clients, args.warmup, "warm")
+            res[f"commit_{n}"] = await commit_closed(clients, args.seconds, "c")
+            say(f"{n} server(s) commit: {res[f'commit_{n}']['commits_per_s']:,.0f}/s")
+            targets = await floor.pg_lookup_targets(dsn, args.tail, 10_000)
+            await find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
+            res[f"find_pipelined_{n}"] = await find_cell(
+                clients, args.seconds, args.window, targets, args.fetch_bytes
+            )
+            say(f"{n} server(s) find: {res[f'find_pipelined_{n}']['lookups_per_s']:,.0f}/s")
+            if n == 1:
+                res["find_unpipelined_1"] = await find_cell(
+                    clients, args.seconds, 1, targets, args.fetch_bytes
+                )
+                res["targets"] = targets
+                res["find_db"] = dsn
+        finally:
+            for c in clients:
+                await c.close()
+            _stop(procs)
+            SERVER_PID = None
+    say("find floor")
+    res["find_floor"] = await floor.pg_find_floor(
+        res.pop("find_db"), args.seconds, res.pop("targets"), args.fetch_bytes, CONNS, 1
+    )
+    say("commit floor (after)")
+    res["floor_after"] = await floor.pg_commit_floor(
+        await _create_db(admin_dsn, "bench_floor_after"), args.seconds, CONNS
+    )
+    return res
+
+
+def pg_table(res: dict, args) -> str:
+    f0, f1 = res["floor_before"], res["floor_after"]
+    cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
+    c1, c2 = res["commit_1"], res["commit_2"]
+    ff = res["find_floor"]
+    fp1, fu1, fp2 = res["find_pipelined_1"], res["find_unpipelined_1"], res["find_pipelined_2"]
+    pgb = res.get("pgbench") or {}
+    tps = f"{pgb['tps']:,.0f} tps" if pgb.get("tps") else "not available"
+
+    def lat(cell: dict) -> str:
+        return f"{cell['p50_ms']:.1f} / {cell['p99_ms']:.1f}"
+
+    rows = [
+        "| cell | method | ours | p50 / p99 ms | floor (asyncpg alone, same SQL) | ratio ours/floor"
+        " | 2 vs 1 server | loadgen CPU |",
+        "|---|---|---|---|---|---|---|---|",
+        f"| commit, 1 server | {CONNS} conns x 1 in flight, CommitBatches of {BATCHES} batches"
+        f" over {PARTITIONS} partitions, new object each | **{c1['commits_per_s']:,.0f}**"
+        f" commits/s | {lat(c1)} | {cf:,.0f} commits/s (before {f0['commits_per_s']:,.0f},"
+        f" p50/p99 {lat(f0)}; after {f1['commits_per_s']:,.0f})"
+        f" | **{c1['commits_per_s'] / cf:.2f}** | - | {c1['loadgen_cpu']:.0%} |",
+        f"| commit, 2 servers | the same, 8 conns to each of 2 servers on one database"
+        f" | **{c2['commits_per_s']:,.0f}** commits/s | {lat(c2)} | {cf:,.0f} commits/s"
+        f" | {c2['commits_per_s'] / cf:.2f} | **{c2['commits_per_s'] / c1['commits_per_s']:.2f}**"
+        f" | {c2['loadgen_cpu']:.0%} |",
+        f"| find, 1 server, pipelined | {CONNS} conns x {args.window} in flight, 1 partition per"
+        f" request ({fp1['batches_per_lookup']:.1f} batches/lookup)"
+        f" | **{fp1['lookups_per_s']:,.0f}** lookups/s"
+        f" | {fp1['p50_ms']:.2f} / {fp1['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
+        f" lookups/s ({CONNS} conns, p50/p99 {ff['p50_ms']:.2f} / {ff['p99_ms']:.2f})"
+        f" | **{fp1['lookups_per_s'] / ff['lookups_per_s']:.2f}** | - | {fp1['loadgen_cpu']:.0%} |",
+        f"| find, 1 server, unpipelined | {CONNS} conns x 1 in flight | {fu1['lookups_per_s']:,.0f}"
+        f" lookups/s | {fu1['p50_ms']:.2f} / {fu1['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
+        f" lookups/s | {fu1['lookups_per_s'] / ff['lookups_per_s']:.2f} | -"
+        f" | {fu1['loadgen_cpu']:.0%} |",
+        f"| find, 2 servers, pipelined | 8 conns to each x {args.window} in flight"
+        f" | **{fp2['lookups_per_s']:,.0f}** lookups/s | {fp2['p50_ms']:.2f} / {fp2['p99_ms']:.2f}"
+        f" | {ff['lookups_per_s']:,.0f} lookups/s"
+        f" | {fp2['lookups_per_s'] / ff['lookups_per_s']:.2f}"
+        f" | **{fp2['lookups_per_s'] / fp1['lookups_per_s']:.2f}** | {fp2['loadgen_cpu']:.0%} |",
+        f"| context: pgbench | TPC-B like, -s 10 -c {CONNS} -j 2, same cluster | - | - | {tps}"
+        f" | - | - | - |",
+    ]  # fmt: skip
+    return "\n".join(rows)
+
+
+def main_postgres(args) -> None:
+    import uvloop
+
+    base = tempfile.mkdtemp(prefix="kafka-rpc-coord-bench-", dir=args.dir)
+    cluster = None
+    try:
+        if args.pg_dsn:
+            admin_dsn, bin_dir = args.pg_dsn, None
+        else:
+            from tests.pg_cluster import PgCluster
+
+            cluster = PgCluster(fsync=True).start()
+            admin_dsn, bin_dir = cluster.dsn(), str(cluster.bin_dir)
+        res = uvloop.run(pg_cells(admin_dsn, bin_dir, base, args))
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    import asyncpg
+
+    env = (
+        f"PostgreSQL {'at --pg-dsn' if args.pg_dsn else 'throw-away cluster, fsync on'}, asyncpg"
+        f" {asyncpg.__version__}, Python {sys.version.split()[0]}, {platform.machine()},"
+        f" {os.cpu_count()} CPUs, nothing pinned; {args.seconds:g} s per cell"
+    )
+    print(f"\n{env}\n")
+    print(pg_table(res, args))
+    res["meta"] = {"env": env, "seconds": args.seconds, "conns": CONNS, "window": args.window,
+                   "batches_per_commit": BATCHES, "partitions": PARTITIONS}  # fmt: skip
+    out = Path(args.json) if args.json else (
+        HERE / "results" / f"coordinator-pg-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    )  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2))
+    print(f"\nJSON: {out}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=5.0, help="duration of each cell")
@@ -353,10 +616,21 @@ def main() -> None:
     ap.add_argument("--inline-read-max-partitions", type=int, default=None,
                     help="server coordinator option (default: the server's, 4; 0 = every read "
                          "on the reader thread), for A/B runs of the two read paths")  # fmt: skip
+    ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="the PostgreSQL cells (issue 16) instead of the SQLite ones",
+    )
+    ap.add_argument("--pg-dsn", default=None,
+                    help="--postgres on this server (a superuser URL; databases bench_* are "
+                         "created there) instead of a throw-away cluster")  # fmt: skip
     args = ap.parse_args()
     if args.quick:
         args.seconds = 1.0
     args.warmup = 0.3 if args.quick else 1.0
+    if args.postgres:
+        main_postgres(args)
+        return
     pinned = shutil.which("taskset") is not None and (os.cpu_count() or 1) > 1
     if pinned and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {0})

@@ -164,9 +164,7 @@ def commit_requests() -> list[CommitBatchRequest]:
     i = 0
     for tp in tps:
         for _ in range(BATCHES // PARTITIONS):
-            reqs.append(
-                CommitBatchRequest(tp, i * BATCH_SIZE, BATCH_SIZE, 0, RECORDS - 1, now, 0)
-            )
+            reqs.append(CommitBatchRequest(tp, i * BATCH_SIZE, BATCH_SIZE, 0, RECORDS - 1, now, 0))
             i += 1
     return reqs
 
@@ -174,9 +172,7 @@ def commit_requests() -> list[CommitBatchRequest]:
 async def new_coordinator(path: str) -> SqliteBatchCoordinator:
     c = SqliteBatchCoordinator(path, synchronous="FULL")
     await c.start()
-    await c.create_topic_and_partitions(
-        [CreateTopicAndPartitionsRequest(TOPIC, "t", PARTITIONS)]
-    )
+    await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(TOPIC, "t", PARTITIONS)])
     return c
 
 
@@ -328,9 +324,7 @@ async def run(args) -> dict:
     base = tempfile.mkdtemp(prefix="coordfloor-", dir=args.dir)
     try:
         res: dict = {}
-        res["commit_floor"] = commit_floor(
-            os.path.join(base, "floor.db"), args.seconds, args.group
-        )
+        res["commit_floor"] = commit_floor(os.path.join(base, "floor.db"), args.seconds, args.group)
         path = os.path.join(base, "coord.db")
         c = await new_coordinator(path)
         try:
@@ -404,3 +398,156 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+# -- PostgreSQL floors (bench/coordinator.py --postgres) -----------------------------------------
+
+
+async def pg_setup(dsn: str) -> None:
+    """The coordinator's own migrations and the benchmark topic (``PARTITIONS`` partitions)."""
+    import asyncpg
+
+    from kafka_rpc.coordinator.postgres import Q, apply_migrations
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        await apply_migrations(conn, int(time.time() * 1000))
+        await conn.execute(Q.insert_logs, TOPIC, "bench", PARTITIONS)
+    finally:
+        await conn.close()
+
+
+async def pg_commit_floor(dsn: str, seconds: float, conns: int) -> dict:
+    """The SQL of ``PostgresBatchCoordinator.commit_file`` run by asyncpg alone: per commit, on
+    one of ``conns`` connections in a closed loop, ``BEGIN``; ``insert_file``; ``lock_logs`` (the
+    50 partitions, FOR UPDATE in key order); ``write_commit`` (100 batches, 50 new heads, the
+    file's batch count); ``COMMIT``; with the same request shape as the server cells (2 plain
+    batches of ``RECORDS`` records on each partition). No wire, no validation, no response
+    objects: the floor of this schema and this SQL on this server."""
+    import asyncpg
+
+    from kafka_rpc.coordinator.postgres import Q
+
+    await pg_setup(dsn)
+    pool = await asyncpg.create_pool(
+        dsn, min_size=conns, max_size=conns, server_settings={"jit": "off"}
+    )
+    tids = [TOPIC] * PARTITIONS
+    parts = list(range(PARTITIONS))
+    per = BATCHES // PARTITIONS
+    lat: list[float] = []
+    deadline = time.perf_counter() + seconds
+
+    async def lane(k: int) -> None:
+        async with pool.acquire() as conn:
+            i = 0
+            while time.perf_counter() < deadline:
+                i += 1
+                now = int(time.time() * 1000)
+                t = time.perf_counter()
+                async with conn.transaction():
+                    fid = await conn.fetchval(
+                        Q.insert_file, f"floor/{k}/{i}", 1, now, BATCHES * BATCH_SIZE
+                    )
+                    st = {o - 1: [lid, hw, size] for lid, o, _lso, hw, size in
+                          await conn.fetch(Q.lock_logs, tids, parts)}  # fmt: skip
+                    cols: list[list[int]] = [[] for _ in range(12)]
+                    for b in range(BATCHES):
+                        s = st[b // per]
+                        row = (s[0], s[1], s[1] + RECORDS - 1, b * BATCH_SIZE, BATCH_SIZE, 2, 0,
+                               now, -1, -1, -1, -1)  # fmt: skip
+                        s[1] += RECORDS
+                        s[2] += BATCH_SIZE
+                        for col, v in zip(cols, row):
+                            col.append(v)
+                    heads = [st[p] for p in parts]
+                    empty: list[int] = []
+                    await conn.execute(
+                        Q.write_commit, fid, now, *cols, [h[0] for h in heads],
+                        [h[1] for h in heads], [h[2] for h in heads], BATCHES, empty,
+                        *([empty] * 7),
+                    )  # fmt: skip
+                lat.append(time.perf_counter() - t)
+
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(lane(k) for k in range(conns)))
+        elapsed = time.perf_counter() - t0
+    finally:
+        await pool.close()
+    return {
+        "commits_per_s": len(lat) / elapsed,
+        "commits": len(lat),
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+    }
+
+
+async def pg_lookup_targets(dsn: str, tail: int, n: int, seed: int = 7) -> list[tuple[int, int]]:
+    import asyncpg
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        hws = dict(
+            await conn.fetch(
+                "SELECT partition, high_watermark FROM logs WHERE topic_id = $1", TOPIC
+            )
+        )
+    finally:
+        await conn.close()
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        p = rnd.randrange(PARTITIONS)
+        out.append((p, max(0, hws[p] - rnd.randint(1, tail) * RECORDS)))
+    return out
+
+
+async def pg_find_floor(
+    dsn: str, seconds: float, targets, fetch_bytes: int, conns: int, window: int
+) -> dict:
+    """The coordinator's one-partition ``find_batches`` statement (``find_first``: bounds and
+    the first page of batches in one statement) run by asyncpg alone from ``conns`` x
+    ``window`` concurrent lanes (a connection each), with the same fetch-budget stop."""
+    import asyncpg
+
+    from kafka_rpc.coordinator.postgres import Q
+
+    lanes = conns * window
+    pool = await asyncpg.create_pool(
+        dsn, min_size=lanes, max_size=lanes, server_settings={"jit": "off"}
+    )
+    lat: list[float] = []
+    rows = [0]
+    deadline = time.perf_counter() + seconds
+
+    async def lane(start: int) -> None:
+        async with pool.acquire() as conn:
+            i = start
+            while time.perf_counter() < deadline:
+                p, off = targets[i % len(targets)]
+                i += 1
+                t = time.perf_counter()
+                got = budget = 0
+                for r in await conn.fetch(Q.find_first, TOPIC, p, off, 64):
+                    if r[3] is None or (budget and budget >= fetch_bytes):
+                        break
+                    budget += r[6]
+                    got += 1
+                lat.append(time.perf_counter() - t)
+                rows[0] += got
+
+    try:
+        t0 = time.perf_counter()
+        await asyncio.gather(*(lane(k * 997) for k in range(lanes)))
+        elapsed = time.perf_counter() - t0
+    finally:
+        await pool.close()
+    n = len(lat)
+    return {
+        "lookups_per_s": n / elapsed,
+        "lookups": n,
+        "batches_per_lookup": rows[0] / max(1, n),
+        "p50_ms": pct(lat, 0.5) * 1e3,
+        "p99_ms": pct(lat, 0.99) * 1e3,
+    }
