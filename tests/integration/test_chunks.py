@@ -130,8 +130,9 @@ async def raw_metadata(port: int, version: int, topic: str):
 
 
 # ------------------------------------------------------------------ helpers
-async def register(ctl: KafkaRpcClient, broker_id: int) -> None:
-    """BrokerRegistration then BrokerHeartbeat (caught up): broker ``broker_id`` is unfenced."""
+async def register(ctl: KafkaRpcClient, broker_id: int) -> int:
+    """BrokerRegistration then BrokerHeartbeat (caught up): broker ``broker_id`` is unfenced;
+    returns its broker epoch."""
     reg = R("BrokerRegistrationRequest")(
         broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=1000 + broker_id,
@@ -148,6 +149,20 @@ async def register(ctl: KafkaRpcClient, broker_id: int) -> None:
     )  # fmt: skip
     resp = await ctl.request(hb, timeout=TIMEOUT)
     assert resp.error_code == 0 and not resp.is_fenced, resp
+    return hb.broker_epoch
+
+
+async def keep_alive(ctl: KafkaRpcClient, epochs: dict[int, int]) -> None:
+    """Heartbeat every second for the registered brokers, as their processes would, so their
+    sessions (``broker.session.timeout.ms``) never expire however slow the test runs."""
+    while True:
+        await asyncio.sleep(1.0)
+        for b, epoch in epochs.items():
+            hb = R("BrokerHeartbeatRequest")(
+                broker_id=b, broker_epoch=epoch, current_metadata_offset=epoch
+            )
+            with contextlib.suppress(Exception):
+                await ctl.request(hb, timeout=TIMEOUT)
 
 
 def commit_req(topic_id: uuid.UUID, key: str, base: int, count: int, ts: int):
@@ -214,6 +229,7 @@ async def chunk_cluster(tmp_path, **extra):
         },
     )
     clients = []
+    tasks: list[asyncio.Future] = []
     try:
         server = running.server
         await asyncio.wait_for(server.broker_lifecycle.unfenced.wait(), 3 * TIMEOUT)
@@ -222,8 +238,10 @@ async def chunk_cluster(tmp_path, **extra):
         clients.append(broker)
         ctl = await KafkaRpcClient.connect(f"127.0.0.1:{cport}", request_timeout=TIMEOUT)
         clients.append(ctl)
-        await register(ctl, 2)
-        await register(ctl, 3)
+        epochs = {b: await register(ctl, b) for b in (2, 3)}
+        hb_client = await KafkaRpcClient.connect(f"127.0.0.1:{cport}", request_timeout=TIMEOUT)
+        clients.append(hb_client)
+        tasks.append(asyncio.ensure_future(keep_alive(hb_client, epochs)))
         req = CT.CreateTopicsRequest(
             topics=(CT.CreatableTopic(
                 name="events", num_partitions=-1, replication_factor=-1,
@@ -242,6 +260,10 @@ async def chunk_cluster(tmp_path, **extra):
         await until(mirrored, "the diskless topic in the Batch Coordinator")
         yield running, broker, ctl, tid
     finally:
+        for t in tasks:
+            t.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await t
         for c in clients:
             await c.close()
         await running.stop()
@@ -324,10 +346,12 @@ async def test_create_chunk_and_alter_assignment_over_raw_rpcs(cluster):
     assert (c.start_offset, c.stop_offset, c.end_offset, c.replica_nodes, c.isr_nodes) == (
         0, 9, 9, (3,), (3,))  # fmt: skip
 
-    # lower versions are unchanged: kio's own v12 schema decodes them (no chunk fields)
-    md12 = await raw_metadata(port, 12, "events")
-    p12 = md12.topics[0].partitions[0]
-    assert (p12.leader_id, p12.replica_nodes) == (2, (2,))
+    # lower versions are unchanged: kio's own schemas decode v0-13 (no chunk fields)
+    for v in range(14):
+        old = await raw_metadata(port, v, "events")
+        p_old = old.topics[0].partitions[0]
+        assert (p_old.leader_id, p_old.replica_nodes) == (2, (2,)), v
+        assert not hasattr(p_old, "chunks") and not hasattr(p_old, "start_offset")
 
     # removing the chunk: no replica left
     resp = await ctl.request(alter_req(("events", 0, 0, 1, [])), timeout=TIMEOUT)
