@@ -541,3 +541,45 @@ async def test_kafka_rpc_chunks_command_line(cluster, tmp_path):
     assert lines[1].startswith("Error for events-0 at offset 5: INVALID_REQUEST: "), out
     code, out, err = await cli("alter", "--bootstrap-server", bootstrap)
     assert code == 1 and "--alter-chunk-json-file" in err
+
+
+async def test_leader_cannot_fill_empty_or_non_diskless_partition_and_keeps_client_values(
+    cluster,
+):
+    """INVALID_REQUEST with a message for an empty active chunk and for a partition that is not
+    diskless; values the client set are kept, only the -1s are filled."""
+    running, broker, ctl, tid = cluster
+    server = running.server
+    req = CT.CreateTopicsRequest(
+        topics=(CT.CreatableTopic(
+            name="plain", num_partitions=-1, replication_factor=-1,
+            assignments=(CT.CreatableReplicaAssignment(partition_index=0, broker_ids=(1,)),),
+        ),),
+        timeout_ms=5000,
+    )  # fmt: skip
+    assert (await broker.request(req, timeout=TIMEOUT)).topics[0].error_code == 0
+    await until_image(server, lambda img: img.topic_by_name("plain"), "topic plain")
+    resp = await broker.request(
+        create_chunks_req(("events", 0, [2]), ("plain", 0, [2])), timeout=TIMEOUT
+    )
+    [empty, plain] = resp.results
+    assert empty.error_code == E.INVALID_REQUEST and "holds no record" in empty.error_message
+    assert plain.error_code == E.INVALID_REQUEST and "not a diskless" in plain.error_message
+    assert not server.controller.image.topic_by_name("events").chunks
+
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)  # 0..9
+    # the client names the boundary itself (start 6, stop 5); the leader fills the timestamp
+    own = CC.MESSAGE(topic_partitions=(CC.CreateChunksTopicPartition(
+        topic_name="events", partition_id=0, broker_ids=(2,), start_offset=6,
+        prev_stop_offset=5),))  # fmt: skip
+    resp = await broker.request(own, timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [0]
+
+    def closed(img):
+        return img.topic_by_name("events").partition_chunks(0)
+
+    await until_image(server, closed, "the chunk")
+    [c] = closed(server.controller.image)
+    p = server.controller.image.topic_by_name("events").partitions[0]
+    assert (c.start_offset, c.stop_offset, c.end_offset) == (0, 5, 5)
+    assert (p.start_offset, p.start_timestamp) == (6, 1_000)
