@@ -12,7 +12,9 @@ Parts (``--parts abcd``; each prints one Markdown table, the method above it):
     directory: the same C x K closed loop with no Raft and no network, a writer task that each
     time it wakes writes every waiting record as one RecordBatch v2 (``encode_batch``) and fsyncs
     it on the loop thread (as the driver does), then acknowledges them (group commit). Rows:
-    ``append.linger.ms`` 25 (Kafka's default) and 0.
+    ``append.linger.ms`` 25 (Kafka's default) and 0, and "Raft only": the same voter built
+    without a server on a state machine that only counts records (``--raft-node``, Kafka's
+    ``TestRaftServer``), the Raft layer's own figure.
 (b) three voters on loopback, one child process each (the node runner below); the one that
     becomes the leader runs the same load; the floor of (a) is measured again in the same rounds.
 (c) failover: three ``kafka-rpc serve`` processes with Kafka's default timeouts (election 1000
@@ -37,7 +39,8 @@ CPU 1, follower and copy client on CPU 0. Every ratio is ours/floor of medians o
 alternately in one run.
 
     python bench/raft.py [--quick] [--parts abcd] [--dir DIR] [--json FILE]
-    python bench/raft.py --node SPEC | --floor SPEC | --copy-server SPEC | --copy-client SPEC
+    python bench/raft.py --node SPEC | --raft-node SPEC | --floor SPEC | --copy-server SPEC |
+        --copy-client SPEC
 """
 
 from __future__ import annotations
@@ -171,6 +174,72 @@ async def node_main(spec: dict) -> None:
         server.should_exit.set()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(task, 5)
+
+
+class CountingStateMachine:
+    """The state machine of Kafka's ``TestRaftServer`` (``kafka.tools``): counts the committed
+    records and applies nothing, so a cell on it measures the Raft layer alone."""
+
+    def __init__(self) -> None:
+        self.committed_offset = -1
+        self.records = 0
+
+    def handle_commit(self, batches) -> None:
+        for b in batches:
+            if b.last_offset > self.committed_offset:
+                if not b.is_control:
+                    self.records += len(b.records)
+                self.committed_offset = b.last_offset
+
+    def handle_load_snapshot(self, reader) -> None:
+        self.committed_offset = reader.snapshot_id.offset - 1
+
+    def snapshot_records(self) -> list[bytes]:
+        return []
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        pass
+
+
+async def raft_node_main(spec: dict) -> None:
+    """One voter with no server around it: FileLog, FileQuorumStateStore, RaftCore and
+    RaftDriver as ``Server`` builds them, on :class:`CountingStateMachine`; once it leads, run
+    ``spec['load']`` and print the result."""
+    import random
+
+    from kafka_rpc.config import load_config
+    from kafka_rpc.raft.core import RaftCore
+    from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
+    from kafka_rpc.raft.file_log import FileLog
+    from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+
+    cfg = load_config(overrides=spec["overrides"])
+    directory = cfg.metadata_partition_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
+    rc = cfg.raft_config(CLUSTER_ID)
+    now = monotonic_ms()
+    core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
+                    CountingStateMachine(), random.Random(), now,
+                    wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
+    driver = RaftDriver(core, raft_log, cfg.node_id, rc.voters)
+    driver.start()
+    emit(event="started")
+    load = spec["load"]
+    try:
+        deadline = time.monotonic() + load.get("lead_timeout", 30)
+        while not core.is_leader or core.high_watermark <= 0:
+            if time.monotonic() > deadline:
+                raise TimeoutError("the single voter did not lead")
+            await asyncio.sleep(0.01)
+
+        async def submit(records):
+            await driver.wait_committed(driver.append(records), 10.0)
+
+        res = await closed_loop(submit, load["conc"], load["k"], load["warm"], load["dur"])
+        emit(event="result", **res)
+    finally:
+        await driver.stop(1000)
 
 
 class Floor:
@@ -346,14 +415,14 @@ def run_floor(root: Path, load: dict, tag: str) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str) -> dict:
+def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str, mode: str = "--node") -> dict:
     d = Path(tempfile.mkdtemp(prefix=f"raft{n}-{tag}-", dir=root))
     ports = {i: free_port() for i in range(1, n + 1)}
     kids: list[Child] = []
     try:
         for i in ports:
             spec = {"overrides": node_overrides(d, i, ports, linger), "load": load}
-            kids.append(py_child("--node", spec, d / f"n{i}.log", cpu=1 if n == 1 else None))
+            kids.append(py_child(mode, spec, d / f"n{i}.log", cpu=1 if n == 1 else None))
         deadline = time.monotonic() + load["warm"] + load["dur"] + 40
         while True:
             for c in kids:
@@ -371,6 +440,9 @@ def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
+RAFT_ONLY = "1-node linger 0, Raft only"
+
+
 def med(rs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in rs)
 
@@ -383,12 +455,16 @@ def part_ab(root: Path, args, out: dict) -> None:
         if part not in args.parts:
             continue
         cells = [("floor", None)] + [(f"{n}-node linger {lg}", lg) for lg in lingers]
+        if n == 1:
+            cells.append((RAFT_ONLY, 0))
         res: dict[str, list[dict]] = {name: [] for name, _ in cells}
         for r in range(args.rounds):
             order = cells if r % 2 == 0 else cells[::-1]
             for name, lg in order:
                 if lg is None:
                     x = run_floor(root, load, f"{part}{r}")
+                elif name == RAFT_ONLY:
+                    x = run_nodes(root, n, load, lg, f"{part}{r}", "--raft-node")
                 else:
                     x = run_nodes(root, n, load, lg, f"{part}{r}")
                 res[name].append(x)
@@ -405,8 +481,11 @@ def part_ab(root: Path, args, out: dict) -> None:
                 f"after {args.warm} s warm-up. Floor: a child process on the same disk "
                 f"directory{' and CPU' if PINNED else ''}, same C x K closed loop, a writer "
                 f"that writes all waiting records as one RecordBatch v2 and fsyncs per wake-up "
-                f"(no Raft, no network). {args.rounds} alternated round(s); medians. Targets: "
-                f"records/s >= 0.7 x floor, p99 <= 2 x floor.\n"
+                f"(no Raft, no network). '{RAFT_ONLY}': the same voter with no server and a "
+                f"state machine that only counts records (Kafka's TestRaftServer), i.e. the "
+                f"Raft layer alone; the other cells run the QuorumController, which decodes "
+                f"and applies every record. {args.rounds} alternated round(s); medians. "
+                f"Targets: records/s >= 0.7 x floor, p99 <= 2 x floor.\n"
             )
         else:
             print(
@@ -791,14 +870,15 @@ def main() -> int:
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--kills", type=int)
     ap.add_argument("--snap-mib", type=int)
-    for mode in ("--node", "--floor", "--copy-server", "--copy-client"):
+    for mode in ("--node", "--raft-node", "--floor", "--copy-server", "--copy-client"):
         ap.add_argument(mode, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.node or args.floor:
+    if args.node or args.raft_node or args.floor:
         _uvloop()
-        fn = node_main if args.node else floor_main
+        fn, spec = ((node_main, args.node) if args.node else (raft_node_main, args.raft_node)
+                    if args.raft_node else (floor_main, args.floor))  # fmt: skip
         with contextlib.suppress(KeyboardInterrupt):
-            asyncio.run(fn(json.loads(args.node or args.floor)))
+            asyncio.run(fn(json.loads(spec)))
         return 0
     if args.copy_server:
         copy_server_main(json.loads(args.copy_server))
@@ -815,7 +895,8 @@ def main() -> int:
     base = Path(args.dir) if args.dir else HERE / "results"
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="raft-bench-", dir=base))
-    out: dict = {"args": {k: v for k, v in vars(args).items() if k not in ("node", "floor")}}
+    skip = ("node", "raft_node", "floor")
+    out: dict = {"args": {k: v for k, v in vars(args).items() if k not in skip}}
     print(
         f"# bench/raft.py{' --quick' if q else ''}: {os.cpu_count()} CPUs, "
         f"taskset {'used' if PINNED else 'not available'}, scratch dir {root} "
