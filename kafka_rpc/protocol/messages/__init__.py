@@ -4,6 +4,15 @@
 # name: (module, type, apiKey, (lowest, highest) or None, flexible-from or None,
 #        listeners, latestVersionUnstable)
 SPECS = {
+    "AccessControlEntryRecord": (
+        "access_control_entry_record",
+        "metadata",
+        18,
+        (0, 0),
+        0,
+        (),
+        False,
+    ),
     "AllocateProducerIdsRequest": (
         "allocate_producer_ids_request",
         "request",
@@ -136,6 +145,16 @@ SPECS = {
     ),
     "CommitBatchesResponse": ("commit_batches_response", "response", 94, (0, 0), 0, (), False),
     "ConfigRecord": ("config_record", "metadata", 4, (0, 0), 0, (), False),
+    "CreateAclsRequest": (
+        "create_acls_request",
+        "request",
+        30,
+        (1, 3),
+        2,
+        ("broker", "controller"),
+        False,
+    ),
+    "CreateAclsResponse": ("create_acls_response", "response", 30, (1, 3), 2, (), False),
     "CreateChunksRequest": (
         "create_chunks_request",
         "request",
@@ -156,6 +175,16 @@ SPECS = {
         False,
     ),
     "CreateTopicsResponse": ("create_topics_response", "response", 19, (2, 7), 5, (), False),
+    "DeleteAclsRequest": (
+        "delete_acls_request",
+        "request",
+        31,
+        (1, 3),
+        2,
+        ("broker", "controller"),
+        False,
+    ),
+    "DeleteAclsResponse": ("delete_acls_response", "response", 31, (1, 3), 2, (), False),
     "DeleteDisklessFilesRequest": (
         "delete_diskless_files_request",
         "request",
@@ -220,6 +249,16 @@ SPECS = {
         False,
     ),
     "DeleteTopicsResponse": ("delete_topics_response", "response", 20, (1, 6), 4, (), False),
+    "DescribeAclsRequest": (
+        "describe_acls_request",
+        "request",
+        29,
+        (1, 3),
+        2,
+        ("broker", "controller"),
+        False,
+    ),
+    "DescribeAclsResponse": ("describe_acls_response", "response", 29, (1, 3), 2, (), False),
     "DescribeClusterRequest": (
         "describe_cluster_request",
         "request",
@@ -357,6 +396,15 @@ SPECS = {
     "ProducerIdsRecord": ("producer_ids_record", "metadata", 15, (0, 0), 0, (), False),
     "QuorumStateData": ("quorum_state_data", "data", None, (0, 1), 0, (), False),
     "RegisterBrokerRecord": ("register_broker_record", "metadata", 0, (0, 3), 0, (), False),
+    "RemoveAccessControlEntryRecord": (
+        "remove_access_control_entry_record",
+        "metadata",
+        19,
+        (0, 0),
+        0,
+        (),
+        False,
+    ),
     "RemoveTopicRecord": ("remove_topic_record", "metadata", 9, (0, 0), 0, (), False),
     "RequestHeader": ("request_header", "header", None, (1, 2), 2, (), False),
     "ResponseHeader": ("response_header", "header", None, (0, 1), 1, (), False),
