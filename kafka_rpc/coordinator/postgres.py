@@ -261,6 +261,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
                 max_size=self._max,
                 timeout=self._connect_timeout,
                 server_settings={"jit": "off", "application_name": "kafka-rpc coordinator"},
+                reset=_keep_session,
             )
         except Exception as exc:
             if _is_connection_error(exc):
@@ -303,7 +304,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         for attempt in range(_CONFLICT_RETRIES + 1):
             try:
                 async with (
-                    pool.acquire(timeout=self._connect_timeout) as conn,
+                    pool.acquire() as conn,
                     conn.transaction(),
                 ):
                     return await fn(conn)
@@ -330,7 +331,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         pool = self._require_pool()
         for attempt in range(2):
             try:
-                async with pool.acquire(timeout=self._connect_timeout) as conn:
+                async with pool.acquire() as conn:
                     if not snapshot:
                         return await fn(conn)
                     async with conn.transaction(isolation="repeatable_read", readonly=True):
@@ -712,6 +713,13 @@ class PostgresBatchCoordinator(BatchCoordinator):
 
 
 # -- helpers (run inside a caller's transaction) -------------------------------------------------
+
+
+async def _keep_session(conn: asyncpg.Connection) -> None:
+    """The pool's reset hook: nothing to reset. asyncpg's default runs ``RESET ALL; CLOSE ALL;
+    UNLISTEN *; SELECT pg_advisory_unlock_all()`` on every release (a round trip per call), but
+    our calls leave no session state: no SET, LISTEN or session lock, cursors only inside
+    transactions, and the pool rolls back a transaction left open (``Connection._reset``)."""
 
 
 async def _lock_logs(
