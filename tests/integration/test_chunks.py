@@ -583,3 +583,26 @@ async def test_leader_cannot_fill_empty_or_non_diskless_partition_and_keeps_clie
     p = server.controller.image.topic_by_name("events").partitions[0]
     assert (c.start_offset, c.stop_offset, c.end_offset) == (0, 5, 5)
     assert (p.start_offset, p.start_timestamp) == (6, 1_000)
+
+
+async def test_real_client_reads_metadata_of_a_partition_with_chunks(cluster):
+    """confluent-kafka (librdkafka) asks Metadata below v14: with a chunk in the partition it
+    sees the active chunk's leader and replicas, and nothing breaks. (Brokers 2 and 3 have no
+    process behind their endpoints, so a client that picks any broker for a request, as
+    kafka-python's admin does, cannot be used here.)"""
+    from confluent_kafka.admin import AdminClient
+
+    running, broker, ctl, tid = cluster
+    bootstrap = f"127.0.0.1:{running.port()}"
+    await commit(broker, tid, "obj-1", 10, 1_000, 0)
+    resp = await broker.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+    assert [r.error_code for r in resp.results] == [0]
+    await until_image(running.server, lambda img: img.topic_by_name("events").chunks.get(0),
+                      "the chunk")  # fmt: skip
+
+    def confluent():
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics("events", timeout=10)
+        p = md.topics["events"].partitions[0]
+        return p.leader, list(p.replicas), list(p.isrs), sorted(md.brokers)
+
+    assert await asyncio.to_thread(confluent) == (2, [2], [2], [1, 2, 3])
