@@ -83,6 +83,7 @@ class RaftDriver:
         shutdown_timeout_ms: int = 5000,
         retry_backoff_ms: int = 20,
         client_id: str | None = None,
+        client_security: Any = None,
     ) -> None:
         self.core = core
         self.log = log
@@ -92,6 +93,9 @@ class RaftDriver:
         self.shutdown_timeout_ms = shutdown_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.client_id = client_id or f"raft-{node_id}"
+        #: TLS/SASL settings of the voters' controller listener
+        #: (``kafka_rpc.security.client.ClientSecurity``), None for PLAINTEXT
+        self.client_security = client_security
         self._clients: dict[int, KafkaRpcClient] = {}
         self._sends: set[asyncio.Task] = set()
         self._pending_replies: set[asyncio.Future] = set()
@@ -250,6 +254,7 @@ class RaftDriver:
             client = KafkaRpcClient(
                 f"{host}:{port}",
                 client_id=self.client_id,
+                security=self.client_security,
                 request_timeout=timeout,
                 connect_timeout=timeout,
             )

@@ -320,6 +320,7 @@ class Server:
             request_timeout_ms=cfg.quorum_request_timeout_ms,
             shutdown_timeout_ms=cfg.shutdown_timeout_ms,
             retry_backoff_ms=cfg.quorum_retry_backoff_ms,
+            client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         state.attach(driver)
         driver.start()
