@@ -606,3 +606,54 @@ async def test_real_client_reads_metadata_of_a_partition_with_chunks(cluster):
         return p.leader, list(p.replicas), list(p.isrs), sorted(md.brokers)
 
     assert await asyncio.to_thread(confluent) == (2, [2], [2], [1, 2, 3])
+
+
+async def test_chunks_survive_a_restart_through_a_snapshot(tmp_path):
+    """Chunk state is in the metadata snapshot: after a restart (snapshot load plus the log
+    tail) the node's image has the same chunks, epochs included, and Metadata v14 shows them."""
+    extra = {"controller.snapshot.minimum.records": "1"}
+    async with chunk_cluster(tmp_path, **extra) as (running, broker, ctl, tid):
+        cport = running.port("CONTROLLER")
+        await commit(broker, tid, "obj-1", 10, 1_000, 0)
+        resp = await broker.request(create_chunks_req(("events", 0, [2])), timeout=TIMEOUT)
+        assert [r.error_code for r in resp.results] == [0]
+        resp = await ctl.request(alter_req(("events", 0, 0, 0, [3])), timeout=TIMEOUT)
+        assert [r.error_code for r in resp.results] == [0]
+
+        def moved(img):
+            cs = img.topic_by_name("events").partition_chunks(0)
+            return cs and cs[0].epoch == 1
+
+        await until_image(running.server, moved, "the moved chunk")
+        before = running.server.controller.image.topic_by_name("events")
+    running = await start_server(
+        tmp_path,
+        **{
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{cport}",
+            "controller.quorum.voters": f"{NODE}@127.0.0.1:{cport}",
+            "cluster.id": CLUSTER,
+            **extra,
+        },
+    )
+    try:
+        log_ = running.server.raft.log
+        sid = log_.latest_snapshot_id()
+        assert sid is not None
+        reader = log_.read_snapshot(sid)
+        records = [codec.decode_record(v)[0] for b in reader.batches() if not b.is_control
+                   for v in b.records]  # fmt: skip
+        chunk_records = [r for r in records if type(r).__spec_name__ == "ChunkRecord"]
+        assert [(r.start_offset, r.end_offset) for r in chunk_records] == [(0, 9)]
+
+        def same(img):
+            t = img.topic_by_name("events")
+            return t is not None and t.chunks == before.chunks
+
+        await until_image(running.server, same, "the chunks after the restart")
+        p = running.server.controller.image.topic_by_name("events").partitions[0]
+        assert (p.start_offset, p.start_timestamp) == (10, 1_000)
+        md = await raw_metadata(running.port(), 14, "events")
+        [c] = md.topics[0].partitions[0].chunks
+        assert (c.start_offset, c.stop_offset, c.end_offset, c.replica_nodes) == (0, 9, 9, (3,))
+    finally:
+        await running.stop()
