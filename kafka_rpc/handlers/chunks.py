@@ -26,8 +26,8 @@ Errors per entry, with an ErrorMessage: filled in here, UNKNOWN_TOPIC_OR_PARTITI
 topic or partition the node's image does not have, NOT_LEADER_OR_FOLLOWER (6) when this node
 does not lead the partition, INVALID_REQUEST (42) when it cannot fill the entry (the topic is not
 diskless, no Batch Coordinator runs here, the coordinator does not know the partition, or the
-partition holds no record yet so the active chunk cannot be closed); REQUEST_TIMED_OUT (7) when
-no controller answers; otherwise the controller's codes
+partition holds no record yet so the active chunk cannot be closed, or a coordinator call
+failed); REQUEST_TIMED_OUT (7) when no controller answers; otherwise the controller's codes
 (:func:`~kafka_rpc.controller.commands.create_chunks`,
 :func:`~kafka_rpc.controller.commands.alter_chunk_assignments`).
 """
@@ -176,7 +176,15 @@ async def _broker_create(server: Any, request: Any, version: int) -> Any:
             forward.append((i, e))
             continue
         try:
-            forward.append((i, await fill_from_coordinator(server, e)))
+            try:
+                forward.append((i, await fill_from_coordinator(server, e)))
+            except _Unfillable:
+                raise
+            except Exception as exc:  # the coordinator failed: this entry only
+                log.exception("CreateChunks: filling %s-%d failed", e.topic_name, e.partition_id)
+                raise _Unfillable(
+                    ErrorCode.INVALID_REQUEST, f"The Batch Coordinator failed: {exc!r}"
+                ) from exc
         except _Unfillable as err:
             results[i] = _Create.CreateChunksTopicPartitionResult(
                 topic_name=e.topic_name, partition_id=e.partition_id, error_code=err.code,
