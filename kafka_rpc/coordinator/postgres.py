@@ -49,6 +49,7 @@ import asyncio
 import collections
 import hashlib
 import importlib.resources
+import logging
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -98,6 +99,8 @@ __all__ = [
     "load_migrations",
     "load_queries",
 ]
+
+logger = logging.getLogger(__name__)
 
 _PACKAGE = "kafka_rpc.coordinator"
 _MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
@@ -248,6 +251,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         # before it).
         self._inflight: dict[str, asyncio.Future] = {}
         self.schema_version = 0
+        self.conflict_retries = 0  # statistics: transactions retried after 40P01 / 40001
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -308,9 +312,11 @@ class PostgresBatchCoordinator(BatchCoordinator):
                     conn.transaction(),
                 ):
                     return await fn(conn)
-            except _CONFLICT_ERRORS:
+            except _CONFLICT_ERRORS as exc:
+                self.conflict_retries += 1
                 if attempt == _CONFLICT_RETRIES:
                     raise
+                logger.warning("coordinator transaction rolled back, retrying: %r", exc)
                 await asyncio.sleep(0.001 * (attempt + 1))
             except Exception as exc:
                 if not _is_connection_error(exc):

@@ -153,6 +153,7 @@ async def test_concurrent_commits_from_several_pools(pg_dsn):
                     acked[tp].append((resp.assigned_base_offset, r.record_count))
 
         await asyncio.wait_for(asyncio.gather(*(worker(w) for w in range(8))), 60)
+        assert [c.conflict_retries for c in cs] == [0] * len(cs)  # ordered locks: no deadlock
         for tp in tps:
             spans = sorted(acked[tp])
             pos = 0
