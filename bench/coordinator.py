@@ -48,6 +48,9 @@ pinned: the PostgreSQL backends, the server process(es) and this load generator 
 * **2 servers** - two ``kafka-rpc serve`` processes on ONE fresh database, 8 client connections
   each (16 in all): the same commit cell (all commits touch the same 50 partitions, so they
   serialise on those rows in the database as one server's do), then find 16 x ``--window``.
+* **a topic per connection** - the same commit requests, but connection k commits to its own
+  topic of 50 partitions, so concurrent commits share no row (floor: ``pg_commit_floor(...,
+  disjoint=True)``, lane k on topic k): where the servers, not the row locks, set the rate.
 
 Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s vs the find
 floor); "2 vs 1" = the 2-server rate / the 1-server rate.
@@ -107,7 +110,7 @@ _F_PART = _elem(_fm, "partitions", _F_TOPIC)
 _im = codec.module("InitDisklessTopicsRequest")
 
 
-def commit_request(key: str):
+def commit_request(key: str, topic=TOPIC):
     """100 plain batches, 2 on each of the 50 partitions, in object ``key`` (as the floor)."""
     now = int(time.time() * 1000)
     per = BATCHES // PARTITIONS
@@ -130,7 +133,7 @@ def commit_request(key: str):
     )
     return _CommitReq(
         broker_id=1,
-        batches=(_cm.Batches(topics=(_cm.CommitBatchesTopic(topic_id=TOPIC, partitions=parts),)),),
+        batches=(_cm.Batches(topics=(_cm.CommitBatchesTopic(topic_id=topic, partitions=parts),)),),
     )
 
 
@@ -177,14 +180,15 @@ class Cpu:
 # -- cells ---------------------------------------------------------------------------------------
 
 
-async def commit_closed(clients, seconds: float, tag: str) -> dict:
+async def commit_closed(clients, seconds: float, tag: str, topics=None) -> dict:
+    """Closed loop; connection k commits to ``topics[k]`` when given (else the shared TOPIC)."""
     lat: list[float] = []
     seq = iter(range(1 << 62))
     deadline = time.perf_counter() + seconds
 
     async def conn(k: int, c: KafkaRpcClient) -> None:
         while time.perf_counter() < deadline:
-            req = commit_request(f"{tag}/{k}/{next(seq)}")
+            req = commit_request(f"{tag}/{k}/{next(seq)}", topics[k] if topics else TOPIC)
             t = time.perf_counter()
             resp = await c.request(req)
             lat.append(time.perf_counter() - t)
@@ -485,13 +489,21 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
             clients = await _connect_clients(ports, CONNS)
             init = await clients[0].request(
                 codec.message_class("InitDisklessTopicsRequest")(
-                    topics=(_elem(_im, "topics")(topic_id=TOPIC, num_partitions=PARTITIONS),)
+                    topics=tuple(
+                        _elem(_im, "topics")(topic_id=t, num_partitions=PARTITIONS)
+                        for t in (TOPIC, *floor.LANE_TOPICS)
+                    )
                 )
             )
-            assert [r.error_code for r in init.responses] == [0], init
+            assert {r.error_code for r in init.responses} == {0}, init
             await commit_closed(clients, args.warmup, "warm")
             res[f"commit_{n}"] = await commit_closed(clients, args.seconds, "c")
             say(f"{n} server(s) commit: {res[f'commit_{n}']['commits_per_s']:,.0f}/s")
+            res[f"commit_disjoint_{n}"] = await commit_closed(
+                clients, args.seconds, "d", floor.LANE_TOPICS
+            )
+            say(f"{n} server(s) commit, a topic per connection:"
+                f" {res[f'commit_disjoint_{n}']['commits_per_s']:,.0f}/s")  # fmt: skip
             targets = await floor.pg_lookup_targets(dsn, args.tail, 10_000)
             await find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
             res[f"find_pipelined_{n}"] = await find_cell(
@@ -517,6 +529,10 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
     res["floor_after"] = await floor.pg_commit_floor(
         await _create_db(admin_dsn, "bench_floor_after"), args.seconds, CONNS
     )
+    say("commit floor, a topic per connection")
+    res["floor_disjoint"] = await floor.pg_commit_floor(
+        await _create_db(admin_dsn, "bench_floor_disjoint"), args.seconds, CONNS, disjoint=True
+    )
     return res
 
 
@@ -524,6 +540,7 @@ def pg_table(res: dict, args) -> str:
     f0, f1 = res["floor_before"], res["floor_after"]
     cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
     c1, c2 = res["commit_1"], res["commit_2"]
+    d1, d2, fd = res["commit_disjoint_1"], res["commit_disjoint_2"], res["floor_disjoint"]
     ff = res["find_floor"]
     fp1, fu1, fp2 = res["find_pipelined_1"], res["find_unpipelined_1"], res["find_pipelined_2"]
     pgb = res.get("pgbench") or {}
@@ -545,6 +562,15 @@ def pg_table(res: dict, args) -> str:
         f" | **{c2['commits_per_s']:,.0f}** commits/s | {lat(c2)} | {cf:,.0f} commits/s"
         f" | {c2['commits_per_s'] / cf:.2f} | **{c2['commits_per_s'] / c1['commits_per_s']:.2f}**"
         f" | {c2['loadgen_cpu']:.0%} |",
+        f"| commit, 1 server, a topic per connection | the same requests, connection k on its"
+        f" own topic (50 partitions each): no row shared between concurrent commits"
+        f" | **{d1['commits_per_s']:,.0f}** commits/s | {lat(d1)} | {fd['commits_per_s']:,.0f}"
+        f" commits/s (p50/p99 {lat(fd)}) | **{d1['commits_per_s'] / fd['commits_per_s']:.2f}**"
+        f" | - | {d1['loadgen_cpu']:.0%} |",
+        f"| commit, 2 servers, a topic per connection | 8 conns to each of 2 servers on one"
+        f" database | **{d2['commits_per_s']:,.0f}** commits/s | {lat(d2)}"
+        f" | {fd['commits_per_s']:,.0f} commits/s | {d2['commits_per_s'] / fd['commits_per_s']:.2f}"
+        f" | **{d2['commits_per_s'] / d1['commits_per_s']:.2f}** | {d2['loadgen_cpu']:.0%} |",
         f"| find, 1 server, pipelined | {CONNS} conns x {args.window} in flight, 1 partition per"
         f" request ({fp1['batches_per_lookup']:.1f} batches/lookup)"
         f" | **{fp1['lookups_per_s']:,.0f}** lookups/s"

@@ -403,8 +403,13 @@ if __name__ == "__main__":
 # -- PostgreSQL floors (bench/coordinator.py --postgres) -----------------------------------------
 
 
+LANE_TOPICS = [uuid.UUID(int=TOPIC.int + 1 + k) for k in range(16)]
+"""One topic per connection for the PostgreSQL cells without shared rows."""
+
+
 async def pg_setup(dsn: str) -> None:
-    """The coordinator's own migrations and the benchmark topic (``PARTITIONS`` partitions)."""
+    """The coordinator's own migrations and the benchmark topics (``PARTITIONS`` partitions
+    each)."""
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q, apply_migrations
@@ -412,18 +417,20 @@ async def pg_setup(dsn: str) -> None:
     conn = await asyncpg.connect(dsn)
     try:
         await apply_migrations(conn, int(time.time() * 1000))
-        await conn.execute(Q.insert_logs, TOPIC, "bench", PARTITIONS)
+        for t in (TOPIC, *LANE_TOPICS):
+            await conn.execute(Q.insert_logs, t, "bench", PARTITIONS)
     finally:
         await conn.close()
 
 
-async def pg_commit_floor(dsn: str, seconds: float, conns: int) -> dict:
+async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool = False) -> dict:
     """The SQL of ``PostgresBatchCoordinator.commit_file`` run by asyncpg alone: per commit, on
     one of ``conns`` connections in a closed loop, ``BEGIN``; ``insert_file``; ``lock_logs`` (the
     50 partitions, FOR UPDATE in key order); ``write_commit`` (100 batches, 50 new heads, the
     file's batch count); ``COMMIT``; with the same request shape as the server cells (2 plain
     batches of ``RECORDS`` records on each partition). No wire, no validation, no response
-    objects: the floor of this schema and this SQL on this server."""
+    objects: the floor of this schema and this SQL on this server. ``disjoint``: lane k commits
+    to ``LANE_TOPICS[k]`` (no row shared between concurrent commits)."""
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q
@@ -432,13 +439,13 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int) -> dict:
     pool = await asyncpg.create_pool(
         dsn, min_size=conns, max_size=conns, server_settings={"jit": "off"}
     )
-    tids = [TOPIC] * PARTITIONS
     parts = list(range(PARTITIONS))
     per = BATCHES // PARTITIONS
     lat: list[float] = []
     deadline = time.perf_counter() + seconds
 
     async def lane(k: int) -> None:
+        tids = [LANE_TOPICS[k] if disjoint else TOPIC] * PARTITIONS
         async with pool.acquire() as conn:
             i = 0
             while time.perf_counter() < deadline:
