@@ -15,6 +15,7 @@ mutates one. A run of records (a committed batch, a snapshot) is replayed into a
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 from uuid import UUID
@@ -30,6 +31,7 @@ __all__ = [
     "ChunkRegistration",
     "Endpoint",
     "ImageDraft",
+    "MapDraft",
     "MetadataImage",
     "PartitionRegistration",
     "ProducerIdsImage",
@@ -225,24 +227,85 @@ EMPTY = MetadataImage()
 _FIELDS: tuple[str, ...] = tuple(f.name for f in fields(MetadataImage))
 
 
+class MapDraft(Mapping):
+    """A top-level PMap of an :class:`ImageDraft`, changed in place: PMap's API (``set``,
+    ``remove``, ``discard`` return the map itself; reads as a Mapping) on a ``pyrsistent``
+    evolver, which changes a key without building a new PMap each time; :meth:`persistent` is
+    the PMap it now describes."""
+
+    __slots__ = ("_ev",)
+
+    def __init__(self, m: PMap) -> None:
+        self._ev = m.evolver()
+
+    def __getitem__(self, key: Any) -> Any:
+        return self._ev[key]
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self._ev
+
+    def __len__(self) -> int:
+        return len(self._ev)
+
+    def __iter__(self):
+        return iter(self._ev.persistent())
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            return self._ev[key]
+        except KeyError:
+            return default
+
+    def set(self, key: Any, value: Any) -> MapDraft:
+        self._ev.set(key, value)
+        return self
+
+    def remove(self, key: Any) -> MapDraft:
+        """Raises KeyError for a missing key, as ``PMap.remove``."""
+        self._ev.remove(key)
+        return self
+
+    def discard(self, key: Any) -> MapDraft:
+        if key in self._ev:
+            self._ev.remove(key)
+        return self
+
+    def update(self, *maps: Any) -> MapDraft:
+        for m in maps:
+            for k, v in m.items():
+                self._ev.set(k, v)
+        return self
+
+    def persistent(self) -> PMap:
+        return self._ev.persistent()
+
+
 class ImageDraft:
     """A mutable working copy of a MetadataImage for replaying a run of records at once (Kafka's
     ``MetadataDelta``: the loader applies a whole batch to a delta and publishes one image).
 
-    It has the image's fields and read helpers; :func:`evolve` on a draft sets the fields in
-    place and returns the same draft, so every replay rule works on either. The maps stay
-    ``pyrsistent`` PMaps, so :meth:`freeze` is O(fields) and shares all structure. A draft is
-    private to the code replaying into it and is never published."""
+    It has the image's fields and read helpers, its top-level maps as :class:`MapDraft`;
+    :func:`evolve` on a draft sets the fields in place and returns the same draft, so every
+    replay rule works on either (a rule must raise before it changes anything, as they all do:
+    a rejected record leaves the draft as it was). :meth:`freeze` is O(fields + changed keys)
+    and shares all other structure. A draft is private to the code replaying into it and is
+    never published."""
 
     __slots__ = _FIELDS
 
     def __init__(self, image: MetadataImage):
         for name in _FIELDS:
-            setattr(self, name, getattr(image, name))
+            v = getattr(image, name)
+            setattr(self, name, MapDraft(v) if isinstance(v, PMap) else v)
 
     def freeze(self) -> MetadataImage:
         """The image this draft now describes."""
-        return MetadataImage(*[getattr(self, name) for name in _FIELDS])
+        return MetadataImage(
+            *[
+                v.persistent() if v.__class__ is MapDraft else v
+                for v in (getattr(self, name) for name in _FIELDS)
+            ]
+        )
 
     topic_by_name = MetadataImage.topic_by_name
     topic_configs = MetadataImage.topic_configs

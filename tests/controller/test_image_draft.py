@@ -84,3 +84,27 @@ def test_handle_commit_of_many_batches_equals_frozen_replay_and_skips_redelivery
     assert len(published) == 2 and published[1][0] is published[0][1]
     qc.handle_commit(batches)  # all redelivered: nothing new is published
     assert len(published) == 2
+
+
+def test_a_map_draft_behaves_as_the_pmap_it_changes():
+    from pyrsistent import PMap, pmap
+
+    from kafka_rpc.controller.image import MapDraft
+
+    base = pmap({i: str(i) for i in range(20)})
+    d = MapDraft(base)
+    want = dict(base)
+    assert d.set(3, "x") is d and d.remove(4) is d and d.discard(99) is d and d.discard(5) is d
+    want[3] = "x"
+    del want[4], want[5]
+    d.update({100: "y"}, {101: "z"})
+    want.update({100: "y", 101: "z"})
+    with pytest.raises(KeyError):
+        d.remove(4)
+    assert d.get(4) is None and d.get(4, "-") == "-" and d[3] == "x" and 100 in d
+    assert len(d) == len(want) and dict(d.items()) == want and sorted(d) == sorted(want)
+    frozen = d.persistent()
+    assert isinstance(frozen, PMap) and frozen == pmap(want)
+    assert base == pmap({i: str(i) for i in range(20)})  # the original is untouched
+    img = ImageDraft(replay(EMPTY, RECORDS[0], 0)).freeze()
+    assert all(isinstance(getattr(img, f), PMap) for f in ("features", "brokers", "topics"))
