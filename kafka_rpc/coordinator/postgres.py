@@ -286,7 +286,10 @@ class PostgresBatchCoordinator(BatchCoordinator):
         if pool is not None:
             if self._inflight:
                 await asyncio.gather(*self._inflight.values(), return_exceptions=True)
-            await pool.close()
+            try:
+                await asyncio.wait_for(pool.close(), self._connect_timeout)
+            except (TimeoutError, OSError, asyncpg.PostgresError):
+                pool.terminate()  # an unreachable server: drop the sockets
 
     def _require_pool(self) -> asyncpg.Pool:
         if self._pool is None:
@@ -416,7 +419,8 @@ class PostgresBatchCoordinator(BatchCoordinator):
         n = len(requests)
         if n == 0:
             return []
-        if not _rules.is_valid_object(object_key, file_size):
+        if not _rules.is_valid_object(object_key, file_size) or "\x00" in object_key:
+            # PostgreSQL text cannot hold NUL: such a key is refused like an invalid one
             return [_COMMIT_INVALID] * n
         requests = list(requests)
         done = asyncio.get_running_loop().create_future()
@@ -678,9 +682,12 @@ class PostgresBatchCoordinator(BatchCoordinator):
         after_object_key: str | None = None,
     ) -> list[FileToDelete]:
         async def run(conn: asyncpg.Connection) -> list[FileToDelete]:
+            after = after_object_key if after_object_key is not None else ""
+            if "\x00" in after:  # keys compare by code point; "a\0..." sorts right after "a"
+                after = after.split("\x00", 1)[0]
             rows = await conn.fetch(
                 Q.files_to_delete,
-                after_object_key if after_object_key is not None else "",
+                after,
                 marked_before_ms if marked_before_ms is not None else _INT64_MAX,
                 limit if limit > 0 else None,
             )
@@ -694,7 +701,9 @@ class PostgresBatchCoordinator(BatchCoordinator):
         async def run(conn: asyncpg.Connection) -> list[int]:
             out: list[int] = []
             for key in object_keys:
-                if await conn.fetchval(Q.delete_deleting_file, key) is not None:
+                if "\x00" in key:  # never stored (see commit_file)
+                    out.append(Errors.RESOURCE_NOT_FOUND)
+                elif await conn.fetchval(Q.delete_deleting_file, key) is not None:
                     out.append(Errors.NONE)
                 elif await conn.fetchval(Q.file_exists, key) is not None:
                     out.append(Errors.INVALID_REQUEST)
@@ -705,7 +714,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         return await self._write(run)
 
     async def is_safe_to_delete_file(self, object_key: str) -> bool:
-        if not object_key:
+        if not object_key or "\x00" in object_key:  # a key with NUL is never stored
             return True
         pending = self._inflight.get(object_key)
         while pending is not None and not pending.done():  # ordered after this process's commits

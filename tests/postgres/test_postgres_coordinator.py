@@ -250,3 +250,23 @@ async def test_server_restart():
         if c is not None:
             await c.close()
         cluster.stop()
+
+
+async def test_object_key_with_nul_is_refused_not_crashed(pg_dsn):
+    """PostgreSQL text cannot hold NUL: such a key is answered INVALID_REQUEST (no exception),
+    is safe to delete, and is unknown to delete_files; paging after it works."""
+    c = await started(pg_dsn)
+    try:
+        t = await new_topic(c, 1)
+        tp = TopicIdPartition(t, 0)
+        assert [r.error for r in await c.commit_file("a\x00b", 1, 100, [batch(tp)])] == [
+            Errors.INVALID_REQUEST
+        ]
+        assert await c.is_safe_to_delete_file("a\x00b")
+        assert await c.delete_files(["a\x00b"]) == [Errors.RESOURCE_NOT_FOUND]
+        await c.commit_file("a", 1, 100, [batch(TopicIdPartition(t, 5))])  # garbage at once
+        await c.commit_file("ab", 1, 100, [batch(TopicIdPartition(t, 5))])
+        keys = [f.object_key for f in await c.get_files_to_delete(after_object_key="a\x00z")]
+        assert keys == ["ab"]
+    finally:
+        await c.close()
