@@ -176,7 +176,8 @@ class MetadataImage:
     - ``topics``: PMap[UUID, TopicImage] and ``topics_by_name``: PMap[str, UUID];
     - ``configs``: PMap[(resource type, resource name), PMap[key, value]]; resource type 2 is a
       topic (name = topic name), 4 a broker (name = id as decimal, "" = cluster default);
-    - ``producer_ids``: ProducerIdsImage.
+    - ``producer_ids``: ProducerIdsImage;
+    - ``acls``: PMap[UUID, AclBinding], the ACLs (issue 15).
     """
 
     features: PMap = field(default_factory=pmap)
@@ -187,6 +188,8 @@ class MetadataImage:
     producer_ids: ProducerIdsImage = field(default_factory=ProducerIdsImage)
     last_offset: int = -1
     last_epoch: int = -1
+    #: ACL id (UUID) -> ``kafka_rpc.security.authorizer.AclBinding`` (AccessControlEntryRecords)
+    acls: PMap = field(default_factory=pmap)
 
     # ------------------------------------------------------------------ read helpers
     def topic_by_name(self, name: str) -> TopicImage | None:
@@ -328,6 +331,7 @@ def evolve(
     producer_ids: ProducerIdsImage = _KEEP,
     last_offset: int = _KEEP,
     last_epoch: int = _KEEP,
+    acls: PMap = _KEEP,
 ) -> Any:
     """``dataclasses.replace(img, ...)`` for a MetadataImage through the positional constructor
     (cheaper than ``replace``'s field walk); on an :class:`ImageDraft`, the fields are set in
@@ -351,6 +355,8 @@ def evolve(
             img.last_offset = last_offset
         if last_epoch is not k:
             img.last_epoch = last_epoch
+        if acls is not k:
+            img.acls = acls
         return img
     return MetadataImage(
         img.features if features is k else features,
@@ -361,6 +367,7 @@ def evolve(
         img.producer_ids if producer_ids is k else producer_ids,
         img.last_offset if last_offset is k else last_offset,
         img.last_epoch if last_epoch is k else last_epoch,
+        img.acls if acls is k else acls,
     )
 
 

@@ -142,6 +142,10 @@ def not_controller_response(request: Any) -> Any:
                 for e in request.chunks
             )
         )
+    if name in ("CreateAclsRequest", "DeleteAclsRequest"):
+        from kafka_rpc.security.acls import acl_error_response
+
+        return acl_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
 
@@ -491,6 +495,18 @@ class QuorumController:
 
     async def delete_topics(self, request: Any, version: int) -> Any:
         return await self._submit(lambda img, ctx: C.delete_topics(img, request, ctx), request)
+
+    async def create_acls(self, request: Any, version: int) -> Any:
+        """CreateAcls (:func:`kafka_rpc.security.acls.create_acls`), answered after commit."""
+        from kafka_rpc.security import acls
+
+        return await self._submit(lambda img, ctx: acls.create_acls(img, request, ctx), request)
+
+    async def delete_acls(self, request: Any, version: int) -> Any:
+        """DeleteAcls (:func:`kafka_rpc.security.acls.delete_acls`), answered after commit."""
+        from kafka_rpc.security import acls
+
+        return await self._submit(lambda img, ctx: acls.delete_acls(img, request, ctx), request)
 
     async def create_chunks(self, request: Any, version: int) -> Any:
         """CreateChunks (:func:`~kafka_rpc.controller.commands.create_chunks`), answered once

@@ -26,6 +26,7 @@ from kafka_rpc.controller.image import (
     TopicImage,
     evolve,
 )
+from kafka_rpc.security import acls as _acls
 
 __all__ = ["ReplayError", "replay", "replay_all"]
 
@@ -400,4 +401,7 @@ _HANDLERS = {
     "FeatureLevelRecord": _feature_level,
     "ProducerIdsRecord": _producer_ids,
     "NoOpRecord": _noop,
+    # ACLs (issue 15): kafka_rpc.security.acls, AclControlManager.replay
+    "AccessControlEntryRecord": _acls.replay_access_control_entry,
+    "RemoveAccessControlEntryRecord": _acls.replay_remove_access_control_entry,
 }

@@ -116,6 +116,10 @@ def image_to_records(image: MetadataImage) -> list:
                 next_producer_id=pids.next_producer_id,
             )
         )
+    if image.acls:
+        from kafka_rpc.security.acls import acl_records
+
+        out.extend(acl_records(image))
     return out
 
 

@@ -230,7 +230,13 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 # ================================================================== one fixed run, every path
 #: every record type the controller writes; UnregisterBrokerRecord is replayed (test_replay.py)
 #: but no command writes it (there is no UnregisterBroker RPC yet)
-WRITTEN_TYPES = set(replay_mod._HANDLERS) - {"UnregisterBrokerRecord"}
+#: The ACL records (issue 15) are not in this script's commands yet: their replay, snapshots and
+#: a follower's image are checked by tests/security/test_acls.py.
+WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
+    "UnregisterBrokerRecord",
+    "AccessControlEntryRecord",
+    "RemoveAccessControlEntryRecord",
+}
 
 SCRIPT = [
     *WARM_UP,
