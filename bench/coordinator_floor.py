@@ -434,6 +434,7 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q
+    from kafka_rpc.coordinator.postgres import _pg_array as pg_array
 
     await pg_setup(dsn)
     pool = await asyncpg.create_pool(
@@ -468,11 +469,10 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
                         for col, v in zip(cols, row):
                             col.append(v)
                     heads = [st[p] for p in parts]
-                    empty: list[int] = []
                     await conn.execute(
-                        Q.write_commit, fid, now, *cols, [h[0] for h in heads],
-                        [h[1] for h in heads], [h[2] for h in heads], BATCHES, empty,
-                        *([empty] * 7),
+                        Q.write_commit, fid, now, *map(pg_array, cols),
+                        pg_array([h[0] for h in heads]), pg_array([h[1] for h in heads]),
+                        pg_array([h[2] for h in heads]), BATCHES, "{}", *(["{}"] * 7),
                     )  # fmt: skip
                 lat.append(time.perf_counter() - t)
 

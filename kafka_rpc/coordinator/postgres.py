@@ -567,7 +567,16 @@ class PostgresBatchCoordinator(BatchCoordinator):
                     ):  # fmt: skip
                         col.append(v)
         await conn.execute(
-            Q.write_commit, file_id, now, *cols, h_log, h_hw, h_size, len(b_log), stale, *fresh
+            Q.write_commit,
+            file_id,
+            now,
+            *map(_pg_array, cols),
+            _pg_array(h_log),
+            _pg_array(h_hw),
+            _pg_array(h_size),
+            len(b_log),
+            _pg_array(stale),
+            *map(_pg_array, fresh),
         )
         return out
 
@@ -728,6 +737,11 @@ class PostgresBatchCoordinator(BatchCoordinator):
 
 
 # -- helpers (run inside a caller's transaction) -------------------------------------------------
+
+
+def _pg_array(values: list[int]) -> str:
+    """A list of ints as a PostgreSQL array literal (``'{1,2,3}'``)."""
+    return "{" + ",".join(map(str, values)) + "}"
 
 
 async def _keep_session(conn: asyncpg.Connection) -> None:

@@ -30,6 +30,8 @@ ORDER BY p.log_id, p.producer_id, p.row_id;
 
 -- name: write_commit
 -- Every write of one commit_file in one statement (data-modifying CTEs all run to completion).
+-- Arrays are passed as text literals ('{1,2,3}'): PostgreSQL parses them faster than asyncpg
+-- encodes Python lists element by element.
 -- $1 file_id, $2 now (ms), $3..$14 the accepted batches in request order (batch_id is assigned
 -- from batch_id_seq in that order), $15..$17 the new heads of the touched logs, $18 the number of
 -- accepted batches (0: the object is garbage at once), $19 producer_state rows that left the
@@ -41,16 +43,17 @@ WITH new_batches AS (
     SELECT b.log_id, b.base_offset, b.last_offset, $1::bigint, b.byte_offset, b.byte_size, b.magic,
            b.timestamp_type, $2::bigint, b.batch_max_timestamp, b.producer_id, b.producer_epoch,
            b.base_sequence, b.last_sequence
-    FROM unnest($3::bigint[], $4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[],
-                $8::smallint[], $9::smallint[], $10::bigint[], $11::bigint[], $12::integer[],
-                $13::integer[], $14::integer[])
+    FROM unnest($3::text::bigint[], $4::text::bigint[], $5::text::bigint[],
+                $6::text::bigint[], $7::text::bigint[], $8::text::smallint[],
+                $9::text::smallint[], $10::text::bigint[], $11::text::bigint[],
+                $12::text::integer[], $13::text::integer[], $14::text::integer[])
          WITH ORDINALITY AS b (log_id, base_offset, last_offset, byte_offset, byte_size, magic,
                                timestamp_type, batch_max_timestamp, producer_id, producer_epoch,
                                base_sequence, last_sequence, ord)
     ORDER BY b.ord
 ), heads AS (
     UPDATE logs SET high_watermark = h.high_watermark, byte_size = h.byte_size
-    FROM unnest($15::bigint[], $16::bigint[], $17::bigint[]) AS h (log_id, high_watermark, byte_size)
+    FROM unnest($15::text::bigint[], $16::text::bigint[], $17::text::bigint[]) AS h (log_id, high_watermark, byte_size)
     WHERE logs.log_id = h.log_id
 ), file AS (
     UPDATE files SET batch_count = $18::bigint,
@@ -58,14 +61,14 @@ WITH new_batches AS (
                      marked_for_deletion_at_ms = CASE WHEN $18::bigint = 0 THEN $2::bigint END
     WHERE file_id = $1::bigint
 ), stale AS (
-    DELETE FROM producer_state WHERE row_id = ANY ($19::bigint[])
+    DELETE FROM producer_state WHERE row_id = ANY ($19::text::bigint[])
 ), fresh AS (
     INSERT INTO producer_state (log_id, producer_id, producer_epoch, base_sequence, last_sequence,
                                 assigned_offset, batch_timestamp, committed_at_ms)
     SELECT p.log_id, p.producer_id, p.producer_epoch, p.base_sequence, p.last_sequence,
            p.assigned_offset, p.batch_timestamp, $2::bigint
-    FROM unnest($20::bigint[], $21::bigint[], $22::integer[], $23::integer[], $24::integer[],
-                $25::bigint[], $26::bigint[])
+    FROM unnest($20::text::bigint[], $21::text::bigint[], $22::text::integer[], $23::text::integer[], $24::text::integer[],
+                $25::text::bigint[], $26::text::bigint[])
          WITH ORDINALITY AS p (log_id, producer_id, producer_epoch, base_sequence, last_sequence,
                                assigned_offset, batch_timestamp, ord)
     ORDER BY p.ord
