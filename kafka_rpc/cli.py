@@ -464,6 +464,12 @@ def _cmd_dump_log(args: argparse.Namespace, argv: list[str]) -> int:
                       metadata_decoder=args.cluster_metadata_decoder)  # fmt: skip
 
 
+def _cmd_acls(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.acls import run_sync
+
+    return run_sync(args)
+
+
 def _cmd_topics(args: argparse.Namespace, argv: list[str]) -> int:
     from kafka_rpc.tools.topics import run_sync
 
@@ -577,8 +583,12 @@ def build_parser() -> argparse.ArgumentParser:
     dl.add_argument("--print-data-log", action="store_true", help="print each record")
     dl.set_defaults(func=_cmd_dump_log)
 
+    from kafka_rpc.tools.acls import add_arguments as _acls_arguments
     from kafka_rpc.tools.topics import add_arguments as _topics_arguments
 
+    ac = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
+    _acls_arguments(ac)
+    ac.set_defaults(func=_cmd_acls)
     tp = sub.add_parser("topics", help="create, delete, list and describe topics "
                         "(kafka-topics.sh)")  # fmt: skip
     _topics_arguments(tp)

@@ -19,6 +19,7 @@ the embedded default has none and stays open.
 from __future__ import annotations
 
 import enum
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,9 @@ API_RULES: dict[int, tuple | None] = {
     20: ("topics", AclOperation.DELETE, None),  # DeleteTopics
     55: ("cluster", AclOperation.DESCRIBE),  # DescribeQuorum
     64: ("cluster", AclOperation.ALTER),  # UnregisterBroker
+    29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
+    30: ("cluster", AclOperation.ALTER),  # CreateAcls
+    31: ("cluster", AclOperation.ALTER),  # DeleteAcls
     # CLUSTER_ACTION, spelled out: Raft (Fetch, FetchSnapshot, Vote, Begin/EndQuorumEpoch),
     # broker lifecycle, producer ids, the Batch Coordinator RPCs and KIP-1114's chunks
     1: _CLUSTER_ACTION,
@@ -177,7 +181,9 @@ class StandardAuthorizer:
     def __init__(self, super_users: Iterable[str] = (), allow_everyone_if_no_acl: bool = True):
         self.super_users = frozenset(super_users)
         self.allow_everyone_if_no_acl = allow_everyone_if_no_acl
-        self.acls: dict[Any, AclBinding] = {}  # ACL id (Uuid text) -> binding
+        self.acls: dict[Any, AclBinding] = {}  # ACL id -> binding, added here (tests, tools)
+        #: the metadata log's ACLs: a callable returning the current image's id -> binding map
+        self.image_acls: Any = None
 
     def add_acl(self, acl_id: Any, acl: AclBinding) -> None:
         self.acls[acl_id] = acl
@@ -192,7 +198,10 @@ class StandardAuthorizer:
             return True
         found = allowed = False
         implied = _IMPLIES.get(operation, ())
-        for acl in self.acls.values():
+        acls: Iterable[AclBinding] = self.acls.values()
+        if self.image_acls is not None:
+            acls = itertools.chain(acls, self.image_acls().values())
+        for acl in acls:
             if not acl.matches_resource(resource_type, name):
                 continue
             found = True

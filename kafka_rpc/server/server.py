@@ -252,6 +252,10 @@ class Server:
         from kafka_rpc.security.sasl import ScramCredentials
 
         self.authorizer = authorizer_from_config(cfg)
+        if self.authorizer is not None:  # the metadata log's ACLs, as this node's image has them
+            self.authorizer.image_acls = lambda: (
+                self.controller.image.acls if self.controller is not None else {}
+            )
         self.scram_credentials = ScramCredentials.load(cfg.metadata_log_dir)
 
     def _listener_security(self, name: str) -> Any:
