@@ -486,14 +486,18 @@ class PostgresBatchCoordinator(BatchCoordinator):
         response = new_commit_batch_response
         none = Errors.NONE
         heads0 = {i: (st[2], st[3]) for i, st in enumerate(states) if st is not None}
-        cols: list[list[int]] = [[] for _ in range(12)]
-        (b_log, b_base, b_last, b_boff, b_size, b_magic, b_tt, b_maxts, b_pid, b_epoch, b_bseq,
-         b_lseq) = cols  # fmt: skip
+        rows: list[tuple] = []  # accepted batches, in request order
+        append_row = rows.append
         out: list[CommitBatchResponse] = []
         append_out = out.append
+        last_tp: Any = None
+        st: list[int] | None = None
         for r in requests:
-            i = index.get(r.topic_id_partition)
-            st = states[i] if i is not None else None
+            tp = r.topic_id_partition
+            if tp is not last_tp:  # runs of one partition: one lookup
+                last_tp = tp
+                i = index.get(tp)
+                st = states[i] if i is not None else None
             if st is None:
                 append_out(_COMMIT_UNKNOWN)
                 continue
@@ -521,18 +525,11 @@ class PostgresBatchCoordinator(BatchCoordinator):
             last = assigned + r.last_offset - r.base_offset
             st[2] = last + 1
             st[3] += r.size
-            b_log.append(st[0])
-            b_base.append(assigned)
-            b_last.append(last)
-            b_boff.append(r.byte_offset)
-            b_size.append(r.size)
-            b_magic.append(r.magic)
-            b_tt.append(r.timestamp_type)
-            b_maxts.append(r.batch_max_timestamp)
-            b_pid.append(r.producer_id)
-            b_epoch.append(r.producer_epoch)
-            b_bseq.append(r.base_sequence)
-            b_lseq.append(r.last_sequence)
+            append_row(
+                (st[0], assigned, last, r.byte_offset, r.size, r.magic, r.timestamp_type,
+                 r.batch_max_timestamp, r.producer_id, r.producer_epoch, r.base_sequence,
+                 r.last_sequence)
+            )  # fmt: skip
             if entries is not None:
                 ts = now if r.timestamp_type == LOG_APPEND_TIME else r.batch_max_timestamp
                 _rules.remember(
@@ -570,11 +567,11 @@ class PostgresBatchCoordinator(BatchCoordinator):
             Q.write_commit,
             file_id,
             now,
-            *map(_pg_array, cols),
+            *(map(_pg_array, zip(*rows)) if rows else ["{}"] * 12),
             _pg_array(h_log),
             _pg_array(h_hw),
             _pg_array(h_size),
-            len(b_log),
+            len(rows),
             _pg_array(stale),
             *map(_pg_array, fresh),
         )
@@ -739,7 +736,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
 # -- helpers (run inside a caller's transaction) -------------------------------------------------
 
 
-def _pg_array(values: list[int]) -> str:
+def _pg_array(values: Sequence[int]) -> str:
     """A list of ints as a PostgreSQL array literal (``'{1,2,3}'``)."""
     return "{" + ",".join(map(str, values)) + "}"
 
