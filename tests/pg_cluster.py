@@ -128,10 +128,32 @@ class PgCluster:
                 postgres_options=" ".join(f"-c {k}={v}" for k, v in settings.items()),
             )
             self.executor.start()
+            self.wait_ready()
         except BaseException:
             self.stop()
             raise
         return self
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        """Wait until the server accepts connections (``pg_isready``; the port opens before the
+        startup finishes, and a loaded machine stretches that window). Raises ``TimeoutError``."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while True:
+            ready = subprocess.run(
+                [str(self.bin_dir / "pg_isready"), "-q", "-h", self.host, "-p", str(self.port),
+                 "-d", "postgres", "-U", self.user],
+                check=False, timeout=timeout,
+            )  # fmt: skip
+            if ready.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                log = ""
+                if self.base is not None and (self.base / "postgresql.log").exists():
+                    log = (self.base / "postgresql.log").read_text(errors="replace")[-2000:]
+                raise TimeoutError(f"PostgreSQL on port {self.port} not ready: {log}")
+            time.sleep(0.05)
 
     def psql(self, sql: str, dbname: str = "postgres") -> str:
         """Run ``sql`` with ``psql`` (autocommit) and return its unaligned output."""

@@ -447,22 +447,32 @@ class PostgresBatchCoordinator(BatchCoordinator):
         requests: list[CommitBatchRequest],
     ) -> list[CommitBatchResponse]:
         now = self._time_ms()
-        file_id = await conn.fetchval(Q.insert_file, object_key, uploader_broker_id, now, file_size)
-        if file_id is None:  # the key is known: reject everything, write nothing
-            return [_COMMIT_INVALID] * len(requests)
-        # Lock the distinct known-looking partitions in (topic_id, partition) order.
+        # The distinct known-looking partitions, locked in (topic_id, partition) order in the
+        # same round trip as the object's row is inserted.
         index: dict[TopicIdPartition, int] = {}
-        tids: list[uuid.UUID] = []
+        tids: list[str] = []
         parts: list[int] = []
         for r in requests:
             tp = r.topic_id_partition
             if tp not in index and tp.topic_id != ZERO_UUID and 0 <= tp.partition <= 0x7FFFFFFF:
                 index[tp] = len(tids)
-                tids.append(tp.topic_id)
+                tids.append(str(tp.topic_id))
                 parts.append(tp.partition)
+        locked = await conn.fetch(
+            Q.insert_file_lock_logs,
+            object_key,
+            uploader_broker_id,
+            now,
+            file_size,
+            "{" + ",".join(tids) + "}",
+            _pg_array(parts),
+        )
+        if not locked:  # the key is known: reject everything, write nothing
+            return [_COMMIT_INVALID] * len(requests)
+        file_id = locked[0][0]
         states: list[list[int] | None] = [None] * len(tids)  # [log_id, lso, hw, byte_size]
-        if tids:
-            for log_id, ord_, lso, hw, size in await conn.fetch(Q.lock_logs, tids, parts):
+        for _, log_id, ord_, lso, hw, size in locked:
+            if log_id is not None:
                 states[ord_ - 1] = [log_id, lso, hw, size]
         # Producer state of every (log, producer) of an idempotent entry, under the row locks.
         pkeys: dict[tuple[int, int], list] = {}  # -> [entries, stored row ids]

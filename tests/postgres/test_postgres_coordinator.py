@@ -242,6 +242,7 @@ async def test_server_restart():
         with pytest.raises(CoordinatorUnavailableError):
             await c.find_batches([FindBatchRequest(tp, 0, BIG)], BIG)
         ex.start()
+        cluster.wait_ready()
         (r,) = await c.commit_file("after", 1, 100, [batch(tp, 1)])
         assert (r.error, r.assigned_base_offset) == (0, 1)
         (f,) = await c.find_batches([FindBatchRequest(tp, 0, BIG)], BIG)

@@ -11,6 +11,27 @@ VALUES ($1, 'uploaded', $2, $3, $4)
 ON CONFLICT (object_key) DO NOTHING
 RETURNING file_id;
 
+-- name: insert_file_lock_logs
+-- commit_file's first round trip: insert_file, then (if the key was new) lock_logs for the
+-- partitions $5/$6 (array literals). No row: the key is known. Else one row per locked log (or
+-- one row with NULL log columns when none is known), each carrying the new file_id.
+WITH new_file AS (
+    INSERT INTO files (object_key, state, uploader_broker_id, committed_at_ms, size)
+    VALUES ($1, 'uploaded', $2, $3, $4)
+    ON CONFLICT (object_key) DO NOTHING
+    RETURNING file_id
+)
+SELECT f.file_id, l.log_id, l.ord, l.log_start_offset, l.high_watermark, l.byte_size
+FROM new_file AS f
+LEFT JOIN (
+    SELECT l.log_id, r.ord, l.log_start_offset, l.high_watermark, l.byte_size
+    FROM logs AS l
+    JOIN unnest($5::text::uuid[], $6::text::integer[]) WITH ORDINALITY AS r (topic_id, partition, ord)
+      ON l.topic_id = r.topic_id AND l.partition = r.partition
+    ORDER BY l.topic_id, l.partition
+    FOR UPDATE OF l
+) AS l ON true;
+
 -- name: lock_logs
 -- $1/$2: the partitions, ord = their 1-based position in the arrays. Rows are locked in
 -- (topic_id, partition) order (LockRows above the Sort) and the newest committed version is read.
