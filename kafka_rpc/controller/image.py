@@ -138,14 +138,18 @@ class ChunkRegistration:
 
 @dataclass(frozen=True, slots=True)
 class TopicImage:
-    """A topic: its name, id, partitions (index -> registration) and inactive chunks
+    """A topic: its name, id, partitions (index -> registration), inactive chunks
     (``chunks``: partition index -> PMap[start offset, ChunkRegistration]; a partition without
-    inactive chunks has no entry)."""
+    inactive chunks has no entry) and ``batch_coordinators`` (partition index -> the
+    ``__diskless-metadata`` partition owning it, from TopicPartitionToBatchCoordinatorMapping
+    records, KIP-1164; an unmapped partition belongs to coordinator partition 0, see
+    ``kafka_rpc.controller.coordinator_mapping``)."""
 
     name: str
     topic_id: UUID
     partitions: PMap = field(default_factory=pmap)  # PMap[int, PartitionRegistration]
     chunks: PMap = field(default_factory=pmap)  # PMap[int, PMap[int, ChunkRegistration]]
+    batch_coordinators: PMap = field(default_factory=pmap)  # PMap[int, int]
 
     def partition_chunks(self, index: int) -> list[ChunkRegistration]:
         """The inactive chunks of partition ``index``, by start offset (ascending)."""

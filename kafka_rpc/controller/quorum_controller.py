@@ -142,6 +142,10 @@ def not_controller_response(request: Any) -> Any:
                 for e in request.chunks
             )
         )
+    if name == "AssignPartitionToBatchCoordinatorRequest":
+        from kafka_rpc.controller.coordinator_mapping import assign_error_response
+
+        return assign_error_response(request, 0, code)
     if name in ("CreateAclsRequest", "DeleteAclsRequest"):
         from kafka_rpc.security.acls import acl_error_response
 
@@ -518,6 +522,16 @@ class QuorumController:
         alter_chunk_assignments`), answered once the ChunkChangeRecords are committed."""
         return await self._submit(
             lambda img, ctx: C.alter_chunk_assignments(img, request, ctx), request
+        )
+
+    async def assign_partition_to_batch_coordinator(self, request: Any, version: int) -> Any:
+        """AssignPartitionToBatchCoordinator (:func:`~kafka_rpc.controller.coordinator_mapping.
+        assign_partition_to_batch_coordinator`), answered once the mapping records are
+        committed."""
+        from kafka_rpc.controller import coordinator_mapping as M
+
+        return await self._submit(
+            lambda img, ctx: M.assign_partition_to_batch_coordinator(img, request, ctx), request
         )
 
     def _pid_throttle_ms(self, broker_id: int) -> int:

@@ -15,6 +15,7 @@ from uuid import UUID
 
 from pyrsistent import pmap
 
+from kafka_rpc.controller import coordinator_mapping as _mapping
 from kafka_rpc.controller.image import (
     RESOURCE_TOPIC,
     BrokerRegistration,
@@ -404,4 +405,6 @@ _HANDLERS = {
     # ACLs (issue 15): kafka_rpc.security.acls, AclControlManager.replay
     "AccessControlEntryRecord": _acls.replay_access_control_entry,
     "RemoveAccessControlEntryRecord": _acls.replay_remove_access_control_entry,
+    # KIP-1164 (issue 14): kafka_rpc.controller.coordinator_mapping
+    "TopicPartitionToBatchCoordinatorMapping": _mapping.replay_mapping,
 }

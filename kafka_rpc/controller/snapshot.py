@@ -5,7 +5,8 @@
 ``MetadataImage.write`` order: features, brokers (with their fencing and controlled-shutdown
 state), topics (TopicRecord, then one PartitionRecord per partition holding its current state,
 epochs included, each followed by a ChunkRecord per inactive chunk of that partition, by start
-offset, holding the chunk's current state and epoch), configs, producer ids.
+offset, holding the chunk's current state and epoch), configs, the topics' Batch Coordinator
+mappings (KIP-1164), producer ids.
 ``load(records, last_offset, last_epoch)`` replays them, every record at the snapshot's last
 contained offset (QuorumController.handleLoadSnapshot), and gives
 ``load(image_records(img), img.last_offset, img.last_epoch) == img``.
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kafka_rpc.controller.coordinator_mapping import mapping_records
 from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
@@ -107,6 +109,7 @@ def image_to_records(image: MetadataImage) -> list:
             out.append(
                 _R("ConfigRecord")(resource_type=rtype, resource_name=rname, name=k, value=cfg[k])
             )
+    out.extend(mapping_records(image))  # KIP-1164 TopicPartitionToBatchCoordinatorMapping
     pids = image.producer_ids
     if pids.next_producer_id >= 0:
         out.append(

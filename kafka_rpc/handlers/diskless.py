@@ -1,4 +1,6 @@
-"""Wire handlers of the KIP-1164 diskless RPCs (keys 93-98) and our object-cleanup RPCs (102-103).
+"""Wire handlers of the KIP-1164 diskless RPCs (keys 93-98) and our object-cleanup RPCs (102-103);
+AssignPartitionToBatchCoordinator (99) is registered here too (its logic is the controller's,
+``kafka_rpc.controller.coordinator_mapping``).
 
 Each handler is a plain coroutine ``handle_x(coordinator, request, *, broker_id=None)`` that takes
 the decoded *full* request object and returns the full response object. There is no socket or
@@ -608,6 +610,26 @@ def _register() -> None:
             return resp
 
         default_registry.register(name, handler)
+
+    async def assign_partition_to_batch_coordinator(ctx: Any, request: Any) -> Any:
+        """AssignPartitionToBatchCoordinator (99), controller listener only (DESIGN.md section
+        3): the active controller's write event
+        (:func:`kafka_rpc.controller.coordinator_mapping.assign_partition_to_batch_coordinator`),
+        answered once committed; NOT_CONTROLLER (41) on every entry elsewhere."""
+        from kafka_rpc.controller.quorum_controller import not_controller_response
+
+        controller = getattr(ctx.server, "controller", None)
+        if controller is None or not controller.is_active:
+            return not_controller_response(request)
+        return await controller.assign_partition_to_batch_coordinator(request, ctx.api_version)
+
+    from kafka_rpc.controller.coordinator_mapping import assign_error_response
+
+    default_registry.register(
+        "AssignPartitionToBatchCoordinatorRequest",
+        assign_partition_to_batch_coordinator,
+        assign_error_response,
+    )
 
 
 _register()

@@ -187,7 +187,17 @@ class AlterChunk:
     brokers: tuple[int, ...]
 
 
-COMMANDS = (Register, Heartbeat, Create, Delete, Allocate, CreateChunk, AlterChunk)
+@dataclass(frozen=True)
+class Assign:
+    """AssignPartitionToBatchCoordinator (KIP-1164) of one partition of topic ``topic`` (its
+    current id; an unknown name sends an unknown id) to coordinator partition ``coordinator``."""
+
+    topic: str
+    partition: int
+    coordinator: int
+
+
+COMMANDS = (Register, Heartbeat, Create, Delete, Allocate, CreateChunk, AlterChunk, Assign)
 
 
 @dataclass
@@ -822,6 +832,22 @@ def build_request(
             )
         )
         return req, lambda r: qc.alter_chunk_assignments(r, 0)
+    if isinstance(op, Assign):
+        mod = codec.module("AssignPartitionToBatchCoordinatorRequest")
+        req = mod.AssignPartitionToBatchCoordinatorRequest(
+            topics=(
+                mod.AssignTopicToBatchCoordinator(
+                    topic_id=img.topics_by_name.get(op.topic, UNKNOWN_ID),
+                    partitions=(
+                        mod.AssignTopicPartitionToBatchCoordinator(
+                            partition_index=op.partition,
+                            batch_coordinator_partition_index=op.coordinator,
+                        ),
+                    ),
+                ),
+            )
+        )
+        return req, lambda r: qc.assign_partition_to_batch_coordinator(r, 0)
     raise TypeError(f"not a command: {op!r}")
 
 
@@ -899,6 +925,17 @@ def check_answer(c: ControllerCluster, a: Answer, final: bool) -> None:
         )
         if hit is None or hit[1].stop_offset != op.prev_stop:
             fail(f"{what}: answered a new chunk but no matching ChunkRecord committed ({hit})")
+    elif isinstance(op, Assign):
+        t = req.topics[0]
+        if resp.responses[0].partitions[0].error_code != 0:
+            return
+        want = (t.topic_id, op.partition, op.coordinator)
+        hit = led.find(
+            "TopicPartitionToBatchCoordinatorMapping",
+            lambda x: (x.topic_id, x.partition_index, x.batch_coordinator_partition_index) == want,
+        )
+        if hit is None:
+            fail(f"{what}: answered an assignment but no matching mapping record committed")
     elif isinstance(op, Delete):
         for r in resp.responses:
             if r.error_code != 0:
@@ -1004,5 +1041,7 @@ def _code(resp: Any) -> int | str:
     for attr in ("topics", "responses", "results"):
         entries = getattr(resp, attr, None)
         if entries is not None:
+            if entries and hasattr(entries[0], "partitions"):  # per topic, then per partition
+                entries = [p for e in entries for p in e.partitions]
             return next((e.error_code for e in entries if e.error_code), 0)
     return resp.error_code

@@ -52,6 +52,7 @@ from kafka_rpc.raft.memory import MemorySnapshotReader
 from tests.controller.quorum_sim import (
     Allocate,
     AlterChunk,
+    Assign,
     ControllerCluster,
     CrashLeader,
     Create,
@@ -182,6 +183,8 @@ COMMAND = st.one_of(
         st.sampled_from([0, 0, 10, 20, 30]),
         st.lists(BROKER, max_size=3, unique=True).map(tuple),
     ),
+    # KIP-1164: only coordinator partition 0 exists until __diskless-metadata is created
+    st.builds(Assign, st.sampled_from(VALID_NAMES), st.integers(0, 2), st.integers(0, 1)),
 )
 FAULT = st.one_of(
     st.builds(Wait, st.integers(500, 10_000)),
@@ -269,6 +272,8 @@ SCRIPT = [
     (500, CreateChunk("e", 0, (3, 0), 10, 9)),  # KIP-1114: ChunkRecord + PartitionChangeRecord
     (100, CreateChunk("e", 0, (0, 3), 20, 19)),
     (100, AlterChunk("e", 0, 0, ())),  # ChunkChangeRecord: the first chunk is removed
+    (100, Assign("e", 1, 0)),  # KIP-1164: TopicPartitionToBatchCoordinatorMapping
+    (10, Assign("e", 2, 0)),  # no partition 2: UNKNOWN_TOPIC_OR_PARTITION, no record
 ]
 
 
