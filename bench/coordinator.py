@@ -38,7 +38,7 @@ pinned: the PostgreSQL backends, the server process(es) and this load generator 
 * **pgbench** (context) - ``pgbench -i -s 10`` then ``pgbench -c 16 -j 2 -T <seconds>`` (TPC-B
   like) on the same cluster: its transactions/s.
 * **floor** - ``coordinator_floor.pg_commit_floor``: the coordinator's own commit SQL
-  (``pg/queries.sql``: insert_file, lock_logs, write_commit in one transaction) run by asyncpg
+  (``pg/queries.sql``: insert_file_lock_logs, write_commit in one transaction) run by asyncpg
   alone from 16 connections in a closed loop, same request shape (100 plain batches, 2 on each
   of 50 partitions); run BEFORE and AFTER the server cells. ``pg_find_floor``: the coordinator's
   one-statement ``find_first`` from 16 connections on the 1-server cell's database.

@@ -425,12 +425,13 @@ async def pg_setup(dsn: str) -> None:
 
 async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool = False) -> dict:
     """The SQL of ``PostgresBatchCoordinator.commit_file`` run by asyncpg alone: per commit, on
-    one of ``conns`` connections in a closed loop, ``BEGIN``; ``insert_file``; ``lock_logs`` (the
-    50 partitions, FOR UPDATE in key order); ``write_commit`` (100 batches, 50 new heads, the
-    file's batch count); ``COMMIT``; with the same request shape as the server cells (2 plain
-    batches of ``RECORDS`` records on each partition). No wire, no validation, no response
-    objects: the floor of this schema and this SQL on this server. ``disjoint``: lane k commits
-    to ``LANE_TOPICS[k]`` (no row shared between concurrent commits)."""
+    one of ``conns`` connections in a closed loop, ``BEGIN``; ``insert_file_lock_logs`` (the
+    object row, then the 50 partitions FOR UPDATE in key order); ``write_commit`` (100 batches,
+    50 new heads, the file's batch count); ``COMMIT``; with the same request shape as the
+    server cells (2 plain batches of ``RECORDS`` records on each partition). No wire, no
+    validation, no response objects: the floor of this schema and this SQL on this server.
+    ``disjoint``: lane k commits to ``LANE_TOPICS[k]`` (no row shared between concurrent
+    commits)."""
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q
@@ -441,12 +442,13 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
         dsn, min_size=conns, max_size=conns, server_settings={"jit": "off"}
     )
     parts = list(range(PARTITIONS))
+    parts_arg = pg_array(parts)
     per = BATCHES // PARTITIONS
     lat: list[float] = []
     deadline = time.perf_counter() + seconds
 
     async def lane(k: int) -> None:
-        tids = [LANE_TOPICS[k] if disjoint else TOPIC] * PARTITIONS
+        tids = pg_array([str(LANE_TOPICS[k] if disjoint else TOPIC)] * PARTITIONS)
         async with pool.acquire() as conn:
             i = 0
             while time.perf_counter() < deadline:
@@ -454,11 +456,12 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
                 now = int(time.time() * 1000)
                 t = time.perf_counter()
                 async with conn.transaction():
-                    fid = await conn.fetchval(
-                        Q.insert_file, f"floor/{k}/{i}", 1, now, BATCHES * BATCH_SIZE
-                    )
-                    st = {o - 1: [lid, hw, size] for lid, o, _lso, hw, size in
-                          await conn.fetch(Q.lock_logs, tids, parts)}  # fmt: skip
+                    locked = await conn.fetch(
+                        Q.insert_file_lock_logs, f"floor/{k}/{i}", 1, now,
+                        BATCHES * BATCH_SIZE, tids, parts_arg,
+                    )  # fmt: skip
+                    fid = locked[0][0]
+                    st = {o - 1: [lid, hw, size] for _, lid, o, _lso, hw, size in locked}
                     cols: list[list[int]] = [[] for _ in range(12)]
                     for b in range(BATCHES):
                         s = st[b // per]
