@@ -298,6 +298,21 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "1",
         "Replication factor of a topic created without one.",
     ),
+    # ---- the Batch Coordinators' internal topic (KIP-1164; DESIGN section 9, issue 14)
+    "diskless.metadata.topic.num.partitions": (
+        _int,
+        "1",
+        "Partitions of the internal __diskless-metadata topic (one Batch Coordinator each), set "
+        "when the active controller creates it; like Kafka's offsets.topic.num.partitions it "
+        "should not change after deployment.",
+    ),
+    "diskless.metadata.topic.replication.factor": (
+        _int,
+        "3",
+        "Replication factor of the internal __diskless-metadata topic, capped at the unfenced "
+        "brokers when the controller creates it (at least 1); like Kafka's "
+        "offsets.topic.replication.factor.",
+    ),
     # ---- security (Kafka's keys; DESIGN section 10, issue 15). The ssl.* and sasl.* keys, and
     # connections.max.reauth.ms, may be overridden per listener as
     # listener.name.<listener name in lower case>.<key> (Kafka's ListenerName.configPrefix).
@@ -424,6 +439,8 @@ _POSITIVE = (
     "broker.session.timeout.ms",
     "num.partitions",
     "default.replication.factor",
+    "diskless.metadata.topic.num.partitions",
+    "diskless.metadata.topic.replication.factor",
 )
 
 
@@ -472,6 +489,8 @@ class Config:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    diskless_metadata_topic_num_partitions: int = 1
+    diskless_metadata_topic_replication_factor: int = 3
     #: listener name -> security protocol (every listener of ``listeners`` has one)
     security_protocol_map: Mapping[str, str] = dataclasses.field(default_factory=dict)
     inter_broker_listener_name: str | None = None
@@ -802,6 +821,10 @@ def load_config(
         auto_create_topics_enable=vals["auto.create.topics.enable"],
         num_partitions=vals["num.partitions"],
         default_replication_factor=vals["default.replication.factor"],
+        diskless_metadata_topic_num_partitions=vals["diskless.metadata.topic.num.partitions"],
+        diskless_metadata_topic_replication_factor=vals[
+            "diskless.metadata.topic.replication.factor"
+        ],
         security_protocol_map=protocol_map,
         inter_broker_listener_name=ibl,
     )
