@@ -166,14 +166,6 @@ API_RULES: dict[int, tuple | None] = {
 }
 
 
-def _topic_names(api_key: int, request: Any) -> list[str]:
-    """The topic names a topic API request names (Metadata with null topics: none)."""
-    if api_key == 20 and getattr(request, "topic_names", None):  # DeleteTopics v1-5
-        return list(request.topic_names)
-    topics = getattr(request, "topics", None) or ()
-    return [t.name for t in topics if getattr(t, "name", None)]
-
-
 class StandardAuthorizer:
     """The ACLs in memory (fed from the metadata log's AccessControlEntryRecords when there are
     any), ``super.users`` and ``allow.everyone.if.no.acl.found``."""
@@ -219,9 +211,8 @@ class StandardAuthorizer:
 
     def authorize_request(self, principal: str, peer: Any, api_key: int, request: Any) -> int:
         """0 when ``principal`` (connected from ``peer``, an address tuple) may send the request,
-        else the error code of its answer: CLUSTER_AUTHORIZATION_FAILED or
-        TOPIC_AUTHORIZATION_FAILED (when any topic it names is denied; Kafka answers per topic,
-        we answer the whole request)."""
+        else the error code of its answer, CLUSTER_AUTHORIZATION_FAILED. Topic APIs pass here
+        and are answered per topic (:func:`topic_plan`)."""
         rule = API_RULES.get(api_key, _CLUSTER_ACTION)
         if rule is None or principal in self.super_users:
             return 0
@@ -230,15 +221,90 @@ class StandardAuthorizer:
             if self.authorize(principal, host, rule[1], ResourceType.CLUSTER, CLUSTER_NAME):
                 return 0
             return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        _kind, op, cluster_op = rule
-        if cluster_op is not None and self.authorize(
+        return 0  # topic APIs: per topic, :func:`topic_plan`
+
+
+# ---------------------------------------------------------------------------- per-topic answers
+_FAILED = "Authorization failed."
+
+
+def topic_plan(
+    authorizer: StandardAuthorizer, principal: str, peer: Any, api_key: int, request: Any
+) -> tuple[Any, Any] | None:
+    """Kafka's per-topic authorization of Metadata (3), CreateTopics (19) and DeleteTopics (20):
+    ``(request without the denied topics, post)`` where ``post(response)`` adds a
+    TOPIC_AUTHORIZATION_FAILED entry for each denied topic (and, for Metadata of all topics,
+    drops the topics the principal may not DESCRIBE, as ``KafkaApis.handleTopicMetadataRequest``);
+    None when nothing is denied. A CreateTopics principal with CREATE on the cluster is not
+    checked per topic."""
+    import dataclasses
+
+    from kafka_rpc.protocol import codec
+
+    rule = API_RULES.get(api_key)
+    if principal in authorizer.super_users or rule is None or rule[0] != "topics":
+        return None
+    _kind, op, cluster_op = rule  # the one table says which operation each API needs
+    host = peer[0] if peer else ""
+
+    def ok(op: int, name: str) -> bool:
+        return authorizer.authorize(principal, host, op, ResourceType.TOPIC, name)
+
+    if api_key == 3:
+        mod = codec.module("MetadataResponse")
+        topics = request.topics
+        denied = [t.name for t in topics or () if t.name and not ok(op, t.name)]
+        if denied:
+            keep = tuple(t for t in topics if t.name not in denied)
+            request = dataclasses.replace(request, topics=keep)
+
+        def post_metadata(resp: Any) -> Any:
+            kept = tuple(t for t in resp.topics if not t.name or ok(op, t.name))
+            extra = tuple(
+                mod.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n)
+                for n in denied
+            )
+            return dataclasses.replace(resp, topics=kept + extra)
+
+        return request, post_metadata
+    if api_key == 19:
+        if cluster_op is not None and authorizer.authorize(
             principal, host, cluster_op, ResourceType.CLUSTER, CLUSTER_NAME
         ):
-            return 0
-        for name in _topic_names(api_key, request):
-            if not self.authorize(principal, host, op, ResourceType.TOPIC, name):
-                return ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        return 0
+            return None
+        denied = [t.name for t in request.topics if not ok(op, t.name)]
+        if not denied:
+            return None
+        mod = codec.module("CreateTopicsResponse")
+        request = dataclasses.replace(
+            request, topics=tuple(t for t in request.topics if t.name not in denied)
+        )
+        extra = tuple(
+            mod.CreatableTopicResult(
+                name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED
+            )
+            for n in dict.fromkeys(denied)
+        )
+        return request, lambda resp: dataclasses.replace(resp, topics=resp.topics + extra)
+    if api_key == 20:
+        names = list(request.topic_names) + [t.name for t in request.topics if t.name]
+        denied = [n for n in names if not ok(op, n)]
+        if not denied:
+            return None
+        mod = codec.module("DeleteTopicsResponse")
+        request = dataclasses.replace(
+            request,
+            topic_names=tuple(n for n in request.topic_names if n not in denied),
+            topics=tuple(t for t in request.topics if t.name not in denied),
+        )
+        extra = tuple(
+            mod.DeletableTopicResult(
+                name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=_FAILED
+            )
+            for n in dict.fromkeys(denied)
+        )
+        return request, lambda resp: dataclasses.replace(resp, responses=resp.responses + extra)
+    return None
 
 
 def authorizer_from_config(config: Any) -> StandardAuthorizer | None:

@@ -533,6 +533,21 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 
 
+_TOPIC_APIS = frozenset((3, 19, 20))  # Metadata, CreateTopics, DeleteTopics: per topic
+
+
+def _with_post(entry: ApiEntry, post: Any) -> Any:
+    """``entry``'s handler with ``post`` applied to its response (sync or async alike)."""
+    handler = entry.handler
+    if entry.is_async:
+
+        async def wrapped(ctx: Any, request: Any) -> Any:
+            return post(await handler(ctx, request))
+
+        return wrapped
+    return lambda ctx, request: post(handler(ctx, request))
+
+
 class SecureConnection(KafkaConnection):
     """A connection on a listener that is not plain PLAINTEXT (issue 15, DESIGN section 10):
     TLS, SASL authentication, authorization. PLAINTEXT listeners without an authorizer use
@@ -649,6 +664,13 @@ class SecureConnection(KafkaConnection):
             if code:
                 self._deny(entry, ctx, request, code)
                 return
+            if key in _TOPIC_APIS:
+                from kafka_rpc.security.authorizer import topic_plan
+
+                plan = topic_plan(self.authorizer, self.principal, self.peer, key, request)
+                if plan is not None:
+                    request, post = plan
+                    entry = dataclasses.replace(entry, handler=_with_post(entry, post))
         super()._serve(entry, ctx, request)
 
     def _deny(self, entry: ApiEntry, ctx: RequestContext, request: Any, code: int) -> None:

@@ -168,3 +168,58 @@ async def test_tls_principal_is_the_certificate_subject(tmp_path):
         assert running.server.listeners["PLAINTEXT"].security is None
     finally:
         await running.stop()
+
+
+async def test_topic_apis_are_authorized_per_topic(tmp_path):
+    running = await start_server(tmp_path, **{
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.jaas.config": JAAS_PLAIN,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin;User:ANONYMOUS",  # the node's own plaintext controller link
+        "allow.everyone.if.no.acl.found": "false",
+        "auto.create.topics.enable": "false",
+    })  # fmt: skip
+    server = running.server
+    bootstrap = f"127.0.0.1:{running.port('SASL_PLAINTEXT')}"
+    admin = ClientSecurity(None, "PLAIN", "admin", "admin-secret")
+    alice = ClientSecurity(None, "PLAIN", "alice", "alice-secret")
+    ct = codec.module("CreateTopicsRequest")
+    md = codec.module("MetadataRequest")
+    dt = codec.module("DeleteTopicsRequest")
+
+    def create(*names):
+        return ct.CreateTopicsRequest(topics=tuple(
+            ct.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names
+        ), timeout_ms=10000)  # fmt: skip
+
+    try:
+        for _ in range(250):  # the node's broker registers and is unfenced
+            if server.controller.image.unfenced_brokers():
+                break
+            await asyncio.sleep(0.02)
+        async with KafkaRpcClient(bootstrap, security=admin) as c:
+            resp = await c.request(create("orders", "secret"))
+            assert [t.error_code for t in resp.topics] == [0, 0]
+        for op in (AclOperation.DESCRIBE, AclOperation.CREATE):
+            acl = AclBinding(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:alice", "*",
+                             op, AclPermissionType.ALLOW)  # fmt: skip
+            server.authorizer.add_acl(op, acl)
+        async with KafkaRpcClient(bootstrap, security=alice) as c:
+            everything = await c.request(md.MetadataRequest(topics=None))
+            assert [t.name for t in everything.topics] == ["orders"]  # secret is hidden
+            wanted = (
+                md.MetadataRequestTopic(name="secret"),
+                md.MetadataRequestTopic(name="orders"),
+            )
+            named = await c.request(md.MetadataRequest(topics=wanted))
+            assert {t.name: t.error_code for t in named.topics} == {"orders": 0, "secret": 29}
+            resp = await c.request(create("ord-new", "other"))
+            assert {t.name: t.error_code for t in resp.topics} == {"ord-new": 0, "other": 29}
+            resp = await c.request(dt.DeleteTopicsRequest(
+                topics=(dt.DeleteTopicState(name="secret"),), timeout_ms=10000))  # fmt: skip
+            assert [(t.name, t.error_code) for t in resp.responses] == [("secret", 29)]
+        assert server.controller.image.topic_by_name("secret") is not None
+        assert server.controller.image.topic_by_name("other") is None
+    finally:
+        await running.stop()
