@@ -9,9 +9,15 @@
   max_group_size=32&inline_read_max_partitions=0``) become options, explicit ``options`` win;
 * ``postgresql://user[:password]@host[:port]/dbname`` (or ``postgres://``) ->
   ``PostgresBatchCoordinator`` on a database any number of servers may share; the query
-  parameters ``pool_min_size``, ``pool_max_size``, ``producer_id_expiration_ms`` and
-  ``connect_timeout_s`` become options (explicit ``options`` win), every other one (``sslmode``,
+  parameters ``pool_min_size``, ``pool_max_size``, ``read_pool_size``,
+  ``producer_id_expiration_ms`` and ``connect_timeout_s`` become options (explicit ``options`` win), every other one (``sslmode``,
   ``application_name``...) stays in the URL given to the driver (asyncpg, libpq syntax);
+* ``raft:///abs/log/dir`` or ``raft://relative/log/dir`` -> ``ReplicatedBatchCoordinator``: one
+  ``__diskless-metadata`` partition on Raft in ``<dir>/__diskless-metadata-<partition>/``, a single
+  voter unless built with ``voters``; the query parameters ``node_id``, ``partition``,
+  ``synchronous`` (OFF/NORMAL/FULL), ``producer_id_expiration_ms``, ``write_timeout_ms``,
+  ``inline_read_max_partitions`` and ``cluster_id`` become options (explicit ``options`` win).
+  Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
 """
@@ -34,6 +40,17 @@ _PG_OPTIONS = {
     "pool_max_size": int,
     "producer_id_expiration_ms": int,
     "connect_timeout_s": float,
+    "read_pool_size": int,
+}
+
+_RAFT_OPTIONS = {
+    "node_id": int,
+    "partition": int,
+    "synchronous": str,
+    "producer_id_expiration_ms": int,
+    "write_timeout_ms": int,
+    "inline_read_max_partitions": int,
+    "cluster_id": str,
 }
 
 
@@ -69,6 +86,19 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
         pg_params.update(options)
         dsn = f"{base}?{urlencode(kept)}" if kept else base
         return PostgresBatchCoordinator(dsn, **pg_params)
+    if url.startswith("raft://"):
+        from .replicated import ReplicatedBatchCoordinator
+
+        path, _, query = url[len("raft://") :].partition("?")
+        if not path:
+            raise ValueError(f"no log directory in {url!r}")
+        raft_params: dict[str, Any] = {}
+        for k, v in parse_qsl(query, strict_parsing=bool(query)):
+            if k not in _RAFT_OPTIONS:
+                raise ValueError(f"unknown option {k!r} in {url!r}")
+            raft_params[k] = _RAFT_OPTIONS[k](v)
+        raft_params.update(options)
+        return ReplicatedBatchCoordinator(path, **raft_params)
     if _DOTTED.match(url):
         module_name, _, class_name = url.partition(":")
         cls = getattr(importlib.import_module(module_name), class_name)
@@ -77,5 +107,6 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
         return cls(**options)
     raise ValueError(
         f"unknown coordinator URL {url!r}"
-        " (memory://, sqlite:///path, postgresql://user@host:port/db, module:Class)"
+        " (memory://, sqlite:///path, raft:///log/dir, postgresql://user@host:port/db,"
+        " module:Class)"
     )

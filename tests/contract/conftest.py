@@ -16,6 +16,7 @@ from kafka_rpc.coordinator.api import (
 )
 from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
 from kafka_rpc.coordinator.postgres import PostgresBatchCoordinator
+from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from tests.pg_cluster import pg_cluster, pg_databases, pg_dsn  # noqa: F401 - fixtures
 
@@ -45,15 +46,18 @@ def make_coordinator(kind: str, tmp_path, clock: Clock, dsn=None, **options) -> 
         return InMemoryBatchCoordinator(time_ms=clock, **options)
     if kind == "postgres":
         return PostgresBatchCoordinator(dsn, time_ms=clock, **options)
+    if kind == "replicated":  # one __diskless-metadata partition on a single-voter Raft log
+        return ReplicatedBatchCoordinator(tmp_path / "logs", time_ms=clock, **options)
     if kind == "sqlite-thread-reads":  # every read through the reader thread (no inline reads)
         options.setdefault("inline_read_max_partitions", 0)
     return SqliteBatchCoordinator(str(tmp_path / "coord.db"), time_ms=clock, **options)
 
 
 # "sqlite" answers small reads on the loop's thread, "sqlite-thread-reads" never does: the
-# contract holds for both read paths. "postgres" runs on a throw-away PostgreSQL cluster (one per
-# session, a fresh database per test; see tests/pg_cluster.py).
-IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads", "postgres"]
+# contract holds for both read paths. "replicated" is ReplicatedBatchCoordinator with one replica
+# (writes through its Raft log, applied to its SQLite state). "postgres" runs on a throw-away
+# PostgreSQL cluster (one per session, a fresh database per test; see tests/pg_cluster.py).
+IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads", "replicated", "postgres"]
 
 
 def _dsn(request) -> str | None:

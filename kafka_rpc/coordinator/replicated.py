@@ -1,0 +1,807 @@
+"""The replicated Batch Coordinator: one ``__diskless-metadata`` partition on Raft (issue 14).
+
+DESIGN.md section 9 (KIP-1164 "Batch Coordinator implemented with an internal topic"): the state
+of a Batch Coordinator is a log. Each ``__diskless-metadata`` partition is a Raft group among its
+replicas, run by the same module as the metadata log (``kafka_rpc.raft``: a
+:class:`~kafka_rpc.raft.core.RaftCore` on a :class:`~kafka_rpc.raft.file_log.FileLog` in
+``<log dir>/__diskless-metadata-<p>/``, driven by a :class:`~kafka_rpc.raft.driver.RaftDriver`,
+the partition named by its topic id in every Raft RPC, ``partition.metadata`` beside the log as
+for the metadata log).
+
+* **Writes** (``create_topic_and_partitions``, ``commit_file``, ``delete_records``,
+  ``delete_topics``, ``delete_files``, ``enforce_retention``) are decided by the Raft leader: it
+  reads its clock once (ms, never below the last recorded time) and appends the call and that time
+  as ONE record of our own family (``message_specs/Diskless*Record.json``, types 200-205). The
+  caller is answered once the record is committed and applied, with the result of the leader's
+  own apply. Concurrent writes share one Raft batch and one fsync of the log (``append.linger.ms``
+  0: every append made before the driver's next poll goes into one batch).
+* **Apply** (every replica, leader included): committed records are applied to the replica's own
+  SQLite file (``coordinator.db`` in the partition directory) by
+  :mod:`kafka_rpc.coordinator.sqlite`'s own operations (``_Ops``) with the clock fixed to the
+  recorded time, so offsets, idempotence answers, deletions and object/file ids come out the same
+  on every replica. All the records of one ``handle_commit`` go into ONE SQLite transaction with
+  the applied offset (table ``raft_applied``), so a restart re-applies only the tail. A record
+  whose operation raises is rolled back alone (``sqlite._run_write_group``), identically on every
+  replica. The log carries durability, so SQLite runs with ``synchronous=NORMAL`` by default
+  (``OFF`` is allowed; a lost SQLite tail is replayed from the log).
+* **Reads** (``find_batches``, ``list_offsets``, ``list_partitions``, ``get_files_to_delete``)
+  answer from the local SQLite on every replica (the read-only coordinators of DESIGN section 9):
+  never ahead of the committed log, since only committed records are applied.
+  ``is_safe_to_delete_file`` is answered by the leader only, after every write appended before it
+  was applied (a follower might not have seen a commit yet).
+* **Not the leader**: a write answers NOT_COORDINATOR (16) per entry (create/delete codes,
+  ``CommitBatchResponse``/``DeleteRecordsResponse``/``EnforceRetentionResponse`` with error 16);
+  so does a write whose leader lost its epoch before the record committed (it may still commit:
+  an idempotent producer's retry is then answered IsDuplicate with the original offsets).
+  ``is_safe_to_delete_file`` raises :class:`NotCoordinatorError`.
+* **Snapshots** (KIP-1164 future work "Diskless Metadata Snapshots", KIP-630 mechanics): the Raft
+  snapshot of this log is the SQLite image (``sqlite3.Connection.serialize``) cut into
+  ``DisklessSnapshotChunkRecord`` records; a follower that fetched one with FetchSnapshot (or a
+  restarting replica whose state is older than its latest snapshot) loads it with the SQLite backup
+  API into its database.
+
+Units: times in ms since the Unix epoch; offsets of the Raft log are Kafka offsets, ``next_offset``
+exclusive.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from kafka_rpc._frozen import frozen_constructor
+from kafka_rpc.protocol import codec
+
+from . import _rules
+from .api import (
+    BatchCoordinator,
+    CommitBatchRequest,
+    CommitBatchResponse,
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    EnforceRetentionRequest,
+    EnforceRetentionResponse,
+    FileToDelete,
+    FindBatchRequest,
+    FindBatchResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    TopicIdPartition,
+    new_commit_batch_request,
+    new_topic_id_partition,
+)
+from .memory import wall_clock_ms
+from .sqlite import (
+    SqliteBatchCoordinator,
+    _Failure,
+    _init_writer,
+    _Ops,
+    _run_write_group,
+)
+
+__all__ = [
+    "DISKLESS_METADATA_TOPIC_NAME",
+    "NOT_COORDINATOR",
+    "NotCoordinatorError",
+    "ReplicatedBatchCoordinator",
+    "partition_dir_name",
+]
+
+log = logging.getLogger("kafka_rpc.coordinator.replicated")
+
+DISKLESS_METADATA_TOPIC_NAME = "__diskless-metadata"
+#: Kafka ``Errors.NOT_COORDINATOR``.
+NOT_COORDINATOR = 16
+#: Bytes of SQLite image per DisklessSnapshotChunkRecord.
+SNAPSHOT_CHUNK_BYTES = 256 * 1024
+_SYNCHRONOUS = ("OFF", "NORMAL", "FULL")
+
+_CommitRec = codec.message_class("DisklessCommitFileRecord")
+_CommitBatch = codec.module("DisklessCommitFileRecord").DisklessCommitBatch
+_new_commit_batch = frozen_constructor(_CommitBatch)  # positional, every field in order
+_CreateRec = codec.message_class("DisklessCreateTopicsRecord")
+_CreateTopic = codec.module("DisklessCreateTopicsRecord").DisklessCreateTopic
+_DelRecordsRec = codec.message_class("DisklessDeleteRecordsRecord")
+_DelRecordsEntry = codec.module("DisklessDeleteRecordsRecord").DisklessDeleteRecordsEntry
+_DelTopicsRec = codec.message_class("DisklessDeleteTopicsRecord")
+_DelFilesRec = codec.message_class("DisklessDeleteFilesRecord")
+_RetentionRec = codec.message_class("DisklessEnforceRetentionRecord")
+_RetentionEntry = codec.module("DisklessEnforceRetentionRecord").DisklessRetentionEntry
+_ChunkRec = codec.message_class("DisklessSnapshotChunkRecord")
+
+_APPLIED_DDL = (
+    "CREATE TABLE IF NOT EXISTS raft_applied ("
+    " id INTEGER PRIMARY KEY CHECK (id = 1),"
+    " next_offset INTEGER NOT NULL,"  # the next Raft offset to apply (exclusive end of applied)
+    " epoch INTEGER NOT NULL,"  # epoch of the last applied batch
+    " last_time_ms INTEGER NOT NULL"  # the largest recorded TimestampMs applied
+    ") STRICT"
+)
+
+
+def partition_dir_name(partition: int) -> str:
+    """``__diskless-metadata-<partition>``: the partition directory under a log dir."""
+    return f"{DISKLESS_METADATA_TOPIC_NAME}-{partition}"
+
+
+class NotCoordinatorError(Exception):
+    """This replica is not (or stopped being) the leader of its ``__diskless-metadata``
+    partition: Kafka's NOT_COORDINATOR (16)."""
+
+    error_code = NOT_COORDINATOR
+
+
+# -- the clock fixed to the recorded time, and the ops adapter ------------------------------
+
+
+class _FixedClock:
+    """The ``time_ms`` of the applying ``_Ops``: the recorded TimestampMs of the record being
+    applied (ms)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now = 0
+
+    def __call__(self) -> int:
+        return self.now
+
+
+class _Timed:
+    """An operation of ``_Ops`` run with the clock set to ``time_ms`` first."""
+
+    __slots__ = ("clock", "fn", "time_ms")
+
+    def __init__(self, clock: _FixedClock, fn: Callable[..., Any], time_ms: int) -> None:
+        self.clock, self.fn, self.time_ms = clock, fn, time_ms
+
+    def __call__(self, conn: sqlite3.Connection, *args: Any) -> Any:
+        self.clock.now = self.time_ms
+        return self.fn(conn, *args)
+
+
+def _write_applied(conn: sqlite3.Connection, next_offset: int, epoch: int, last_time: int) -> None:
+    conn.execute(
+        "UPDATE raft_applied SET next_offset = ?, epoch = ?, last_time_ms = ? WHERE id = 1",
+        (next_offset, epoch, last_time),
+    )
+
+
+class _Cache:
+    """``_run_write_group``'s cache hooks for ``_Timed`` operations: the ``_Ops`` row cache,
+    kept across apply groups (this connection is the database's only writer)."""
+
+    def __init__(self, ops: _Ops) -> None:
+        self.ops = ops
+
+    def keeps(self, fn: Any) -> bool:
+        inner = fn.fn if type(fn) is _Timed else fn
+        return inner is _write_applied or self.ops.keeps(inner)
+
+    def flush(self, conn: sqlite3.Connection) -> None:
+        self.ops.flush(conn)
+
+    def drop(self) -> None:
+        self.ops.drop()
+
+
+# -- record <-> call ---------------------------------------------------------------------------
+
+
+def _commit_record(key: str, broker: int, size: int, reqs: Sequence[CommitBatchRequest],
+                   now: int) -> bytes:  # fmt: skip
+    new = _new_commit_batch
+    batches = [
+        new(r.topic_id_partition.topic_id, r.topic_id_partition.partition, r.byte_offset, r.size,
+            r.base_offset, r.last_offset, r.batch_max_timestamp, r.timestamp_type,
+            r.producer_id, r.producer_epoch, r.base_sequence, r.last_sequence, r.magic)
+        for r in reqs
+    ]  # fmt: skip
+    rec = _CommitRec(
+        timestamp_ms=now,
+        object_key=key,
+        uploader_broker_id=broker,
+        file_size=size,
+        batches=tuple(batches),
+    )
+    return codec.encode_record(rec)
+
+
+def _decode_op(ops: _Ops, value: bytes) -> tuple[Callable[..., Any], tuple, int] | None:
+    """``(operation, args, recorded time)`` of one record; None for a record that is not a
+    write (a snapshot chunk). Raises DecodeError for an unknown type."""
+    rec, _ = codec.decode_record(value)
+    kind = type(rec).__spec_name__
+    if kind == "DisklessCommitFileRecord":
+        tps: dict[tuple[uuid.UUID, int], TopicIdPartition] = {}
+        reqs = []
+        new_req = new_commit_batch_request
+        for b in rec.batches:
+            k = (b.topic_id, b.partition)
+            tp = tps.get(k)
+            if tp is None:
+                tp = tps[k] = new_topic_id_partition(b.topic_id, b.partition)
+            reqs.append(
+                new_req(tp, b.byte_offset, b.size, b.base_offset, b.last_offset,
+                        b.batch_max_timestamp, b.timestamp_type, b.producer_id,
+                        b.producer_epoch, b.base_sequence, b.last_sequence, b.magic)
+            )  # fmt: skip
+        return (ops.commit_file,
+                (rec.object_key, rec.uploader_broker_id, rec.file_size, reqs),
+                rec.timestamp_ms)  # fmt: skip
+    if kind == "DisklessCreateTopicsRecord":
+        return (ops.create_topics,
+                ([CreateTopicAndPartitionsRequest(t.topic_id, t.topic_name, t.num_partitions)
+                  for t in rec.topics],),
+                rec.timestamp_ms)  # fmt: skip
+    if kind == "DisklessDeleteRecordsRecord":
+        return (ops.delete_records,
+                ([DeleteRecordsRequest(TopicIdPartition(e.topic_id, e.partition), e.offset)
+                  for e in rec.entries],),
+                rec.timestamp_ms)  # fmt: skip
+    if kind == "DisklessDeleteTopicsRecord":
+        return ops.delete_topics, (list(rec.topic_ids),), rec.timestamp_ms
+    if kind == "DisklessDeleteFilesRecord":
+        return ops.delete_files, (list(rec.object_keys),), rec.timestamp_ms
+    if kind == "DisklessEnforceRetentionRecord":
+        return (ops.enforce_retention,
+                ([EnforceRetentionRequest(TopicIdPartition(e.topic_id, e.partition),
+                                          e.retention_bytes, e.retention_ms)
+                  for e in rec.entries], rec.max_batches_per_request),
+                rec.timestamp_ms)  # fmt: skip
+    if kind == "DisklessSnapshotChunkRecord":
+        return None
+    raise codec.DecodeError(f"{kind} is not a __diskless-metadata record")
+
+
+def _image_of(conn: sqlite3.Connection) -> bytes:
+    """The database as one file image, journal mode bytes set to rollback (1, 1) so that it can
+    be opened in memory (WAL needs a file)."""
+    image = bytearray(conn.serialize())
+    if len(image) >= 20:
+        image[18] = image[19] = 1
+    return bytes(image)
+
+
+# -- the coordinator ---------------------------------------------------------------------------
+
+
+class ReplicatedBatchCoordinator(BatchCoordinator):
+    """A ``BatchCoordinator`` on one ``__diskless-metadata`` partition (module docstring).
+
+    * ``log_dir``: the log directory (the first of ``log.dirs``); the partition lives in
+      ``<log_dir>/__diskless-metadata-<partition>/`` (Raft segments, snapshots, ``quorum-state``,
+      ``partition.metadata``, ``coordinator.db``).
+    * ``node_id`` / ``voters``: this replica's id and every replica's id -> (host, port) of the
+      listener its Raft RPCs reach (the servers' controller listener, routed by topic id by
+      ``kafka_rpc.handlers.raft``); default: a single voter (``{node_id: ("127.0.0.1", 0)}``,
+      never dialled).
+    * ``topic_id``: the partition's topic id (KIP-516); None = the one in ``partition.metadata``,
+      or a new random one written there. A different one than the file's raises
+      ``InconsistentTopicIdError``.
+    * ``cluster_id``: checked in every Raft RPC (Kafka's INCONSISTENT_CLUSTER_ID).
+    * ``time_ms``: the leader's clock (ms); ``producer_id_expiration_ms`` as Kafka's.
+    * ``synchronous``: SQLite's ``synchronous`` for the materialized state (OFF/NORMAL/FULL).
+    * ``write_timeout_ms``: how long a write waits for its record to be committed and applied
+      before it raises ``TimeoutError``.
+    * ``wait_for_leader_ms``: :meth:`start` waits this long for a single voter to become a
+      writable leader (a multi-voter replica does not wait); ``shutdown_timeout_ms`` bounds
+      :meth:`close`'s graceful resignation (Kafka's ``shutdown(timeoutMs)``).
+    * ``raft_options``: overrides of :class:`~kafka_rpc.raft.core.RaftConfig` fields (election
+      and fetch timeouts, snapshot triggers...); ``append_linger_ms`` defaults to 0 here.
+    * ``client_security``: TLS/SASL settings of the voters' listener for the driver's clients.
+    """
+
+    def __init__(
+        self,
+        log_dir: str | Path,
+        *,
+        node_id: int = 1,
+        voters: Mapping[int, tuple[str, int]] | None = None,
+        partition: int = 0,
+        topic_id: uuid.UUID | None = None,
+        cluster_id: str = "diskless-metadata",
+        time_ms: Callable[[], int] = wall_clock_ms,
+        producer_id_expiration_ms: int = _rules.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        synchronous: str = "NORMAL",
+        write_timeout_ms: int = 30_000,
+        wait_for_leader_ms: int = 10_000,
+        shutdown_timeout_ms: int = 5_000,
+        inline_read_max_partitions: int = 4,
+        raft_options: Mapping[str, Any] | None = None,
+        client_security: Any = None,
+    ) -> None:
+        synchronous = synchronous.upper()
+        if synchronous not in _SYNCHRONOUS:
+            raise ValueError(f"synchronous must be one of {_SYNCHRONOUS}, not {synchronous!r}")
+        self.log_dir = Path(log_dir)
+        self.node_id = node_id
+        self.voters = dict(voters) if voters else {node_id: ("127.0.0.1", 0)}
+        self.partition = partition
+        self.topic_id = topic_id
+        self.cluster_id = cluster_id
+        self.directory = self.log_dir / partition_dir_name(partition)
+        self.db_path = self.directory / "coordinator.db"
+        self._time_ms = time_ms
+        self._expiration_ms = producer_id_expiration_ms
+        self._synchronous = synchronous
+        self._write_timeout = write_timeout_ms / 1000
+        self._wait_for_leader = wait_for_leader_ms / 1000
+        self._shutdown_timeout_ms = shutdown_timeout_ms
+        self._inline_max = inline_read_max_partitions
+        self._raft_options = dict(raft_options or {})
+        self._client_security = client_security
+        self._clock = _FixedClock()
+        self._ops = _Ops(self._clock, producer_id_expiration_ms)
+        self._cache = _Cache(self._ops)
+        self._conn: sqlite3.Connection | None = None  # the apply connection (loop thread)
+        self._store: SqliteBatchCoordinator | None = None  # reads (its reader connections)
+        self.driver: Any = None
+        self.core: Any = None
+        # applied state (mirrors the raft_applied row)
+        self.applied_offset = 0  # next Raft offset to apply
+        self._applied_epoch = 0
+        self._last_time = 0  # largest recorded TimestampMs applied or appended
+        # leader side
+        self._leader: tuple[int, int] = (-1, -1)  # (leader id, epoch) last announced
+        self._pending: dict[int, asyncio.Future] = {}  # record offset -> caller's future
+        self._barriers: list[tuple[int, asyncio.Future]] = []
+        self._leader_event: asyncio.Event | None = None
+        self.applied_records = 0  # statistics
+        self.apply_groups = 0
+        self.snapshots_loaded = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        if self.driver is not None:
+            return
+        from kafka_rpc.broker import partition_metadata
+        from kafka_rpc.raft.core import RaftConfig, RaftCore
+        from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
+        from kafka_rpc.raft.file_log import FileLog
+        from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+
+        self._leader_event = asyncio.Event()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self.topic_id is None:
+            self.topic_id = partition_metadata.read_topic_id(self.directory) or uuid.uuid4()
+        partition_metadata.ensure(self.directory, self.topic_id)
+        # the reads' store first: it creates the file and applies the migrations (clock 0, the
+        # same on every replica)
+        store = SqliteBatchCoordinator(
+            str(self.db_path),
+            synchronous="NORMAL" if self._synchronous == "OFF" else self._synchronous,
+            time_ms=lambda: 0,
+            inline_read_max_partitions=self._inline_max,
+        )
+        await store.start()
+        self._store = store
+        raft_log = None
+        try:
+            conn = sqlite3.connect(
+                str(self.db_path), isolation_level=None, cached_statements=256,
+                check_same_thread=False,
+            )  # fmt: skip
+            self._conn = conn
+            _init_writer(conn, self._synchronous, 0)
+            conn.execute(_APPLIED_DDL)
+            conn.execute("INSERT OR IGNORE INTO raft_applied VALUES (1, 0, 0, 0)")
+            self._read_applied()
+            raft_log = FileLog(self.directory)
+            options = {"append_linger_ms": 0, **self._raft_options}
+            rc = RaftConfig(
+                node_id=self.node_id,
+                voters=self.voters,
+                cluster_id=self.cluster_id,
+                topic_name=DISKLESS_METADATA_TOPIC_NAME,
+                topic_id=self.topic_id,
+                partition=self.partition,
+                **options,
+            )
+            now = monotonic_ms()
+            store_q = FileQuorumStateStore(self.directory / "quorum-state")
+            self.core = RaftCore(rc, raft_log, store_q, self, random.Random(), now,
+                                 wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
+            self.driver = RaftDriver(
+                self.core,
+                raft_log,
+                self.node_id,
+                self.voters,
+                request_timeout_ms=rc.request_timeout_ms,
+                retry_backoff_ms=rc.retry_backoff_ms,
+                shutdown_timeout_ms=self._shutdown_timeout_ms,
+                client_id=f"diskless-metadata-{self.partition}-{self.node_id}",
+                client_security=self._client_security,
+            )
+            self.driver.start()
+        except BaseException:
+            if self.driver is None and raft_log is not None:
+                raft_log.close()
+            self.driver = None
+            await self._close_db()
+            raise
+        if len(self.voters) == 1 and self.node_id in self.voters:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._leader_event.wait(), self._wait_for_leader)
+            if not self.is_writable:
+                log.warning("diskless-metadata-%d: no leader after %.1f s", self.partition,
+                            self._wait_for_leader)  # fmt: skip
+
+    async def close(self) -> None:
+        driver, self.driver = self.driver, None
+        if driver is not None:
+            try:
+                await driver.stop()
+            except Exception:
+                log.exception("diskless-metadata-%d: stopping the driver failed", self.partition)
+        self._fail_pending(NotCoordinatorError("the coordinator is closing"))
+        await self._close_db()
+
+    async def _close_db(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+        if self._store is not None:
+            store, self._store = self._store, None
+            await store.close()
+
+    def _read_applied(self) -> None:
+        assert self._conn is not None
+        row = self._conn.execute(
+            "SELECT next_offset, epoch, last_time_ms FROM raft_applied WHERE id = 1"
+        ).fetchone()
+        self.applied_offset, self._applied_epoch, self._last_time = row
+
+    # ------------------------------------------------------------------ state
+    @property
+    def is_leader(self) -> bool:
+        """This replica leads its partition (its Raft core is Leader)."""
+        return self.core is not None and self.core.is_leader
+
+    @property
+    def is_writable(self) -> bool:
+        """Leader, and its state machine has applied past the start of its epoch (Kafka's
+        ``handleLeaderChange`` for this node), so its answers reflect every committed write."""
+        core = self.core
+        return (
+            core is not None
+            and core.is_leader
+            and self._leader == (self.node_id, core.epoch)
+            and self.driver is not None
+        )
+
+    @property
+    def leader_id(self) -> int:
+        """The partition's leader as this replica knows it; -1 when unknown."""
+        return self.core.leader_id if self.core is not None else -1
+
+    # ------------------------------------------------------------------ StateMachine
+    def handle_commit(self, batches: Sequence[Any]) -> None:
+        """Apply committed records (those at or above ``applied_offset``) in one SQLite
+        transaction with the new applied offset; answer the leader's waiting callers."""
+        conn = self._conn
+        if conn is None:
+            raise RuntimeError("the coordinator is closed")
+        clock, ops = self._clock, self._ops
+        work: list[tuple[Any, tuple]] = []
+        offsets: list[int] = []
+        start = self.applied_offset
+        end, epoch, last_time = start, self._applied_epoch, self._last_time
+        for b in batches:
+            if b.last_offset < start:
+                continue
+            if not b.is_control:
+                for i, value in enumerate(b.records):
+                    offset = b.base_offset + i
+                    if offset < start or value is None:
+                        continue
+                    op = _decode_op(ops, value)
+                    if op is None:
+                        continue
+                    fn, args, t = op
+                    work.append((_Timed(clock, fn, t), args))
+                    offsets.append(offset)
+                    last_time = max(last_time, t)
+            end, epoch = b.last_offset + 1, b.epoch
+        if end == start:
+            return
+        work.append((_write_applied, (end, epoch, last_time)))
+        results = _run_write_group(conn, work, self._cache)
+        self.applied_offset, self._applied_epoch = end, epoch
+        self._last_time = max(self._last_time, last_time)
+        self.applied_records += len(offsets)
+        self.apply_groups += 1
+        if self._pending:
+            for offset, res in zip(offsets, results):
+                fut = self._pending.pop(offset, None)
+                if fut is None or fut.done():
+                    continue
+                if type(res) is _Failure:
+                    fut.set_exception(res.exc)
+                else:
+                    fut.set_result(res)
+        if self._barriers:
+            keep = []
+            for target, fut in self._barriers:
+                if fut.done():
+                    continue
+                if end >= target:
+                    fut.set_result(None)
+                else:
+                    keep.append((target, fut))
+            self._barriers[:] = keep
+
+    def handle_load_snapshot(self, reader: Any) -> None:
+        """Replace the state by the snapshot's SQLite image (backup API), unless the local state
+        already is at or past the snapshot (a restart: only the log's tail is re-applied)."""
+        sid = reader.snapshot_id
+        if self.applied_offset >= sid.offset:
+            log.info("diskless-metadata-%d: state at %d, snapshot %s not loaded",
+                     self.partition, self.applied_offset, sid)  # fmt: skip
+            return
+        chunks: list[bytes] = []
+        size = -1
+        for b in reader.batches():
+            if b.is_control:
+                continue
+            for value in b.records:
+                rec, _ = codec.decode_record(value)
+                if type(rec).__spec_name__ != "DisklessSnapshotChunkRecord":
+                    raise codec.DecodeError(f"{type(rec).__spec_name__} in a coordinator snapshot")
+                if rec.position != sum(len(c) for c in chunks):
+                    raise codec.DecodeError("snapshot chunks out of order")
+                size = rec.image_size
+                chunks.append(rec.data)
+        image = b"".join(chunks)
+        if len(image) != size:
+            raise codec.DecodeError(f"snapshot image of {len(image)} bytes, expected {size}")
+        self._load_image(image)
+        self._read_applied()
+        if self.applied_offset != sid.offset:
+            log.warning("diskless-metadata-%d: snapshot %s holds applied offset %d",
+                        self.partition, sid, self.applied_offset)  # fmt: skip
+            self.applied_offset = sid.offset
+            self._applied_epoch = sid.epoch
+        self.snapshots_loaded += 1
+        log.info("diskless-metadata-%d: snapshot %s loaded (%d bytes)", self.partition, sid,
+                 len(image))  # fmt: skip
+
+    def _load_image(self, image: bytes) -> None:
+        conn = self._conn
+        assert conn is not None
+        src = sqlite3.connect(":memory:")
+        try:
+            src.deserialize(image)
+            src.backup(conn)
+        finally:
+            src.close()
+        conn.execute("PRAGMA journal_mode=WAL")
+        self._ops.drop()
+
+    def snapshot_records(self) -> list[bytes]:
+        """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image)."""
+        assert self._conn is not None
+        image = _image_of(self._conn)
+        out = []
+        for pos in range(0, max(len(image), 1), SNAPSHOT_CHUNK_BYTES):
+            data = image[pos : pos + SNAPSHOT_CHUNK_BYTES]
+            out.append(codec.encode_record(_ChunkRec(position=pos, image_size=len(image),
+                                                     data=data)))  # fmt: skip
+        return out
+
+    def handle_leader_change(self, leader_id: int, epoch: int) -> None:
+        self._leader = (leader_id, epoch)
+        if leader_id != self.node_id:
+            self._fail_pending(NotCoordinatorError(f"leader is now {leader_id} (epoch {epoch})"))
+        elif self._leader_event is not None:
+            self._leader_event.set()
+
+    def _fail_pending(self, exc: Exception) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(exc)
+        barriers, self._barriers = self._barriers, []
+        for _, fut in barriers:
+            if not fut.done():
+                fut.set_exception(exc)
+
+    # ------------------------------------------------------------------ writes
+    def _decide_time(self) -> int:
+        now = max(self._time_ms(), self._last_time)
+        self._last_time = now
+        return now
+
+    async def _submit(self, record: bytes) -> Any:
+        """Append ``record`` and wait for its apply; raises NotCoordinatorError when this replica
+        does not lead or loses the epoch first, TimeoutError after ``write_timeout_ms``."""
+        from kafka_rpc.raft.core import NotLeaderError
+
+        if not self.is_writable:
+            raise NotCoordinatorError(f"node {self.node_id} is not the leader")
+        try:
+            offset = self.driver.append([record])
+        except NotLeaderError as exc:
+            raise NotCoordinatorError(str(exc)) from None
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending[offset] = fut
+        timer = loop.call_later(self._write_timeout, _expire, fut, offset, self._write_timeout)
+        try:
+            return await fut
+        finally:
+            timer.cancel()
+            self._pending.pop(offset, None)
+
+    async def create_topic_and_partitions(
+        self, requests: Sequence[CreateTopicAndPartitionsRequest]
+    ) -> list[int]:
+        if not requests:
+            return []
+        if not self.is_writable:
+            return [NOT_COORDINATOR] * len(requests)
+        rec = _CreateRec(
+            timestamp_ms=self._decide_time(),
+            topics=tuple(
+                _CreateTopic(topic_id=r.topic_id, topic_name=r.topic_name,
+                             num_partitions=r.num_partitions)
+                for r in requests
+            ),
+        )  # fmt: skip
+        try:
+            return await self._submit(codec.encode_record(rec))
+        except NotCoordinatorError:
+            return [NOT_COORDINATOR] * len(requests)
+
+    async def commit_file(
+        self,
+        object_key: str,
+        uploader_broker_id: int,
+        file_size: int,
+        requests: Sequence[CommitBatchRequest],
+    ) -> list[CommitBatchResponse]:
+        if not requests:
+            return []
+        not_coord = [CommitBatchResponse(NOT_COORDINATOR)] * len(requests)
+        if not self.is_writable:
+            return not_coord
+        rec = _commit_record(object_key, uploader_broker_id, file_size, requests,
+                             self._decide_time())  # fmt: skip
+        try:
+            return await self._submit(rec)
+        except NotCoordinatorError:
+            return not_coord
+
+    async def delete_records(
+        self, requests: Sequence[DeleteRecordsRequest]
+    ) -> list[DeleteRecordsResponse]:
+        if not requests:
+            return []
+        not_coord = [DeleteRecordsResponse(NOT_COORDINATOR, -1)] * len(requests)
+        if not self.is_writable:
+            return not_coord
+        rec = _DelRecordsRec(
+            timestamp_ms=self._decide_time(),
+            entries=tuple(
+                _DelRecordsEntry(topic_id=r.topic_id_partition.topic_id,
+                                 partition=r.topic_id_partition.partition, offset=r.offset)
+                for r in requests
+            ),
+        )  # fmt: skip
+        try:
+            return await self._submit(codec.encode_record(rec))
+        except NotCoordinatorError:
+            return not_coord
+
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
+        if not topic_ids:
+            return []
+        if not self.is_writable:
+            return [NOT_COORDINATOR] * len(topic_ids)
+        rec = _DelTopicsRec(timestamp_ms=self._decide_time(), topic_ids=tuple(topic_ids))
+        try:
+            return await self._submit(codec.encode_record(rec))
+        except NotCoordinatorError:
+            return [NOT_COORDINATOR] * len(topic_ids)
+
+    async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
+        if not object_keys:
+            return []
+        if not self.is_writable:
+            return [NOT_COORDINATOR] * len(object_keys)
+        rec = _DelFilesRec(timestamp_ms=self._decide_time(), object_keys=tuple(object_keys))
+        try:
+            return await self._submit(codec.encode_record(rec))
+        except NotCoordinatorError:
+            return [NOT_COORDINATOR] * len(object_keys)
+
+    async def enforce_retention(
+        self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
+    ) -> list[EnforceRetentionResponse]:
+        if not requests:
+            return []
+        not_coord = [EnforceRetentionResponse(NOT_COORDINATOR, -1, -1, -1)] * len(requests)
+        if not self.is_writable:
+            return not_coord
+        rec = _RetentionRec(
+            timestamp_ms=self._decide_time(),
+            max_batches_per_request=max_batches_per_request,
+            entries=tuple(
+                _RetentionEntry(topic_id=r.topic_id_partition.topic_id,
+                                partition=r.topic_id_partition.partition,
+                                retention_bytes=r.retention_bytes,
+                                retention_ms=r.retention_ms)
+                for r in requests
+            ),
+        )  # fmt: skip
+        try:
+            return await self._submit(codec.encode_record(rec))
+        except NotCoordinatorError:
+            return not_coord
+
+    async def is_safe_to_delete_file(self, object_key: str) -> bool:
+        """The leader's answer once every write appended before the call was applied; raises
+        :class:`NotCoordinatorError` on a follower."""
+        if not self.is_writable:
+            raise NotCoordinatorError(f"node {self.node_id} is not the leader")
+        target = self.core.next_offset
+        if self.applied_offset < target:
+            fut = asyncio.get_running_loop().create_future()
+            self._barriers.append((target, fut))
+            await asyncio.wait_for(fut, self._write_timeout)
+        assert self._conn is not None
+        return self._ops.is_safe_to_delete_file(self._conn, object_key)
+
+    # ------------------------------------------------------------------ reads
+    def _reads(self) -> SqliteBatchCoordinator:
+        if self._store is None:
+            raise RuntimeError("coordinator not started (await start() first)")
+        return self._store
+
+    async def find_batches(
+        self, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
+    ) -> list[FindBatchResponse]:
+        return await self._reads().find_batches(requests, fetch_max_bytes)
+
+    async def list_offsets(
+        self, requests: Sequence[ListOffsetsRequest]
+    ) -> list[ListOffsetsResponse]:
+        return await self._reads().list_offsets(requests)
+
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        return await self._reads().list_partitions()
+
+    async def get_files_to_delete(
+        self,
+        marked_before_ms: int | None = None,
+        limit: int = 0,
+        after_object_key: str | None = None,
+    ) -> list[FileToDelete]:
+        return await self._reads().get_files_to_delete(marked_before_ms, limit, after_object_key)
+
+    # ------------------------------------------------------------------ tests and tools
+    def state_rows(self) -> dict[str, list[tuple]]:
+        """Every row of every table of the materialized state, sorted (for comparing replicas
+        row by row); ``schema_version`` included."""
+        assert self._conn is not None
+        out: dict[str, list[tuple]] = {}
+        names = [r[0] for r in self._conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]  # fmt: skip
+        for name in names:
+            rows = self._conn.execute(f'SELECT * FROM "{name}"').fetchall()
+            out[name] = sorted(rows, key=repr)
+        return out
+
+
+def _expire(fut: asyncio.Future, offset: int, timeout: float) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError(f"record {offset} not applied within {timeout} s"))

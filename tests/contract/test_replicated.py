@@ -1,0 +1,196 @@
+"""ReplicatedBatchCoordinator on one replica: its files, restart re-applies only the tail, a lost
+SQLite file is rebuilt from the log or from a snapshot, NOT_COORDINATOR off the leader, URL
+selection. (The contract suite and the differential test run it too; three replicas over sockets
+are in tests/integration/test_diskless_metadata_raft.py.)"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from kafka_rpc.broker import partition_metadata
+from kafka_rpc.coordinator import create_coordinator
+from kafka_rpc.coordinator.api import (
+    CreateTopicAndPartitionsRequest,
+    DeleteRecordsRequest,
+    EnforceRetentionRequest,
+    FindBatchRequest,
+    ListOffsetsRequest,
+)
+from kafka_rpc.coordinator.replicated import (
+    NOT_COORDINATOR,
+    NotCoordinatorError,
+    ReplicatedBatchCoordinator,
+)
+from kafka_rpc.raft.driver import monotonic_ms
+
+from .conftest import Clock, Topic, batch, chain
+
+
+async def _started(path, clock, **kw) -> ReplicatedBatchCoordinator:
+    c = ReplicatedBatchCoordinator(path, time_ms=clock, **kw)
+    await c.start()
+    return c
+
+
+def _without_applied(rows: dict) -> dict:
+    return {k: v for k, v in rows.items() if k != "raft_applied"}
+
+
+async def _topic(c) -> Topic:
+    t = uuid.uuid4()
+    assert await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 2)]) == [0]
+    return Topic(c, t, 2)
+
+
+async def test_files_in_the_partition_directory(tmp_path):
+    c = await _started(tmp_path, Clock())
+    try:
+        assert c.is_writable
+        d = tmp_path / "__diskless-metadata-0"
+        assert c.directory == d and c.db_path == d / "coordinator.db"
+        assert partition_metadata.read_topic_id(d) == c.topic_id
+        assert (d / "quorum-state").exists()
+        assert sorted(p.name for p in d.glob("*.log")) == ["00000000000000000000.log"]
+        topic_id = c.topic_id
+    finally:
+        await c.close()
+    c = await _started(tmp_path, Clock())  # the topic id is read back from partition.metadata
+    try:
+        assert c.topic_id == topic_id
+    finally:
+        await c.close()
+    with pytest.raises(partition_metadata.InconsistentTopicIdError):
+        await _started(tmp_path, Clock(), topic_id=uuid.uuid4())
+
+
+async def test_restart_applies_only_the_tail(tmp_path):
+    clock = Clock()
+    c = await _started(tmp_path, clock)
+    try:
+        t = await _topic(c)
+        first = await t.commit(*chain(t.tp(0), 3))
+        await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0))
+        applied = c.applied_offset
+        assert c.applied_records == 3
+        rows = c.state_rows()
+    finally:
+        await c.close()
+    c = await _started(tmp_path, clock)
+    try:
+        assert c.applied_offset >= applied
+        assert c.applied_records == 0  # nothing re-applied: the state was at the log's end
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+        # the idempotent retry is still a duplicate with the original offset, the HW is kept
+        t = Topic(c, t.id, 2)
+        dup = await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0), key="retry")
+        assert dup[0].is_duplicate and dup[0].assigned_base_offset == 0
+        (lo,) = await c.list_offsets([ListOffsetsRequest(t.tp(0), -1)])
+        assert lo.offset == 3 and first[2].assigned_base_offset == 2
+    finally:
+        await c.close()
+
+
+async def test_lost_database_is_rebuilt_from_the_log(tmp_path):
+    clock = Clock()
+    c = await _started(tmp_path, clock)
+    try:
+        t = await _topic(c)
+        for _ in range(3):
+            await t.commit(*chain(t.tp(0), 2))
+            clock.advance(10)
+        await c.delete_records([DeleteRecordsRequest(t.tp(0), 2)])
+        rows = c.state_rows()
+        db = c.db_path
+    finally:
+        await c.close()
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    c = await _started(tmp_path, clock)
+    try:
+        assert c.applied_records == 5  # create, 3 commits, delete_records: the whole log
+        # deterministic apply: the same rows, batch and file ids too (raft_applied moved on: the
+        # restarted leader's new epoch starts with a LeaderChange batch)
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
+
+
+async def test_lost_database_is_rebuilt_from_a_snapshot_and_the_tail(tmp_path):
+    clock = Clock()
+    c = await _started(tmp_path, clock)
+    try:
+        t = await _topic(c)
+        await t.commit(*chain(t.tp(0), 2))
+        sid = c.core.create_snapshot(monotonic_ms())
+        assert sid is not None and sid.offset == c.applied_offset
+        await t.commit(*chain(t.tp(1), 3))
+        await c.enforce_retention([EnforceRetentionRequest(t.tp(0), 100, -1)])
+        rows = c.state_rows()
+        db = c.db_path
+    finally:
+        await c.close()
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    c = await _started(tmp_path, clock)
+    try:
+        assert c.snapshots_loaded == 1
+        assert c.applied_records == 2  # the commit and the retention after the snapshot
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+        found = await c.find_batches([FindBatchRequest(t.tp(1), 0, 10_000)], 10_000)
+        assert [b.base_offset for b in found[0].batches] == [0, 1, 2]
+    finally:
+        await c.close()
+
+
+async def test_not_the_leader_answers_not_coordinator(tmp_path):
+    # voter 2 never answers: node 1 can never win a majority, so it never leads
+    c = ReplicatedBatchCoordinator(
+        tmp_path,
+        node_id=1,
+        voters={1: ("127.0.0.1", 1), 2: ("127.0.0.1", 1)},
+        time_ms=Clock(),
+        shutdown_timeout_ms=100,
+    )
+    await c.start()
+    try:
+        assert not c.is_writable
+        t = uuid.uuid4()
+        tp = Topic(c, t, 1).tp(0)
+        assert (
+            await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 1)] * 2)
+            == [NOT_COORDINATOR] * 2
+        )
+        out = await c.commit_file("k", 1, 200, chain(tp, 2))
+        assert [r.error for r in out] == [NOT_COORDINATOR] * 2
+        assert [r.assigned_base_offset for r in out] == [-1, -1]
+        assert [r.error for r in await c.delete_records([DeleteRecordsRequest(tp, 0)])] == [16]
+        assert [
+            r.error for r in await c.enforce_retention([EnforceRetentionRequest(tp, 1, 1)])
+        ] == [16]
+        assert await c.delete_topics([t]) == [16]
+        assert await c.delete_files(["k"]) == [16]
+        with pytest.raises(NotCoordinatorError):
+            await c.is_safe_to_delete_file("k")
+        # reads answer from the local (empty) state
+        (f,) = await c.find_batches([FindBatchRequest(tp, 0, 100)], 100)
+        assert f.error == 3
+        assert await c.list_partitions() == []
+    finally:
+        await c.close()
+
+
+async def test_url_selection(tmp_path):
+    c = create_coordinator(f"raft://{tmp_path}?node_id=3&partition=2&synchronous=OFF")
+    assert isinstance(c, ReplicatedBatchCoordinator)
+    assert (c.node_id, c.partition, c.directory) == (3, 2, tmp_path / "__diskless-metadata-2")
+    async with c:
+        assert c.is_writable
+        assert await c.create_topic_and_partitions(
+            [CreateTopicAndPartitionsRequest(uuid.uuid4(), "t", 1)]
+        ) == [0]
+    with pytest.raises(ValueError):
+        create_coordinator(f"raft://{tmp_path}?nope=1")
+    with pytest.raises(ValueError):
+        create_coordinator("raft://")
