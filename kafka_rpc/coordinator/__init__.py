@@ -10,8 +10,9 @@
 * ``postgresql://user[:password]@host[:port]/dbname`` (or ``postgres://``) ->
   ``PostgresBatchCoordinator`` on a database any number of servers may share; the query
   parameters ``pool_min_size``, ``pool_max_size``, ``read_pool_size``,
-  ``producer_id_expiration_ms`` and ``connect_timeout_s`` become options (explicit ``options`` win), every other one (``sslmode``,
-  ``application_name``...) stays in the URL given to the driver (asyncpg, libpq syntax);
+  ``producer_id_expiration_ms`` and ``connect_timeout_s`` become options (explicit ``options``
+  win), every other one (``sslmode``, ``application_name``...) stays in the URL given to the
+  driver (asyncpg, libpq syntax);
 * ``raft:///abs/log/dir`` or ``raft://relative/log/dir`` -> ``ReplicatedBatchCoordinator``: one
   ``__diskless-metadata`` partition on Raft in ``<dir>/__diskless-metadata-<partition>/``, a single
   voter unless built with ``voters``; the query parameters ``node_id``, ``partition``,

@@ -216,6 +216,96 @@ def _is_connection_error(exc: BaseException) -> bool:
     return isinstance(exc, asyncpg.InterfaceError) and "closed" in str(exc)
 
 
+class _Readers:
+    """The read connections: a free list, without asyncpg's pool machinery.
+
+    A one-partition ``find_batches`` is one statement, and ``asyncpg.Pool`` around it (acquire,
+    release, timers, and a task per call: the server steps handlers outside a task and asyncpg's
+    timers need one) cost more client CPU than the statement itself (measured in the README's
+    PostgreSQL section). A query needs no task; only opening a connection runs in one (asyncpg's
+    connect timeout). At most ``size`` connections are open;
+    callers beyond wait in FIFO order. A connection that broke, or was left inside a transaction,
+    is dropped at release and its slot reopened on demand, so reads reconnect by themselves."""
+
+    def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], size: int) -> None:
+        self._connect = connect
+        self._size = size
+        self._idle: list[asyncpg.Connection] = []
+        self._open = 0  # connections open or being opened
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._closed = False
+
+    async def acquire(self) -> asyncpg.Connection:
+        loop = asyncio.get_running_loop()
+        while True:
+            if self._closed:
+                raise RuntimeError("coordinator closed")
+            while self._idle:
+                conn = self._idle.pop()
+                if not conn.is_closed():
+                    return conn
+                self._open -= 1
+            if self._open < self._size:
+                self._open += 1
+                try:
+                    return await loop.create_task(self._connect())
+                except BaseException:
+                    self._open -= 1
+                    self._wake()
+                    raise
+            fut = loop.create_future()
+            self._waiters.append(fut)
+            try:
+                conn = await fut
+            except BaseException:
+                if fut.done() and not fut.cancelled():
+                    handed = fut.result()  # handed over just as we were cancelled
+                    if handed is not None:
+                        self.release(handed)
+                    else:
+                        self._wake()
+                raise
+            if conn is not None:
+                return conn
+            # None: a slot was freed; go round and open a connection
+
+    def release(self, conn: asyncpg.Connection) -> None:
+        if self._closed or conn.is_closed() or conn.is_in_transaction():
+            if not conn.is_closed():
+                conn.terminate()
+            self._open -= 1
+            self._wake()
+            return
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(conn)
+                return
+        self._idle.append(conn)
+
+    def _wake(self) -> None:
+        """Tell the first waiter a slot is free (it opens a connection)."""
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                return
+
+    async def close(self, timeout: float) -> None:
+        self._closed = True
+        idle, self._idle = self._idle, []
+        self._open -= len(idle)
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_exception(RuntimeError("coordinator closed"))
+        self._waiters.clear()
+        for conn in idle:
+            try:
+                await asyncio.wait_for(conn.close(), timeout)
+            except (TimeoutError, OSError, asyncpg.PostgresError, asyncpg.InterfaceError):
+                conn.terminate()
+
+
 class PostgresBatchCoordinator(BatchCoordinator):
     """``BatchCoordinator`` on a PostgreSQL database shared by any number of processes.
 
@@ -224,7 +314,9 @@ class PostgresBatchCoordinator(BatchCoordinator):
     calls beyond ``pool_max_size`` wait for a connection). ``time_ms``: clock in ms.
     ``producer_id_expiration_ms``: Kafka ``producer.id.expiration.ms``. ``connect_timeout_s``:
     seconds to wait for a new connection before the call fails with
-    ``CoordinatorUnavailableError``.
+    ``CoordinatorUnavailableError``. ``read_pool_size``: connections for ``find_batches``,
+    ``list_offsets``, ``list_partitions``, ``get_files_to_delete`` and
+    ``is_safe_to_delete_file`` (opened on demand), besides the pool of the writes.
     """
 
     def __init__(
@@ -236,9 +328,14 @@ class PostgresBatchCoordinator(BatchCoordinator):
         time_ms: Callable[[], int] = wall_clock_ms,
         producer_id_expiration_ms: int = _rules.DEFAULT_PRODUCER_ID_EXPIRATION_MS,
         connect_timeout_s: float = 10.0,
+        read_pool_size: int = 8,
     ) -> None:
         if pool_max_size < 1 or pool_min_size < 0 or pool_min_size > pool_max_size:
             raise ValueError("need 0 <= pool_min_size <= pool_max_size and pool_max_size >= 1")
+        if read_pool_size < 1:
+            raise ValueError("read_pool_size must be >= 1")
+        self._read_size = read_pool_size
+        self._readers: _Readers | None = None
         self.dsn = dsn
         self._min = pool_min_size
         self._max = pool_max_size
@@ -279,10 +376,21 @@ class PostgresBatchCoordinator(BatchCoordinator):
         except BaseException:
             await pool.close()
             raise
+        self._readers = _Readers(self._connect_reader, self._read_size)
         self._pool = pool
+
+    async def _connect_reader(self) -> asyncpg.Connection:
+        return await asyncpg.connect(
+            self.dsn,
+            timeout=self._connect_timeout,
+            server_settings={"jit": "off", "application_name": "kafka-rpc coordinator reads"},
+        )
 
     async def close(self) -> None:
         pool, self._pool = self._pool, None
+        readers, self._readers = self._readers, None
+        if readers is not None:
+            await readers.close(self._connect_timeout)
         if pool is not None:
             if self._inflight:
                 await asyncio.gather(*self._inflight.values(), return_exceptions=True)
@@ -335,16 +443,23 @@ class PostgresBatchCoordinator(BatchCoordinator):
         """Run read ``fn(conn)``; in one REPEATABLE READ READ ONLY transaction when ``snapshot``
         (several statements, one snapshot). Retried once on a fresh connection after a
         connection failure, then ``CoordinatorUnavailableError``."""
-        if asyncio.current_task() is None:  # see _write
-            return await asyncio.get_running_loop().create_task(self._read(fn, snapshot=snapshot))
-        pool = self._require_pool()
+        readers = self._readers
+        if readers is None:
+            raise RuntimeError("coordinator not started (await start() first)")
         for attempt in range(2):
             try:
-                async with pool.acquire() as conn:
-                    if not snapshot:
-                        return await fn(conn)
-                    async with conn.transaction(isolation="repeatable_read", readonly=True):
-                        return await fn(conn)
+                conn = await readers.acquire()
+            except Exception as exc:
+                if not _is_connection_error(exc):
+                    raise
+                raise CoordinatorUnavailableError(
+                    f"cannot connect to the coordinator database: {exc!r}"
+                ) from exc
+            try:
+                if not snapshot:
+                    return await fn(conn)
+                async with conn.transaction(isolation="repeatable_read", readonly=True):
+                    return await fn(conn)
             except Exception as exc:
                 if not _is_connection_error(exc):
                     raise
@@ -352,6 +467,8 @@ class PostgresBatchCoordinator(BatchCoordinator):
                     raise CoordinatorUnavailableError(
                         f"coordinator database connection failed during a read: {exc!r}"
                     ) from exc
+            finally:
+                readers.release(conn)
         raise AssertionError("unreachable")
 
     # -- topics --------------------------------------------------------------------------------
