@@ -41,6 +41,7 @@ __all__ = [
     "coordinator_partition_count",
     "create_diskless_metadata_topic",
     "mapping_records",
+    "metadata_topic_due",
     "replay_mapping",
 ]
 
@@ -196,6 +197,26 @@ def assign_error_response(request: Any, version: int = 0, code: int = 0) -> Any:
 
 
 # ============================================================================ __diskless-metadata
+def metadata_topic_due(
+    image: Any, replication_factor: int, expected_brokers: int, waited_ms: int, grace_ms: int
+) -> bool:
+    """Whether the active controller should create ``__diskless-metadata`` now: the topic does
+    not exist, at least one broker is unfenced, and either as many brokers are unfenced as the
+    topic can use (``min(replication_factor, max(expected_brokers, registered brokers))``) or
+    the controller has waited ``grace_ms`` (ms) since it became active (``waited_ms``), after
+    which the replication factor is capped at the brokers then unfenced. ``expected_brokers``
+    is what the node knows of the cluster's size (the server passes the controller voters in
+    combined mode), so a cluster starting up does not get a topic with fewer replicas than it
+    will have brokers just because one broker was unfenced first."""
+    if DISKLESS_METADATA_TOPIC in image.topics_by_name:
+        return False
+    unfenced = len(image.unfenced_brokers())
+    if unfenced == 0:
+        return False
+    want = min(replication_factor, max(expected_brokers, len(image.brokers)))
+    return unfenced >= want or waited_ms >= grace_ms
+
+
 def create_diskless_metadata_topic(
     image: MetadataImage, ctx: Any, num_partitions: int, replication_factor: int
 ) -> Any:

@@ -24,7 +24,9 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   NOT_CONTROLLER. Non-active nodes answer every write NOT_CONTROLLER.
 * **Timers on the active controller** (one background task): the bootstrap
   ``FeatureLevelRecord metadata.version`` on an empty image, a ``NoOpRecord`` after
-  ``metadata.max.idle.interval.ms`` without a write, and the broker session check
+  ``metadata.max.idle.interval.ms`` without a write, the creation of ``__diskless-metadata``
+  once brokers are registered (KIP-1164, ``coordinator_mapping.metadata_topic_due``), and the
+  broker session check
   (:func:`~kafka_rpc.controller.commands.fence_stale_brokers` with ``broker.session.timeout.ms``)
   when the first unfenced broker's session expires and at least every
   ``fence_check_interval_ms``, each as a write event.
@@ -171,6 +173,10 @@ class QuorumController:
         default_replication_factor: int = 1,
         rng: random.Random | None = None,
         clock_ms: Callable[[], int] = _monotonic_ms,
+        diskless_metadata_partitions: int = 0,
+        diskless_metadata_replication_factor: int = 3,
+        diskless_metadata_expected_brokers: int = 1,
+        diskless_metadata_grace_ms: int = 9000,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -182,6 +188,13 @@ class QuorumController:
         self.default_replication_factor = default_replication_factor
         self.rng = rng or random.Random()
         self.clock_ms = clock_ms
+        #: KIP-1164 ``__diskless-metadata`` creation (0 partitions: never created); see
+        #: :func:`~kafka_rpc.controller.coordinator_mapping.metadata_topic_due`
+        self.diskless_metadata_partitions = diskless_metadata_partitions
+        self.diskless_metadata_replication_factor = diskless_metadata_replication_factor
+        self.diskless_metadata_expected_brokers = diskless_metadata_expected_brokers
+        self.diskless_metadata_grace_ms = diskless_metadata_grace_ms
+        self._activated_ms = 0
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
         self.image: MetadataImage = EMPTY
@@ -342,6 +355,7 @@ class QuorumController:
         self._pid_allocations = {}
         self._last_write_ms = now
         self._last_fence_check_ms = now
+        self._activated_ms = now
         self._need_bootstrap = True
         log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
                  self.committed_offset)  # fmt: skip
@@ -575,9 +589,38 @@ class QuorumController:
             if fenced:
                 log.info("controller: fenced brokers %s (no heartbeat within %d ms)", fenced,
                          self.session_timeout_ms)  # fmt: skip
+        if self.diskless_metadata_partitions > 0:
+            self._maybe_create_diskless_metadata(now)
         if self.idle_interval_ms > 0 and now - self._last_write_ms >= self.idle_interval_ms:
             rec = _R("NoOpRecord")()
             self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "NoOp")
+
+    def _maybe_create_diskless_metadata(self, now: int) -> None:
+        """KIP-1164: create ``__diskless-metadata`` once brokers are registered (a write event
+        of its TopicRecord and PartitionRecords,
+        :func:`~kafka_rpc.controller.coordinator_mapping.create_diskless_metadata_topic`)."""
+        from kafka_rpc.controller import coordinator_mapping as M
+
+        rf = self.diskless_metadata_replication_factor
+        if not M.metadata_topic_due(
+            self._uncommitted,
+            rf,
+            self.diskless_metadata_expected_brokers,
+            now - self._activated_ms,
+            self.diskless_metadata_grace_ms,
+        ):
+            return
+        tid = self._internal_write(
+            lambda img, ctx: M.create_diskless_metadata_topic(
+                img, ctx, self.diskless_metadata_partitions, rf
+            ),
+            f"creating {M.DISKLESS_METADATA_TOPIC}",
+        )
+        if tid is not None:
+            t = self._uncommitted.topics.get(tid)
+            log.info("controller: created %s (id %s, %d partitions, replicas %s)",
+                     M.DISKLESS_METADATA_TOPIC, tid, self.diskless_metadata_partitions,
+                     [p.replicas for p in t.partitions.values()] if t else "?")  # fmt: skip
 
     def _next_session_expiry_ms(self) -> int:
         """When the first session of an unfenced broker expires (ms on ``clock_ms``): its last

@@ -14,8 +14,9 @@ Behavior: answered from this node's committed metadata image (``ctx.server.contr
   if listed, else the lowest id; -1 when none.
 - Topics: all of them (by name) for a null topic list (an empty one at v0); otherwise each
   requested topic by name, or by id when the name is null (v12+), each once. Per topic: TopicId
-  (v10+), IsInternal false, partitions by index with LeaderId, LeaderEpoch (v7+), ReplicaNodes,
-  IsrNodes and OfflineReplicas (v5+: replicas not registered, fenced, or without the listener).
+  (v10+), IsInternal (true for ``__diskless-metadata`` and Kafka's ``Topic.isInternal``
+  names), partitions by index with LeaderId, LeaderEpoch (v7+), ReplicaNodes, IsrNodes and
+  OfflineReplicas (v5+: replicas not registered, fenced, or without the listener).
   A leader that is not registered -> LeaderId -1 and LEADER_NOT_AVAILABLE; registered without an
   endpoint for the listener -> LeaderId -1 and LISTENER_NOT_FOUND. At v0 the replica and ISR
   lists keep only brokers that are alive on the listener, and a partition that lost one answers
@@ -42,6 +43,7 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.controller.commands import validate_topic_name
+from kafka_rpc.controller.coordinator_mapping import INTERNAL_TOPICS
 from kafka_rpc.controller.image import EMPTY, NO_LEADER, MetadataImage
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
@@ -128,7 +130,7 @@ def _topic(image: MetadataImage, t: Any, listener: str, version: int):
         error_code=ErrorCode.NONE,
         name=t.name,
         topic_id=t.topic_id,
-        is_internal=False,
+        is_internal=t.name in INTERNAL_TOPICS,  # Kafka's Topic.isInternal, plus KIP-1164's
         partitions=tuple(
             _partition(image, i, t.partitions[i], listener, version, _chunks(t, i, version))
             for i in sorted(t.partitions)

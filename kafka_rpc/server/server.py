@@ -307,6 +307,14 @@ class Server:
                 producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
                 num_partitions=cfg.num_partitions,
                 default_replication_factor=cfg.default_replication_factor,
+                # KIP-1164 (issue 14): the controller creates __diskless-metadata; in combined
+                # mode every voter is a broker too, so it waits for that many (or the grace)
+                diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
+                diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
+                diskless_metadata_expected_brokers=(
+                    len(cfg.voters()) if "broker" in cfg.process_roles else 1
+                ),
+                diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             )
             rc = cfg.raft_config(self.cluster_id)
             now = monotonic_ms()

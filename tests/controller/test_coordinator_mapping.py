@@ -252,3 +252,20 @@ def test_snapshot_carries_one_record_per_mapped_partition_after_the_topics():
     assert names.index("TopicPartitionToBatchCoordinatorMapping") > max(
         i for i, n in enumerate(names) if n == "PartitionRecord"
     )
+
+
+def test_metadata_topic_due_waits_for_the_expected_brokers_or_the_grace_time():
+    c = Cluster(seed=4)
+    due = M.metadata_topic_due
+    assert not due(c.image, 3, 3, 10_000, 9_000)  # no broker at all
+    c.live(0)
+    c.register(1)  # registered, fenced
+    assert not due(c.image, 3, 1, 0, 9_000)  # 2 registered: wait for the second
+    assert due(c.image, 3, 1, 9_000, 9_000)  # grace time over: 1 replica then
+    assert due(c.image, 1, 3, 0, 9_000)  # replication factor 1: one broker is enough
+    c.heartbeat(1)
+    assert not due(c.image, 3, 3, 0, 9_000)  # 3 voters expected in combined mode
+    c.live(2)
+    assert due(c.image, 3, 3, 0, 9_000)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records)
+    assert not due(c.image, 3, 3, 100_000, 9_000)  # exists: never again

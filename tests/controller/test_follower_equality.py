@@ -183,8 +183,8 @@ COMMAND = st.one_of(
         st.sampled_from([0, 0, 10, 20, 30]),
         st.lists(BROKER, max_size=3, unique=True).map(tuple),
     ),
-    # KIP-1164: only coordinator partition 0 exists until __diskless-metadata is created
-    st.builds(Assign, st.sampled_from(VALID_NAMES), st.integers(0, 2), st.integers(0, 1)),
+    # KIP-1164: coordinator partitions 0 and 1 once __diskless-metadata exists (2 invalid)
+    st.builds(Assign, st.sampled_from(VALID_NAMES), st.integers(0, 2), st.integers(0, 2)),
 )
 FAULT = st.one_of(
     st.builds(Wait, st.integers(500, 10_000)),
@@ -272,7 +272,7 @@ SCRIPT = [
     (500, CreateChunk("e", 0, (3, 0), 10, 9)),  # KIP-1114: ChunkRecord + PartitionChangeRecord
     (100, CreateChunk("e", 0, (0, 3), 20, 19)),
     (100, AlterChunk("e", 0, 0, ())),  # ChunkChangeRecord: the first chunk is removed
-    (100, Assign("e", 1, 0)),  # KIP-1164: TopicPartitionToBatchCoordinatorMapping
+    (100, Assign("e", 1, 1)),  # KIP-1164: TopicPartitionToBatchCoordinatorMapping
     (10, Assign("e", 2, 0)),  # no partition 2: UNKNOWN_TOPIC_OR_PARTITION, no record
 ]
 
@@ -302,6 +302,14 @@ def test_fixed_script_exercises_every_path():
     assert rep.answers[("Create", 0)] >= 3
     assert final.brokers[0].incarnation_id.int & 0xFFFF == 2  # incarnation 1
     assert final.brokers[2].fenced
+    # KIP-1164: __diskless-metadata created once, with 3 replicas (3 brokers were unfenced)
+    meta = final.topic_by_name("__diskless-metadata")
+    assert meta is not None and sorted(meta.partitions) == [0, 1]
+    assert all(len(p.replicas) == 3 for p in meta.partitions.values())
+    created = [r for _, r in c.inv.ledger.by_type["TopicRecord"] if r.name == meta.name]
+    assert [r.topic_id for r in created] == [meta.topic_id]  # once, across the failovers
+    assert rep.answers[("Assign", 0)] == 1 and rep.answers[("Assign", 3)] == 1
+    assert final.topic_by_name("e").batch_coordinators == {1: 1}
 
 
 def test_same_seed_same_run():

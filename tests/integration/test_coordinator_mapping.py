@@ -1,0 +1,126 @@
+"""KIP-1164 on a real in-process server (real sockets, the metadata log on disk): the controller
+creates ``__diskless-metadata`` once the node's broker is registered (internal in Metadata, not
+diskless), AssignPartitionToBatchCoordinator on the controller listener writes the mapping (per
+entry errors), the broker listener does not serve it, and the mapping survives a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC, coordinator_partition
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from tests.integration.conftest import TIMEOUT, Peer, start_server
+
+pytestmark = pytest.mark.integration
+
+CT = codec.module("CreateTopicsRequest")
+AQ = codec.module("AssignPartitionToBatchCoordinatorRequest")
+MD = codec.module("MetadataRequest")
+
+
+async def until(predicate, what: str, timeout: float = 3 * TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def assign(*entries):
+    return AQ.AssignPartitionToBatchCoordinatorRequest(
+        topics=tuple(
+            AQ.AssignTopicToBatchCoordinator(
+                topic_id=tid,
+                partitions=tuple(
+                    AQ.AssignTopicPartitionToBatchCoordinator(
+                        partition_index=p, batch_coordinator_partition_index=c
+                    )
+                    for p, c in parts
+                ),
+            )
+            for tid, parts in entries
+        )
+    )
+
+
+async def test_metadata_topic_created_and_partitions_assigned(tmp_path):
+    running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2"})
+    try:
+        server = running.server
+        await until(
+            lambda: server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC) is not None,
+            "__diskless-metadata",
+        )
+        meta = server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC)
+        # default replication factor 3, capped at the one unfenced broker
+        assert {i: p.replicas for i, p in meta.partitions.items()} == {0: (1,), 1: (1,)}
+        assert not server.controller.image.topic_configs(DISKLESS_METADATA_TOPIC)
+
+        broker = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}",
+                                              request_timeout=TIMEOUT)  # fmt: skip
+        controller = await KafkaRpcClient.connect(f"127.0.0.1:{running.port('CONTROLLER')}",
+                                                  request_timeout=TIMEOUT)  # fmt: skip
+        try:
+            md = await broker.request(MD.MetadataRequest(topics=None), version=12)
+            internal = {t.name: t.is_internal for t in md.topics}
+            assert internal[DISKLESS_METADATA_TOPIC] is True
+
+            resp = await broker.request(
+                CT.CreateTopicsRequest(
+                    topics=(
+                        CT.CreatableTopic(
+                            name="d", num_partitions=3, replication_factor=1,
+                            configs=(CT.CreatableTopicConfig(name="diskless.enable",
+                                                             value="true"),),
+                        ),
+                    ),
+                    timeout_ms=5000,
+                )
+            )  # fmt: skip
+            assert resp.topics[0].error_code == 0
+            d = resp.topics[0].topic_id
+
+            unknown = uuid.uuid4()
+            resp = await controller.request(
+                assign((d, [(0, 1), (1, 2), (5, 0)]), (unknown, [(0, 0)]))
+            )
+            got = [(t.topic_id, p.partition_index, p.error_code)
+                   for t in resp.responses for p in t.partitions]  # fmt: skip
+            assert got == [
+                (d, 0, 0),
+                (d, 1, ErrorCode.INVALID_PARTITIONS),
+                (d, 5, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                (unknown, 0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+            ]
+            # answered after commit: the committed image already has it
+            img = server.controller.image
+            assert [coordinator_partition(img, d, p) for p in range(3)] == [1, 0, 0]
+        finally:
+            await broker.close()
+            await controller.close()
+
+        # the broker listener does not serve key 99: the connection is closed (unknown API)
+        peer = await Peer.open(running.port())
+        try:
+            peer.send(assign((d, [(0, 0)])), 0, corr=7)
+            await peer.assert_closed()
+        finally:
+            await peer.close()
+    finally:
+        await running.stop()
+
+    # a restart replays the log (or its snapshot): the mapping and the topic are back, once
+    running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2"})
+    try:
+        server = running.server
+        await until(lambda: d in server.controller.image.topics, "the log replayed")
+        img = server.controller.image
+        assert coordinator_partition(img, d, 0) == 1
+        assert img.topic_by_name(DISKLESS_METADATA_TOPIC).topic_id == meta.topic_id
+    finally:
+        await running.stop()
