@@ -97,6 +97,9 @@ class ListenerState:
         return [(e.api_key, e.min_version, e.max_version) for e in self.table.values()]
 
 
+_COORDINATOR_ZERO = frozenset({0})
+
+
 class Server:
     def __init__(self, config: Config, registry: Registry | None = None) -> None:
         self.config = config
@@ -134,6 +137,17 @@ class Server:
         #: None; the SCRAM credentials SASL listeners check (``ScramCredentials``)
         self.authorizer = None
         self.scram_credentials = None
+
+    # ------------------------------------------------------------------ Batch Coordinators
+    def batch_coordinator_partitions(self, write: bool) -> frozenset[int]:
+        """The ``__diskless-metadata`` partitions (KIP-1164 Batch Coordinators, DESIGN.md
+        section 9) this node serves: with ``write``, those whose writes it may decide (the
+        leader's); otherwise those it can answer reads for (any replica). The diskless handlers
+        answer NOT_COORDINATOR (16) for an entry whose partition maps elsewhere
+        (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). Until the
+        replicated coordinator (issue 14 part B) provides it, this node's one local coordinator
+        is coordinator partition 0."""
+        return _COORDINATOR_ZERO
 
     # ------------------------------------------------------------------ addresses
     @property
