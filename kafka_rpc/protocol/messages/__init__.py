@@ -535,6 +535,15 @@ SPECS = {
     ),
     "UpdateMetadataRequest": ("update_metadata_request", "request", 6, (0, 8), 6, (), False),
     "UpdateMetadataResponse": ("update_metadata_response", "response", 6, (0, 8), 6, (), False),
+    "UserScramCredentialRecord": (
+        "user_scram_credential_record",
+        "metadata",
+        11,
+        (0, 0),
+        0,
+        (),
+        False,
+    ),
     "VoteRequest": ("vote_request", "request", 52, (0, 3), 0, ("controller",), False),
     "VoteResponse": ("vote_response", "response", 52, (0, 3), 0, (), False),
 }
