@@ -18,8 +18,17 @@ topic's partitions included when a request mixes it with others (a KRaft fetcher
 On the controller listener every Fetch goes to the driver, which answers a topic that is not the
 metadata log with a top-level INVALID_REQUEST (kraft.md 1.9).
 
+Other Raft partitions (issue 14, DESIGN.md section 9): a ``__diskless-metadata`` partition's
+replica registers its driver with :func:`register_partition` under the partition's topic id, its
+topic name and its partition index. A request whose first topic/partition names a registered
+partition, by topic id (Vote v3, BeginQuorumEpoch v2, EndQuorumEpoch v2, Fetch v13+) or by name
+(older versions, FetchSnapshot and DescribeQuorum, which carry no id), goes to that driver; any
+other request goes to the metadata log's driver, which keeps the sentinel topic id. (A Raft
+request names one partition: Kafka's ``KafkaRaftClient`` rejects more.)
+
 Errors: NOT_CONTROLLER (41) in every ErrorCode field when the node runs no quorum
-(``ctx.server.raft`` is None); otherwise the driver's codes.
+(``ctx.server.raft`` is None) and the request names no registered partition; otherwise the
+driver's codes.
 """
 
 from __future__ import annotations
@@ -32,8 +41,42 @@ from kafka_rpc.server.registry import default_registry, handles
 _Fetch = codec.module("FetchResponse")
 
 
+def register_partition(server, topic_id, topic_name: str, partition: int, driver) -> None:
+    """Route the Raft RPCs naming ``topic_id`` (or ``topic_name``) / ``partition`` on ``server``'s
+    controller listener to ``driver`` (a :class:`~kafka_rpc.raft.driver.RaftDriver`)."""
+    table = getattr(server, "raft_partitions", None)
+    if table is None:
+        table = server.raft_partitions = {}
+    table[(topic_id, partition)] = driver
+    table[(topic_name, partition)] = driver
+
+
+def unregister_partition(server, topic_id, topic_name: str, partition: int) -> None:
+    """Stop routing a partition registered by :func:`register_partition` (no-op if absent)."""
+    table = getattr(server, "raft_partitions", None) or {}
+    table.pop((topic_id, partition), None)
+    table.pop((topic_name, partition), None)
+
+
+def _partition_driver(ctx, request):
+    """The registered driver of the request's first topic/partition, or None."""
+    table = getattr(ctx.server, "raft_partitions", None)
+    topics = getattr(request, "topics", None)
+    if not table or not topics or not topics[0].partitions:
+        return None
+    t, p = topics[0], topics[0].partitions[0]
+    index = getattr(p, "partition_index", None)
+    if index is None:
+        index = getattr(p, "partition", 0)
+    topic_id = getattr(t, "topic_id", None)
+    if topic_id is not None and topic_id.int != 0:
+        return table.get((topic_id, index))
+    name = getattr(t, "topic_name", None) or getattr(t, "name", None) or getattr(t, "topic", None)
+    return table.get((name, index)) if name else None
+
+
 async def _to_raft(ctx, request):
-    raft = getattr(ctx.server, "raft", None)
+    raft = _partition_driver(ctx, request) or getattr(ctx.server, "raft", None)
     if raft is None:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node runs no metadata quorum")
     return await raft.handle(ctx.api_key, ctx.api_version, request)

@@ -1,0 +1,229 @@
+"""Three replicas of one ``__diskless-metadata`` partition (issue 14, DESIGN.md section 9), each a
+ReplicatedBatchCoordinator whose Raft RPCs reach it through a real server's controller listener
+(routed by topic id, ``kafka_rpc.handlers.raft.register_partition``), all on loopback in this
+process: the leader's acknowledged commits are found on every follower, followers answer reads
+and refuse writes with NOT_COORDINATOR, hypothesis-generated writes leave the leader's and the
+followers' SQLite states equal row by row, and a follower that was down catches up from a
+snapshot fetched with FetchSnapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kafka_rpc.coordinator.api import (
+    CreateTopicAndPartitionsRequest,
+    FindBatchRequest,
+    TopicIdPartition,
+)
+from kafka_rpc.coordinator.replicated import (
+    DISKLESS_METADATA_TOPIC_NAME,
+    NOT_COORDINATOR,
+    ReplicatedBatchCoordinator,
+)
+from kafka_rpc.handlers.raft import register_partition, unregister_partition
+from kafka_rpc.raft.driver import monotonic_ms
+from tests.contract.conftest import Clock, batch, chain
+from tests.contract.test_differential import TOPICS, apply, op_st
+from tests.integration.conftest import start_server
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 15.0
+RAFT = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "fetch_max_wait_ms": 100}
+
+
+async def until(pred, what: str, timeout: float = TIMEOUT):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+class Cluster:
+    """Three servers (each its own single-voter metadata quorum) and three replicas of one
+    ``__diskless-metadata`` partition whose voters are the servers' controller listeners."""
+
+    def __init__(self, root: Path, **options) -> None:
+        self.root = root
+        self.options = options
+        self.topic_id = uuid.uuid4()
+        self.servers: dict[int, object] = {}
+        self.coords: dict[int, ReplicatedBatchCoordinator] = {}
+        self.voters: dict[int, tuple[str, int]] = {}
+        self.clock = Clock()
+
+    async def start(self) -> None:
+        for i in (1, 2, 3):
+            running = await start_server(self.root / f"s{i}")
+            self.servers[i] = running
+            self.voters[i] = ("127.0.0.1", running.port("CONTROLLER"))
+        for i in (1, 2, 3):
+            await self.start_replica(i)
+
+    async def start_replica(self, i: int) -> ReplicatedBatchCoordinator:
+        c = ReplicatedBatchCoordinator(
+            self.root / f"r{i}",
+            node_id=i,
+            voters=self.voters,
+            topic_id=self.topic_id,
+            cluster_id="diskless-test",
+            time_ms=self.clock,
+            producer_id_expiration_ms=4000,
+            shutdown_timeout_ms=1000,
+            raft_options={**RAFT, **self.options},
+        )
+        await c.start()
+        register_partition(
+            self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0, c.driver
+        )
+        self.coords[i] = c
+        return c
+
+    async def stop_replica(self, i: int) -> None:
+        c = self.coords.pop(i)
+        unregister_partition(self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0)
+        await c.close()
+
+    async def leader(self) -> ReplicatedBatchCoordinator:
+        def find():
+            leaders = [c for c in self.coords.values() if c.is_writable]
+            return leaders[0] if len(leaders) == 1 else None
+
+        return await until(find, "one writable leader")
+
+    async def caught_up(self) -> None:
+        def done():
+            lead = [c for c in self.coords.values() if c.is_leader]
+            if len(lead) != 1:
+                return False
+            end = lead[0].applied_offset
+            return all(c.applied_offset == end for c in self.coords.values())
+
+        await until(done, "every replica to apply the leader's log")
+
+    async def close(self) -> None:
+        for i in list(self.coords):
+            with contextlib.suppress(Exception):
+                await self.stop_replica(i)
+        for running in self.servers.values():
+            with contextlib.suppress(Exception):
+                await running.stop()
+
+
+@contextlib.asynccontextmanager
+async def cluster(root: Path, **options):
+    c = Cluster(root, **options)
+    try:
+        await c.start()
+        yield c
+    finally:
+        await c.close()
+
+
+async def test_commits_on_the_leader_are_found_on_every_follower(tmp_path):
+    async with cluster(tmp_path) as cl:
+        lead = await cl.leader()
+        followers = [c for c in cl.coords.values() if c is not lead]
+        t = uuid.uuid4()
+        req = [CreateTopicAndPartitionsRequest(t, "t", 2)]
+        assert await lead.create_topic_and_partitions(req) == [0]
+        tp = TopicIdPartition(t, 0)
+        acked = []
+        for i in range(5):
+            out = await lead.commit_file(f"obj{i}", 1, 300, chain(tp, 3))
+            assert [r.error for r in out] == [0, 0, 0]
+            acked.extend(r.assigned_base_offset for r in out)
+        assert acked == list(range(15))
+        # a follower refuses writes per entry and answers reads from its own state
+        f = followers[0]
+        out = await f.commit_file("nope", 1, 100, [batch(tp)])
+        assert [r.error for r in out] == [NOT_COORDINATOR]
+        assert await f.create_topic_and_partitions(req) == [NOT_COORDINATOR]
+        await cl.caught_up()
+        want = await lead.find_batches([FindBatchRequest(tp, 0, 1 << 20)], 1 << 20)
+        assert [b.base_offset for b in want[0].batches] == acked
+        for c in followers:
+            got = await c.find_batches([FindBatchRequest(tp, 0, 1 << 20)], 1 << 20)
+            assert got == want
+            assert c.state_rows() == lead.state_rows()
+
+
+async def test_a_replica_that_was_down_catches_up_from_a_snapshot(tmp_path):
+    # the leader keeps only its latest snapshot and the log after it (retention 0 bytes), so a
+    # replica that was away past it must fetch the snapshot (FetchSnapshot) and load its image
+    opts = {
+        "max_retention_bytes": 0,
+        "retention_check_interval_ms": 50,
+        "max_replication_lag_ms": 0,
+    }
+    async with cluster(tmp_path, **opts) as cl:
+        lead = await cl.leader()
+        t = uuid.uuid4()
+        assert await lead.create_topic_and_partitions(
+            [CreateTopicAndPartitionsRequest(t, "t", 1)]
+        ) == [0]
+        tp = TopicIdPartition(t, 0)
+        await cl.caught_up()
+        down = next(i for i, c in cl.coords.items() if c is not lead)
+        await cl.stop_replica(down)
+        for i in range(6):
+            await lead.commit_file(f"a{i}", 1, 200, chain(tp, 2))
+            cl.clock.advance(5)
+        for c in cl.coords.values():
+            c.core.create_snapshot(monotonic_ms())
+        for i in range(3):
+            await lead.commit_file(f"b{i}", 1, 200, chain(tp, 2))
+        for c in cl.coords.values():
+            c.core.create_snapshot(monotonic_ms())
+        await until(lambda: lead.core.log.start_offset > 0, "the leader's log start to move")
+        back = await cl.start_replica(down)
+        await cl.caught_up()
+        assert back.snapshots_loaded == 1
+        assert back.state_rows() == lead.state_rows()
+        got = await back.find_batches([FindBatchRequest(tp, 0, 1 << 20)], 1 << 20)
+        assert [b.base_offset for b in got[0].batches] == list(range(18))
+
+
+async def _differential(ops, root: Path) -> None:
+    async with cluster(root) as cl:
+        lead = await cl.leader()
+        assert await lead.create_topic_and_partitions(
+            [CreateTopicAndPartitionsRequest(t, f"t{i}", 2) for i, t in enumerate(TOPICS)]
+        ) == [0, 0]
+        for step, op in enumerate(ops):
+            if op[0] == "advance":
+                cl.clock.advance(op[1])
+                continue
+            if op[0] in ("find", "list"):
+                await cl.caught_up()  # a follower's answer equals the leader's once caught up
+                answers = [await apply(c, op, step) for c in cl.coords.values()]
+                assert all(a == answers[0] for a in answers), (step, op)
+            else:
+                await apply(lead, op, step)
+        await cl.caught_up()
+        rows = [c.state_rows() for c in cl.coords.values()]
+        assert rows[0] == rows[1] == rows[2]
+        assert rows[0]["raft_applied"][0][1] == lead.applied_offset
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(st.lists(op_st, min_size=5, max_size=25))
+def test_replicas_states_are_equal_row_by_row(ops):
+    with tempfile.TemporaryDirectory() as d:
+        asyncio.run(_differential(ops, Path(d)))
