@@ -1,4 +1,5 @@
-"""PostgreSQL Batch Coordinator, through asyncpg and its connection pool.
+"""PostgreSQL Batch Coordinator, through asyncpg (a connection pool for writes, a free list of
+connections for reads).
 
 The shared-database deployment (KIP-1164 names "a stand-alone database" among the
 implementations; Inkless runs its control plane on PostgreSQL): any number of ``kafka-rpc serve``
@@ -22,7 +23,8 @@ Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
   reported anyway (40P01 / 40001; nothing was committed) is retried up to 5 times.
 * **Reads take no locks.** A one-partition ``find_batches`` / ``list_offsets`` is one statement
   (one snapshot); several partitions run in one ``REPEATABLE READ READ ONLY`` transaction, so one
-  response is one consistent snapshot (Inkless: a STABLE function).
+  response is one consistent snapshot (Inkless: a STABLE function). Reads have their own
+  connections (``_Readers``, a plain free list), writes use an ``asyncpg.Pool``.
 * **batch_id** comes from the sequence ``batch_id_seq``, taken in request order under the row
   locks: it increases with commit order per partition and is never reused (a rolled-back commit
   leaves a gap).
@@ -39,8 +41,8 @@ Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
   start at once) and recorded in ``schema_version`` with a checksum; a database newer than the
   code, or an edited migration, is refused (``SchemaVersionError``).
 
-Cancelling an awaiting caller cancels its transaction (rolled back, nothing written) unless its
-``COMMIT`` was already sent.
+A caller cancelled while its call runs: the transaction is rolled back if its ``COMMIT`` was
+not sent yet; otherwise the outcome is unknown, as after a lost connection.
 """
 
 from __future__ import annotations
