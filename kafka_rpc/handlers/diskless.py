@@ -18,7 +18,13 @@ Conventions shared by every handler (DESIGN.md section 5):
 * A coordinator call that raises fails only the entries of that call: ``sqlite3.Error`` and
   ``OSError`` map to KAFKA_STORAGE_ERROR (56), anything else to UNKNOWN_SERVER_ERROR (-1). Both
   are logged (the latter with its traceback, as a probable bug). ``asyncio.CancelledError`` is
-  never caught. NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS are the server's business.
+  never caught.
+* Several Batch Coordinators (KIP-1164, DESIGN.md section 9): an entry of CommitBatches or
+  DeleteDisklessRecords (writes) or FindDisklessBatches or ListDisklessOffsets (reads) whose
+  partition the node's metadata image maps to a ``__diskless-metadata`` partition this node does
+  not serve for that kind of call (``Server.batch_coordinator_partitions``; unmapped partitions
+  belong to 0) answers NOT_COORDINATOR (16) with the fields of a rejected entry, and the other
+  entries are served (a CommitBatches object's other entries commit). See :func:`owner_check`.
 
 InitDisklessTopics (93)
     API: version 0.
@@ -99,10 +105,14 @@ from __future__ import annotations
 import logging
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka_rpc._frozen import frozen_constructor
+from kafka_rpc.controller.coordinator_mapping import (
+    DEFAULT_COORDINATOR_PARTITION,
+    coordinator_partition,
+)
 from kafka_rpc.coordinator.api import (
     ZERO_UUID,
     BatchCoordinator,
@@ -139,6 +149,57 @@ logger = logging.getLogger(__name__)
 _NONE = int(ErrorCode.NONE)
 _UNKNOWN_TP = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
+_NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
+
+Owns = Callable[[uuid.UUID, int], bool]
+"""``owns(topic id, partition)``: whether this node's Batch Coordinator serves the partition."""
+
+_mapped_cache: list[Any] = [None, frozenset()]  # [image, ids of topics with a mapping record]
+
+
+def owner_check(server: Any, write: bool) -> Owns | None:
+    """KIP-1164 with several Batch Coordinators (DESIGN.md section 9): the partition ->
+    ``__diskless-metadata`` partition mapping of the node's committed metadata image
+    (:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: unmapped
+    partitions belong to 0) against ``server.batch_coordinator_partitions(write)``, the
+    coordinator partitions this node serves for writes (it leads them) or reads (it has a
+    replica). None when no check applies (no metadata image or no such method on the server),
+    so every entry goes to the local coordinator as before."""
+    controller = getattr(server, "controller", None)
+    served_fn = getattr(server, "batch_coordinator_partitions", None)
+    if controller is None or served_fn is None:
+        return None
+    served = served_fn(write)
+    image = controller.image
+    cache = _mapped_cache
+    if cache[0] is not image:  # the image changed: which topics have mappings at all
+        cache[1] = frozenset(t.topic_id for t in image.topics.values() if t.batch_coordinators)
+        cache[0] = image
+    mapped = cache[1]
+    default_ok = DEFAULT_COORDINATOR_PARTITION in served
+    if default_ok and not mapped:
+        return None  # every partition is coordinator 0's, which this node serves
+
+    def owns(topic_id: uuid.UUID, partition: int) -> bool:
+        if topic_id not in mapped:
+            return default_ok
+        return coordinator_partition(image, topic_id, partition) in served
+
+    return owns
+
+
+async def _owned_only(reqs: list[Any], owns: Owns | None, call: Any, error_entry: Any) -> Any:
+    """``call`` on the requests whose ``topic_id_partition`` ``owns`` accepts; the others
+    answer ``error_entry(NOT_COORDINATOR, request)``, in request order."""
+    if owns is None:
+        return await call(reqs)
+    mine = [r for r in reqs if owns(r.topic_id_partition.topic_id, r.topic_id_partition.partition)]
+    if len(mine) == len(reqs):
+        return await call(reqs)
+    it = iter(_checked(await call(mine), len(mine), "coordinator") if mine else ())
+    keep = {id(r) for r in mine}
+    return [next(it) if id(r) in keep else error_entry(_NOT_COORDINATOR, r) for r in reqs]
+
 
 # Wire modules (generated); nested classes are module attributes.
 _init_resp = codec.module("InitDisklessTopicsResponse")
@@ -226,14 +287,22 @@ _new_commit_result = frozen_constructor(_commit_resp.CommitBatchesTopicPartition
 
 
 async def handle_commit_batches(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
     """CommitBatchesRequest -> CommitBatchesResponse (one ``commit_file`` per object).
 
     One pass over the entries builds each object's ``CommitBatchRequest`` list, the entry index
     of each and the object's size, with one ``TopicIdPartition`` per distinct partition; the
     domain and wire objects are built with the positional constructors of ``kafka_rpc._frozen``
-    (100 of each per typical request: this handler is on the event loop's hot path)."""
+    (100 of each per typical request: this handler is on the event loop's hot path).
+
+    ``owns(topic id, partition)`` (see :func:`owner_check`) false: the entry answers
+    NOT_COORDINATOR (16) and is not committed; the object's other entries are (its size still
+    counts every entry: it is the size of the whole object)."""
     new_req = new_commit_batch_request
     # topic id -> partition index -> TopicIdPartition (UUID hashing is Python code: once per
     # topic entry, not per batch)
@@ -242,6 +311,8 @@ async def handle_commit_batches(
     objects: dict[str, tuple[list[CommitBatchRequest], list[int], list[int]]] = {}
     topic_runs: list[tuple[uuid.UUID, int]] = []  # (topic id, entries) per topic entry
     partitions: list[int] = []  # per entry
+    rejected: list[int] = []  # entries of partitions another coordinator owns
+    foreign: set[TopicIdPartition] = set()
     i = 0
     for group in request.batches:
         for topic in group.topics:
@@ -255,32 +326,41 @@ async def handle_commit_batches(
                 tp = tp_of.get(index)
                 if tp is None:
                     tp = tp_of[index] = new_topic_id_partition(tid, index)
+                    if owns is not None and not owns(tid, index):
+                        foreign.add(tp)
                 obj = objects.get(p.object_key)
                 if obj is None:
                     obj = objects[p.object_key] = ([], [], [0])
                 byte_offset, size = p.byte_offset, p.size
-                obj[0].append(
-                    new_req(tp, byte_offset, size, p.base_offset, p.last_offset,
-                            p.batch_max_timestamp, p.message_timestamp_type, p.producer_id,
-                            p.producer_epoch, p.base_sequence, p.last_sequence, 2)
-                )  # fmt: skip
-                obj[1].append(i)
+                if foreign and tp in foreign:
+                    rejected.append(i)
+                else:
+                    obj[0].append(
+                        new_req(tp, byte_offset, size, p.base_offset, p.last_offset,
+                                p.batch_max_timestamp, p.message_timestamp_type, p.producer_id,
+                                p.producer_epoch, p.base_sequence, p.last_sequence, 2)
+                    )  # fmt: skip
+                    obj[1].append(i)
                 if byte_offset + size > obj[2][0]:
                     obj[2][0] = byte_offset + size
                 partitions.append(index)
                 i += 1
 
     answers: Sequence[CommitBatchResponse] = []
-    if len(objects) > 1:
+    if len(objects) > 1 or rejected:
         answers = [_NO_ANSWER] * i
+        for j in rejected:
+            answers[j] = _NOT_COORDINATOR_ANSWER
     for object_key, (reqs, indexes, (file_size,)) in objects.items():
+        if not reqs:
+            continue  # every entry of this object belongs to another coordinator
         try:
             out = await coordinator.commit_file(object_key, request.broker_id, file_size, reqs)
         except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
             code = _failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
             out = [CommitBatchResponse.of_error(code)] * len(reqs)
         out = _checked(out, len(reqs), "CommitBatches")
-        if len(objects) == 1:
+        if len(objects) == 1 and not rejected:
             answers = out  # the entries of the only object are all entries, in order
         else:
             for j, answer in zip(indexes, out, strict=True):
@@ -311,6 +391,7 @@ async def handle_commit_batches(
 _NO_ANSWER = CommitBatchResponse.of_error(int(ErrorCode.UNKNOWN_SERVER_ERROR))
 """Placeholder of an entry whose object has not been answered yet (never returned: every
 object's call answers all its entries or ``_checked`` raises)."""
+_NOT_COORDINATOR_ANSWER = CommitBatchResponse.of_error(_NOT_COORDINATOR)
 
 
 # -- DeleteDisklessTopics (95) -----------------------------------------------------------------
@@ -343,16 +424,23 @@ async def handle_delete_diskless_topics(
 
 
 async def handle_delete_diskless_records(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
-    """DeleteDisklessRecordsRequest -> DeleteDisklessRecordsResponse."""
+    """DeleteDisklessRecordsRequest -> DeleteDisklessRecordsResponse (an entry ``owns``
+    rejects: NOT_COORDINATOR, LowWatermark -1)."""
     reqs = [
         DeleteRecordsRequest(TopicIdPartition(t.topic_id, p.partition_index), p.offset)
         for t in request.topics
         for p in t.partitions
     ]
-    out = await _per_entry("DeleteDisklessRecords", broker_id, reqs, coordinator.delete_records,
-                           lambda code, _r: DeleteRecordsResponse(code, -1))  # fmt: skip
+    error = lambda code, _r: DeleteRecordsResponse(code, -1)  # noqa: E731
+    out = await _per_entry("DeleteDisklessRecords", broker_id, reqs,
+                           lambda rs: _owned_only(rs, owns, coordinator.delete_records, error),
+                           error)  # fmt: skip
     it = iter(out)
     topics = []
     for t in request.topics:
@@ -410,18 +498,26 @@ def _no_batch_entry(partition: int, error: int, lso: int, hw: int) -> Any:
 
 
 async def handle_find_diskless_batches(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
-    """FindDisklessBatchesRequest -> FindDisklessBatchesResponse (flat, one entry per batch)."""
+    """FindDisklessBatchesRequest -> FindDisklessBatchesResponse (flat, one entry per batch;
+    an entry ``owns`` rejects: one NOT_COORDINATOR entry, offsets -1)."""
     reqs = [
         FindBatchRequest(TopicIdPartition(t.topic_id, p.partition_index), p.offset, p.max_bytes)
         for t in request.topics
         for p in t.partitions
     ]
+    error = lambda code, _r: FindBatchResponse(code, (), -1, -1)  # noqa: E731
     out = await _per_entry(
         "FindDisklessBatches", broker_id, reqs,
-        lambda rs: coordinator.find_batches(rs, request.max_bytes),
-        lambda code, _r: FindBatchResponse(code, (), -1, -1),
+        lambda rs: _owned_only(
+            rs, owns, lambda mine: coordinator.find_batches(mine, request.max_bytes), error
+        ),
+        error,
     )  # fmt: skip
     it = iter(out)
     topics = []
@@ -444,17 +540,24 @@ async def handle_find_diskless_batches(
 
 
 async def handle_list_diskless_offsets(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
-    """ListDisklessOffsetsRequest -> ListDisklessOffsetsResponse."""
+    """ListDisklessOffsetsRequest -> ListDisklessOffsetsResponse (an entry ``owns`` rejects:
+    NOT_COORDINATOR, Timestamp and Offset -1)."""
     reqs = [
         ListOffsetsRequest(TopicIdPartition(t.topic_id, p.partition_index), p.timestamp)
         for t in request.topics
         for p in t.partitions
     ]
+    error = lambda code, r: ListOffsetsResponse(code, r.topic_id_partition, -1, -1)  # noqa: E731
     out = await _per_entry(
-        "ListDisklessOffsets", broker_id, reqs, coordinator.list_offsets,
-        lambda code, r: ListOffsetsResponse(code, r.topic_id_partition, -1, -1),
+        "ListDisklessOffsets", broker_id, reqs,
+        lambda rs: _owned_only(rs, owns, coordinator.list_offsets, error),
+        error,
     )  # fmt: skip
     it = iter(out)
     topics = []
@@ -572,6 +675,16 @@ async def handle_delete_diskless_files(
 
 
 # ---------------------------------------------------------------------------- server registration
+#: the RPCs answered per entry by the partition's Batch Coordinator (DESIGN.md section 9), and
+#: whether they write (the coordinator partition's leader) or read (any of its replicas)
+_OWNED = {
+    "CommitBatchesRequest": "write",
+    "DeleteDisklessRecordsRequest": "write",
+    "FindDisklessBatchesRequest": "read",
+    "ListDisklessOffsetsRequest": "read",
+}
+
+
 def _register() -> None:
     """Register every diskless RPC with the server's default registry; each handler calls the
     server's Batch Coordinator (``Server.coordinator``), and answers COORDINATOR_NOT_AVAILABLE
@@ -595,7 +708,12 @@ def _register() -> None:
             coordinator = ctx.server.coordinator
             if coordinator is None:
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-            resp = await _fn(coordinator, request, broker_id=ctx.server.node_id)
+            kind = _OWNED.get(_name)
+            if kind is None:
+                resp = await _fn(coordinator, request, broker_id=ctx.server.node_id)
+            else:
+                owns = owner_check(ctx.server, kind == "write")
+                resp = await _fn(coordinator, request, broker_id=ctx.server.node_id, owns=owns)
             if _name == "DeleteDisklessRecordsRequest":  # KIP-1114 automatic chunk deletion
                 from kafka_rpc.broker.chunk_deletion import schedule_removal
 

@@ -124,3 +124,140 @@ async def test_metadata_topic_created_and_partitions_assigned(tmp_path):
         assert img.topic_by_name(DISKLESS_METADATA_TOPIC).topic_id == meta.topic_id
     finally:
         await running.stop()
+
+
+CB = codec.module("CommitBatchesRequest")
+FB = codec.module("FindDisklessBatchesRequest")
+LO = codec.module("ListDisklessOffsetsRequest")
+DR = codec.module("DeleteDisklessRecordsRequest")
+
+
+def commit(topic_id, object_key: str, partitions):
+    """One object with a 10-record batch per partition of ``partitions``, 100 bytes each."""
+    parts = tuple(
+        CB.CommitBatchesTopicPartition(
+            partition_index=p, object_key=object_key, byte_offset=100 * i, size=100,
+            base_offset=0, last_offset=9, batch_max_timestamp=1000, message_timestamp_type=0,
+            producer_id=-1, producer_epoch=-1, base_sequence=-1, last_sequence=-1,
+        )
+        for i, p in enumerate(partitions)
+    )  # fmt: skip
+    topic = CB.CommitBatchesTopic(topic_id=topic_id, partitions=parts)
+    return CB.CommitBatchesRequest(broker_id=1, batches=(CB.Batches(topics=(topic,)),))
+
+
+async def test_entries_of_another_coordinator_answer_not_coordinator(tmp_path):
+    running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2"})
+    server = running.server
+    broker = controller = None
+    try:
+        await until(
+            lambda: server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC) is not None,
+            "__diskless-metadata",
+        )
+        broker = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}",
+                                              request_timeout=TIMEOUT)  # fmt: skip
+        controller = await KafkaRpcClient.connect(f"127.0.0.1:{running.port('CONTROLLER')}",
+                                                  request_timeout=TIMEOUT)  # fmt: skip
+        resp = await broker.request(
+            CT.CreateTopicsRequest(
+                topics=(
+                    CT.CreatableTopic(
+                        name="d", num_partitions=3, replication_factor=1,
+                        configs=(CT.CreatableTopicConfig(name="diskless.enable", value="true"),),
+                    ),
+                ),
+                timeout_ms=5000,
+            )
+        )  # fmt: skip
+        d = resp.topics[0].topic_id
+        resp = await controller.request(assign((d, [(1, 1)])))
+        assert resp.responses[0].partitions[0].error_code == 0
+
+        async def mirrored() -> bool:  # the publisher initialized d on the local coordinator
+            got = await server.coordinator.list_partitions()
+            return sum(tp.topic_id == d for tp in got) == 3
+
+        deadline = time.monotonic() + 3 * TIMEOUT
+        while not await mirrored():
+            assert time.monotonic() < deadline, "d never reached the coordinator"
+            await asyncio.sleep(0.02)
+
+        # one object, partitions 0, 1, 2: 1 belongs to coordinator 1, which this node does not
+        # serve; 0 and 2 commit
+        resp = await broker.request(commit(d, "obj-1", [0, 1, 2]))
+        got = [(p.partition_index, p.error_code, p.assigned_base_offset)
+               for t in resp.topics for p in t.partitions]  # fmt: skip
+        assert got == [(0, 0, 0), (1, ErrorCode.NOT_COORDINATOR, -1), (2, 0, 0)]
+        # an object whose every entry is another coordinator's: nothing committed
+        resp = await broker.request(commit(d, "obj-2", [1]))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+
+        find = FB.FindDisklessBatchesRequest(
+            topics=(
+                FB.FindDisklessBatchTopic(
+                    topic_id=d,
+                    partitions=tuple(
+                        FB.FindDisklessBatchTopicPartition(
+                            partition_index=p, offset=0, max_bytes=1 << 20
+                        )
+                        for p in (0, 1)
+                    ),  # fmt: skip
+                ),
+            ),
+            max_bytes=1 << 20,
+        )
+        resp = await broker.request(find)
+        got = [(p.partition_index, p.error_code, p.object_key, p.high_watermark)
+               for t in resp.responses for p in t.partitions]  # fmt: skip
+        assert got == [(0, 0, "obj-1", 10), (1, ErrorCode.NOT_COORDINATOR, "", -1)]
+
+        offsets = LO.ListDisklessOffsetsRequest(
+            topics=(
+                LO.ListDisklessOffsetsTopic(
+                    topic_id=d,
+                    partitions=tuple(
+                        LO.ListDisklessOffsetsTopicPartition(partition_index=p, timestamp=-1)
+                        for p in (1, 2)
+                    ),
+                ),
+            )
+        )
+        resp = await broker.request(offsets)
+        got = [(p.partition_index, p.error_code, p.offset)
+               for t in resp.responses for p in t.partitions]  # fmt: skip
+        assert got == [(1, ErrorCode.NOT_COORDINATOR, -1), (2, 0, 10)]
+
+        delete = DR.DeleteDisklessRecordsRequest(
+            topics=(
+                DR.DeleteDisklessTopicRecords(
+                    topic_id=d,
+                    partitions=tuple(
+                        DR.DeleteDisklessPartitionRecords(partition_index=p, offset=5)
+                        for p in (0, 1)
+                    ),
+                ),
+            )
+        )
+        resp = await broker.request(delete)
+        got = [(p.partition_index, p.error_code, p.low_watermark)
+               for t in resp.responses for p in t.partitions]  # fmt: skip
+        assert got == [(0, 0, 5), (1, ErrorCode.NOT_COORDINATOR, -1)]
+
+        # a node holding a replica of coordinator 1 answers its reads, not its writes
+        server.batch_coordinator_partitions = lambda write: frozenset({0} if write else {0, 1})
+        resp = await broker.request(offsets)
+        assert [p.error_code for t in resp.responses for p in t.partitions] == [0, 0]
+        resp = await broker.request(commit(d, "obj-3", [1]))
+        assert resp.topics[0].partitions[0].error_code == ErrorCode.NOT_COORDINATOR
+        # the node of coordinator 1 only: partition 0 (unmapped: coordinator 0) is not its own
+        server.batch_coordinator_partitions = lambda write: frozenset({1})
+        resp = await broker.request(commit(d, "obj-4", [0, 1]))
+        got = [(p.partition_index, p.error_code, p.assigned_base_offset)
+               for t in resp.topics for p in t.partitions]  # fmt: skip
+        assert got == [(0, ErrorCode.NOT_COORDINATOR, -1), (1, 0, 0)]
+    finally:
+        for c in (broker, controller):
+            if c is not None:
+                await c.close()
+        await running.stop()
