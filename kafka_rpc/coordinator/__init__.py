@@ -17,7 +17,10 @@
   ``__diskless-metadata`` partition on Raft in ``<dir>/__diskless-metadata-<partition>/``, a single
   voter unless built with ``voters``; the query parameters ``node_id``, ``partition``,
   ``synchronous`` (OFF/NORMAL/FULL), ``producer_id_expiration_ms``, ``write_timeout_ms``,
-  ``inline_read_max_partitions`` and ``cluster_id`` become options (explicit ``options`` win).
+  ``inline_read_max_partitions`` and ``cluster_id`` become options;
+  ``voters=1@host:port,2@host:port`` names the replicas' controller listeners, ``topic_id`` the
+  partition's topic id (Kafka's base64 or the 36-character form), ``raft.<field>=N`` sets an
+  integer ``RaftConfig`` field (``raft.election_timeout_ms=300``); explicit ``options`` win.
   Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import uuid
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -53,6 +57,18 @@ _RAFT_OPTIONS = {
     "inline_read_max_partitions": int,
     "cluster_id": str,
 }
+
+
+def _parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """``1@host:port,2@host:port`` (``controller.quorum.voters`` syntax) -> {id: (host, port)}."""
+    out: dict[int, tuple[str, int]] = {}
+    for item in text.split(","):
+        node, _, address = item.strip().partition("@")
+        host, _, port = address.rpartition(":")
+        if not node or not host or not port:
+            raise ValueError(f"bad voter {item!r} (id@host:port)")
+        out[int(node)] = (host.strip("[]"), int(port))
+    return out
 
 
 def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
@@ -94,10 +110,22 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
         if not path:
             raise ValueError(f"no log directory in {url!r}")
         raft_params: dict[str, Any] = {}
+        raft_fields: dict[str, int] = {}
         for k, v in parse_qsl(query, strict_parsing=bool(query)):
-            if k not in _RAFT_OPTIONS:
+            if k.startswith("raft."):
+                raft_fields[k[len("raft.") :]] = int(v)
+            elif k == "voters":
+                raft_params["voters"] = _parse_voters(v)
+            elif k == "topic_id":
+                from kafka_rpc.broker.partition_metadata import uuid_from_string
+
+                raft_params["topic_id"] = uuid.UUID(v) if len(v) == 36 else uuid_from_string(v)
+            elif k in _RAFT_OPTIONS:
+                raft_params[k] = _RAFT_OPTIONS[k](v)
+            else:
                 raise ValueError(f"unknown option {k!r} in {url!r}")
-            raft_params[k] = _RAFT_OPTIONS[k](v)
+        if raft_fields:
+            raft_params["raft_options"] = raft_fields
         raft_params.update(options)
         return ReplicatedBatchCoordinator(path, **raft_params)
     if _DOTTED.match(url):

@@ -461,6 +461,22 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         ).fetchone()
         self.applied_offset, self._applied_epoch, self._last_time = row
 
+    def register_with(self, server: Any) -> None:
+        """Route ``server``'s Raft RPCs for this partition (by topic id, or by name where the
+        version carries none) to this replica's driver (``kafka_rpc.handlers.raft``). Call after
+        :meth:`start`."""
+        from kafka_rpc.handlers.raft import register_partition
+
+        register_partition(
+            server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition, self.driver
+        )
+
+    def unregister_from(self, server: Any) -> None:
+        """Undo :meth:`register_with`."""
+        from kafka_rpc.handlers.raft import unregister_partition
+
+        unregister_partition(server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition)
+
     # ------------------------------------------------------------------ state
     @property
     def is_leader(self) -> bool:

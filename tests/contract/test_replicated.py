@@ -190,7 +190,16 @@ async def test_url_selection(tmp_path):
         assert await c.create_topic_and_partitions(
             [CreateTopicAndPartitionsRequest(uuid.uuid4(), "t", 1)]
         ) == [0]
+    c = create_coordinator(
+        f"raft://{tmp_path}?voters=1@127.0.0.1:9093,2@[::1]:9094&topic_id=AAAAAAAAAAAAAAAAAAAAAg"
+        "&raft.election_timeout_ms=300"
+    )
+    assert c.voters == {1: ("127.0.0.1", 9093), 2: ("::1", 9094)}
+    assert c.topic_id == uuid.UUID(int=2)
+    assert c._raft_options == {"election_timeout_ms": 300}
     with pytest.raises(ValueError):
         create_coordinator(f"raft://{tmp_path}?nope=1")
+    with pytest.raises(ValueError):
+        create_coordinator(f"raft://{tmp_path}?voters=1@nowhere")
     with pytest.raises(ValueError):
         create_coordinator("raft://")
