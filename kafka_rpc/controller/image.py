@@ -181,7 +181,8 @@ class MetadataImage:
     - ``configs``: PMap[(resource type, resource name), PMap[key, value]]; resource type 2 is a
       topic (name = topic name), 4 a broker (name = id as decimal, "" = cluster default);
     - ``producer_ids``: ProducerIdsImage;
-    - ``acls``: PMap[UUID, AclBinding], the ACLs (issue 15).
+    - ``acls``: PMap[UUID, AclBinding], the ACLs; ``scram``: PMap[(mechanism id, user),
+      ScramCredential], the salted SCRAM credentials (issue 15).
     """
 
     features: PMap = field(default_factory=pmap)
@@ -194,6 +195,9 @@ class MetadataImage:
     last_epoch: int = -1
     #: ACL id (UUID) -> ``kafka_rpc.security.authorizer.AclBinding`` (AccessControlEntryRecords)
     acls: PMap = field(default_factory=pmap)
+    #: (mechanism id, user) -> ``kafka_rpc.security.sasl.ScramCredential``
+    #: (UserScramCredentialRecords)
+    scram: PMap = field(default_factory=pmap)
 
     # ------------------------------------------------------------------ read helpers
     def topic_by_name(self, name: str) -> TopicImage | None:
@@ -336,6 +340,7 @@ def evolve(
     last_offset: int = _KEEP,
     last_epoch: int = _KEEP,
     acls: PMap = _KEEP,
+    scram: PMap = _KEEP,
 ) -> Any:
     """``dataclasses.replace(img, ...)`` for a MetadataImage through the positional constructor
     (cheaper than ``replace``'s field walk); on an :class:`ImageDraft`, the fields are set in
@@ -361,6 +366,8 @@ def evolve(
             img.last_epoch = last_epoch
         if acls is not k:
             img.acls = acls
+        if scram is not k:
+            img.scram = scram
         return img
     return MetadataImage(
         img.features if features is k else features,
@@ -372,6 +379,7 @@ def evolve(
         img.last_offset if last_offset is k else last_offset,
         img.last_epoch if last_epoch is k else last_epoch,
         img.acls if acls is k else acls,
+        img.scram if scram is k else scram,
     )
 
 

@@ -213,6 +213,9 @@ class QuorumController:
         # active controller state
         self._active_epoch = -1
         self._uncommitted: MetadataImage = EMPTY
+        #: records the first active controller of an empty log writes after the bootstrap
+        #: FeatureLevelRecord, in the same batch (the SCRAM credentials of ``--add-scram``)
+        self.bootstrap_records: list = []
         self._last_written = -1  # last offset this controller appended (inclusive)
         self._deferred: list[tuple[int, asyncio.Future]] = []
         self._heartbeats: dict[int, int] = {}
@@ -574,7 +577,8 @@ class QuorumController:
                 rec = _R("FeatureLevelRecord")(
                     name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION
                 )
-                self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "bootstrap")
+                recs = [rec, *self.bootstrap_records]
+                self._internal_write(lambda img, ctx: C.ControllerResult(recs, None), "bootstrap")
         if (
             now - self._last_fence_check_ms >= self.fence_check_interval_ms
             or now >= self._next_session_expiry_ms()

@@ -28,6 +28,7 @@ from kafka_rpc.controller.image import (
     evolve,
 )
 from kafka_rpc.security import acls as _acls
+from kafka_rpc.security import sasl as _sasl
 
 __all__ = ["ReplayError", "replay", "replay_all"]
 
@@ -405,6 +406,7 @@ _HANDLERS = {
     # ACLs (issue 15): kafka_rpc.security.acls, AclControlManager.replay
     "AccessControlEntryRecord": _acls.replay_access_control_entry,
     "RemoveAccessControlEntryRecord": _acls.replay_remove_access_control_entry,
+    "UserScramCredentialRecord": _sasl.replay_user_scram_credential,
     # KIP-1164 (issue 14): kafka_rpc.controller.coordinator_mapping
     "TopicPartitionToBatchCoordinatorMapping": _mapping.replay_mapping,
 }

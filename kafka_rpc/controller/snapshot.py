@@ -123,6 +123,10 @@ def image_to_records(image: MetadataImage) -> list:
         from kafka_rpc.security.acls import acl_records
 
         out.extend(acl_records(image))
+    if image.scram:
+        from kafka_rpc.security.sasl import image_scram_records
+
+        out.extend(image_scram_records(image))
     return out
 
 

@@ -17,6 +17,7 @@ import signal
 import socket
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kafka_rpc.config import Config, Endpoint
@@ -262,15 +263,19 @@ class Server:
             cfg.security_protocol(e.name) == "PLAINTEXT" for e in cfg.listeners
         ):
             return
+        from kafka_rpc.controller.image import EMPTY
         from kafka_rpc.security.authorizer import authorizer_from_config
-        from kafka_rpc.security.sasl import ScramCredentials
+        from kafka_rpc.security.sasl import ImageScramCredentials
 
         self.authorizer = authorizer_from_config(cfg)
         if self.authorizer is not None:  # the metadata log's ACLs, as this node's image has them
             self.authorizer.image_acls = lambda: (
                 self.controller.image.acls if self.controller is not None else {}
             )
-        self.scram_credentials = ScramCredentials.load(cfg.metadata_log_dir)
+        # SCRAM credentials: the UserScramCredentialRecords of this node's image
+        self.scram_credentials = ImageScramCredentials(
+            lambda: self.controller.image if self.controller is not None else EMPTY
+        )
 
     def _listener_security(self, name: str) -> Any:
         """The listener's ``ListenerSecurity``, None for PLAINTEXT without an authorizer."""
@@ -349,10 +354,24 @@ class Server:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         state.attach(driver)
+        self._scram_bootstrap(state)
         driver.start()
         self.raft, self.controller = driver, state
         if cfg.is_controller:
             state.start()
+
+    def _scram_bootstrap(self, state: Any) -> None:
+        """The ``--add-scram`` credentials of ``storage format`` (salted, in the metadata log
+        directory) as UserScramCredentialRecords the first active controller of an empty log
+        writes in its bootstrap batch (Kafka writes them into the bootstrap checkpoint)."""
+        from kafka_rpc.security.sasl import CREDENTIALS_FILE
+
+        if not (Path(self.config.metadata_log_dir) / CREDENTIALS_FILE).exists():
+            return
+        from kafka_rpc.security.sasl import ScramCredentials, scram_records
+
+        store = ScramCredentials.load(self.config.metadata_log_dir)
+        state.bootstrap_records = scram_records(store)
 
     async def _stop_broker(self) -> None:
         if self.broker_lifecycle is not None or self.controller_channel is not None:

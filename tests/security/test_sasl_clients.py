@@ -230,3 +230,37 @@ async def test_reauthentication_lifetime(tmp_path, pki):
         await asyncio.to_thread(run)
     finally:
         srv.stop()
+
+
+def test_scram_credentials_in_the_metadata_log():
+    """--add-scram's store -> UserScramCredentialRecords -> the image -> a SCRAM exchange;
+    snapshots carry the credentials."""
+    import scramp
+
+    from kafka_rpc.controller import snapshot
+    from kafka_rpc.controller.image import EMPTY
+    from kafka_rpc.controller.replay import replay_all
+    from kafka_rpc.security.sasl import (
+        ImageScramCredentials,
+        ScramCredentials,
+        ScramServer,
+        parse_add_scram,
+        scram_records,
+    )
+
+    store = ScramCredentials()
+    mech, name, password, iterations, salt = parse_add_scram(
+        'SCRAM-SHA-512=[name="carol",password="c-secret",iterations=4096]'
+    )
+    store.add(mech, name, password, iterations, salt)
+    records = scram_records(store)
+    assert [r.mechanism for r in records] == [2] and b"c-secret" not in repr(records).encode()
+    img = replay_all(EMPTY, [(r, i) for i, r in enumerate(records)])
+    assert snapshot.load(snapshot.image_records(img)).scram == img.scram
+    server = ScramServer("SCRAM-SHA-512", ImageScramCredentials(lambda: img))
+    client = scramp.ScramClient(["SCRAM-SHA-512"], "carol", "c-secret")
+    first = server.step(client.get_client_first().encode())
+    client.set_server_first(first.decode())
+    final = server.step(client.get_client_final().encode())
+    client.set_server_final(final.decode())
+    assert server.complete and server.username == "carol"
