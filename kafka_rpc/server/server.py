@@ -393,23 +393,27 @@ class Server:
             self.raft = None
 
     async def enforce_retention_once(self) -> int:
-        """Apply ``log.retention.ms`` / ``log.retention.bytes`` to every diskless partition (whole
-        batches, Inkless ``enforce_retention_v2`` semantics); returns batches deleted. Per-topic
-        overrides arrive with the controller's topic configs. Inactive chunks (KIP-1114) that end
-        below a partition's log start offset are then removed (``broker.chunk_deletion``)."""
+        """Apply retention to every diskless partition whose Batch Coordinator this node leads
+        (whole batches, Inkless ``enforce_retention_v2`` semantics); returns batches deleted.
+        The limits are the topic's ``retention.ms`` / ``retention.bytes`` in the metadata image,
+        else ``log.retention.ms`` / ``log.retention.bytes`` (``broker.retention``). Inactive
+        chunks (KIP-1114) that end below a partition's log start offset are then removed
+        (``broker.chunk_deletion``)."""
         coordinator = self.coordinator
         if coordinator is None:
             return 0
-        from kafka_rpc.coordinator.api import EnforceRetentionRequest
+        from kafka_rpc.broker.retention import retention_requests
+        from kafka_rpc.handlers.diskless import owner_check
 
-        ms, nbytes = self.config.log_retention_ms, self.config.log_retention_bytes
-        if ms < 0 and nbytes < 0:
-            return 0
-        partitions = await coordinator.list_partitions()
+        image = self.controller.image if self.controller is not None else None
+        all_reqs = retention_requests(
+            image, await coordinator.list_partitions(), self.config.log_retention_ms,
+            self.config.log_retention_bytes, owner_check(self, True),
+        )  # fmt: skip
         deleted = 0
         moved = []
-        for i in range(0, len(partitions), 500):
-            reqs = [EnforceRetentionRequest(tp, nbytes, ms) for tp in partitions[i : i + 500]]
+        for i in range(0, len(all_reqs), 500):
+            reqs = all_reqs[i : i + 500]
             answers = await coordinator.enforce_retention(reqs, max_batches_per_request=2000)
             for q, r in zip(reqs, answers, strict=True):
                 deleted += max(r.batches_deleted, 0)
