@@ -168,9 +168,20 @@ class KafkaRpcClient:
         ):
             return proto
         async with self._lock:
-            if self._session_end is not None and not self._session_alive():
-                self._drop()  # a new connection authenticates again
             proto = self._proto
+            if (
+                self._session_end is not None
+                and not self._session_alive()
+                and proto is not None
+                and not proto.lost.done()
+                and not proto.transport.is_closing()
+            ):
+                # re-authenticate on the live connection (KIP-368); requests in flight go on
+                try:
+                    await self._authenticate(proto)
+                    return proto
+                except (TimeoutError, OSError, KafkaConnectionError):
+                    self._drop()
             if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
                 return proto
             self._drop()
@@ -203,8 +214,9 @@ class KafkaRpcClient:
             raise KafkaConnectionError(f"cannot connect to {self.addresses}: {last}")
 
     def _session_alive(self) -> bool:
-        """False once 90% of the SASL session lifetime has passed: the connection is replaced
-        (re-authentication by reconnecting) before the server would close it."""
+        """False once 90% of the SASL session lifetime has passed: the next request first
+        re-authenticates on the same connection (SaslHandshake v1 + SaslAuthenticate, KIP-368),
+        before the server would close it."""
         return asyncio.get_running_loop().time() < self._session_end
 
     async def _authenticate(self, proto: _Protocol) -> None:

@@ -228,6 +228,15 @@ async def test_reauthentication_lifetime(tmp_path, pki):
                 assert _closed(s)
 
         await asyncio.to_thread(run)
+        # our client re-authenticates on the same connection before its session ends
+        sec = ClientSecurity(None, "SCRAM-SHA-256", "alice", "alice-secret")
+        async with KafkaRpcClient(f"127.0.0.1:{port}", security=sec) as client:
+            proto = client._proto
+            for _ in range(6):  # 1.5 s: two and a half sessions
+                resp = await client.request(codec.message_class("DescribeClusterRequest")())
+                assert resp.error_code == 0
+                await asyncio.sleep(0.3)
+            assert client._proto is proto
     finally:
         srv.stop()
 
