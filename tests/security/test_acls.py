@@ -160,3 +160,58 @@ def test_acl_commands_replay_and_snapshot():
     assert [a.resource_type for a in img2.acls.values()] == [4]
     with pytest.raises(ReplayError):
         replay(img2, codec.message_class("RemoveAccessControlEntryRecord")(id=uuid.uuid4()), 20)
+
+
+async def test_kafka_python_acl_admin(tmp_path):
+    """kafka-python's create_acls / describe_acls / delete_acls over SASL against our ACLs."""
+    running = await start_server(tmp_path, **{
+        "listeners": "SASL_PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+        "listener.security.protocol.map": "SASL_PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "sasl.jaas.config": JAAS_PLAIN,
+        "authorizer.class.name": AUTHORIZER,
+        "super.users": "User:admin;User:ANONYMOUS",
+    })  # fmt: skip
+    port = running.port("SASL_PLAINTEXT")
+
+    def admin_session():
+        from kafka.admin import (
+            ACL,
+            ACLFilter,
+            ACLOperation,
+            ACLPermissionType,
+            ACLResourcePatternType,
+            KafkaAdminClient,
+            ResourcePattern,
+            ResourcePatternFilter,
+            ResourceType,
+        )
+
+        admin = KafkaAdminClient(
+            bootstrap_servers=f"127.0.0.1:{port}", security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="PLAIN", sasl_plain_username="admin",
+            sasl_plain_password="admin-secret", request_timeout_ms=10000,
+        )  # fmt: skip
+        try:
+            t1 = ResourcePattern(ResourceType.TOPIC, "t1", ACLResourcePatternType.LITERAL)
+            acl = ACL("User:bob", "*", ACLOperation.READ, ACLPermissionType.ALLOW, t1)
+            created = admin.create_acls([acl])
+            assert not created["failed"], created
+            flt = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                            ResourcePatternFilter(ResourceType.TOPIC, None,
+                                                  ACLResourcePatternType.ANY))  # fmt: skip
+            found, err = admin.describe_acls(flt)
+            assert [(a.principal, a.resource_pattern.resource_name) for a in found] == [
+                ("User:bob", "t1")
+            ], (found, err)
+            deleted = admin.delete_acls([flt])
+            (_f, matches, _e) = deleted[0]
+            assert len(matches) == 1, deleted
+            return admin.describe_acls(flt)[0]
+        finally:
+            admin.close()
+
+    try:
+        assert await asyncio.to_thread(admin_session) == []
+        assert not running.server.controller.image.acls
+    finally:
+        await running.stop()
