@@ -12,6 +12,8 @@
     kafka-rpc cluster unregister (--bootstrap-server|--bootstrap-controller) HOST:PORT --id N
     kafka-rpc chunks (create|alter) --bootstrap-server HOST:PORT
                      (--create-chunk-json-file F|--alter-chunk-json-file F)
+    kafka-rpc diskless assign --bootstrap-controller HOST:PORT --topic T --partition P
+                              --coordinator-partition N [--bootstrap-server HOST:PORT]
     kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server]
                     [--controller HOST:PORT] ...
 
@@ -488,6 +490,12 @@ def _cmd_chunks(args: argparse.Namespace, argv: list[str]) -> int:
     return run_sync(args)
 
 
+def _cmd_diskless(args: argparse.Namespace, argv: list[str]) -> int:
+    from kafka_rpc.tools.diskless import run_sync
+
+    return run_sync(args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kafka-rpc", description=__doc__.splitlines()[0])
     p.add_argument("--log-level", default=os.environ.get("KAFKA_RPC_LOG_LEVEL", "INFO"))
@@ -607,6 +615,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "kafka-chunks.sh)")  # fmt: skip
     _chunks_arguments(ch)
     ch.set_defaults(func=_cmd_chunks)
+
+    from kafka_rpc.tools.diskless import add_arguments as _diskless_arguments
+
+    dk = sub.add_parser("diskless", help="assign diskless partitions to Batch Coordinators "
+                        "(KIP-1164 AssignPartitionToBatchCoordinator)")  # fmt: skip
+    _diskless_arguments(dk)
+    dk.set_defaults(func=_cmd_diskless)
     return p
 
 
