@@ -43,7 +43,8 @@ pinned: the PostgreSQL backends, the server process(es) and this load generator 
   of 50 partitions); run BEFORE and AFTER the server cells. ``pg_find_floor``: the coordinator's
   one-statement ``find_first`` from 16 connections on the 1-server cell's database.
 * **1 server** - ``kafka-rpc serve`` with ``diskless.coordinator.url=postgresql://...``
-  (``pool_max_size=16``), 16 client connections: CommitBatches closed loop, then
+  (``pool_max_size=16&read_pool_size=16``: as many database connections as the floors use),
+  16 client connections: CommitBatches closed loop, then
   FindDisklessBatches 16 x ``--window`` in flight and 16 x 1.
 * **2 servers** - two ``kafka-rpc serve`` processes on ONE fresh database, 8 client connections
   each (16 in all): the same commit cell (all commits touch the same 50 partitions, so they
@@ -404,7 +405,7 @@ def _serve_pg(dsn: str, data_dir: str) -> tuple:
         [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
          "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
          "--override", f"log.dirs={data_dir}",
-         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16"]
+         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16&read_pool_size=16"]
     )  # fmt: skip
 
 
