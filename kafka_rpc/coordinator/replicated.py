@@ -471,6 +471,15 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition, self.driver
         )
 
+    def raft_driver_for(self, key: tuple[Any, int]) -> Any:
+        """This replica's driver when ``key`` -- (topic id or topic name, partition) of a Raft
+        request -- names its partition, else None (``kafka_rpc.handlers.raft`` routing for the
+        server whose ``diskless.coordinator.url`` built this coordinator)."""
+        topic, partition = key
+        if partition == self.partition and topic in (self.topic_id, DISKLESS_METADATA_TOPIC_NAME):
+            return self.driver
+        return None
+
     def unregister_from(self, server: Any) -> None:
         """Undo :meth:`register_with`."""
         from kafka_rpc.handlers.raft import unregister_partition

@@ -22,8 +22,11 @@ Other Raft partitions (issue 14, DESIGN.md section 9): a ``__diskless-metadata``
 replica registers its driver with :func:`register_partition` under the partition's topic id, its
 topic name and its partition index. A request whose first topic/partition names a registered
 partition, by topic id (Vote v3, BeginQuorumEpoch v2, EndQuorumEpoch v2, Fetch v13+) or by name
-(older versions, FetchSnapshot and DescribeQuorum, which carry no id), goes to that driver; any
-other request goes to the metadata log's driver, which keeps the sentinel topic id. (A Raft
+(older versions, FetchSnapshot and DescribeQuorum, which carry no id), goes to that driver; so
+does one naming the partition of the server's own Batch Coordinator when that is a
+``ReplicatedBatchCoordinator`` (``diskless.coordinator.url=raft://...``: its
+``raft_driver_for``); any other request goes to the metadata log's driver, which keeps the
+sentinel topic id. (A Raft
 request names one partition: Kafka's ``KafkaRaftClient`` rejects more.)
 
 Errors: NOT_CONTROLLER (41) in every ErrorCode field when the node runs no quorum
@@ -59,10 +62,10 @@ def unregister_partition(server, topic_id, topic_name: str, partition: int) -> N
 
 
 def _partition_driver(ctx, request):
-    """The registered driver of the request's first topic/partition, or None."""
-    table = getattr(ctx.server, "raft_partitions", None)
+    """The driver of the request's first topic/partition when it is a registered partition, or
+    one the server's Batch Coordinator replicates (its ``raft_driver_for(key)``); else None."""
     topics = getattr(request, "topics", None)
-    if not table or not topics or not topics[0].partitions:
+    if not topics or not topics[0].partitions:
         return None
     t, p = topics[0], topics[0].partitions[0]
     index = getattr(p, "partition_index", None)
@@ -70,9 +73,19 @@ def _partition_driver(ctx, request):
         index = getattr(p, "partition", 0)
     topic_id = getattr(t, "topic_id", None)
     if topic_id is not None and topic_id.int != 0:
-        return table.get((topic_id, index))
-    name = getattr(t, "topic_name", None) or getattr(t, "name", None) or getattr(t, "topic", None)
-    return table.get((name, index)) if name else None
+        key = (topic_id, index)
+    else:
+        name = getattr(t, "topic_name", None) or getattr(t, "name", None)
+        name = name or getattr(t, "topic", None)
+        if not name:
+            return None
+        key = (name, index)
+    table = getattr(ctx.server, "raft_partitions", None)
+    driver = table.get(key) if table else None
+    if driver is None:
+        route = getattr(getattr(ctx.server, "coordinator", None), "raft_driver_for", None)
+        driver = route(key) if route is not None else None
+    return driver
 
 
 async def _to_raft(ctx, request):
