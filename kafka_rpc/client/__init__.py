@@ -130,7 +130,10 @@ class KafkaRpcClient:
         #: ``kafka_rpc.security.client.ClientSecurity`` (TLS context, SASL mechanism and
         #: credentials) or None for PLAINTEXT
         self.security = security
-        self._session_end: float | None = None  # loop time the SASL session ends (KIP-368)
+        # loop times: re-authenticate from _session_end (90% of the SASL session lifetime) until
+        # _session_deadline (its end; after it, reconnect) (KIP-368)
+        self._session_end: float | None = None
+        self._session_deadline = 0.0
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.connect_timeout = connect_timeout
@@ -176,12 +179,15 @@ class KafkaRpcClient:
                 and not proto.lost.done()
                 and not proto.transport.is_closing()
             ):
-                # re-authenticate on the live connection (KIP-368); requests in flight go on
-                try:
-                    await self._authenticate(proto)
-                    return proto
-                except (TimeoutError, OSError, KafkaConnectionError):
-                    self._drop()
+                if asyncio.get_running_loop().time() >= self._session_deadline:
+                    self._drop()  # the server closes it at the next request: reconnect
+                else:
+                    # re-authenticate on the live connection (KIP-368); requests in flight go on
+                    try:
+                        await self._authenticate(proto)
+                        return proto
+                    except (TimeoutError, OSError, KafkaConnectionError):
+                        self._drop()
             if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
                 return proto
             self._drop()
@@ -215,8 +221,9 @@ class KafkaRpcClient:
 
     def _session_alive(self) -> bool:
         """False once 90% of the SASL session lifetime has passed: the next request first
-        re-authenticates on the same connection (SaslHandshake v1 + SaslAuthenticate, KIP-368),
-        before the server would close it."""
+        re-authenticates on the same connection (SaslHandshake v1 + SaslAuthenticate, KIP-368)
+        or, when the whole lifetime has passed (the server closes such a connection at its next
+        request, as Kafka's), reconnects."""
         return asyncio.get_running_loop().time() < self._session_end
 
     async def _authenticate(self, proto: _Protocol) -> None:
@@ -252,9 +259,9 @@ class KafkaRpcClient:
                 token = client.step(resp.auth_bytes)
             except SaslAuthenticationError as e:
                 raise KafkaConnectionError(f"SASL authentication failed: {e}") from None
-        self._session_end = (
-            asyncio.get_running_loop().time() + 0.9 * lifetime_ms / 1000 if lifetime_ms else None
-        )
+        now = asyncio.get_running_loop().time()
+        self._session_end = now + 0.9 * lifetime_ms / 1000 if lifetime_ms else None
+        self._session_deadline = now + lifetime_ms / 1000
 
     def _drop(self) -> None:
         if self._proto is not None and self._proto.transport is not None:

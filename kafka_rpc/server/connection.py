@@ -568,8 +568,8 @@ class SecureConnection(KafkaConnection):
       SASL_AUTHENTICATION_FAILED, then close (raw-token form: close). With
       ``connections.max.reauth.ms`` > 0, SaslAuthenticate v1+ answers SessionLifetimeMs; the
       client re-authenticates (SaslHandshake v1 + SaslAuthenticate, same mechanism and
-      principal, KIP-368) before it ends, and the first other request after the end closes
-      the connection.
+      principal, KIP-368) before it ends; after the end any request but the SaslAuthenticate
+      of a re-authentication begun in time closes the connection.
     * Authorization: with an authorizer, every request passes
       :meth:`kafka_rpc.security.authorizer.StandardAuthorizer.authorize_request` first (the
       one table of required operations per API is there); a denied request gets its error
@@ -641,6 +641,13 @@ class SecureConnection(KafkaConnection):
 
     def _serve(self, entry: ApiEntry, ctx: RequestContext, request: Any) -> None:
         key = entry.api_key
+        if self._session_expired and not (
+            key == SASL_AUTHENTICATE_KEY and self._sasl_server is not None
+        ):  # Kafka's serverAuthenticationSessionExpired: only a re-authentication begun in time
+            log.info("closing %s: SASL session expired (connections.max.reauth.ms) before %s",
+                     self.peer, entry.name)  # fmt: skip
+            self._abort()
+            return
         if key in (SASL_HANDSHAKE_KEY, SASL_AUTHENTICATE_KEY):
             if self.security.sasl is not None:
                 try:
@@ -654,11 +661,6 @@ class SecureConnection(KafkaConnection):
                 log.info("closing %s: %s before SASL authentication", self.peer, entry.name)
                 self._abort()
                 return
-        elif self._session_expired:
-            log.info("closing %s: SASL session expired (connections.max.reauth.ms) before %s",
-                     self.peer, entry.name)  # fmt: skip
-            self._abort()
-            return
         if self.authorizer is not None:
             code = self.authorizer.authorize_request(self.principal, self.peer, key, request)
             if code:

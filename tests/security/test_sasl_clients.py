@@ -231,12 +231,25 @@ async def test_reauthentication_lifetime(tmp_path, pki):
         # our client re-authenticates on the same connection before its session ends
         sec = ClientSecurity(None, "SCRAM-SHA-256", "alice", "alice-secret")
         async with KafkaRpcClient(f"127.0.0.1:{port}", security=sec) as client:
-            proto = client._proto
-            for _ in range(6):  # 1.5 s: two and a half sessions
+            in_place = []
+            seen = [client._proto]  # connections already authenticated (kept alive here)
+            authenticate = client._authenticate
+
+            async def counting(proto):
+                in_place.append(any(p is proto for p in seen))
+                seen.append(proto)
+                await authenticate(proto)
+
+            client._authenticate = counting
+            for _ in range(30):  # 1.5 s: two and a half sessions, a request every 50 ms
                 resp = await client.request(codec.message_class("DescribeClusterRequest")())
-                assert resp.error_code == 0
-                await asyncio.sleep(0.3)
-            assert client._proto is proto
+                assert resp.error_code == 0  # never a failed request
+                await asyncio.sleep(0.05)
+            assert any(in_place), in_place  # at least one re-authentication on the live link
+            proto = client._proto
+            await asyncio.sleep(0.7)  # idle past the end of the session
+            resp = await client.request(codec.message_class("DescribeClusterRequest")())
+            assert resp.error_code == 0 and client._proto is not proto  # a new connection
     finally:
         srv.stop()
 
