@@ -354,6 +354,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         # leader side
         self._leader: tuple[int, int] = (-1, -1)  # (leader id, epoch) last announced
         self._pending: dict[int, asyncio.Future] = {}  # record offset -> caller's future
+        # record offset -> (operation, args, time) of this leader's own appends: applied without
+        # decoding the record again (the same values the record carries)
+        self._local: dict[int, tuple[Callable[..., Any], tuple, int]] = {}
         self._barriers: list[tuple[int, asyncio.Future]] = []
         self._leader_event: asyncio.Event | None = None
         self.applied_records = 0  # statistics
@@ -516,7 +519,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         conn = self._conn
         if conn is None:
             raise RuntimeError("the coordinator is closed")
-        clock, ops = self._clock, self._ops
+        clock, ops, local = self._clock, self._ops, self._local
         work: list[tuple[Any, tuple]] = []
         offsets: list[int] = []
         start = self.applied_offset
@@ -529,7 +532,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                     offset = b.base_offset + i
                     if offset < start or value is None:
                         continue
-                    op = _decode_op(ops, value)
+                    op = local.pop(offset, None) if local else None
+                    if op is None:
+                        op = _decode_op(ops, value)
                     if op is None:
                         continue
                     fn, args, t = op
@@ -631,6 +636,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             self._leader_event.set()
 
     def _fail_pending(self, exc: Exception) -> None:
+        self._local.clear()
         pending, self._pending = self._pending, {}
         for fut in pending.values():
             if not fut.done():
@@ -646,9 +652,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._last_time = now
         return now
 
-    async def _submit(self, record: bytes) -> Any:
+    async def _submit(self, record: bytes, op: tuple | None = None) -> Any:
         """Append ``record`` and wait for its apply; raises NotCoordinatorError when this replica
-        does not lead or loses the epoch first, TimeoutError after ``write_timeout_ms``."""
+        does not lead or loses the epoch first, TimeoutError after ``write_timeout_ms``. ``op``:
+        the record's ``(operation, args, time)``, applied as is instead of decoding ``record``."""
         from kafka_rpc.raft.core import NotLeaderError
 
         if not self.is_writable:
@@ -660,12 +667,15 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         self._pending[offset] = fut
+        if op is not None:
+            self._local[offset] = op
         timer = loop.call_later(self._write_timeout, _expire, fut, offset, self._write_timeout)
         try:
             return await fut
         finally:
             timer.cancel()
             self._pending.pop(offset, None)
+            self._local.pop(offset, None)
 
     async def create_topic_and_partitions(
         self, requests: Sequence[CreateTopicAndPartitionsRequest]
@@ -699,10 +709,12 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         not_coord = [CommitBatchResponse(NOT_COORDINATOR)] * len(requests)
         if not self.is_writable:
             return not_coord
-        rec = _commit_record(object_key, uploader_broker_id, file_size, requests,
-                             self._decide_time())  # fmt: skip
+        now = self._decide_time()
+        reqs = list(requests)
+        rec = _commit_record(object_key, uploader_broker_id, file_size, reqs, now)
+        op = (self._ops.commit_file, (object_key, uploader_broker_id, file_size, reqs), now)
         try:
-            return await self._submit(rec)
+            return await self._submit(rec, op)
         except NotCoordinatorError:
             return not_coord
 
