@@ -197,7 +197,7 @@ async def test_reauthentication_lifetime(tmp_path, pki):
     from tests.security.conftest import SecureServe
 
     srv = await asyncio.to_thread(
-        SecureServe, tmp_path, pki, **{"connections.max.reauth.ms": "600"}
+        SecureServe, tmp_path, pki, **{"connections.max.reauth.ms": "1000"}
     )
     try:
         port = srv.ports["SASL_PLAINTEXT"]
@@ -209,7 +209,7 @@ async def test_reauthentication_lifetime(tmp_path, pki):
                 s.sendall(_req("SaslAuthenticateRequest", 1, corr + 1,
                                auth_bytes=b"\0alice\0alice-secret"))  # fmt: skip
                 resp = _decode("SaslAuthenticateRequest", 1, _read(s))
-                assert resp.error_code == 0 and resp.session_lifetime_ms == 600
+                assert resp.error_code == 0 and resp.session_lifetime_ms == 1000
 
             with socket.create_connection(("127.0.0.1", port)) as s:
                 s.settimeout(10)
@@ -218,12 +218,13 @@ async def test_reauthentication_lifetime(tmp_path, pki):
                 assert _decode("DescribeClusterRequest", 0, _read(s)).error_code == 0
                 import time
 
-                time.sleep(0.4)
-                login(s, 4)  # re-authenticated before the end
-                time.sleep(0.4)  # 0.8 s after the first login, 0.4 after the second
+                t0 = time.monotonic()
+                time.sleep(0.5)
+                login(s, 4)  # re-authenticated half way through the first session
+                time.sleep(max(0, t0 + 1.25 - time.monotonic()))  # the first one has ended
                 s.sendall(_req("DescribeClusterRequest", 0, 6))
                 assert _decode("DescribeClusterRequest", 0, _read(s)).error_code == 0
-                time.sleep(0.8)
+                time.sleep(1.1)  # past the end of the second one
                 s.sendall(_req("DescribeClusterRequest", 0, 7))
                 assert _closed(s)
 
@@ -241,13 +242,13 @@ async def test_reauthentication_lifetime(tmp_path, pki):
                 await authenticate(proto)
 
             client._authenticate = counting
-            for _ in range(30):  # 1.5 s: two and a half sessions, a request every 50 ms
+            for _ in range(125):  # 2.5 s: two and a half sessions, a request every 20 ms
                 resp = await client.request(codec.message_class("DescribeClusterRequest")())
                 assert resp.error_code == 0  # never a failed request
-                await asyncio.sleep(0.05)
+                await asyncio.sleep(0.02)
             assert any(in_place), in_place  # at least one re-authentication on the live link
             proto = client._proto
-            await asyncio.sleep(0.7)  # idle past the end of the session
+            await asyncio.sleep(1.1)  # idle past the end of the session
             resp = await client.request(codec.message_class("DescribeClusterRequest")())
             assert resp.error_code == 0 and client._proto is not proto  # a new connection
     finally:
