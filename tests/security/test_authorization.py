@@ -58,7 +58,7 @@ async def test_cluster_action_needs_a_super_user_or_an_acl(tmp_path):
     admin = ClientSecurity(None, "PLAIN", "admin", "admin-secret")
     try:
         # the node's own broker role registered through its SASL controller listener as admin
-        for _ in range(200):
+        for _ in range(750):  # at most 15 s
             if server.controller.image.brokers.get(1) is not None:
                 break
             await asyncio.sleep(0.02)
@@ -148,7 +148,7 @@ async def test_tls_principal_is_the_certificate_subject(tmp_path):
             r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx,
                                                  server_hostname="localhost")  # fmt: skip
             local = w.get_extra_info("sockname")
-            for _ in range(100):
+            for _ in range(1000):  # at most 10 s
                 conns = [c for c in running.server.listeners["SSL"].connections
                          if c.peer == local]  # fmt: skip
                 if conns:
@@ -194,7 +194,7 @@ async def test_topic_apis_are_authorized_per_topic(tmp_path):
         ), timeout_ms=10000)  # fmt: skip
 
     try:
-        for _ in range(250):  # the node's broker registers and is unfenced
+        for _ in range(750):  # the node's broker registers and is unfenced (at most 15 s)
             if server.controller.image.unfenced_brokers():
                 break
             await asyncio.sleep(0.02)
