@@ -109,10 +109,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kafka_rpc._frozen import frozen_constructor
-from kafka_rpc.controller.coordinator_mapping import (
-    DEFAULT_COORDINATOR_PARTITION,
-    coordinator_partition,
-)
+from kafka_rpc.controller.coordinator_mapping import DEFAULT_COORDINATOR_PARTITION
 from kafka_rpc.coordinator.api import (
     ZERO_UUID,
     BatchCoordinator,
@@ -154,7 +151,9 @@ _NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
 Owns = Callable[[uuid.UUID, int], bool]
 """``owns(topic id, partition)``: whether this node's Batch Coordinator serves the partition."""
 
-_mapped_cache: list[Any] = [None, frozenset()]  # [image, ids of topics with a mapping record]
+#: [image, {topic id: {partition: coordinator partition}}] of the topics with a mapping record,
+#: as plain dicts (a PMap lookup is Python code: this is on the CommitBatches path)
+_mapped_cache: list[Any] = [None, {}]
 
 
 def owner_check(server: Any, write: bool) -> Owns | None:
@@ -163,8 +162,9 @@ def owner_check(server: Any, write: bool) -> Owns | None:
     (:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: unmapped
     partitions belong to 0) against ``server.batch_coordinator_partitions(write)``, the
     coordinator partitions this node serves for writes (it leads them) or reads (it has a
-    replica). None when no check applies (no metadata image or no such method on the server),
-    so every entry goes to the local coordinator as before."""
+    replica). None when no check applies (no metadata image or no such method on the server,
+    or every partition is coordinator 0's and this node serves 0), so every entry goes to the
+    local coordinator as before."""
     controller = getattr(server, "controller", None)
     served_fn = getattr(server, "batch_coordinator_partitions", None)
     if controller is None or served_fn is None:
@@ -172,18 +172,24 @@ def owner_check(server: Any, write: bool) -> Owns | None:
     served = served_fn(write)
     image = controller.image
     cache = _mapped_cache
-    if cache[0] is not image:  # the image changed: which topics have mappings at all
-        cache[1] = frozenset(t.topic_id for t in image.topics.values() if t.batch_coordinators)
+    if cache[0] is not image:  # the image changed: the mappings again
+        cache[1] = {
+            t.topic_id: dict(t.batch_coordinators)
+            for t in image.topics.values()
+            if t.batch_coordinators
+        }
         cache[0] = image
-    mapped = cache[1]
-    default_ok = DEFAULT_COORDINATOR_PARTITION in served
+    mapped: dict[uuid.UUID, dict[int, int]] = cache[1]
+    default = DEFAULT_COORDINATOR_PARTITION
+    default_ok = default in served
     if default_ok and not mapped:
         return None  # every partition is coordinator 0's, which this node serves
 
     def owns(topic_id: uuid.UUID, partition: int) -> bool:
-        if topic_id not in mapped:
+        m = mapped.get(topic_id)
+        if m is None:
             return default_ok
-        return coordinator_partition(image, topic_id, partition) in served
+        return m.get(partition, default) in served
 
     return owns
 
@@ -312,7 +318,7 @@ async def handle_commit_batches(
     topic_runs: list[tuple[uuid.UUID, int]] = []  # (topic id, entries) per topic entry
     partitions: list[int] = []  # per entry
     rejected: list[int] = []  # entries of partitions another coordinator owns
-    foreign: set[TopicIdPartition] = set()
+    foreign: set[int] = set()  # id() of their TopicIdPartitions (kept alive in tps)
     i = 0
     for group in request.batches:
         for topic in group.topics:
@@ -327,12 +333,12 @@ async def handle_commit_batches(
                 if tp is None:
                     tp = tp_of[index] = new_topic_id_partition(tid, index)
                     if owns is not None and not owns(tid, index):
-                        foreign.add(tp)
+                        foreign.add(id(tp))
                 obj = objects.get(p.object_key)
                 if obj is None:
                     obj = objects[p.object_key] = ([], [], [0])
                 byte_offset, size = p.byte_offset, p.size
-                if foreign and tp in foreign:
+                if foreign and id(tp) in foreign:
                     rejected.append(i)
                 else:
                     obj[0].append(
