@@ -15,8 +15,11 @@ on: the controller side.
   by the earlier entries; every accepted entry gives one mapping record, all of them one atomic
   batch, answered once committed.
 * **``__diskless-metadata``** (:func:`create_diskless_metadata_topic`): the active controller
-  creates it once brokers are registered, ``diskless.metadata.topic.num.partitions`` partitions
-  with ``diskless.metadata.topic.replication.factor`` replicas capped at the unfenced brokers.
+  creates it from its periodic tick once brokers are registered (:func:`metadata_topic_due`),
+  ``diskless.metadata.topic.num.partitions`` partitions with
+  ``diskless.metadata.topic.replication.factor`` replicas capped at the unfenced brokers. It is
+  created once: a controller that finds it in its image (committed or its own uncommitted
+  write, across failovers) writes nothing; a deleted one is created again with a new id.
   It is an internal topic (:data:`INTERNAL_TOPICS`, as Kafka's ``Topic.isInternal`` names
   ``__consumer_offsets`` and ``__transaction_state``), not a diskless one.
 """
