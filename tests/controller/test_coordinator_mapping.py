@@ -269,3 +269,15 @@ def test_metadata_topic_due_waits_for_the_expected_brokers_or_the_grace_time():
     assert due(c.image, 3, 3, 0, 9_000)
     c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records)
     assert not due(c.image, 3, 3, 100_000, 9_000)  # exists: never again
+
+
+def test_a_deleted_metadata_topic_is_due_again_with_a_new_id():
+    c = Cluster(seed=5)
+    c.live(0)
+    first = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
+    c.apply(first.records)
+    assert not M.metadata_topic_due(c.image, 3, 1, 0, 9_000)
+    c.delete(names=[M.DISKLESS_METADATA_TOPIC])
+    assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000)
+    second = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
+    assert second.response not in (None, first.response)
