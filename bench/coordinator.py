@@ -30,6 +30,9 @@ VM it is inflated by other load too (cache and steal), though less than the rate
 
     python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
 
+``--replicated`` runs the replicated coordinator's cells instead (issue 14, 1 and 3 nodes, with
+the floor and the default server in the same run; see ``bench/coordinator_replicated.py``).
+
 ``--postgres`` runs the PostgreSQL cells instead (issue 16), side by side in ONE run, on a
 throw-away cluster (``tests/pg_cluster.py``: ``fsync=on``, ``synchronous_commit=on``, loopback
 TCP) or on the server named by ``--pg-dsn`` (a database per cell is created there). Nothing is
@@ -651,10 +654,27 @@ def main() -> None:
     ap.add_argument("--pg-dsn", default=None,
                     help="--postgres on this server (a superuser URL; databases bench_* are "
                          "created there) instead of a throw-away cluster")  # fmt: skip
+    ap.add_argument("--replicated", action="store_true",
+                    help="the replicated coordinator cells (issue 14, raft://): 1 and 3 nodes, "
+                         "beside the floor and the default SQLite server "
+                         "(bench/coordinator_replicated.py)")  # fmt: skip
+    ap.add_argument(
+        "--replicated-sync",
+        default="NORMAL",
+        help="--replicated: SQLite synchronous of the replicas (OFF/NORMAL/FULL)",
+    )
+    ap.add_argument(
+        "--probe-ms", type=float, default=20.0, help="--replicated: follower-lag probe interval, ms"
+    )
     args = ap.parse_args()
     if args.quick:
         args.seconds = 1.0
     args.warmup = 0.3 if args.quick else 1.0
+    if args.replicated:
+        from coordinator_replicated import main_replicated
+
+        main_replicated(args)
+        return
     if args.postgres:
         main_postgres(args)
         return
