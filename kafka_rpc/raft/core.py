@@ -261,6 +261,13 @@ class RaftCore:
         self._shutdown_deadline: int | None = None
         # state machine delivery
         self._next_offset = -1  # next offset the state machine expects (-1: new listener)
+        #: When True, committed batches are not handed to the state machine inside the call
+        #: that commits them: ``delivery_due`` turns True and the driver calls
+        #: :meth:`deliver_committed` once it has sent what the call emitted (Kafka hands them to
+        #: the listener's own thread, off the Raft I/O path). False: delivered inline.
+        self.defer_delivery = False
+        self._delivery_due = False
+        self._delivery_due_ms = now_ms
         self._leader_change_delivered: tuple[int, int] | None = None
         # snapshots and retention
         self._bytes_since_snapshot = 0
@@ -1631,6 +1638,8 @@ class RaftCore:
 
     # ================================================================== state machine delivery
     def _notify_leader_change(self) -> None:
+        # the state machine sees what was committed before it hears of a new leader
+        self.deliver_committed(self._delivery_due_ms)
         key = (self.leader_id, self.epoch)
         if self.leader_id == self.node_id and self.node_id >= 0:
             return  # delivered once the state machine has read past the epoch start offset
@@ -1638,7 +1647,27 @@ class RaftCore:
             self._leader_change_delivered = key
             self.sm.handle_leader_change(self.leader_id, self.epoch)
 
+    @property
+    def delivery_due(self) -> bool:
+        """Committed batches (or a snapshot) wait for :meth:`deliver_committed` (only with
+        ``defer_delivery``)."""
+        return self._delivery_due
+
+    def deliver_committed(self, now: int) -> None:
+        """Hand the state machine what was committed since the last delivery (with
+        ``defer_delivery``; a no-op when nothing is due)."""
+        if self._delivery_due:
+            self._delivery_due = False
+            self._deliver_now(now)
+
     def _deliver(self, now: int) -> None:
+        if self.defer_delivery:
+            if not self._delivery_due:
+                self._delivery_due, self._delivery_due_ms = True, now
+            return
+        self._deliver_now(now)
+
+    def _deliver_now(self, now: int) -> None:
         """Hand committed batches (below the high watermark) to the state machine, loading the
         latest snapshot first when it is new or behind the log start offset (kraft.md 2.5)."""
         latest = self.log.latest_snapshot_id()

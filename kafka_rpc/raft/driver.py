@@ -107,6 +107,10 @@ class RaftDriver:
         self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix=f"raft-fsync-{node_id}")
         self._flushing: asyncio.Future | None = None
         self.thread_flushes = 0  # flushes run on the fsync thread (a leader with followers)
+        # the state machine gets committed batches after the step that committed them has sent
+        # its requests and settled the commit waiters (_step, _deliver_committed)
+        core.defer_delivery = True
+        self._delivery_scheduled = False
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -203,6 +207,24 @@ class RaftDriver:
             self._sends.add(task)
             task.add_done_callback(self._sends.discard)
         self._settle_waiters()
+        if core.delivery_due and not self._delivery_scheduled:
+            # after the send tasks just created have written their requests (call_soon is FIFO)
+            self._delivery_scheduled = True
+            asyncio.get_running_loop().call_soon(self._deliver_committed)
+
+    def _deliver_committed(self) -> None:
+        """Hand the state machine the batches committed by the last step (Kafka's
+        ``KafkaRaftClient`` hands them to the listener's thread; here they wait until the step's
+        Fetch answers and requests are on their way, so applying them is not on the path of the
+        next round of replication)."""
+        self._delivery_scheduled = False
+        if self._stopping:
+            return
+        try:
+            self.core.deliver_committed(monotonic_ms())
+        except Exception:
+            log.exception("raft: delivering committed batches failed")
+        self._wake.set()
 
     def _start_flush(self) -> None:
         """Flush what the log holds so far. A leader with followers fsyncs on the fsync thread

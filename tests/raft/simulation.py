@@ -106,6 +106,7 @@ class Node:
     incarnation: int = 0
     flushing: bool = False
     poll_at: int = -1
+    delivering: bool = False  # a deferred delivery is scheduled (RaftDriver._deliver_committed)
 
 
 class Cluster:
@@ -123,6 +124,10 @@ class Cluster:
         for i in range(1, cfg.voters + cfg.observers + 1):
             self.nodes[i] = Node(i, MemoryLog(), MemoryQuorumStateStore())
         self.blocked: set[tuple[int, int]] = set()
+        # which incarnations hand committed batches over later, as the real driver does
+        # (RaftCore.defer_delivery), and how late: a stream of its own, so the main one's draws
+        # (and the runs of earlier seeds) stay as they were
+        self.defer_rng = random.Random(f"defer-{seed}")
         self.inv = Invariants(self)
         self.appended = 0
         self.events = 0
@@ -159,11 +164,14 @@ class Cluster:
             random.Random(self.rng.random()),
             self.now,
         )
+        n.core.defer_delivery = self.defer_rng.random() < 0.5
+        n.delivering = False
         self.inv.on_restart(n)
         self._after(n)
 
     def _after(self, n: Node) -> None:
-        """What a driver does after any input: flush if needed, send, schedule the next poll."""
+        """What a driver does after any input: flush if needed, send, hand over committed
+        batches later (deferred delivery), schedule the next poll."""
         core = n.core
         if core is None:
             return
@@ -173,6 +181,10 @@ class Cluster:
             self.at(self.now + self.rng.randint(*self.cfg.fsync_ms), lambda: self._flushed(n, inc))
         for ob in core.take_outbound():
             self._send_request(n.node_id, ob)
+        if core.delivery_due and not n.delivering:
+            n.delivering = True
+            inc = n.incarnation
+            self.at(self.now + self.defer_rng.randint(0, 3), lambda: self._deliver(n, inc))
         d = core.next_deadline_ms()
         if d < (1 << 62) and (n.poll_at < self.now or d < n.poll_at):
             n.poll_at = max(d, self.now)
@@ -190,6 +202,13 @@ class Cluster:
             # a driver would spin: every deadline due now must have been handled by poll
             self.inv.fail(f"node {n.node_id}: next deadline {n.core.next_deadline_ms()} is not "
                           f"after the poll at {self.now}")  # fmt: skip
+        self._after(n)
+
+    def _deliver(self, n: Node, inc: int) -> None:
+        if n.core is None or n.incarnation != inc:
+            return
+        n.delivering = False
+        n.core.deliver_committed(self.now)
         self._after(n)
 
     def _flushed(self, n: Node, inc: int) -> None:

@@ -630,6 +630,46 @@ def test_appended_records_become_one_batch_and_are_committed():
     assert n.core.committed_offset == 4
 
 
+def test_deferred_delivery_waits_for_deliver_committed():
+    """With ``defer_delivery`` (what RaftDriver sets) a commit only marks ``delivery_due``;
+    ``deliver_committed`` hands the batches over, once."""
+    n = leader_node(epoch=1)
+    n.core.defer_delivery = True
+    fetch_partition(n.request(1, FETCH, V_FETCH, fetch_request(2, 1, 1, 1)))
+    n.core.deliver_committed(1)
+    n.core.append(100, [b"r1", b"r2"])
+    n.core.poll(125)
+    n.flush(126)
+    fetch_partition(n.request(127, FETCH, V_FETCH, fetch_request(3, 1, 3, 1)))
+    assert n.core.high_watermark == 3 and n.core.delivery_due
+    assert n.sm.committed_data() == [] and n.core.committed_offset == 1
+    n.core.deliver_committed(128)
+    assert n.sm.committed_data() == [b"r1", b"r2"] and not n.core.delivery_due
+    n.core.deliver_committed(129)  # nothing due: no second delivery
+    assert n.sm.committed_data() == [b"r1", b"r2"] and n.core.committed_offset == 3
+
+
+def test_deferred_delivery_comes_before_a_new_leader_is_announced():
+    """The state machine sees what was committed before it hears of the next leader, as it
+    would with inline delivery (Kafka's listener gets both in log order)."""
+    fl = follower_node(2, leader=1, epoch=1, fetch_max_wait_ms=0)
+    fl.core.defer_delivery = True
+    leader = leader_node(epoch=1)
+    leader.core.append(1, [b"x"])
+    leader.core.poll(26)
+    leader.flush(26)
+    for t in range(30, 40):
+        fl.core.poll(t)
+        for ob in fl.outbound():
+            deliver(fl, leader, t, ob)
+        fl.flush(t)
+    assert fl.core.high_watermark == 2 and fl.core.delivery_due and fl.sm.committed_data() == []
+    changes = len(fl.sm.leader_changes)
+    partition(fl.request(50, BEGIN, V_BEGIN, begin_request(3, 2)))
+    assert fl.sm.leader_changes[changes:] == [(3, 2)]
+    assert fl.sm.committed_data() == [b"x"] and not fl.core.delivery_due
+
+
 def test_records_replicate_between_two_cores():
     leader = leader_node(epoch=1)
     fl = follower_node(2, leader=1, epoch=1, fetch_max_wait_ms=0)
