@@ -3,15 +3,23 @@
 API: versions 0-7 on the broker listener (v0-3: one key; v4+: a batch of keys).
 Behavior: key type 3 (BATCH, v7, KIP-1164) with keys ``read:<topicId>:<partition>`` or
 ``write:<topicId>:<partition>`` (topicId as Kafka's 22-char URL-safe base64 Uuid text or the
-36-char hyphenated form; partition >= 0) -> this node at the advertised endpoint of the
-request's listener, for ``read:`` and ``write:`` alike: every coordinator store we run is
-writable from every node (SQLite: this node's own; PostgreSQL, ``postgresql://``: one database
-shared by every ``kafka-rpc serve`` process, each a writable coordinator whose acknowledged
-commits all others see at once, issue 16). Results come in request order.
+36-char hyphenated form; partition >= 0), DESIGN.md section 9: the partition belongs to the
+``__diskless-metadata`` partition its TopicPartitionToBatchCoordinatorMapping names in the
+committed metadata image (0 when unmapped). When this node serves that coordinator partition
+(``server.batch_coordinator_partitions``: for ``write:`` it leads it, for ``read:`` it holds a
+replica), the answer is this node at the advertised endpoint of the request's listener; that
+is every key on a single node, and on every ``kafka-rpc serve`` process sharing one PostgreSQL
+database (``postgresql://``, issue 16: each is a writable coordinator whose acknowledged commits
+all others see at once). Otherwise the answer is the partition's leader (``write:``) or its
+first live replica, leader first (``read:``), as the image registers them, at the endpoint of
+the request's listener name; a client sent to a node that no longer serves it gets
+NOT_COORDINATOR from the diskless RPCs and asks again. Results come in request order.
 Errors, per key: INVALID_REQUEST (42) for a malformed BATCH key, or key type 3 below v7, or an
 unknown key type, with NodeId -1, Host "", Port -1; COORDINATOR_NOT_AVAILABLE (15) for key types
 0/1/2 (group, transaction, share): those coordinators do not exist here, and we never name a
-wrong node. Handler failure: every key gets the error code.
+wrong node; COORDINATOR_NOT_AVAILABLE too for a BATCH key whose coordinator partition has no
+live leader (``write:``) or replica (``read:``) with an endpoint on that listener. Handler
+failure: every key gets the error code.
 """
 
 from __future__ import annotations
@@ -21,6 +29,11 @@ import binascii
 import re
 from uuid import UUID
 
+from kafka_rpc.controller.coordinator_mapping import (
+    DEFAULT_COORDINATOR_PARTITION,
+    DISKLESS_METADATA_TOPIC,
+    coordinator_partition,
+)
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
@@ -57,13 +70,43 @@ def parse_batch_key(key: str) -> tuple[str, UUID, int] | None:
     return mode, topic_id, partition
 
 
+def _batch_answer(ctx, mode: str, topic_id: UUID, partition: int) -> tuple:
+    """The coordinator of one parsed BATCH key (module docstring)."""
+    server = ctx.server
+    served = getattr(server, "batch_coordinator_partitions", None)
+    controller = getattr(server, "controller", None)
+    write = mode == "write"
+    c = DEFAULT_COORDINATOR_PARTITION
+    if served is not None and controller is not None:
+        c = coordinator_partition(controller.image, topic_id, partition)
+    if served is None or controller is None or c in served(write):
+        ep = server.advertised(ctx.listener.name)
+        return ErrorCode.NONE, None, server.node_id, ep.host, ep.port
+    image = controller.image
+    t = image.topic_by_name(DISKLESS_METADATA_TOPIC)
+    p = None if t is None else t.partitions.get(c)
+    if p is not None:
+        candidates = [p.leader] if write else [p.leader, *(r for r in p.replicas if r != p.leader)]
+        for broker_id in candidates:
+            reg = image.brokers.get(broker_id)
+            if reg is None or reg.fenced or reg.in_controlled_shutdown:
+                continue
+            ep = reg.endpoint(ctx.listener.name)
+            if ep is not None:
+                return ErrorCode.NONE, None, broker_id, ep.host, ep.port
+    what = "leader" if write else "live replica"
+    return (ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"no {what} of {DISKLESS_METADATA_TOPIC}-{c} on listener {ctx.listener.name}",
+            -1, "", -1)  # fmt: skip
+
+
 def _answer(ctx, key: str, key_type: int) -> tuple[int, str | None, int, str, int]:
     """``(error_code, error_message, node_id, host, port)`` for one key."""
     if key_type == BATCH and ctx.api_version >= 7:
-        if parse_batch_key(key) is None:
+        parsed = parse_batch_key(key)
+        if parsed is None:
             return ErrorCode.INVALID_REQUEST, f"malformed batch coordinator key {key!r}", -1, "", -1
-        ep = ctx.server.advertised(ctx.listener.name)
-        return ErrorCode.NONE, None, ctx.server.node_id, ep.host, ep.port
+        return _batch_answer(ctx, *parsed)
     if key_type in (0, 1, 2):
         return (ErrorCode.COORDINATOR_NOT_AVAILABLE, "no coordinator of this type here",
                 -1, "", -1)  # fmt: skip

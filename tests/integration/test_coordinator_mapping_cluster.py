@@ -3,7 +3,9 @@ each): the active controller creates ``__diskless-metadata`` with 3 replicas (it
 three voters' brokers instead of placing one replica on the first broker unfenced), every node's
 Metadata lists it as internal; AssignPartitionToBatchCoordinator sent to a controller that is
 not the active one answers NOT_CONTROLLER per entry, and ``kafka-rpc diskless assign`` pointed at
-that controller finds the active one and commits the mapping."""
+that controller finds the active one and commits the mapping; then FindCoordinator v7 BATCH on
+any node names the leader of coordinator partition 1 for the mapped partitions, and the node
+itself (coordinator partition 0's) for the others."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ MD = codec.module("MetadataRequest")
 CT = codec.module("CreateTopicsRequest")
 AQ = codec.module("AssignPartitionToBatchCoordinatorRequest")
 DQ = codec.module("DescribeClusterRequest")
+FC = codec.module("FindCoordinatorRequest")
 META = "__diskless-metadata"
 
 
@@ -98,3 +101,29 @@ async def test_metadata_topic_on_three_nodes_and_assign_through_any_controller(t
             "Assigned d-0 to Batch Coordinator partition 1.",
             "Assigned d-1 to Batch Coordinator partition 1.",
         ]
+
+        # FindCoordinator follows the mapping: write: and read: of d-0 go to the leader of
+        # __diskless-metadata-1 as the image registers it (no node serves partition 1 yet, so
+        # every node points there); an unmapped partition stays with the node asked (coordinator 0)
+        lead1 = next(p.leader_id for p in meta.partitions if p.partition_index == 1)
+        b64 = __import__("base64").urlsafe_b64encode(tid.bytes).decode().rstrip("=")
+        keys = (f"write:{b64}:0", f"read:{b64}:1", f"write:{b64}:2")
+        asked_id = next(i for i in nodes if i != lead1)  # so that "this node" would be wrong
+        asked = nodes[asked_id]
+
+        async def found():
+            async with KafkaRpcClient(f"127.0.0.1:{broker_port(asked)}") as c:
+                r = await c.request(FC.FindCoordinatorRequest(key_type=3, coordinator_keys=keys),
+                                    version=7)  # fmt: skip
+            return [(k.key, k.error_code, k.node_id, k.port) for k in r.coordinators]
+
+        want = [
+            (keys[0], 0, lead1, broker_port(nodes[lead1])),
+            (keys[1], 0, lead1, broker_port(nodes[lead1])),
+            (keys[2], 0, asked_id, broker_port(asked)),
+        ]
+        await until(lambda: _eq(found(), want), "FindCoordinator following the mapping", 15.0)
+
+
+async def _eq(coro, want) -> bool:
+    return await coro == want
