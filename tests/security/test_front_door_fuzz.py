@@ -102,3 +102,43 @@ def test_tls_front_door(secure_server, pki, data):
         _drain(s)
     assert _served(port, pki)
     assert not any("Traceback" in line for line in secure_server.errors)
+
+
+def _client_hello() -> bytes:
+    """A real TLS ClientHello (what a client sends first), from an in-memory handshake."""
+    import ssl
+
+    ctx = ssl.create_default_context()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+HELLO = _client_hello()
+FLIPS = st.lists(st.tuples(st.integers(0, len(HELLO) - 1), st.integers(1, 255)), max_size=3)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(1, len(HELLO)), flips=FLIPS)
+def test_tls_front_door_mangled_client_hello(secure_server, pki, cut, flips):
+    """A real ClientHello, truncated and with bytes flipped: the handshake fails or waits for
+    the rest; the client then goes away and the server keeps serving others."""
+    data = bytearray(HELLO[:cut])
+    for pos, x in flips:
+        if pos < len(data):
+            data[pos] ^= x
+    port = secure_server.ports["SSL"]
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        try:
+            s.sendall(bytes(data))
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        _drain(s)
+    assert _served(port, pki)
+    assert not any("Traceback" in line for line in secure_server.errors)
