@@ -178,9 +178,12 @@ class StandardAuthorizer:
         self.image_acls: Any = None
 
     def add_acl(self, acl_id: Any, acl: AclBinding) -> None:
+        """Add a binding held by this authorizer only (not in the metadata log: tests, tools);
+        the log's ACLs come from :attr:`image_acls`."""
         self.acls[acl_id] = acl
 
     def remove_acl(self, acl_id: Any) -> None:
+        """Remove a binding added with :meth:`add_acl` (an unknown id is ignored)."""
         self.acls.pop(acl_id, None)
 
     def authorize(self, principal: str, host: str, operation: int, resource_type: int,

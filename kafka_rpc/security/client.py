@@ -24,6 +24,7 @@ class ClientSecurity:
     password: str = ""
 
     def sasl_client(self):
+        """A fresh :class:`~kafka_rpc.security.sasl.SaslClient` for one exchange."""
         from kafka_rpc.security.sasl import SaslClient
 
         return SaslClient(self.sasl_mechanism, self.username, self.password)

@@ -102,6 +102,7 @@ class ScramCredentials:
     by_mechanism: dict[str, dict[str, ScramCredential]] = field(default_factory=dict)
 
     def get(self, mechanism: str, name: str) -> ScramCredential | None:
+        """The credential of ``name`` for ``mechanism`` (``SCRAM-SHA-256``...), or None."""
         return self.by_mechanism.get(mechanism, {}).get(name)
 
     def add(self, mechanism: str, name: str, password: str, iterations: int = MIN_ITERATIONS,
@@ -213,6 +214,7 @@ class ImageScramCredentials:
         self.image = image
 
     def get(self, mechanism: str, name: str) -> ScramCredential | None:
+        """The credential of ``name`` for ``mechanism`` in the current image, or None."""
         return self.image().scram.get((SCRAM_MECHANISM_IDS.get(mechanism, 0), name))
 
 
@@ -390,11 +392,13 @@ class SaslClient:
         self._step = 0
 
     def first(self) -> bytes:
+        """The client's first token (PLAIN: ``\\0user\\0password``; SCRAM: client-first)."""
         if self._scram is None:
             return b"\0" + self.username.encode() + b"\0" + self.password.encode()
         return self._scram.get_client_first().encode()
 
     def step(self, server_token: bytes) -> bytes | None:
+        """The next token for the server's ``server_token``, None once complete."""
         if self._scram is None:
             return None
         try:
