@@ -6,7 +6,8 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
 
 1. **BrokerRegistration**: BrokerId = ``node.id``, the ClusterId, an IncarnationId drawn once per
    process start (uuid4), Listeners = this node's advertised broker listeners (ports resolved
-   once bound, SecurityProtocol PLAINTEXT), Features = the ``metadata.version`` range this code
+   once bound, SecurityProtocol the id of the listener's ``listener.security.protocol.map``
+   entry), Features = the ``metadata.version`` range this code
    supports, Rack null. Failures and errors are retried with exponential backoff.
 2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
    offset this node's committed image has reached (``server.controller.image.last_offset``) and
@@ -50,6 +51,8 @@ METADATA_VERSION_RANGE = (7, 25)
 ``MetadataVersion.MINIMUM_VERSION``) to 4.0-IV3 (25, the level the first leader bootstraps)."""
 PLAINTEXT = 0
 """SecurityProtocol id of PLAINTEXT (Kafka's ``SecurityProtocol.PLAINTEXT.id``)."""
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+"""Kafka's ``SecurityProtocol`` ids by name."""
 
 _FENCED_INTERVAL = 0.01
 _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
@@ -86,9 +89,10 @@ class BrokerLifecycleManager:
             if ep.name in ctl_names:
                 continue
             adv = self.server.advertised(ep.name)
+            protocol = SECURITY_PROTOCOL_IDS.get(cfg.security_protocol(ep.name), PLAINTEXT)
             listeners.append(
                 _Reg.Listener(
-                    name=adv.name, host=adv.host, port=adv.port, security_protocol=PLAINTEXT
+                    name=adv.name, host=adv.host, port=adv.port, security_protocol=protocol
                 )
             )
         lo, hi = METADATA_VERSION_RANGE

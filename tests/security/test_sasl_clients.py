@@ -287,3 +287,32 @@ def test_scram_credentials_in_the_metadata_log():
     final = server.step(client.get_client_final().encode())
     client.set_server_final(final.decode())
     assert server.complete and server.username == "carol"
+
+
+def test_registration_names_each_listeners_security_protocol(secure_server):
+    """The broker registers every advertised listener with its ``listener.security.protocol.map``
+    protocol (Kafka's SecurityProtocol ids: PLAINTEXT 0, SSL 1, SASL_PLAINTEXT 2, SASL_SSL 3),
+    as ``kafka-rpc dump-log --cluster-metadata-decoder`` shows in the RegisterBrokerRecord."""
+    import glob
+    import subprocess
+    import sys
+    import time
+
+    data = secure_server.overrides["log.dirs"]
+    want = {"PLAINTEXT": 0, "SSL": 1, "MTLS": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+    got: dict = {}
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        segs = sorted(glob.glob(f"{data}/__cluster_metadata-0/*.log"))
+        out = subprocess.run(
+            [sys.executable, "-m", "kafka_rpc.cli", "dump-log", "--cluster-metadata-decoder",
+             "--files", *segs], capture_output=True, text=True, timeout=30,
+        ).stdout  # fmt: skip
+        for line in out.splitlines():
+            if '"REGISTER_BROKER_RECORD"' in line:
+                rec = json.loads(line[line.index("payload: ") + len("payload: ") :])
+                got = {e["name"]: e["securityProtocol"] for e in rec["data"]["endPoints"]}
+        if got:
+            break
+        time.sleep(0.2)
+    assert got == want
