@@ -474,6 +474,14 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition, self.driver
         )
 
+    def served_partitions(self, write: bool) -> frozenset[int]:
+        """The ``__diskless-metadata`` partitions this coordinator serves
+        (``Server.batch_coordinator_partitions``): its partition for reads on any replica, for
+        writes only while it is the writable leader; else none."""
+        if self.driver is None or (write and not self.is_writable):
+            return frozenset()
+        return frozenset((self.partition,))
+
     def raft_driver_for(self, key: tuple[Any, int]) -> Any:
         """This replica's driver when ``key`` -- (topic id or topic name, partition) of a Raft
         request -- names its partition, else None (``kafka_rpc.handlers.raft`` routing for the

@@ -145,9 +145,13 @@ class Server:
         section 9) this node serves: with ``write``, those whose writes it may decide (the
         leader's); otherwise those it can answer reads for (any replica). The diskless handlers
         answer NOT_COORDINATOR (16) for an entry whose partition maps elsewhere
-        (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). Until the
-        replicated coordinator (issue 14 part B) provides it, this node's one local coordinator
+        (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). A coordinator
+        that knows its partitions says so (``served_partitions(write)``: the replicated one of
+        ``diskless.coordinator.url=raft://...``, issue 14 part B); any other local coordinator
         is coordinator partition 0."""
+        served = getattr(self.coordinator, "served_partitions", None)
+        if served is not None:
+            return served(write)
         return _COORDINATOR_ZERO
 
     # ------------------------------------------------------------------ addresses

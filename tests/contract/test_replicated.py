@@ -156,6 +156,9 @@ async def test_not_the_leader_answers_not_coordinator(tmp_path):
     await c.start()
     try:
         assert not c.is_writable
+        # Server.batch_coordinator_partitions: reads on any replica, writes only on the leader
+        assert c.served_partitions(write=False) == {0}
+        assert c.served_partitions(write=True) == frozenset()
         t = uuid.uuid4()
         tp = Topic(c, t, 1).tp(0)
         assert (
@@ -187,6 +190,7 @@ async def test_url_selection(tmp_path):
     assert (c.node_id, c.partition, c.directory) == (3, 2, tmp_path / "__diskless-metadata-2")
     async with c:
         assert c.is_writable
+        assert c.served_partitions(write=True) == c.served_partitions(write=False) == {2}
         assert await c.create_topic_and_partitions(
             [CreateTopicAndPartitionsRequest(uuid.uuid4(), "t", 1)]
         ) == [0]
