@@ -141,11 +141,24 @@ def encode_record(msg: Any, version: int | None = None) -> bytes:
     return uvarint_bytes(FRAME_VERSION) + uvarint_bytes(spec[2]) + uvarint_bytes(version) + body
 
 
+#: (record type, version) -> the generated reader, filled by decode_record as types are met
+_RECORD_READERS: dict[tuple[int, int], Any] = {}
+
+
 def decode_record(data: bytes) -> tuple[Any, int]:
     """Decode a framed metadata record; returns ``(record, version)``. Raises DecodeError for an
     unknown frame version or record type, or trailing garbage ("Found N byte(s) of garbage")."""
     if type(data) is not bytes:
         data = bytes(data)
+    # the common frame: three one-byte uvarints (frame 1, type < 128, version < 128)
+    if len(data) >= 3 and data[0] == FRAME_VERSION and data[1] < 0x80 and data[2] < 0x80:
+        rd = _RECORD_READERS.get((data[1], data[2]))
+        if rd is not None:
+            msg, end = rd(data, 3)
+            if end != len(data):
+                raise DecodeError(f"Found {len(data) - end} byte(s) of garbage after "
+                                  f"{type(msg).__spec_name__}")  # fmt: skip
+            return msg, data[2]
     try:
         frame, p = read_uvarint(data, 0)
         api_key, p = read_uvarint(data, p)
@@ -161,4 +174,6 @@ def decode_record(data: bytes) -> tuple[Any, int]:
     msg, end = decode_from(name, version, data, p)
     if end != len(data):
         raise DecodeError(f"Found {len(data) - end} byte(s) of garbage after {name}")
+    if p == 3:  # decodable at this version: the fast path takes the next one
+        _RECORD_READERS[(api_key, version)] = module(name).READERS[version]
     return msg, version

@@ -69,6 +69,14 @@ def test_f4_partition_change_record_framed():
         codec.decode_record(data + b"\x00")
     with pytest.raises(DecodeError, match="frame version"):
         codec.decode_record(b"\x00" + data[1:])
+    # the same again (the reader of type 5 v0 is now cached: the short path) and with the type
+    # and version as longer (non-minimal) uvarints (the full path)
+    assert codec.decode_record(data) == (rec, 0)
+    with pytest.raises(DecodeError, match="garbage"):
+        codec.decode_record(data + b"\x00")
+    with pytest.raises(DecodeError):
+        codec.decode_record(data[:-1])
+    assert codec.decode_record(hx("01 85 00 80 00") + data[3:]) == (rec, 0)
 
 
 def test_f5_request_header_sizes():
