@@ -424,6 +424,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 shutdown_timeout_ms=self._shutdown_timeout_ms,
                 client_id=f"diskless-metadata-{self.partition}-{self.node_id}",
                 client_security=self._client_security,
+                # the leader's fsync waits on the disk while the loop decodes the next commits
+                # and applies the last group (1 node, server on one CPU, alternated runs: 761-923
+                # -> 1,128-1,153 commits/s)
+                thread_flush_alone=True,
             )
             self.driver.start()
         except BaseException:

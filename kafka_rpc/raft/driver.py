@@ -70,7 +70,9 @@ class RaftDriver:
     ``voters`` maps voter id -> (host, port) of its controller listener;
     ``request_timeout_ms`` bounds one outbound request, connecting included;
     ``shutdown_timeout_ms`` bounds :meth:`stop`'s graceful resignation;
-    ``retry_backoff_ms`` is the pause after an unexpected exception in the loop."""
+    ``retry_backoff_ms`` is the pause after an unexpected exception in the loop;
+    ``thread_flush_alone``: a single-voter leader fsyncs on the fsync thread as a leader with
+    followers does (default: inline)."""
 
     def __init__(
         self,
@@ -84,6 +86,7 @@ class RaftDriver:
         retry_backoff_ms: int = 20,
         client_id: str | None = None,
         client_security: Any = None,
+        thread_flush_alone: bool = False,
     ) -> None:
         self.core = core
         self.log = log
@@ -107,6 +110,8 @@ class RaftDriver:
         self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix=f"raft-fsync-{node_id}")
         self._flushing: asyncio.Future | None = None
         self.thread_flushes = 0  # flushes run on the fsync thread (a leader with followers)
+        #: a single-voter leader fsyncs on the fsync thread too (see :meth:`_start_flush`)
+        self.thread_flush_alone = thread_flush_alone
         # the state machine gets committed batches after the step that committed them has sent
         # its requests and settled the commit waiters (_step, _deliver_committed)
         core.defer_delivery = True
@@ -233,11 +238,14 @@ class RaftDriver:
         and the two proceed in parallel as in Kafka, where the leader's flush and the followers'
         fetches are independent. Anyone else (a follower, an observer, a single voter) has
         nothing to overlap with its fsync and flushes inline, which spares the thread handoff
-        (:meth:`_flush_done` tells the core in both cases). A log without ``begin_flush`` is
-        always flushed inline."""
+        (:meth:`_flush_done` tells the core in both cases), unless ``thread_flush_alone``: a
+        single-voter leader whose state machine has work to do while the fsync waits on the disk
+        (the replicated Batch Coordinator: decoding the next requests, applying the previous
+        group). A log without ``begin_flush`` is always flushed inline."""
         core = self.core
         begin = getattr(self.log, "begin_flush", None)
-        if begin is None or not core.is_leader or len(core.voters) < 2:
+        alone_inline = len(core.voters) < 2 and not self.thread_flush_alone
+        if begin is None or not core.is_leader or alone_inline:
             self.log.flush()
             now = monotonic_ms()
             core.handle_flushed(now)

@@ -53,6 +53,9 @@ async def test_files_in_the_partition_directory(tmp_path):
         assert partition_metadata.read_topic_id(d) == c.topic_id
         assert (d / "quorum-state").exists()
         assert sorted(p.name for p in d.glob("*.log")) == ["00000000000000000000.log"]
+        # the single voter's log is fsynced on the driver's fsync thread (thread_flush_alone)
+        await _topic(c)
+        assert c.driver.thread_flushes > 0
         topic_id = c.topic_id
     finally:
         await c.close()
