@@ -271,3 +271,41 @@ async def test_object_key_with_nul_is_refused_not_crashed(pg_dsn):
         assert keys == ["ab"]
     finally:
         await c.close()
+
+
+async def test_find_batches_pages_beyond_one_round_trip(pg_dsn):
+    """find_batches fetches 64 batches per round trip: answers spanning several pages (one
+    partition alone, and several partitions in one snapshot) equal the in-memory reference's,
+    budgets included."""
+    from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+
+    clock = Clock()
+    mem = InMemoryBatchCoordinator(time_ms=clock)
+    pg = await started(pg_dsn, time_ms=clock)
+    try:
+        t = uuid.uuid4()
+        for c in (mem, pg):
+            await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 2)])
+        for i in range(3):  # 3 objects x 100 batches: 150 batches per partition
+            reqs = [
+                batch(TopicIdPartition(t, j % 2), 1 + j % 3, size=10 + j, byte_offset=j * 200)
+                for j in range(100)
+            ]
+            for c in (mem, pg):
+                assert [r.error for r in await c.commit_file(f"o{i}", 1, 20_000, reqs)] == [0] * 100
+        tp0, tp1 = TopicIdPartition(t, 0), TopicIdPartition(t, 1)
+        cases = [
+            ([FindBatchRequest(tp0, 0, BIG)], BIG),
+            ([FindBatchRequest(tp0, 5, 2_000)], BIG),
+            ([FindBatchRequest(tp1, 100, BIG)], 1_500),
+            ([FindBatchRequest(tp0, 0, BIG), FindBatchRequest(tp1, 3, BIG)], BIG),
+            ([FindBatchRequest(tp1, 0, 900), FindBatchRequest(tp0, 7, BIG)], 2_500),
+        ]
+        for reqs, fetch_max in cases:
+            want = await mem.find_batches(reqs, fetch_max)
+            got = await pg.find_batches(reqs, fetch_max)
+            assert got == want
+        (full,) = await pg.find_batches([FindBatchRequest(tp0, 0, BIG)], BIG)
+        assert len(full.batches) == 150  # more than two pages
+    finally:
+        await pg.close()
