@@ -20,7 +20,8 @@
   ``inline_read_max_partitions`` and ``cluster_id`` become options;
   ``voters=1@host:port,2@host:port`` names the replicas' controller listeners, ``topic_id`` the
   partition's topic id (Kafka's base64 or the 36-character form), ``raft.<field>=N`` sets an
-  integer ``RaftConfig`` field (``raft.election_timeout_ms=300``); explicit ``options`` win.
+  integer ``RaftConfig`` field (``raft.election_timeout_ms=300``), ``import_path`` a phase-1
+  SQLite coordinator database a new single-node partition starts from; explicit ``options`` win.
   Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
@@ -56,6 +57,7 @@ _RAFT_OPTIONS = {
     "write_timeout_ms": int,
     "inline_read_max_partitions": int,
     "cluster_id": str,
+    "import_path": str,
 }
 
 

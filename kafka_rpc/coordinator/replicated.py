@@ -216,9 +216,9 @@ def _commit_record(key: str, broker: int, size: int, reqs: Sequence[CommitBatchR
     return codec.encode_record(rec)
 
 
-def _decode_op(ops: _Ops, value: bytes) -> tuple[Callable[..., Any], tuple, int] | None:
-    """``(operation, args, recorded time)`` of one record; None for a record that is not a
-    write (a snapshot chunk). Raises DecodeError for an unknown type."""
+def _decode_op(ops: _Ops, value: bytes) -> Any:
+    """``(operation, args, recorded time)`` of one record, or the ``DisklessSnapshotChunkRecord``
+    itself (a piece of an import). Raises DecodeError for an unknown type."""
     rec, _ = codec.decode_record(value)
     kind = type(rec).__spec_name__
     if kind == "DisklessCommitFileRecord":
@@ -259,8 +259,15 @@ def _decode_op(ops: _Ops, value: bytes) -> tuple[Callable[..., Any], tuple, int]
                   for e in rec.entries], rec.max_batches_per_request),
                 rec.timestamp_ms)  # fmt: skip
     if kind == "DisklessSnapshotChunkRecord":
-        return None
+        return rec  # an import's piece (handle_commit)
     raise codec.DecodeError(f"{kind} is not a __diskless-metadata record")
+
+
+def _write_marker(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` durably (temp file, fsync, rename)."""
+    from kafka_rpc.broker.partition_metadata import atomic_write
+
+    atomic_write(path, text)
 
 
 def _image_of(conn: sqlite3.Connection) -> bytes:
@@ -296,6 +303,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
     * ``wait_for_leader_ms``: :meth:`start` waits this long for a single voter to become a
       writable leader (a multi-voter replica does not wait); ``shutdown_timeout_ms`` bounds
       :meth:`close`'s graceful resignation (Kafka's ``shutdown(timeoutMs)``).
+    * ``import_path``: a phase-1 ``SqliteBatchCoordinator`` database; a single-voter leader
+      whose partition is empty and never imported starts from it (:meth:`_maybe_import`).
     * ``raft_options``: overrides of :class:`~kafka_rpc.raft.core.RaftConfig` fields (election
       and fetch timeouts, snapshot triggers...); ``append_linger_ms`` defaults to 0 here.
     * ``client_security``: TLS/SASL settings of the voters' listener for the driver's clients.
@@ -316,6 +325,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         write_timeout_ms: int = 30_000,
         wait_for_leader_ms: int = 10_000,
         shutdown_timeout_ms: int = 5_000,
+        import_path: str | Path | None = None,
         inline_read_max_partitions: int = 4,
         raft_options: Mapping[str, Any] | None = None,
         client_security: Any = None,
@@ -337,6 +347,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._write_timeout = write_timeout_ms / 1000
         self._wait_for_leader = wait_for_leader_ms / 1000
         self._shutdown_timeout_ms = shutdown_timeout_ms
+        self._import_path = Path(import_path) if import_path else None
+        self._importing = False
         self._inline_max = inline_read_max_partitions
         self._raft_options = dict(raft_options or {})
         self._client_security = client_security
@@ -359,6 +371,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._local: dict[int, tuple[Callable[..., Any], tuple, int]] = {}
         self._barriers: list[tuple[int, asyncio.Future]] = []
         self._leader_event: asyncio.Event | None = None
+        self._seen = 0  # next offset handle_commit has not been given yet
+        self._import_buf: list[bytes] | None = None  # chunks of an import being read
+        self._import_start = -1
+        self.imports_applied = 0  # statistics
         self.applied_records = 0  # statistics
         self.apply_groups = 0
         self.snapshots_loaded = 0
@@ -399,6 +415,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             conn.execute(_APPLIED_DDL)
             conn.execute("INSERT OR IGNORE INTO raft_applied VALUES (1, 0, 0, 0)")
             self._read_applied()
+            self._seen = self.applied_offset
             raft_log = FileLog(self.directory)
             options = {"append_linger_ms": 0, **self._raft_options}
             rc = RaftConfig(
@@ -442,6 +459,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             if not self.is_writable:
                 log.warning("diskless-metadata-%d: no leader after %.1f s", self.partition,
                             self._wait_for_leader)  # fmt: skip
+            elif self._import_path is not None:
+                await self._maybe_import(self._import_path)
 
     async def close(self) -> None:
         driver, self.driver = self.driver, None
@@ -501,6 +520,54 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
         unregister_partition(server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition)
 
+    async def _maybe_import(self, source: Path) -> None:
+        """The upgrade from a phase-1 data directory (issue 14): a single-voter leader whose
+        partition never imported (no ``import.done`` file beside its log) and whose state is
+        empty appends the SQLite image of ``source`` (a ``SqliteBatchCoordinator`` database) to
+        its log as ``DisklessSnapshotChunkRecord`` records, so that every replica, and a rebuild
+        from the log, applies the same image; writes wait (NOT_COORDINATOR) until it is applied.
+        Every batch keeps its offsets, producer state and object keys. ``source`` is only read."""
+        marker = self.directory / "import.done"
+        if marker.exists() or not source.exists():
+            return
+        assert self._conn is not None
+        empty = self._conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM logs) AND NOT EXISTS (SELECT 1 FROM files)"
+        ).fetchone()[0]
+        if empty:
+            src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
+            try:
+                has_data = src.execute(
+                    "SELECT EXISTS (SELECT 1 FROM logs) OR EXISTS (SELECT 1 FROM files)"
+                ).fetchone()[0]
+                image = _image_of(src) if has_data else b""
+            finally:
+                src.close()
+            if image:
+                self._importing = True
+                try:
+                    records = [
+                        codec.encode_record(_ChunkRec(position=pos, image_size=len(image),
+                                                      data=image[pos : pos + SNAPSHOT_CHUNK_BYTES]))
+                        for pos in range(0, len(image), SNAPSHOT_CHUNK_BYTES)
+                    ]  # fmt: skip
+                    last = -1
+                    for i in range(0, len(records), 16):  # <= 4 MiB per append
+                        last = self.driver.append(records[i : i + 16])
+                    await self.wait_applied(last + 1, self._write_timeout)
+                finally:
+                    self._importing = False
+        _write_marker(marker, f"{source}\n")
+
+    async def wait_applied(self, offset: int, timeout: float) -> None:
+        """Wait until every record below ``offset`` (exclusive) was applied to SQLite; raises
+        ``TimeoutError`` after ``timeout`` seconds."""
+        if self.applied_offset >= offset:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._barriers.append((offset, fut))
+        await asyncio.wait_for(fut, timeout)
+
     # ------------------------------------------------------------------ state
     @property
     def is_leader(self) -> bool:
@@ -517,6 +584,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             and core.is_leader
             and self._leader == (self.node_id, core.epoch)
             and self.driver is not None
+            and not self._importing
         )
 
     @property
@@ -526,16 +594,19 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
     # ------------------------------------------------------------------ StateMachine
     def handle_commit(self, batches: Sequence[Any]) -> None:
-        """Apply committed records (those at or above ``applied_offset``) in one SQLite
-        transaction with the new applied offset; answer the leader's waiting callers."""
+        """Apply committed records (those at or above the last delivered offset) in one SQLite
+        transaction with the new applied offset; answer the leader's waiting callers. An import
+        (``DisklessSnapshotChunkRecord`` records in the log, see :meth:`_import`) replaces the
+        state once its last chunk is committed; the applied offset does not pass its first
+        chunk before that, so a restart reads the import again."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("the coordinator is closed")
         clock, ops, local = self._clock, self._ops, self._local
         work: list[tuple[Any, tuple]] = []
         offsets: list[int] = []
-        start = self.applied_offset
-        end, epoch, last_time = start, self._applied_epoch, self._last_time
+        start = self._seen
+        end, epoch, last_time = self.applied_offset, self._applied_epoch, self._last_time
         for b in batches:
             if b.last_offset < start:
                 continue
@@ -547,17 +618,39 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                     op = local.pop(offset, None) if local else None
                     if op is None:
                         op = _decode_op(ops, value)
+                    if type(op) is _ChunkRec:
+                        if op.position == 0:  # an import starts: what came before is applied
+                            if work or end > self.applied_offset:
+                                self._apply_group(work, offsets, offset, epoch, last_time)
+                                work, offsets = [], []
+                            self._import_buf = []
+                            self._import_start = offset
+                        if self._import_buf is None:
+                            continue  # the tail of an import applied before a restart
+                        self._import_buf.append(op.data)
+                        if op.position + len(op.data) >= op.image_size:
+                            self._load_import(b"".join(self._import_buf), offset + 1, b.epoch)
+                            end, epoch = offset + 1, b.epoch
+                        continue
                     if op is None:
                         continue
                     fn, args, t = op
                     work.append((_Timed(clock, fn, t), args))
                     offsets.append(offset)
                     last_time = max(last_time, t)
-            end, epoch = b.last_offset + 1, b.epoch
-        if end == start:
-            return
+            self._seen = b.last_offset + 1
+            if self._import_buf is None:
+                end, epoch = b.last_offset + 1, b.epoch
+        if end > self.applied_offset or work:
+            self._apply_group(work, offsets, end, epoch, last_time)
+
+    def _apply_group(self, work: list, offsets: list[int], end: int, epoch: int,
+                     last_time: int) -> None:  # fmt: skip
+        """Apply ``work`` and move the applied offset to ``end`` in one transaction; answer the
+        leader's callers and barriers."""
+        assert self._conn is not None
         work.append((_write_applied, (end, epoch, last_time)))
-        results = _run_write_group(conn, work, self._cache)
+        results = _run_write_group(self._conn, work, self._cache)
         self.applied_offset, self._applied_epoch = end, epoch
         self._last_time = max(self._last_time, last_time)
         self.applied_records += len(offsets)
@@ -581,6 +674,28 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 else:
                     keep.append((target, fut))
             self._barriers[:] = keep
+
+    def _load_import(self, image: bytes, end: int, epoch: int) -> None:
+        """Replace the state by an imported image (a phase-1 SQLite coordinator's database),
+        bring its schema up to date (deterministic: clock 0) and record ``end`` as applied."""
+        assert self._conn is not None
+        self._load_image(image)
+        conn = self._conn
+        _init_writer(conn, self._synchronous, 0)
+        conn.execute(_APPLIED_DDL)
+        conn.execute("INSERT OR REPLACE INTO raft_applied VALUES (1, ?, ?, ?)",
+                     (end, epoch, self._last_time))  # fmt: skip
+        self._import_buf = None
+        self.applied_offset, self._applied_epoch = end, epoch
+        self.imports_applied += 1
+        log.info("diskless-metadata-%d: imported a %d-byte SQLite image at offsets [%d, %d)",
+                 self.partition, len(image), self._import_start, end)  # fmt: skip
+        if self._barriers:
+            keep = [(t, f) for t, f in self._barriers if not f.done()]
+            for t, f in keep:
+                if end >= t:
+                    f.set_result(None)
+            self._barriers[:] = [(t, f) for t, f in keep if not f.done()]
 
     def handle_load_snapshot(self, reader: Any) -> None:
         """Replace the state by the snapshot's SQLite image (backup API), unless the local state
@@ -613,6 +728,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                         self.partition, sid, self.applied_offset)  # fmt: skip
             self.applied_offset = sid.offset
             self._applied_epoch = sid.epoch
+        self._seen = self.applied_offset
+        self._import_buf = None
         self.snapshots_loaded += 1
         log.info("diskless-metadata-%d: snapshot %s loaded (%d bytes)", self.partition, sid,
                  len(image))  # fmt: skip
@@ -802,11 +919,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         :class:`NotCoordinatorError` on a follower."""
         if not self.is_writable:
             raise NotCoordinatorError(f"node {self.node_id} is not the leader")
-        target = self.core.next_offset
-        if self.applied_offset < target:
-            fut = asyncio.get_running_loop().create_future()
-            self._barriers.append((target, fut))
-            await asyncio.wait_for(fut, self._write_timeout)
+        await self.wait_applied(self.core.next_offset, self._write_timeout)
         assert self._conn is not None
         return self._ops.is_safe_to_delete_file(self._conn, object_key)
 

@@ -23,6 +23,7 @@ from kafka_rpc.coordinator.replicated import (
     NotCoordinatorError,
     ReplicatedBatchCoordinator,
 )
+from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from kafka_rpc.raft.driver import monotonic_ms
 
 from .conftest import Clock, Topic, batch, chain
@@ -210,3 +211,47 @@ async def test_url_selection(tmp_path):
         create_coordinator(f"raft://{tmp_path}?voters=1@nowhere")
     with pytest.raises(ValueError):
         create_coordinator("raft://")
+
+
+async def test_upgrade_from_a_phase_1_sqlite_database(tmp_path):
+    """A phase-1 data directory (the SQLite coordinator's file, no coordinator log) keeps every
+    batch: the image goes through the log, so a rebuild from the log has it too."""
+    clock = Clock()
+    old = SqliteBatchCoordinator(str(tmp_path / "coordinator.db"), time_ms=clock)
+    await old.start()
+    try:
+        t = await _topic(old)
+        first = await t.commit(*chain(t.tp(0), 3))
+        await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0))
+        want = await old.find_batches([FindBatchRequest(t.tp(0), 0, 1 << 20)], 1 << 20)
+    finally:
+        await old.close()
+    logs = tmp_path / "logs"
+    c = await _started(logs, clock, import_path=tmp_path / "coordinator.db")
+    try:
+        assert c.imports_applied == 1
+        got = await c.find_batches([FindBatchRequest(t.tp(0), 0, 1 << 20)], 1 << 20)
+        assert got == want and [r.assigned_base_offset for r in first] == [0, 1, 2]
+        t = Topic(c, t.id, 2)
+        dup = await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0), key="again")
+        assert dup[0].is_duplicate and dup[0].assigned_base_offset == 0
+        more = await t.commit(*chain(t.tp(0), 1), key="new")
+        assert more[0].assigned_base_offset == 3
+        rows = c.state_rows()
+        db = c.db_path
+    finally:
+        await c.close()
+    c = await _started(logs, clock, import_path=tmp_path / "coordinator.db")
+    try:  # imported once: a restart neither re-imports nor re-applies
+        assert (c.imports_applied, c.applied_records) == (0, 0)
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    c = await _started(logs, clock)
+    try:  # rebuilt from the log alone: the import record, then the commits after it
+        assert c.imports_applied == 1
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
