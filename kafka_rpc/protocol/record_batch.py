@@ -249,22 +249,31 @@ def decode_batches(data: bytes, *, allow_partial_tail: bool = False) -> list[Bat
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
         p = pos + BATCH_OVERHEAD
+        # A one-byte varint (below 0x80) is read in line; anything else, and every bound
+        # check, goes through _read_varint.
         for _ in range(count):
             rlen, p = _read_varint(data, p, end)
             rend = p + rlen
             if rlen < 1 or rend > end:
                 raise CorruptRecordError("record length does not fit in its batch")
             p += 1  # attributes
-            _, p = _read_varint(data, p, rend)  # timestamp delta
-            _, p = _read_varint(data, p, rend)  # offset delta
-            klen, p = _read_varint(data, p, rend)
-            if klen >= 0:
-                if p + klen > rend:
-                    raise CorruptRecordError("record key does not fit")
-                keys.append(data[p : p + klen])
-                p += klen
+            if p + 2 < rend and data[p] < 0x80 and data[p + 1] < 0x80:
+                p += 2  # timestamp delta and offset delta, one byte each
             else:
+                _, p = _read_varint(data, p, rend)  # timestamp delta
+                _, p = _read_varint(data, p, rend)  # offset delta
+            if p < rend and data[p] == 1:  # key length -1 (zigzag 1): a null key
+                p += 1
                 keys.append(None)
+            else:
+                klen, p = _read_varint(data, p, rend)
+                if klen >= 0:
+                    if p + klen > rend:
+                        raise CorruptRecordError("record key does not fit")
+                    keys.append(data[p : p + klen])
+                    p += klen
+                else:
+                    keys.append(None)
             vlen, p = _read_varint(data, p, rend)
             if vlen >= 0:
                 if p + vlen > rend:
@@ -273,12 +282,15 @@ def decode_batches(data: bytes, *, allow_partial_tail: bool = False) -> list[Bat
                 p += vlen
             else:
                 values.append(None)
-            nh, p = _read_varint(data, p, rend)
-            for _ in range(nh):
-                hk, p = _read_varint(data, p, rend)
-                p += max(hk, 0)
-                hv, p = _read_varint(data, p, rend)
-                p += max(hv, 0)
+            if p < rend and data[p] == 0:  # no headers
+                p += 1
+            else:
+                nh, p = _read_varint(data, p, rend)
+                for _ in range(nh):
+                    hk, p = _read_varint(data, p, rend)
+                    p += max(hk, 0)
+                    hv, p = _read_varint(data, p, rend)
+                    p += max(hv, 0)
             if p != rend:
                 raise CorruptRecordError("record length does not match its fields")
         if p != end:
