@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rpc.config import ConfigError, load_config
+from kafka_rpc.tools import add_command_config, secured
 
 #: Fixed glibc thresholds (setting them also turns off glibc's sliding mmap threshold).
 #: Buffers below 32 MiB (8 MiB Fetch and FetchSnapshot frames, their decoded records, snapshot
@@ -132,7 +133,7 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
 
     async def run() -> int:
         try:
-            client = await KafkaRpcClient.connect(
+            client = await secured(KafkaRpcClient.connect, args)(
                 args.bootstrap_server, client_id="kafka-rpc-api-versions",
                 connect_timeout=args.timeout, request_timeout=args.timeout,
             )  # fmt: skip
@@ -290,7 +291,7 @@ def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
     req = mod.DescribeQuorumRequest(topics=(topic,))
 
     async def ask(address: str) -> tuple[Any, str]:
-        client = await KafkaRpcClient.connect(
+        client = await secured(KafkaRpcClient.connect, args)(
             address, client_id="kafka-rpc-metadata-quorum",
             connect_timeout=args.timeout, request_timeout=args.timeout,
         )  # fmt: skip
@@ -510,6 +511,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("api-versions", help="list the APIs a server supports")
     a.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT")
     a.add_argument("--timeout", type=float, default=10.0)
+    add_command_config(a)
     a.set_defaults(func=_cmd_api_versions)
 
     st = sub.add_parser("storage", help="format storage directories (kafka-storage.sh)")
@@ -533,6 +535,7 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bootstrap-controller", metavar="HOST:PORT")
     where.add_argument("--bootstrap-server", metavar="HOST:PORT")
     mq.add_argument("--timeout", type=float, default=10.0)
+    add_command_config(mq)
     mq_sub = mq.add_subparsers(dest="quorum_command", required=True)
     desc = mq_sub.add_parser("describe", help="print the quorum's status or replication")
     what = desc.add_mutually_exclusive_group(required=True)

@@ -31,7 +31,7 @@ from kafka_rpc.security.authorizer import (
     ResourceType,
 )
 
-__all__ = ["add_arguments", "client_security_from_properties", "run", "run_sync"]
+__all__ = ["add_arguments", "run", "run_sync"]
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -71,33 +71,6 @@ def _op(name: str) -> int:
         return AclOperation[key]
     except KeyError:
         raise ValueError(f"unknown operation {name!r}") from None
-
-
-def client_security_from_properties(path: str | None) -> Any:
-    """A ``ClientSecurity`` from a Kafka client properties file (None for PLAINTEXT)."""
-    if not path:
-        return None
-    from kafka_rpc.config import read_properties
-    from kafka_rpc.security.client import ClientSecurity
-    from kafka_rpc.security.sasl import parse_jaas
-
-    props = {k: v.strip() for k, v in read_properties(path).items()}
-    proto = props.get("security.protocol", "PLAINTEXT").upper()
-    ctx = None
-    if proto in ("SSL", "SASL_SSL"):
-        import ssl
-
-        ctx = ssl.create_default_context(cafile=props.get("ssl.truststore.location") or None)
-        if props.get("ssl.endpoint.identification.algorithm", "https") == "":
-            ctx.check_hostname = False
-        if props.get("ssl.keystore.location"):
-            ctx.load_cert_chain(props["ssl.keystore.location"],
-                                password=props.get("ssl.key.password") or None)  # fmt: skip
-    if proto in ("SASL_PLAINTEXT", "SASL_SSL"):
-        jaas = parse_jaas(props.get("sasl.jaas.config", ""))
-        return ClientSecurity(ctx, props.get("sasl.mechanism", "GSSAPI"),
-                              jaas.get("username", ""), jaas.get("password", ""))  # fmt: skip
-    return ClientSecurity(ctx) if ctx is not None else None
 
 
 def _resource(args: argparse.Namespace) -> tuple[int, str]:
@@ -216,6 +189,8 @@ async def run(args: argparse.Namespace, *, out: IO[str] | None = None) -> int:
 
     client = None
     try:
+        from kafka_rpc.security.client import client_security_from_properties
+
         security = client_security_from_properties(args.command_config)
         client = await KafkaRpcClient.connect(
             args.bootstrap_server, client_id="kafka-rpc-acls", connect_timeout=args.timeout,

@@ -43,6 +43,7 @@ from typing import IO, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.tools import add_command_config, secured
 
 __all__ = [
     "ChunkCommandError",
@@ -69,6 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alter-chunk-json-file", metavar="FILE",
                    help="alter: the chunks and their new replicas")  # fmt: skip
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+    add_command_config(p)
 
 
 def _load(path: str) -> Any:
@@ -266,6 +268,7 @@ async def run(
         from kafka_rpc.client import KafkaRpcClient
 
         connect = KafkaRpcClient.connect
+    connect = secured(connect, args)
     client = None
     try:
         if args.action == "create":

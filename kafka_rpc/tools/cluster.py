@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["ClusterCommandError", "add_arguments", "run", "run_sync"]
 
@@ -72,6 +73,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         where.add_argument("--bootstrap-controller", metavar="HOST:PORT",
                            help="a controller listener to connect to")  # fmt: skip
         s.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+        add_command_config(s)
     unreg.add_argument("--id", "-i", type=int, required=True, dest="id",
                        help="the id of the broker to unregister")  # fmt: skip
 
@@ -186,7 +188,7 @@ async def run(
         from kafka_rpc.client import KafkaRpcClient
 
         connect = KafkaRpcClient.connect
-    cmd = ClusterCommand(args, connect, out)
+    cmd = ClusterCommand(args, secured(connect, args), out)
     try:
         if args.cluster_command == "cluster-id":
             await cmd.cluster_id()

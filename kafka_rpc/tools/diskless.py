@@ -33,6 +33,7 @@ from typing import IO, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["add_arguments", "parse_topic_id", "run", "run_sync"]
 
@@ -79,6 +80,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     a.add_argument("--coordinator-partition", type=int, required=True,
                    help="the __diskless-metadata partition to own them")  # fmt: skip
     a.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+    add_command_config(a)
 
 
 class _Tool:
@@ -196,7 +198,7 @@ async def run(
         from kafka_rpc.client import KafkaRpcClient
 
         connect = KafkaRpcClient.connect
-    tool = _Tool(args, connect)
+    tool = _Tool(args, secured(connect, args))
     try:
         return 0 if await tool.assign(out) else 1
     except Exception as e:  # noqa: BLE001 - reported as the other tools report failures

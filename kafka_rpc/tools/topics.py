@@ -36,6 +36,7 @@ from typing import IO, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["TopicCommandError", "add_arguments", "run", "run_sync"]
 
@@ -89,6 +90,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--if-exists", action="store_true",
                    help="--delete/--describe: no error if the topic does not exist")  # fmt: skip
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
+    add_command_config(p)
 
 
 def check_args(args: argparse.Namespace) -> str | None:
@@ -262,6 +264,7 @@ async def run(
         from kafka_rpc.client import KafkaRpcClient
 
         connect = KafkaRpcClient.connect
+    connect = secured(connect, args)
     action = next(a for a in _ACTIONS if getattr(args, a))
     client = None
     try:

@@ -316,3 +316,38 @@ def test_registration_names_each_listeners_security_protocol(secure_server):
             break
         time.sleep(0.2)
     assert got == want
+
+
+def test_tools_reach_a_sasl_ssl_listener_with_command_config(secure_server, pki, tmp_path):
+    """``--command-config`` (Kafka's client properties) takes ``kafka-rpc topics``,
+    ``api-versions`` and ``metadata-quorum`` through SCRAM over TLS; without it the same
+    command cannot get past the TLS handshake and exits 1."""
+    import subprocess
+    import sys
+
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+        f"ssl.truststore.location={pki.truststore}\nsasl.jaas.config="
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-secret";\n'
+    )
+    server = secure_server.bootstrap("SASL_SSL")
+    cli = [sys.executable, "-m", "kafka_rpc.cli"]
+    runs = {
+        "topics": ["topics", "--list", "--bootstrap-server", server, "--timeout", "10"],
+        "api-versions": ["api-versions", "--bootstrap-server", server, "--timeout", "10"],
+        "metadata-quorum": ["metadata-quorum", "--bootstrap-server", server, "--timeout", "10",
+                            "--command-config", str(props), "describe", "--status"],
+    }  # fmt: skip
+    for name, argv in runs.items():
+        with_config = argv if "--command-config" in argv else [*argv, "--command-config",
+                                                                str(props)]  # fmt: skip
+        p = subprocess.run([*cli, *with_config], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, (name, p.stdout, p.stderr)
+    p = subprocess.run([*cli, *runs["api-versions"], "--timeout", "2"], capture_output=True,
+                       text=True, timeout=60)  # fmt: skip
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    p = subprocess.run([*cli, *runs["api-versions"], "--command-config", str(props)],
+                       capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert "SaslAuthenticate(36)" in p.stdout, p.stdout
