@@ -22,8 +22,11 @@ for the metadata log).
   on every replica. All the records of one ``handle_commit`` go into ONE SQLite transaction with
   the applied offset (table ``raft_applied``), so a restart re-applies only the tail. A record
   whose operation raises is rolled back alone (``sqlite._run_write_group``), identically on every
-  replica. The log carries durability, so SQLite runs with ``synchronous=NORMAL`` by default
-  (``OFF`` is allowed; a lost SQLite tail is replayed from the log).
+  replica. The log carries durability, so SQLite runs with ``synchronous=NORMAL`` by default: a
+  power loss may cost it its last transactions, which the log replays (``OFF`` is allowed, but a
+  power loss may then corrupt the file; deleted, it is rebuilt from the latest snapshot and the
+  log). The leader fsyncs the log on the driver's fsync thread even as the only voter
+  (``RaftDriver(thread_flush_alone=True)``), so its loop decodes and applies meanwhile.
 * **Reads** (``find_batches``, ``list_offsets``, ``list_partitions``, ``get_files_to_delete``)
   answer from the local SQLite on every replica (the read-only coordinators of DESIGN section 9):
   never ahead of the committed log, since only committed records are applied.
@@ -39,6 +42,12 @@ for the metadata log).
   ``DisklessSnapshotChunkRecord`` records; a follower that fetched one with FetchSnapshot (or a
   restarting replica whose state is older than its latest snapshot) loads it with the SQLite backup
   API into its database.
+
+* **Voters**: the partition's replicas at their servers' controller listener (the Raft RPCs'
+  listener, as for the metadata log); ``kafka_rpc.handlers.raft`` routes the RPCs naming this
+  partition's topic id (or name, for the versions without one) to this replica's driver. A
+  broker-only node has no controller listener, so it cannot hold a replica yet.
+* **Upgrade** from a phase-1 data directory: ``import_path`` (:meth:`_maybe_import`).
 
 Units: times in ms since the Unix epoch; offsets of the Raft log are Kafka offsets, ``next_offset``
 exclusive.
