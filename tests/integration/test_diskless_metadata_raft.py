@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     FindBatchRequest,
@@ -29,6 +30,8 @@ from kafka_rpc.coordinator.replicated import (
     ReplicatedBatchCoordinator,
 )
 from kafka_rpc.handlers.raft import register_partition, unregister_partition
+from kafka_rpc.protocol import codec
+from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.driver import monotonic_ms
 from tests.contract.conftest import Clock, batch, chain
 from tests.contract.test_differential import TOPICS, apply, op_st
@@ -158,6 +161,37 @@ async def test_commits_on_the_leader_are_found_on_every_follower(tmp_path):
             got = await c.find_batches([FindBatchRequest(tp, 0, 1 << 20)], 1 << 20)
             assert got == want
             assert c.state_rows() == lead.state_rows()
+        # DescribeQuorum on the servers' controller listeners, by name: the coordinator
+        # partition's quorum (the leader's server describes it, a follower's names the leader);
+        # the metadata log's stays each server's own single-voter quorum
+        lead_id = next(i for i, c in cl.coords.items() if c is lead)
+        follower_id = next(i for i in cl.coords if i != lead_id)
+        for node in (lead_id, follower_id):
+            address = f"127.0.0.1:{cl.voters[node][1]}"
+            client = await KafkaRpcClient.connect(address, connect_timeout=5)
+            try:
+                p = await describe(client, DISKLESS_METADATA_TOPIC_NAME)
+                assert p.leader_id == lead_id, p
+                if node == lead_id:
+                    assert p.error_code == 0, p
+                    assert sorted(v.replica_id for v in p.current_voters) == [1, 2, 3]
+                else:
+                    assert p.error_code == 6, p  # NOT_LEADER_OR_FOLLOWER, as Kafka answers
+                p = await describe(client, METADATA_TOPIC_NAME)
+                assert p.error_code == 0 and [v.replica_id for v in p.current_voters] == [1], p
+            finally:
+                await client.close()
+
+
+async def describe(client: KafkaRpcClient, topic_name: str):
+    m = codec.module("DescribeQuorumRequest")
+    req = m.DescribeQuorumRequest(
+        topics=(m.TopicData(topic_name=topic_name, partitions=(m.PartitionData(),)),)
+    )
+    resp = await client.request(req, timeout=5)
+    assert resp.error_code == 0, resp
+    (part,) = resp.topics[0].partitions
+    return part
 
 
 async def test_a_replica_that_was_down_catches_up_from_a_snapshot(tmp_path):
