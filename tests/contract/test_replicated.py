@@ -5,6 +5,7 @@ are in tests/integration/test_diskless_metadata_raft.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -253,5 +254,22 @@ async def test_upgrade_from_a_phase_1_sqlite_database(tmp_path):
     try:  # rebuilt from the log alone: the import record, then the commits after it
         assert c.imports_applied == 1
         assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
+
+
+async def test_concurrent_writes_share_an_append_and_an_apply(tmp_path):
+    """Group commit: writes issued together go into one Raft batch (one fsync of the log) and
+    one SQLite transaction, each caller still getting its own answer."""
+    c = await _started(tmp_path, Clock())
+    try:
+        t = await _topic(c)
+        groups0, flushes0 = c.apply_groups, c.driver.thread_flushes
+        out = await asyncio.gather(*(t.commit(*chain(t.tp(i % 2), 2)) for i in range(16)))
+        firsts = sorted(r[0].assigned_base_offset for r in out)
+        assert firsts == sorted([2 * i for i in range(8)] * 2)  # 8 commits per partition
+        assert c.applied_records == 1 + 16
+        assert c.apply_groups - groups0 < 16  # shared (at once: 1)
+        assert c.driver.thread_flushes - flushes0 < 16
     finally:
         await c.close()
