@@ -41,7 +41,7 @@ for the metadata log).
   snapshot of this log is the SQLite image (``sqlite3.Connection.serialize``) cut into
   ``DisklessSnapshotChunkRecord`` records; a follower that fetched one with FetchSnapshot (or a
   restarting replica whose state is older than its latest snapshot) loads it with the SQLite backup
-  API into its database.
+  API into its database. The byte trigger grows with the image (:meth:`snapshot_records`).
 
 * **Voters**: the partition's replicas at their servers' controller listener (the Raft RPCs'
   listener, as for the metadata log); ``kafka_rpc.handlers.raft`` routes the RPCs naming this
@@ -384,6 +384,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._import_buf: list[bytes] | None = None  # chunks of an import being read
         self._import_start = -1
         self.imports_applied = 0  # statistics
+        self._snapshot_bytes_floor = 0  # RaftConfig.snapshot_max_record_bytes as configured
         self.applied_records = 0  # statistics
         self.apply_groups = 0
         self.snapshots_loaded = 0
@@ -436,6 +437,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 partition=self.partition,
                 **options,
             )
+            self._snapshot_bytes_floor = rc.snapshot_max_record_bytes
             now = monotonic_ms()
             store_q = FileQuorumStateStore(self.directory / "quorum-state")
             self.core = RaftCore(rc, raft_log, store_q, self, random.Random(), now,
@@ -756,9 +758,16 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._ops.drop()
 
     def snapshot_records(self) -> list[bytes]:
-        """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image)."""
+        """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image).
+
+        The next snapshot then waits for at least as many record bytes as this image (the
+        core's ``snapshot_max_record_bytes`` raised to the image size, never below its
+        configured value): a snapshot costs a whole image, unlike the metadata log's, so it is
+        amortised over as much log as it replaces."""
         assert self._conn is not None
         image = _image_of(self._conn)
+        if self.core is not None:
+            self.core.config.snapshot_max_record_bytes = max(self._snapshot_bytes_floor, len(image))
         out = []
         for pos in range(0, max(len(image), 1), SNAPSHOT_CHUNK_BYTES):
             data = image[pos : pos + SNAPSHOT_CHUNK_BYTES]

@@ -130,6 +130,9 @@ async def test_lost_database_is_rebuilt_from_a_snapshot_and_the_tail(tmp_path):
         await t.commit(*chain(t.tp(0), 2))
         sid = c.core.create_snapshot(monotonic_ms())
         assert sid is not None and sid.offset == c.applied_offset
+        # the next snapshot waits for as many record bytes as this image (at least 20 MiB)
+        image = c.db_path.stat().st_size
+        assert c.core.config.snapshot_max_record_bytes == max(20 * 1024 * 1024, image)
         await t.commit(*chain(t.tp(1), 3))
         await c.enforce_retention([EnforceRetentionRequest(t.tp(0), 100, -1)])
         rows = c.state_rows()
@@ -271,5 +274,26 @@ async def test_concurrent_writes_share_an_append_and_an_apply(tmp_path):
         assert c.applied_records == 1 + 16
         assert c.apply_groups - groups0 < 16  # shared (at once: 1)
         assert c.driver.thread_flushes - flushes0 < 16
+    finally:
+        await c.close()
+
+
+async def test_the_snapshot_trigger_grows_with_the_image(tmp_path):
+    c = await _started(tmp_path, Clock(), raft_options={"snapshot_max_record_bytes": 1000})
+    try:
+        t = await _topic(c)
+        await t.commit(*chain(t.tp(0), 50))  # > 1,000 record bytes: the core snapshots
+        await t.commit(*chain(t.tp(1), 1))
+
+        def snapshotted():
+            return c.core.log.latest_snapshot_id() is not None
+
+        for _ in range(200):
+            if snapshotted():
+                break
+            await asyncio.sleep(0.01)
+        assert snapshotted()
+        # raised to the image's size: a whole-database snapshot is not taken every 1,000 bytes
+        assert c.core.config.snapshot_max_record_bytes > 1000
     finally:
         await c.close()
