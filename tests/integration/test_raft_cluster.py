@@ -485,6 +485,11 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
                 seen[name] = seen.get(name, 0) + 1
                 if name == "FeatureLevelRecord":
                     assert (record.name, record.feature_level) == ("metadata.version", 25)
+                elif name == "TopicRecord":  # the controller's own __diskless-metadata
+                    assert record.name == "__diskless-metadata", record
+                    seen["topic id"] = record.topic_id
+                elif name == "PartitionRecord":
+                    assert record.topic_id == seen.get("topic id"), record
                 else:  # NoOps, and the brokers' lifecycle once they register
                     assert name == "NoOpRecord" or name in BROKER_RECORDS, name
         assert batches[0][0] == 0 and parsed[0].is_control_batch, "no LeaderChange at offset 0"
