@@ -219,7 +219,14 @@ _del_files_resp = codec.module("DeleteDisklessFilesResponse")
 
 
 def _failure_code(exc: Exception, api: str, broker_id: int | None) -> int:
-    """Map an exception raised by a coordinator call to a Kafka error code, and log it."""
+    """Map an exception raised by a coordinator call to a Kafka error code, and log it: an
+    exception that names its own Kafka code (an ``error_code`` attribute > 0, e.g. the
+    replicated coordinator's NotCoordinatorError, 16) answers that code; a storage failure
+    KAFKA_STORAGE_ERROR; anything else UNKNOWN_SERVER_ERROR."""
+    own = getattr(exc, "error_code", None)
+    if isinstance(own, int) and own > 0:
+        logger.info("%s (broker %s): %s: %s", api, broker_id, type(exc).__name__, exc)
+        return int(own)
     if isinstance(exc, sqlite3.Error | OSError):
         logger.error("%s (broker %s): storage failure: %r", api, broker_id, exc, exc_info=exc)
         return int(ErrorCode.KAFKA_STORAGE_ERROR)

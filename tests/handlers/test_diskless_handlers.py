@@ -536,15 +536,19 @@ class Failing:
 async def test_failures_map_to_codes_per_call(coord, caplog):
     t = uuid.uuid4()
     await call(coord, init((t, 1)))
-    f = Failing(
-        coord, {"disk": sqlite3.OperationalError("disk I/O error"), "bug": ZeroDivisionError("bug")}
-    )
+    from kafka_rpc.coordinator.replicated import NotCoordinatorError
+
+    f = Failing(coord, {"disk": sqlite3.OperationalError("disk I/O error"),
+                        "bug": ZeroDivisionError("bug"),
+                        "moved": NotCoordinatorError("leader is now 2")})  # fmt: skip
     caplog.set_level(logging.ERROR, logger="kafka_rpc.handlers.diskless")
-    r = await call(f, commit([(t, [entry(0, "disk", 1), entry(0, "ok", 1), entry(0, "bug", 1)])]))
+    r = await call(f, commit([(t, [entry(0, "disk", 1), entry(0, "ok", 1), entry(0, "bug", 1),
+                                   entry(0, "moved", 1)])]))  # fmt: skip
     assert commit_tuples(r) == [
         (0, E.KAFKA_STORAGE_ERROR, *REJECTED),
         (0, 0, 0, T0, 0, False),
         (0, E.UNKNOWN_SERVER_ERROR, *REJECTED),
+        (0, E.NOT_COORDINATOR, *REJECTED),  # an exception naming its own Kafka code
     ]
     assert any("ZeroDivisionError" in (rec.exc_text or "") for rec in caplog.records)
     r = await call(f, find([(t, [(0, 0, 100)])]))
