@@ -14,10 +14,11 @@ responses/s, which capped the echo floor in the pipelined cells and so flattered
 (measured side by side in one session: echo 16x16 766k/s under it vs 1.04M/s under the C one).
 
 ``--tls``: the same cells over TLS (issue 15): ours on an SSL listener (PEM keystore, TLS 1.3,
-no client certificate; asyncio's TLS protocol on uvloop, see kafka_rpc.server.connection
-``tls_protocol_factory``) vs the echo floor on uvloop's own TLS transport with the same
-certificate. The key and a self-signed certificate are made at start in the temporary data
-directory; the load generator is the Python uvloop client with TLS (loadgen.c has no TLS).
+no client certificate; asyncio's TLS protocol on uvloop, see
+kafka_rpc.server.secure_connection ``tls_protocol_factory``) vs the echo floor on uvloop's own
+TLS transport with the same certificate. The key and a self-signed certificate are made at
+start in the temporary data directory; the load generator is the Python uvloop client with TLS
+(loadgen.c has no TLS).
 
 Prints a table and writes JSON to bench/results/server-<timestamp>.json (server-tls-... with
 ``--tls``).

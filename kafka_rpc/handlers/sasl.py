@@ -1,7 +1,8 @@
 """SaslHandshake (17) and SaslAuthenticate (36) on a connection that does not do SASL.
 
 On a SASL listener (SASL_PLAINTEXT, SASL_SSL) these requests never reach a handler: the
-connection runs the exchange itself (``kafka_rpc.server.connection.SecureConnection``). Anywhere
+connection runs the exchange itself
+(``kafka_rpc.server.secure_connection.SecureConnection``). Anywhere
 else, and on a SASL connection that sends them out of turn to the fast path, they are answered
 as Kafka's ``KafkaApis.handleSaslHandshakeRequest`` / ``handleSaslAuthenticateRequest`` answer
 them: ILLEGAL_SASL_STATE (34), the connection stays open.

@@ -3,4 +3,4 @@
 StandardAuthorizer semantics and the table of what each API needs (:mod:`.authorizer`), ACLs in
 the metadata log (:mod:`.acls`), a listener's bundle of these (:mod:`.listener`) and this node's
 client side (:mod:`.client`). The connection that uses them is
-``kafka_rpc.server.connection.SecureConnection``."""
+``kafka_rpc.server.secure_connection.SecureConnection``."""

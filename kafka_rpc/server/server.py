@@ -21,12 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rpc.config import Config, Endpoint
-from kafka_rpc.server.connection import (
-    KafkaConnection,
-    SecureConnection,
-    tls_protocol_factory,
-)
+from kafka_rpc.server.connection import KafkaConnection
 from kafka_rpc.server.registry import ApiEntry, Registry, default_registry, dispatch_table
+from kafka_rpc.server.secure_connection import SecureConnection, tls_protocol_factory
 
 log = logging.getLogger("kafka_rpc.server")
 
