@@ -22,7 +22,12 @@
   partition's topic id (Kafka's base64 or the 36-character form), ``raft.<field>=N`` sets an
   integer ``RaftConfig`` field (``raft.election_timeout_ms=300``), ``import_path`` a phase-1
   SQLite coordinator database a new single-node partition starts from; explicit ``options`` win.
-  Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
+  With none of ``node_id``, ``voters`` and ``topic_id`` the URL means "from the metadata log":
+  an ``AssignedBatchCoordinator`` (``kafka_rpc.coordinator.assigned``) that the server attaches
+  to its committed metadata image, which starts the replica of ``__diskless-metadata``
+  partition 0 once the controller has created the topic with this node among its replicas
+  (voters: those replicas at their ``controller.quorum.voters`` addresses; topic id: the
+  image's). Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
 """
@@ -129,6 +134,10 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
         if raft_fields:
             raft_params["raft_options"] = raft_fields
         raft_params.update(options)
+        if not any(k in raft_params for k in ("node_id", "voters", "topic_id")):
+            from .assigned import AssignedBatchCoordinator
+
+            return AssignedBatchCoordinator(path, **raft_params)
         return ReplicatedBatchCoordinator(path, **raft_params)
     if _DOTTED.match(url):
         module_name, _, class_name = url.partition(":")

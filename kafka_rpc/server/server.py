@@ -240,6 +240,9 @@ class Server:
                 ls.port = srv.sockets[0].getsockname()[1]
                 self.listeners[ep.name] = ls
             self._start_raft()  # after the listeners are bound, so peers can reach us
+            attach = getattr(self.coordinator, "attach_server", None)
+            if attach is not None:  # raft:///dir "from the metadata log" (coordinator/assigned)
+                attach(self)
             if "broker" in self.config.process_roles:
                 from kafka_rpc.broker.lifecycle import start_broker
 
