@@ -143,6 +143,39 @@ async def test_one_server_starts_its_replica_from_the_image(tmp_path):
         await running.stop()
 
 
+async def test_a_directory_of_another_topic_id_keeps_it_unavailable(tmp_path, caplog):
+    """A partition directory naming another topic id (e.g. the static single-voter form's random
+    one) stops the replica (Kafka's InconsistentTopicIdException): logged, and every call keeps
+    answering COORDINATOR_NOT_AVAILABLE, never a false success."""
+    coord_dir = tmp_path / "coordinator"
+    pdir = coord_dir / f"{DISKLESS_METADATA_TOPIC}-0"
+    pdir.mkdir(parents=True)
+    other = uuid.uuid4()
+    partition_metadata.ensure(pdir, other)
+    caplog.set_level("ERROR", logger="kafka_rpc.coordinator.assigned")
+    running = await start_server(tmp_path, **{"diskless.coordinator.url": f"raft://{coord_dir}"})
+    try:
+        server = running.server
+
+        async def refused():
+            return any("did not start" in r.getMessage() for r in caplog.records)
+
+        await until(refused, "the replica refused", 3 * TIMEOUT)
+        assert server.coordinator.inner is None
+        assert server.batch_coordinator_partitions(False) == frozenset()
+        assert partition_metadata.read_topic_id(pdir) == other  # left as it was
+        with pytest.raises(CoordinatorNotAvailableError):
+            await server.coordinator.list_partitions()
+        async with KafkaRpcClient(f"127.0.0.1:{running.port()}", request_timeout=TIMEOUT) as c:
+            topic = uuid.uuid4()
+            resp = await c.request(init_topic(topic, 1))
+            assert resp.responses[0].error_code == 15, resp
+            resp = await c.request(commit_request(topic, "obj-1", [Batch(0, 1)]))
+            assert [p.error_code for p in resp.topics[0].partitions] == [NOT_COORDINATOR]
+    finally:
+        await running.stop()
+
+
 # -- three processes -------------------------------------------------------------------------
 
 
