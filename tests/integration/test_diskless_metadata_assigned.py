@@ -246,6 +246,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
             )
             (meta,) = [t for t in md.topics if t.name == DISKLESS_METADATA_TOPIC]
             image_leader = meta.partitions[0].leader_id
+            assert meta_ids == {meta.topic_id}  # the controller's topic id on every replica
             # FindCoordinator on the follower: write: is the Raft leader (the image's partition
             # leader is a random replica, so 2 runs in 3 tell them apart), read: the follower
             b64 = base64.urlsafe_b64encode(topic.bytes).decode().rstrip("=")
