@@ -23,7 +23,7 @@ Only partition 0 is served: one coordinator object serves one ``__diskless-metad
 (partitions mapped elsewhere are answered NOT_COORDINATOR by the diskless handlers and named by
 FindCoordinator from the image). A later image with other replicas for the partition is logged
 and the coordinator keeps running with the voters it started with: reassignment of a coordinator
-partition is not done here.
+partition is not done here (nor a re-created topic's new id: logged, the replica keeps its id).
 
 Until the replica runs, every call (reads and writes alike) raises
 :class:`CoordinatorNotAvailableError`, whose ``error_code`` 15 (Kafka's
@@ -102,6 +102,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self.inner: ReplicatedBatchCoordinator | None = None
         #: the replicas the running (or starting) replica was built with
         self.replicas: tuple[int, ...] | None = None
+        self._topic_id: uuid.UUID | None = None  # the image's id the replica started with
         self.node_id = -1
         self._voters: dict[int, tuple[str, int]] = {}
         self._cluster_id: str | None = None
@@ -161,6 +162,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
             return
         replicas = tuple(p.replicas)
         if self.replicas is not None:
+            running_id = self._topic_id
+            if t.topic_id != running_id:
+                self._report(f"id {t.topic_id}", logging.WARNING,
+                             "%s now has topic id %s; this replica keeps running with %s",
+                             DISKLESS_METADATA_TOPIC_NAME, t.topic_id, running_id)  # fmt: skip
             if set(replicas) != set(self.replicas):
                 self._report(f"moved {sorted(replicas)}", logging.WARNING,
                              "%s-%d: the image now names replicas %s; this replica keeps running "
@@ -182,6 +188,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                          DISKLESS_METADATA_TOPIC_NAME, PARTITION, unknown)  # fmt: skip
             return
         self.replicas = replicas
+        self._topic_id = t.topic_id
         voters = {r: self._voters[r] for r in replicas}
         log.info("%s-%d: starting the replica of node %d, topic id %s, voters %s",
                  DISKLESS_METADATA_TOPIC_NAME, PARTITION, self.node_id, t.topic_id,

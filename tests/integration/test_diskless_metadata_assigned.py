@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import time
 import uuid
 
@@ -22,6 +23,7 @@ import pytest
 from kafka_rpc.broker import partition_metadata
 from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
+from kafka_rpc.controller.image import evolve
 from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import CreateTopicAndPartitionsRequest, FindBatchRequest
 from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator, CoordinatorNotAvailableError
@@ -107,8 +109,9 @@ def _tp(topic_id: uuid.UUID):
     return new_topic_id_partition(topic_id, 0)
 
 
-async def test_one_server_starts_its_replica_from_the_image(tmp_path):
+async def test_one_server_starts_its_replica_from_the_image(tmp_path, caplog):
     coord_dir = tmp_path / "coordinator"
+    caplog.set_level("WARNING", logger="kafka_rpc.coordinator.assigned")
     running = await start_server(tmp_path, **{"diskless.coordinator.url": f"raft://{coord_dir}"})
     try:
         server = running.server
@@ -139,6 +142,32 @@ async def test_one_server_starts_its_replica_from_the_image(tmp_path):
                 (0, 2, "obj-1"), (3, 3, "obj-1")
             ]  # fmt: skip
             assert found(await c.request(find_request(topic, 1))) == [(0, 1, "obj-1")]
+
+            # an image that moves the partition (reassignment, not supported) or re-creates the
+            # topic with a new id is logged; the replica keeps running as it started
+            inner = server.coordinator.inner
+            image = server.controller.image
+            moved = dataclasses.replace(
+                meta, partitions=meta.partitions.set(
+                    0, dataclasses.replace(meta.partitions[0], replicas=(1, 2)))
+            )  # fmt: skip
+            server.coordinator.on_metadata_update(image, evolve(image, topics=image.topics.set(
+                meta.topic_id, moved)))  # fmt: skip
+            new_id = uuid.uuid4()
+            recreated = evolve(
+                image,
+                topics=image.topics.remove(meta.topic_id).set(
+                    new_id, dataclasses.replace(meta, topic_id=new_id)
+                ),
+                topics_by_name=image.topics_by_name.set(DISKLESS_METADATA_TOPIC, new_id),
+            )
+            server.coordinator.on_metadata_update(image, recreated)
+            warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+            assert any("replicas [1, 2]" in m and "keeps running" in m for m in warned), warned
+            assert any(str(new_id) in m and "keeps running" in m for m in warned), warned
+            assert server.coordinator.inner is inner and inner.topic_id == meta.topic_id
+            resp = await c.request(commit_request(topic, "obj-2", [Batch(1, 1)]))
+            assert [p.assigned_base_offset for p in resp.topics[0].partitions] == [2]
     finally:
         await running.stop()
 
