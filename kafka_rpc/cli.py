@@ -277,9 +277,9 @@ def _quorum_replication_lines(p) -> list[str]:
 
 def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
     """Kafka's ``kafka-metadata-quorum.sh describe --status | --replication``: one
-    DescribeQuorum for ``__cluster_metadata-0``. The cluster id comes from a Metadata request
-    when the endpoint serves it (a broker listener); a controller listener does not (Kafka asks
-    it with DescribeCluster, which we do not serve), so it prints ``unknown`` there."""
+    DescribeQuorum for ``__cluster_metadata-0``. The cluster id comes from DescribeCluster, as
+    Kafka's tool gets it from ``Admin.describeCluster`` (EndpointType 2 on a controller listener,
+    1 on a broker listener); ``unknown`` when the endpoint answers neither it nor Metadata."""
     from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
     from kafka_rpc.protocol import codec
     from kafka_rpc.protocol.errors import ErrorCode, KafkaError
@@ -297,11 +297,15 @@ def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
         )  # fmt: skip
         try:
             resp = await client.request(req)
-            cluster_id = "unknown"
-            if 3 in client.versions:
+            cluster_id = None
+            if 60 in client.versions:  # DescribeCluster
+                dc = await client.request(codec.message_class("DescribeClusterRequest")(
+                    endpoint_type=2 if args.bootstrap_controller else 1))  # fmt: skip
+                cluster_id = dc.cluster_id if not dc.error_code else None
+            if cluster_id is None and 3 in client.versions:
                 md = await client.request(codec.message_class("MetadataRequest")(topics=()))
-                cluster_id = md.cluster_id or "unknown"
-            return resp, cluster_id
+                cluster_id = md.cluster_id
+            return resp, cluster_id or "unknown"
         finally:
             await client.close()
 

@@ -167,6 +167,7 @@ async def test_metadata_quorum_describe(single):
     assert int(lines["LeaderEpoch"]) >= 1 and int(lines["HighWatermark"]) > 0
     assert set(lines) >= {"ClusterId", "MaxFollowerLag", "MaxFollowerLagTimeMs",
                           "CurrentVoters", "CurrentObservers"}  # fmt: skip
+    assert lines["ClusterId"].strip() == CLUSTER_ID  # DescribeCluster on the controller listener
     assert '"id": 1' in lines["CurrentVoters"]
     rc, out, err = await run_cli("metadata-quorum", "--bootstrap-controller", f"127.0.0.1:{port}",
                                  "describe", "--replication")  # fmt: skip
