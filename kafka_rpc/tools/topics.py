@@ -89,6 +89,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="with --create: do nothing if the topic exists")  # fmt: skip
     p.add_argument("--if-exists", action="store_true",
                    help="--delete/--describe: no error if the topic does not exist")  # fmt: skip
+    p.add_argument("--exclude-internal", action="store_true",
+                   help="--list/--describe: leave out internal topics")  # fmt: skip
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
     add_command_config(p)
 
@@ -228,7 +230,11 @@ class TopicCommand:
         return sorted(out, key=lambda t: t.name or "")
 
     async def list_topics(self, args: argparse.Namespace) -> None:
+        """Every topic name, internal ones (``__diskless-metadata``) included unless
+        ``--exclude-internal`` (Kafka's ``TopicCommand``: Metadata's IsInternal)."""
         for t in await self._metadata(None):
+            if getattr(args, "exclude_internal", False) and t.is_internal:
+                continue
             self._print(t.name)
 
     async def describe(self, args: argparse.Namespace) -> None:
@@ -238,6 +244,8 @@ class TopicCommand:
                 return
             raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected")
         for t in topics:
+            if getattr(args, "exclude_internal", False) and t.is_internal:
+                continue
             for line in describe_lines(t):
                 self._print(line)
 

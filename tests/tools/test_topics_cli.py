@@ -203,6 +203,17 @@ async def test_list_sorted_one_per_line():
     assert client.requests[0].allow_auto_topic_creation is False
 
 
+async def test_exclude_internal_leaves_out_internal_topics():
+    internal = MD.MetadataResponseTopic(name="__diskless-metadata", topic_id=TID, is_internal=True)
+    rc, out, _ = await go(FakeClient(metadata(mtopic("b"), internal)), "--list")
+    assert (rc, out) == (0, "__diskless-metadata\nb\n")
+    rc, out, _ = await go(FakeClient(metadata(mtopic("b"), internal)), "--list",
+                          "--exclude-internal")  # fmt: skip
+    assert (rc, out) == (0, "b\n")
+    rc, out, _ = await go(FakeClient(metadata(internal)), "--describe", "--exclude-internal")
+    assert (rc, out) == (0, "")
+
+
 async def test_describe_layout():
     t = mtopic("t1", [partition(1, leader=2, replicas=(2, 1), isr=(2,)),
                       partition(0, replicas=(1, 2), isr=(1, 2)),
@@ -280,6 +291,9 @@ def test_end_to_end_against_a_single_node_server(tmp_path):
         r = topics(srv.bootstrap, "--list")
         assert r.returncode == 0
         assert [n for n in r.stdout.splitlines() if not n.startswith("__")] == ["audit", "orders"]
+        # the controller's internal __diskless-metadata (once created) only without the option
+        r = topics(srv.bootstrap, "--list", "--exclude-internal")
+        assert (r.returncode, r.stdout) == (0, "audit\norders\n"), r.stderr
         r = topics(srv.bootstrap, "--describe", "--topic", "orders")
         assert r.returncode == 0, r.stdout + r.stderr
         lines = r.stdout.splitlines()
