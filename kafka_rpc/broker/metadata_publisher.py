@@ -54,6 +54,12 @@ waits for the next change of the image (or the next start-up's reconcile) and th
 on. Directories without ``partition.metadata`` and unreadable ones are never removed (logged once
 per directory).
 
+**A replicated coordinator** (``served_partitions``, issue 14): a replica that does not lead its
+``__diskless-metadata`` partition answers a create NOT_COORDINATOR, which is left to the leader;
+COORDINATOR_NOT_AVAILABLE (no replica running yet) fails the round, which is retried; and the
+image after which this node gains the write side of a coordinator partition queues a full
+reconcile, so the new leader creates whatever its predecessor did not.
+
 **Lifecycle**: :meth:`BrokerMetadataPublisher.start` registers the callback and publishes the
 controller's current image as the first one (a snapshot the Raft core loaded while it was
 constructed included); :meth:`BrokerMetadataPublisher.stop` unregisters it and cancels the task;
@@ -83,6 +89,9 @@ from kafka_rpc.controller.image import EMPTY, RESOURCE_TOPIC, MetadataImage, Top
 from kafka_rpc.coordinator.api import BatchCoordinator, CreateTopicAndPartitionsRequest, Errors
 from kafka_rpc.durable import fsync_dir
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
+
+_NOT_COORDINATOR = 16  # Kafka Errors.NOT_COORDINATOR
+_COORDINATOR_NOT_AVAILABLE = 15  # Kafka Errors.COORDINATOR_NOT_AVAILABLE
 
 __all__ = [
     "DISKLESS_ENABLE",
@@ -293,6 +302,9 @@ class BrokerMetadataPublisher:
         self._idle = asyncio.Event()
         self._idle.set()
         self._reported: set[Path] = set()  # directories already logged as left alone
+        #: the coordinator partitions this node could write when the last image came (a
+        #: coordinator with ``served_partitions``: the replicated one); gaining one reconciles
+        self._writable: frozenset[int] = frozenset()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self, controller: Any) -> None:
@@ -368,6 +380,14 @@ class BrokerMetadataPublisher:
         if not self.is_caught_up and self.caught_up(new):
             self.is_caught_up = True
             work.reconcile = changed = True
+        served = getattr(self.coordinator, "served_partitions", None)
+        if served is not None:
+            writable = served(True)
+            if self.is_caught_up and not writable <= self._writable:
+                # this node just became a coordinator leader: topics that others skipped, or
+                # that it could not create before, are created now
+                work.reconcile = changed = True
+            self._writable = writable
         if changed and self._task is not None:
             self._idle.clear()
             self._wake.set()
@@ -434,15 +454,26 @@ class BrokerMetadataPublisher:
         reqs = [CreateTopicAndPartitionsRequest(tid, name, n)
                 for tid, (name, n) in sorted(creates.items())]  # fmt: skip
         codes = await self.coordinator.create_topic_and_partitions(reqs)
+        unavailable = 0
         for req, code in zip(reqs, codes, strict=True):
             if code == Errors.NONE:
                 log.info("metadata publisher: diskless topic %s (%s) has partitions 0..%d in the "
                          "Batch Coordinator", req.topic_name, pm.uuid_to_string(req.topic_id),
                          req.num_partitions - 1)  # fmt: skip
+            elif code == _NOT_COORDINATOR:
+                # a replica that does not lead its coordinator partition: the leader creates
+                # the topic (and reconciles when it becomes the leader, see _queue)
+                log.debug("metadata publisher: topic %s left to the coordinator leader",
+                          req.topic_name)  # fmt: skip
+            elif code == _COORDINATOR_NOT_AVAILABLE:
+                unavailable += 1
             else:  # not transient (zero id, empty name): retrying would not help
                 log.error("metadata publisher: the Batch Coordinator refused topic %s (%s): "
                           "error %d", req.topic_name, pm.uuid_to_string(req.topic_id),
                           code)  # fmt: skip
+        if unavailable:  # transient: the round is retried with backoff
+            raise RuntimeError(f"the Batch Coordinator is not available for {unavailable} "
+                               "topic(s) yet")  # fmt: skip
 
     async def _reconcile(self, image: MetadataImage) -> None:
         live = frozenset(image.topics)

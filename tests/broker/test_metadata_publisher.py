@@ -431,3 +431,48 @@ async def test_stop_ends_the_task_during_a_backoff_and_unregisters(tmp_path, dat
     node.commit()  # nobody listens any more
     await asyncio.wait_for(pub.wait_idle(), TIMEOUT)
     await pub.stop()  # idempotent
+
+
+class NotLeading:
+    """A real coordinator behind a replica that does not lead its ``__diskless-metadata``
+    partition until ``lead()``: creates answer NOT_COORDINATOR (16) and ``served_partitions``
+    has no write side, as ``ReplicatedBatchCoordinator`` off the leader."""
+
+    def __init__(self, inner) -> None:
+        self._inner, self.leading = inner, False
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def lead(self) -> None:
+        self.leading = True
+
+    def served_partitions(self, write: bool) -> frozenset[int]:
+        return frozenset((0,)) if self.leading or not write else frozenset()
+
+    async def create_topic_and_partitions(self, reqs):
+        if not self.leading:
+            return [16] * len(reqs)
+        return await self._inner.create_topic_and_partitions(reqs)
+
+
+async def test_a_follower_replica_leaves_creates_to_the_leader_and_reconciles_on_leading(
+    coord, data
+):
+    wrapped = NotLeading(coord)
+    node = Node()
+    pub = publisher(wrapped, data, node)
+    pub.start(node.qc)
+    try:
+        node.commit()
+        node.c.create(topic("a", configs=DISKLESS))
+        node.commit()
+        await idle(pub)
+        assert await held(coord) == {} and pub.rounds_given_up == 0  # left to the leader
+        wrapped.lead()
+        node.c.create(topic("b"))  # any later image: the node now has the write side
+        node.commit()
+        await idle(pub)
+        assert await held(coord) == {node.tid("a"): 1}
+    finally:
+        await pub.stop()
