@@ -281,12 +281,6 @@ class MapDraft(Mapping):
             self._ev.remove(key)
         return self
 
-    def update(self, *maps: Any) -> MapDraft:
-        for m in maps:
-            for k, v in m.items():
-                self._ev.set(k, v)
-        return self
-
     def persistent(self) -> PMap:
         return self._ev.persistent()
 
