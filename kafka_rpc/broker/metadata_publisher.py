@@ -88,10 +88,8 @@ from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.controller.image import EMPTY, RESOURCE_TOPIC, MetadataImage, TopicImage
 from kafka_rpc.coordinator.api import BatchCoordinator, CreateTopicAndPartitionsRequest, Errors
 from kafka_rpc.durable import fsync_dir
+from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
-
-_NOT_COORDINATOR = 16  # Kafka Errors.NOT_COORDINATOR
-_COORDINATOR_NOT_AVAILABLE = 15  # Kafka Errors.COORDINATOR_NOT_AVAILABLE
 
 __all__ = [
     "DISKLESS_ENABLE",
@@ -460,12 +458,12 @@ class BrokerMetadataPublisher:
                 log.info("metadata publisher: diskless topic %s (%s) has partitions 0..%d in the "
                          "Batch Coordinator", req.topic_name, pm.uuid_to_string(req.topic_id),
                          req.num_partitions - 1)  # fmt: skip
-            elif code == _NOT_COORDINATOR:
+            elif code == ErrorCode.NOT_COORDINATOR:
                 # a replica that does not lead its coordinator partition: the leader creates
                 # the topic (and reconciles when it becomes the leader, see _queue)
                 log.debug("metadata publisher: topic %s left to the coordinator leader",
                           req.topic_name)  # fmt: skip
-            elif code == _COORDINATOR_NOT_AVAILABLE:
+            elif code == ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 unavailable += 1
             else:  # not transient (zero id, empty name): retrying would not help
                 log.error("metadata publisher: the Batch Coordinator refused topic %s (%s): "
