@@ -60,9 +60,14 @@ async def remove_expired_chunks(server: Any, moved: Iterable[tuple[UUID, int, in
     if ctl is None:
         return 0
     expired = expired_chunks(ctl.image, moved)
-    if not expired:
-        return 0
+    return await _send_removals(server, expired) if expired else 0
+
+
+async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) -> int:
+    """One AlterChunkAssignments request with no replicas for each ``expired`` chunk, sent as
+    the broker listener sends it; returns how many the controller accepted."""
     from kafka_rpc.broker.channel import answer_or_forward
+    from kafka_rpc.handlers.chunks import alter_error_response
 
     mod = codec.module("AlterChunkAssignmentsRequest")
     req = mod.MESSAGE(
@@ -74,20 +79,10 @@ async def remove_expired_chunks(server: Any, moved: Iterable[tuple[UUID, int, in
             for name, p, start, epoch in expired
         )
     )  # fmt: skip
-    rmod = codec.module("AlterChunkAssignmentsResponse")
-
-    def error(code: int) -> Any:
-        return rmod.MESSAGE(
-            results=tuple(
-                rmod.AlterChunkAssignmentResult(
-                    topic_name=e.topic_name, partition_id=e.partition_id,
-                    start_offset=e.start_offset, error_code=code,
-                )
-                for e in req.chunks
-            )
-        )  # fmt: skip
-
-    resp = await answer_or_forward(server, "broker", req, 0, "alter_chunk_assignments", error)
+    resp = await answer_or_forward(
+        server, "broker", req, 0, "alter_chunk_assignments",
+        lambda code: alter_error_response(req, 0, code),
+    )  # fmt: skip
     done = 0
     for r in resp.results:
         if r.error_code == 0:
@@ -103,14 +98,14 @@ async def remove_expired_chunks(server: Any, moved: Iterable[tuple[UUID, int, in
 def schedule_removal(server: Any, moved: Iterable[tuple[UUID, int, int]]) -> None:
     """:func:`remove_expired_chunks` in the background (a request handler does not wait for the
     metadata change); does nothing when no chunk expired."""
-    moved = list(moved)
     ctl = getattr(server, "controller", None)
-    if ctl is None or not expired_chunks(ctl.image, moved):
+    expired = [] if ctl is None else expired_chunks(ctl.image, moved)
+    if not expired:
         return
 
     async def run() -> None:
         try:
-            await remove_expired_chunks(server, moved)
+            await _send_removals(server, expired)
         except Exception:
             log.exception("automatic chunk deletion failed")
 
