@@ -27,6 +27,7 @@ on: the controller side.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
@@ -96,12 +97,11 @@ def replay_mapping(img: Any, r: Any, offset: int) -> Any:
         raise ReplayError(f"Unable to replay {r}: no partition {r.topic_id}:{r.partition_index}")
     if r.batch_coordinator_partition_index < 0:
         raise ReplayError(f"Unable to replay {r}: negative coordinator partition")
-    new = TopicImage(
-        t.name,
-        t.topic_id,
-        t.partitions,
-        t.chunks,
-        t.batch_coordinators.set(r.partition_index, r.batch_coordinator_partition_index),
+    new = replace(
+        t,
+        batch_coordinators=t.batch_coordinators.set(
+            r.partition_index, r.batch_coordinator_partition_index
+        ),
     )
     return evolve(img, topics=img.topics.set(t.topic_id, new))
 
