@@ -938,6 +938,7 @@ async def _find_batches(
     out: list[FindBatchResponse] = []
     request_bytes = 0
     new_info = new_batch_info
+    admit = _rules.admit_batch
     for r in requests:
         tp = r.topic_id_partition
         if tp.topic_id == ZERO_UUID or not 0 <= tp.partition <= 0x7FFFFFFF:
@@ -963,9 +964,7 @@ async def _find_batches(
         page = [row[3:] for row in rows]
         while True:
             for b in page:
-                if request_bytes and (
-                    partition_bytes >= max_partition or request_bytes >= fetch_max_bytes
-                ):
+                if not admit(request_bytes, partition_bytes, max_partition, fetch_max_bytes):
                     break
                 size = b[3]
                 found.append(
