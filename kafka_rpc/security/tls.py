@@ -40,7 +40,6 @@ class SslSettings:
     enabled_protocols: tuple[str, ...]
     cipher_suites: tuple[str, ...]
     endpoint_identification: str
-    principal_mapping_rules: str
 
 
 def ssl_settings(config: Config, listener: str) -> SslSettings:
@@ -70,7 +69,6 @@ def ssl_settings(config: Config, listener: str) -> SslSettings:
         enabled_protocols=protocols,
         cipher_suites=items("ssl.cipher.suites"),
         endpoint_identification=v("ssl.endpoint.identification.algorithm").lower(),
-        principal_mapping_rules=v("ssl.principal.mapping.rules") or "DEFAULT",
     )
 
 
