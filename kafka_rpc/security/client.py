@@ -64,8 +64,6 @@ def client_security_from_properties(path: str | None) -> ClientSecurity | None:
     certificate or key."""
     if not path:
         return None
-    import ssl
-
     from kafka_rpc.config import read_properties
     from kafka_rpc.security.sasl import parse_jaas
 
