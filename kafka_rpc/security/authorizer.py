@@ -257,12 +257,20 @@ def topic_plan(
         mod = codec.module("MetadataResponse")
         topics = request.topics
         denied = [t.name for t in topics or () if t.name and not ok(op, t.name)]
+        # every topic named: checked here, so the response holds only allowed ones; all topics
+        # or some by id: the response is filtered by name
+        by_name = topics is not None and all(t.name for t in topics)
+        if by_name and not denied:
+            return None
         if denied:
-            keep = tuple(t for t in topics if t.name not in denied)
+            gone = set(denied)
+            keep = tuple(t for t in topics if t.name not in gone)
             request = dataclasses.replace(request, topics=keep)
 
         def post_metadata(resp: Any) -> Any:
-            kept = tuple(t for t in resp.topics if not t.name or ok(op, t.name))
+            kept = resp.topics
+            if not by_name:
+                kept = tuple(t for t in kept if not t.name or ok(op, t.name))
             extra = tuple(
                 mod.MetadataResponseTopic(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n)
                 for n in denied
