@@ -20,6 +20,7 @@ Kafka's semantics (``PlainSaslServer``, ``ScramSaslServer``, ``ScramCredentialUt
 from __future__ import annotations
 
 import base64
+import hmac
 import json
 import os
 import re
@@ -283,7 +284,9 @@ def sasl_server_settings(
         reauth = int(config.listener_value(listener, "connections.max.reauth.ms") or 0)
         max_receive = int(config.listener_value(listener, "sasl.server.max.receive.size"))
     except ValueError:
-        raise ConfigError(f"connections.max.reauth.ms of listener {listener}") from None
+        raise ConfigError(
+            f"connections.max.reauth.ms or sasl.server.max.receive.size of listener {listener}"
+        ) from None
     return SaslServerSettings(mechs, plain, scram, max(reauth, 0), max_receive)
 
 
@@ -311,8 +314,6 @@ class PlainServer:
         if not passwd:
             raise SaslAuthenticationError("Authentication failed: password not specified")
         expected = self.users.get(authcid)
-        import hmac
-
         if expected is None or not hmac.compare_digest(expected.encode(), passwd.encode()):
             raise SaslAuthenticationError("Authentication failed: Invalid username or password")
         if authzid and authzid != authcid:
