@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
+from kafka_rpc.broker.partition_metadata import uuid_from_string, uuid_to_string
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.tools import add_command_config, secured
@@ -57,11 +57,11 @@ def parse_topic_id(text: str) -> uuid.UUID | None:
             return None
     if len(text) == 22:
         try:
-            raw = base64.urlsafe_b64decode(text + "==")
-        except (ValueError, TypeError):
+            u = uuid_from_string(text)
+        except ValueError:
             return None
-        if len(raw) == 16 and base64.urlsafe_b64encode(raw).decode().rstrip("=") == text:
-            return uuid.UUID(bytes=raw)
+        if uuid_to_string(u) == text:  # canonical only: "a" * 22 is a name, not an id
+            return u
     return None
 
 
