@@ -65,22 +65,23 @@ def replay_remove_access_control_entry(img: Any, r: Any, offset: int) -> Any:
     return evolve(img, acls=img.acls.discard(r.id))
 
 
+def _entry_record(acl_id: UUID, a: AclBinding) -> Any:
+    """The AccessControlEntryRecord of binding ``a`` under ``acl_id``."""
+    return _R("AccessControlEntryRecord")(
+        id=acl_id,
+        resource_type=a.resource_type,
+        resource_name=a.resource_name,
+        pattern_type=a.pattern_type,
+        principal=a.principal,
+        host=a.host,
+        operation=a.operation,
+        permission_type=a.permission_type,
+    )
+
+
 def acl_records(image: Any) -> list:
     """The AccessControlEntryRecords that rebuild ``image.acls`` (snapshots), by id."""
-    rec = _R("AccessControlEntryRecord")
-    return [
-        rec(
-            id=i,
-            resource_type=a.resource_type,
-            resource_name=a.resource_name,
-            pattern_type=a.pattern_type,
-            principal=a.principal,
-            host=a.host,
-            operation=a.operation,
-            permission_type=a.permission_type,
-        )
-        for i, a in sorted(image.acls.items(), key=lambda kv: str(kv[0]))
-    ]
+    return [_entry_record(i, a) for i, a in sorted(image.acls.items(), key=lambda kv: str(kv[0]))]
 
 
 # ------------------------------------------------------------------------------ validation
@@ -140,11 +141,7 @@ def create_acls(image: Any, request: Any, ctx: Any) -> Any:
             existing.add(b)
             acl_id = _new_id(image, taken, ctx.rng)
             taken.add(acl_id)
-            records.append(_R("AccessControlEntryRecord")(
-                id=acl_id, resource_type=b.resource_type, resource_name=b.resource_name,
-                pattern_type=b.pattern_type, principal=b.principal, host=b.host,
-                operation=b.operation, permission_type=b.permission_type,
-            ))  # fmt: skip
+            records.append(_entry_record(acl_id, b))
         results.append(mod.AclCreationResult(error_code=0, error_message=None))
     return ControllerResult(records, mod.CreateAclsResponse(results=tuple(results)))
 
