@@ -675,6 +675,11 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                     fut.set_exception(res.exc)
                 else:
                     fut.set_result(res)
+        self._release_barriers(end)
+
+    def _release_barriers(self, end: int) -> None:
+        """Answer the :meth:`wait_applied` barriers at or below applied offset ``end``
+        (exclusive: the next offset to apply); drop those already done."""
         if self._barriers:
             keep = []
             for target, fut in self._barriers:
@@ -701,12 +706,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self.imports_applied += 1
         log.info("diskless-metadata-%d: imported a %d-byte SQLite image at offsets [%d, %d)",
                  self.partition, len(image), self._import_start, end)  # fmt: skip
-        if self._barriers:
-            keep = [(t, f) for t, f in self._barriers if not f.done()]
-            for t, f in keep:
-                if end >= t:
-                    f.set_result(None)
-            self._barriers[:] = [(t, f) for t, f in keep if not f.done()]
+        self._release_barriers(end)
 
     def handle_load_snapshot(self, reader: Any) -> None:
         """Replace the state by the snapshot's SQLite image (backup API), unless the local state
