@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
+from kafka_rpc.controller.commands import alter_chunk_assignments_error_response
 from kafka_rpc.controller.image import MetadataImage
 from kafka_rpc.protocol import codec
 
@@ -67,7 +68,6 @@ async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) 
     """One AlterChunkAssignments request with no replicas for each ``expired`` chunk, sent as
     the broker listener sends it; returns how many the controller accepted."""
     from kafka_rpc.broker.channel import answer_or_forward
-    from kafka_rpc.handlers.chunks import alter_error_response
 
     mod = codec.module("AlterChunkAssignmentsRequest")
     req = mod.MESSAGE(
@@ -81,7 +81,7 @@ async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) 
     )  # fmt: skip
     resp = await answer_or_forward(
         server, "broker", req, 0, "alter_chunk_assignments",
-        lambda code: alter_error_response(req, 0, code),
+        lambda code: alter_chunk_assignments_error_response(req, 0, code),
     )  # fmt: skip
     done = 0
     for r in resp.results:

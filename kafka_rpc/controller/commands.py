@@ -38,8 +38,10 @@ __all__ = [
     "ControllerResult",
     "allocate_producer_ids",
     "alter_chunk_assignments",
+    "alter_chunk_assignments_error_response",
     "broker_heartbeat",
     "create_chunks",
+    "create_chunks_error_response",
     "create_topics",
     "delete_topics",
     "fence_stale_brokers",
@@ -838,6 +840,49 @@ class _ChunkError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _code_message(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return f"error {code}"
+
+
+def create_chunks_error_response(
+    request: Any, version: int, code: int, message: str | None = None
+) -> Any:
+    """Every entry of a CreateChunks request answered with ``code`` and ``message`` (the
+    code's name when None): NOT_CONTROLLER, REQUEST_TIMED_OUT, a malformed request ..."""
+    mod = codec.module("CreateChunksResponse")
+    msg = message if message is not None else _code_message(code)
+    return mod.CreateChunksResponse(
+        results=tuple(
+            mod.CreateChunksTopicPartitionResult(
+                topic_name=e.topic_name, partition_id=e.partition_id, error_code=code,
+                error_message=msg,
+            )
+            for e in request.topic_partitions
+        )
+    )  # fmt: skip
+
+
+def alter_chunk_assignments_error_response(
+    request: Any, version: int, code: int, message: str | None = None
+) -> Any:
+    """Every entry of an AlterChunkAssignments request answered with ``code`` and ``message``
+    (the code's name when None)."""
+    mod = codec.module("AlterChunkAssignmentsResponse")
+    msg = message if message is not None else _code_message(code)
+    return mod.AlterChunkAssignmentsResponse(
+        results=tuple(
+            mod.AlterChunkAssignmentResult(
+                topic_name=e.topic_name, partition_id=e.partition_id,
+                start_offset=e.start_offset, error_code=code, error_message=msg,
+            )
+            for e in request.chunks
+        )
+    )  # fmt: skip
 
 
 def _diskless(image: MetadataImage, topic_name: str) -> bool:

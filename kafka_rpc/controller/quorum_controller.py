@@ -118,32 +118,9 @@ def not_controller_response(request: Any) -> Any:
             )
         )
     if name == "CreateChunksRequest":
-        mod = codec.module("CreateChunksResponse")
-        return mod.CreateChunksResponse(
-            results=tuple(
-                mod.CreateChunksTopicPartitionResult(
-                    topic_name=e.topic_name,
-                    partition_id=e.partition_id,
-                    error_code=code,
-                    error_message=msg,
-                )
-                for e in request.topic_partitions
-            )
-        )
+        return C.create_chunks_error_response(request, 0, code, msg)
     if name == "AlterChunkAssignmentsRequest":
-        mod = codec.module("AlterChunkAssignmentsResponse")
-        return mod.AlterChunkAssignmentsResponse(
-            results=tuple(
-                mod.AlterChunkAssignmentResult(
-                    topic_name=e.topic_name,
-                    partition_id=e.partition_id,
-                    start_offset=e.start_offset,
-                    error_code=code,
-                    error_message=msg,
-                )
-                for e in request.chunks
-            )
-        )
+        return C.alter_chunk_assignments_error_response(request, 0, code, msg)
     if name == "AssignPartitionToBatchCoordinatorRequest":
         from kafka_rpc.controller.coordinator_mapping import assign_error_response
 

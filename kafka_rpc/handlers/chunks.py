@@ -39,6 +39,10 @@ import logging
 from typing import Any
 
 from kafka_rpc.broker.channel import answer_or_forward
+from kafka_rpc.controller.commands import (
+    alter_chunk_assignments_error_response,
+    create_chunks_error_response,
+)
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
@@ -54,43 +58,12 @@ __all__ = [
 log = logging.getLogger("kafka_rpc.handlers.chunks")
 
 _Create = codec.module("CreateChunksResponse")
-_Alter = codec.module("AlterChunkAssignmentsResponse")
 _TIMEOUT_S = 30.0
 
 
-def _message(code: int) -> str:
-    try:
-        return ErrorCode(code).name
-    except ValueError:
-        return f"error {code}"
-
-
-def create_error_response(request: Any, version: int, code: int, message: str | None = None):
-    """Every entry of a CreateChunks request answered with ``code``."""
-    msg = message if message is not None else _message(code)
-    return _Create.CreateChunksResponse(
-        results=tuple(
-            _Create.CreateChunksTopicPartitionResult(
-                topic_name=e.topic_name, partition_id=e.partition_id, error_code=code,
-                error_message=msg,
-            )
-            for e in request.topic_partitions
-        )
-    )  # fmt: skip
-
-
-def alter_error_response(request: Any, version: int, code: int, message: str | None = None):
-    """Every entry of an AlterChunkAssignments request answered with ``code``."""
-    msg = message if message is not None else _message(code)
-    return _Alter.AlterChunkAssignmentsResponse(
-        results=tuple(
-            _Alter.AlterChunkAssignmentResult(
-                topic_name=e.topic_name, partition_id=e.partition_id,
-                start_offset=e.start_offset, error_code=code, error_message=msg,
-            )
-            for e in request.chunks
-        )
-    )  # fmt: skip
+#: every entry answered with one code (the code's name as message unless one is given)
+create_error_response = create_chunks_error_response
+alter_error_response = alter_chunk_assignments_error_response
 
 
 class _Unfillable(Exception):
