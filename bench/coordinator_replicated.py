@@ -29,10 +29,8 @@ import asyncio
 import json
 import os
 import platform
-import re
 import shutil
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
@@ -64,20 +62,6 @@ def _serve_cmd(data_dir: str, url: str | None, controller_port: int = 0, node_id
     if url:
         cmd += ["--override", f"diskless.coordinator.url={url}"]
     return cmd
-
-
-def _start_unpinned(cmd):
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    for line in proc.stdout:
-        m = re.search(r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    proc.wait(15)
-    raise RuntimeError(f"{cmd} did not start")
 
 
 def _free_port() -> int:
@@ -227,18 +211,6 @@ async def three_node_cells(ports: dict[int, int], db_paths: dict[int, str], args
             await c.close()
 
 
-def _stop(procs) -> None:
-    for p in procs:
-        if p.poll() is None:
-            p.terminate()
-    for p in procs:
-        try:
-            p.wait(15)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait(15)
-
-
 def table(res: dict, args) -> str:
     f0, f1 = res["commit_floor_before"], res["commit_floor_after"]
     cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
@@ -301,7 +273,7 @@ def main_replicated(args) -> None:
             single_node_cells(port, os.path.join(d, "coordinator.db"), args, "sqlite")
         )
         res["sqlite_1"].pop("targets")
-        _stop([proc])
+        bench._stop([proc])
         # replicated, 1 node
         d = os.path.join(base, "r1")
         url = f"raft://{d}/coordinator?synchronous={args.replicated_sync}"
@@ -311,7 +283,7 @@ def main_replicated(args) -> None:
         db1 = os.path.join(d, "coordinator", "__diskless-metadata-0", "coordinator.db")
         res["replicated_1"] = uvloop.run(single_node_cells(port, db1, args, "replicated-1"))
         targets = res["replicated_1"].pop("targets")
-        _stop([proc])
+        bench._stop([proc])
         bench.say("find floor (the 1-node replicated server's database)")
         res["find_floor"] = floor.find_floor(db1, args.seconds, targets, args.fetch_bytes)
         # replicated, 3 nodes
@@ -326,11 +298,11 @@ def main_replicated(args) -> None:
                 f"raft://{d}/coordinator?node_id={i}&voters={voters}&topic_id={topic}"
                 f"&synchronous={args.replicated_sync}"
             )
-            proc, ports[i] = _start_unpinned(_serve_cmd(d, url, cports[i], i))
+            proc, ports[i] = bench._start_unpinned(_serve_cmd(d, url, cports[i], i))
             procs.append(proc)
             dbs[i] = os.path.join(d, "coordinator", "__diskless-metadata-0", "coordinator.db")
         res["replicated_3"] = uvloop.run(three_node_cells(ports, dbs, args))
-        _stop(procs)
+        bench._stop(procs)
         bench.say("commit floor (after)")
         res["commit_floor_after"] = floor.commit_floor(
             os.path.join(base, "floor-after.db"), args.seconds, CONNS
