@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.protocol.frames import API_VERSIONS_KEY
+from kafka_rpc.security.authorizer import API_RULES, topic_plan
 from kafka_rpc.server.connection import (
     KafkaConnection,
     RequestContext,
@@ -41,7 +42,8 @@ SASL_HANDSHAKE_KEY = 17
 SASL_AUTHENTICATE_KEY = 36
 
 
-_TOPIC_APIS = frozenset((3, 19, 20))  # Metadata, CreateTopics, DeleteTopics: per topic
+#: the APIs answered per topic (Metadata, CreateTopics, DeleteTopics), from the one table
+_TOPIC_APIS = frozenset(k for k, rule in API_RULES.items() if rule and rule[0] == "topics")
 
 
 def _with_post(entry: ApiEntry, post: Any) -> Any:
@@ -175,8 +177,6 @@ class SecureConnection(KafkaConnection):
                 self._deny(entry, ctx, request, code)
                 return
             if key in _TOPIC_APIS:
-                from kafka_rpc.security.authorizer import topic_plan
-
                 plan = topic_plan(self.authorizer, self.principal, self.peer, key, request)
                 if plan is not None:
                     request, post = plan
