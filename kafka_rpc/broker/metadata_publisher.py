@@ -82,10 +82,8 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from pyrsistent import pmap
-
 from kafka_rpc.broker import partition_metadata as pm
-from kafka_rpc.controller.image import EMPTY, RESOURCE_TOPIC, MetadataImage, TopicImage
+from kafka_rpc.controller.image import DISKLESS_ENABLE_CONFIG, EMPTY, MetadataImage, TopicImage
 from kafka_rpc.coordinator.api import BatchCoordinator, CreateTopicAndPartitionsRequest, Errors
 from kafka_rpc.durable import fsync_dir
 from kafka_rpc.protocol.errors import ErrorCode
@@ -106,7 +104,7 @@ __all__ = [
 
 log = logging.getLogger("kafka_rpc.broker.metadata_publisher")
 
-DISKLESS_ENABLE = "diskless.enable"
+DISKLESS_ENABLE = DISKLESS_ENABLE_CONFIG
 """The topic config that makes a topic diskless (Inkless ``TopicConfig.DISKLESS_ENABLE_CONFIG``)."""
 MIRROR_FILE_NAME = "diskless-topics.mirror"
 """The file, in the first log directory, of the topic ids this node created in the coordinator."""
@@ -115,15 +113,13 @@ MIRROR_FILE_NAME = "diskless-topics.mirror"
 # "<topic>-<partition>.<uuid without dashes>-delete" (UnifiedLog.logDeleteDirName).
 _PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 _DELETE_DIR = re.compile(r"(.+)-([0-9]+)\.[0-9a-f]{32}-delete")
-_NO_CONFIGS = pmap()
 
 
 # ============================================================================ image queries
 def is_diskless(image: MetadataImage, topic: TopicImage) -> bool:
     """``diskless.enable`` is ``true`` (any case, as Kafka parses booleans) among the topic's
     configs in ``image``."""
-    cfg = image.configs.get((RESOURCE_TOPIC, topic.name), _NO_CONFIGS)
-    return cfg.get(DISKLESS_ENABLE, "false").lower() == "true"
+    return image.is_diskless(topic.name)
 
 
 def partition_count(topic: TopicImage) -> int:

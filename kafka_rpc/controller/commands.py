@@ -885,11 +885,6 @@ def alter_chunk_assignments_error_response(
     )  # fmt: skip
 
 
-def _diskless(image: MetadataImage, topic_name: str) -> bool:
-    """``diskless.enable=true`` (any case) among the topic's configs."""
-    return image.topic_configs(topic_name).get("diskless.enable", "false").lower() == "true"
-
-
 def _chunk_partition(image: MetadataImage, topic_name: str, index: int):
     t = image.topic_by_name(topic_name)
     p = None if t is None else t.partitions.get(index)
@@ -1131,7 +1126,7 @@ def alter_chunk_assignments(
             )
         elif target != c.replicas or c.adding_replicas or c.removing_replicas:
             isr = [r for r in c.isr if r not in c.adding_replicas]
-            if _diskless(b.image, e.topic_name):
+            if b.image.is_diskless(e.topic_name):
                 isr += [r for r in adding if r not in isr]
             new_isr = tuple(r for r in isr if r not in removing)
             if set(new_isr) >= set(target):  # complete at once

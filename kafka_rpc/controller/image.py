@@ -23,6 +23,7 @@ from uuid import UUID
 from pyrsistent import PMap, pmap
 
 __all__ = [
+    "DISKLESS_ENABLE_CONFIG",
     "EMPTY",
     "NO_LEADER",
     "RESOURCE_BROKER",
@@ -44,6 +45,9 @@ NO_LEADER = -1
 
 RESOURCE_TOPIC = 2
 """ConfigRecord ResourceType of a topic (Kafka's ``ConfigResource.Type.TOPIC``)."""
+DISKLESS_ENABLE_CONFIG = "diskless.enable"
+"""The topic config that makes a topic diskless (KIP-1164; Inkless
+``TopicConfig.DISKLESS_ENABLE_CONFIG``)."""
 RESOURCE_BROKER = 4
 """ConfigRecord ResourceType of a broker (Kafka's ``ConfigResource.Type.BROKER``)."""
 
@@ -208,6 +212,11 @@ class MetadataImage:
         """The explicitly set configs of topic ``name`` (key -> value)."""
         return self.configs.get((RESOURCE_TOPIC, name), pmap())
 
+    def is_diskless(self, name: str) -> bool:
+        """Whether topic ``name`` has ``diskless.enable=true`` among its configs (any case, as
+        Kafka parses booleans; KIP-1164)."""
+        return self.topic_configs(name).get(DISKLESS_ENABLE_CONFIG, "false").lower() == "true"
+
     def unfenced_brokers(self) -> list[int]:
         """Ids of registered brokers that are neither fenced nor in controlled shutdown (Kafka's
         ``ClusterControlManager.isActive``), sorted."""
@@ -314,6 +323,7 @@ class ImageDraft:
 
     topic_by_name = MetadataImage.topic_by_name
     topic_configs = MetadataImage.topic_configs
+    is_diskless = MetadataImage.is_diskless
     unfenced_brokers = MetadataImage.unfenced_brokers
     is_active = MetadataImage.is_active
     leaderships = MetadataImage.leaderships
