@@ -614,7 +614,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         valid = _rules.is_valid_commit_request
         response = new_commit_batch_response
         none = Errors.NONE
-        heads0 = {i: (st[2], st[3]) for i, st in enumerate(states) if st is not None}
+        heads0 = {i: st[2] for i, st in enumerate(states) if st is not None}  # HW before
         rows: list[tuple] = []  # accepted batches, in request order
         append_row = rows.append
         out: list[CommitBatchResponse] = []
@@ -672,7 +672,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         h_log: list[int] = []
         h_hw: list[int] = []
         h_size: list[int] = []
-        for i, (hw0, _) in heads0.items():
+        for i, hw0 in heads0.items():
             st = states[i]
             assert st is not None
             if st[2] != hw0:
