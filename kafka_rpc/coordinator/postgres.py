@@ -67,6 +67,7 @@ from .api import (
     _COMMIT_UNKNOWN,
     EARLIEST_LOCAL_TIMESTAMP,
     EARLIEST_TIMESTAMP,
+    INT32_MAX,
     LATEST_TIERED_TIMESTAMP,
     LATEST_TIMESTAMP,
     LOG_APPEND_TIME,
@@ -573,7 +574,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         parts: list[int] = []
         for r in requests:
             tp = r.topic_id_partition
-            if tp not in index and tp.topic_id != ZERO_UUID and 0 <= tp.partition <= 0x7FFFFFFF:
+            if tp not in index and _storable(tp):
                 index[tp] = len(tids)
                 tids.append(str(tp.topic_id))
                 parts.append(tp.partition)
@@ -865,6 +866,12 @@ class PostgresBatchCoordinator(BatchCoordinator):
 # -- helpers (run inside a caller's transaction) -------------------------------------------------
 
 
+def _storable(tp: TopicIdPartition) -> bool:
+    """Whether ``tp`` can name a ``logs`` row: a non-zero topic id and a partition in
+    [0, INT32_MAX] (the column is INTEGER); any other is unknown without a query."""
+    return tp.topic_id != ZERO_UUID and 0 <= tp.partition <= INT32_MAX
+
+
 def _pg_array(values: Sequence[int]) -> str:
     """A list of ints as a PostgreSQL array literal (``'{1,2,3}'``)."""
     return "{" + ",".join(map(str, values)) + "}"
@@ -882,11 +889,7 @@ async def _lock_logs(
 ) -> dict[TopicIdPartition, list[int]]:
     """Lock the ``logs`` rows of ``tps`` in (topic_id, partition) order; return
     ``tp -> [log_id, lso, hw, byte_size]`` for the known ones (unknown ones are absent)."""
-    distinct = list(
-        dict.fromkeys(
-            tp for tp in tps if tp.topic_id != ZERO_UUID and 0 <= tp.partition <= 0x7FFFFFFF
-        )
-    )
+    distinct = list(dict.fromkeys(tp for tp in tps if _storable(tp)))
     if not distinct:
         return {}
     rows = await conn.fetch(
@@ -941,7 +944,7 @@ async def _find_batches(
     admit = _rules.admit_batch
     for r in requests:
         tp = r.topic_id_partition
-        if tp.topic_id == ZERO_UUID or not 0 <= tp.partition <= 0x7FFFFFFF:
+        if not _storable(tp):
             out.append(FindBatchResponse.unknown_topic_or_partition())
             continue
         offset = r.offset
@@ -1006,7 +1009,7 @@ async def _list_offsets(
     out: list[ListOffsetsResponse] = []
     for r in requests:
         tp, ts = r.topic_id_partition, r.timestamp
-        if tp.topic_id == ZERO_UUID or not 0 <= tp.partition <= 0x7FFFFFFF:
+        if not _storable(tp):
             out.append(ListOffsetsResponse(Errors.UNKNOWN_TOPIC_OR_PARTITION, tp, -1, -1))
             continue
         if ts == MAX_TIMESTAMP:
