@@ -498,16 +498,6 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         ).fetchone()
         self.applied_offset, self._applied_epoch, self._last_time = row
 
-    def register_with(self, server: Any) -> None:
-        """Route ``server``'s Raft RPCs for this partition (by topic id, or by name where the
-        version carries none) to this replica's driver (``kafka_rpc.handlers.raft``). Call after
-        :meth:`start`."""
-        from kafka_rpc.handlers.raft import register_partition
-
-        register_partition(
-            server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition, self.driver
-        )
-
     def served_partitions(self, write: bool) -> frozenset[int]:
         """The ``__diskless-metadata`` partitions this coordinator serves
         (``Server.batch_coordinator_partitions``): its partition for reads on any replica, for
@@ -524,12 +514,6 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         if partition == self.partition and topic in (self.topic_id, DISKLESS_METADATA_TOPIC_NAME):
             return self.driver
         return None
-
-    def unregister_from(self, server: Any) -> None:
-        """Undo :meth:`register_with`."""
-        from kafka_rpc.handlers.raft import unregister_partition
-
-        unregister_partition(server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, self.partition)
 
     async def _maybe_import(self, source: Path) -> None:
         """The upgrade from a phase-1 data directory (issue 14): a single-voter leader whose
