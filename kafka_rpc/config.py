@@ -405,6 +405,9 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
 
 #: Security protocols of ``listener.security.protocol.map`` (Kafka's ``SecurityProtocol``).
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+#: SASL mechanisms we serve and use (``sasl.enabled.mechanisms``; Kafka's GSSAPI and
+#: OAUTHBEARER are not supported).
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 _DEFAULT_PROTOCOL_MAP = {p: p for p in SECURITY_PROTOCOLS}
 #: Keys that ``listener.name.<name>.<key>`` may override (Kafka's per-listener configs).
 _LISTENER_KEYS = frozenset(
@@ -869,7 +872,7 @@ def _check_security(vals: dict[str, Any]) -> None:
         if p not in ("TLSv1.2", "TLSv1.3"):
             raise ConfigError(f"ssl.enabled.protocols: {p!r} is not TLSv1.2 or TLSv1.3")
     for m in vals["sasl.enabled.mechanisms"]:
-        if m not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        if m not in SASL_MECHANISMS:
             raise ConfigError(f"sasl.enabled.mechanisms: {m} is not supported")
     if vals["connections.max.reauth.ms"] < 0:
         raise ConfigError("connections.max.reauth.ms: must not be negative")

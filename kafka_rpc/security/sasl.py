@@ -30,7 +30,7 @@ from typing import Any
 
 import scramp
 
-from kafka_rpc.config import Config, ConfigError
+from kafka_rpc.config import SASL_MECHANISMS, Config, ConfigError
 from kafka_rpc.durable import atomic_write
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
     "sasl_server_settings",
 ]
 
-MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+MECHANISMS = SASL_MECHANISMS
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
 CREDENTIALS_FILE = "scram-credentials.json"
