@@ -161,24 +161,18 @@ class KafkaRpcClient:
         await self.close()
 
     # ------------------------------------------------------------------ connection
+    @staticmethod
+    def _open(proto: _Protocol | None) -> bool:
+        """Whether ``proto`` is a connection still open at both ends."""
+        return proto is not None and not proto.lost.done() and not proto.transport.is_closing()
+
     async def _ensure_connected(self) -> _Protocol:
         proto = self._proto
-        if (
-            proto is not None
-            and not proto.lost.done()
-            and not proto.transport.is_closing()
-            and (self._session_end is None or self._session_alive())
-        ):
+        if self._open(proto) and (self._session_end is None or self._session_alive()):
             return proto
         async with self._lock:
             proto = self._proto
-            if (
-                self._session_end is not None
-                and not self._session_alive()
-                and proto is not None
-                and not proto.lost.done()
-                and not proto.transport.is_closing()
-            ):
+            if self._session_end is not None and not self._session_alive() and self._open(proto):
                 if asyncio.get_running_loop().time() >= self._session_deadline:
                     self._drop()  # the server closes it at the next request: reconnect
                 else:
@@ -188,7 +182,7 @@ class KafkaRpcClient:
                         return proto
                     except (TimeoutError, OSError, KafkaConnectionError):
                         self._drop()
-            if proto is not None and not proto.lost.done() and not proto.transport.is_closing():
+            if self._open(proto):
                 return proto
             self._drop()
             if self._closed:
