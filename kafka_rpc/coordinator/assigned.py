@@ -1,44 +1,103 @@
-"""The replicated Batch Coordinator as the metadata log assigns it (issue 14, DESIGN.md section 9).
+"""The replicated Batch Coordinators as the metadata log assigns them (issue 14, DESIGN.md s. 9).
 
 ``diskless.coordinator.url=raft:///dir`` with none of ``node_id``, ``voters`` or ``topic_id`` in
 the URL selects :class:`AssignedBatchCoordinator` ("from the metadata log"): instead of static
-voters and topic id, the server's committed metadata image says which replicas the
+voters and topic id, the server's committed metadata image says which replicas each
 ``__diskless-metadata`` partition has (the topic the active controller creates,
 ``kafka_rpc.controller.coordinator_mapping``; KIP-1164 "Batch Coordinator implemented with an
-internal topic"). The server attaches it (:meth:`AssignedBatchCoordinator.attach_server`) once
-its metadata log runs; from then on every committed image is looked at, and once it has
-``__diskless-metadata`` partition 0 with this node among its replicas, a
-:class:`~kafka_rpc.coordinator.replicated.ReplicatedBatchCoordinator` starts with:
+internal topic" and "Scaling the number of Batch Coordinators"). The server attaches it
+(:meth:`AssignedBatchCoordinator.attach_server`) once its metadata log runs; from then on every
+committed image is looked at, and for **every** ``__diskless-metadata`` partition ``p`` whose
+replicas include this node a :class:`~kafka_rpc.coordinator.replicated.ReplicatedBatchCoordinator`
+starts (its own Raft group, in ``<dir>/__diskless-metadata-<p>/``, named by topic id + ``p`` in
+the Raft RPCs, ``kafka_rpc.handlers.raft`` routing through :meth:`raft_driver_for`) with:
 
-* ``topic_id``: the image's id of ``__diskless-metadata`` (written to
-  ``<dir>/__diskless-metadata-0/partition.metadata``; a directory naming another id stops the
-  start, Kafka's InconsistentTopicIdException, logged once);
+* ``topic_id``: the image's id of ``__diskless-metadata`` (written to ``partition.metadata``; a
+  directory naming another id stops that partition's start, Kafka's
+  InconsistentTopicIdException, logged once);
 * ``voters``: the partition's replicas, each at its controller listener address from
   ``controller.quorum.voters`` (combined broker+controller nodes: broker id = voter id). A
-  replica that is not a voter has no known address: logged once as an error, and the
-  coordinator stays unavailable;
+  replica that is not a voter has no known address: logged once as an error, and that
+  partition stays unavailable;
 * ``node_id``: this node; ``cluster_id``: the server's cluster id unless the URL names one.
 
-Only partition 0 is served: one coordinator object serves one ``__diskless-metadata`` partition
-(partitions mapped elsewhere are answered NOT_COORDINATOR by the diskless handlers and named by
-FindCoordinator from the image). A later image with other replicas for the partition is logged
-and the coordinator keeps running with the voters it started with: reassignment of a coordinator
-partition is not done here (nor a re-created topic's new id: logged, the replica keeps its id).
+**Routing** (KIP-1164 "Topic-partitions are assigned to one specific Batch Coordinator"): every
+per-entry call (``commit_file``, ``find_batches``, ``list_offsets``, ``delete_records``,
+``enforce_retention``) sends each entry to the coordinator partition that owns its
+topic-partition in the committed image
+(:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: the last
+TopicPartitionToBatchCoordinatorMapping record, unmapped -> 0). A call whose entries span several
+coordinator partitions is split, the parts run concurrently, and the answers are merged in
+request order. An entry whose coordinator partition has no replica here answers NOT_COORDINATOR
+(16); one whose replica does not lead its partition gets the replica's own answer (writes:
+NOT_COORDINATOR; reads: its materialized state). A part that raises fails only its own entries
+(the exception's ``error_code`` if it names one, KAFKA_STORAGE_ERROR for ``sqlite3.Error`` /
+``OSError``, else UNKNOWN_SERVER_ERROR; logged) -- the other parts already ran or committed, and
+their answers stand. A call that stays on one coordinator partition is that replica's call as
+it is (its exceptions propagate).
 
-Until the replica runs, every call (reads and writes alike) raises
-:class:`CoordinatorNotAvailableError`, whose ``error_code`` 15 (Kafka's
-COORDINATOR_NOT_AVAILABLE) the diskless handlers answer, and :meth:`served_partitions` is empty
-(so the handlers' owner check answers NOT_COORDINATOR, 16, for entries of partition 0 before a
-call is made). Once it runs, every call goes to the replica (its own answers: NOT_COORDINATOR
-off the Raft leader).
+* ``commit_file`` (CommitBatches, one object): each coordinator partition commits its own
+  entries of the object as its own record of the object (KIP-1164: "the rest of the object
+  commits"; each part is atomic on its own, the object as a whole is not: one part may commit
+  and another answer NOT_COORDINATOR or fail). Every part records the whole object's size.
+* ``find_batches``: each part runs with the whole ``fetch_max_bytes``; the merged answer is
+  then cut in request order by the rule of a single coordinator (Kafka's fetch budget: a batch
+  is added unless the request already has bytes and the partition reached its
+  ``max_partition_fetch_bytes`` or the request its ``fetch_max_bytes``), which gives exactly the
+  answer one coordinator holding every partition would give.
+* ``create_topic_and_partitions`` / ``delete_topics`` (the metadata publisher on CreateTopics /
+  DeleteTopics, and InitDisklessTopics / DeleteDisklessTopics) go to **every** coordinator
+  partition this node leads: a topic-partition's owner is the one its mapping names, and a
+  mapping can be written any time after the topic exists (AssignPartitionToBatchCoordinator
+  checks that it does), so every coordinator partition holds every diskless topic and the
+  owning one is always ready (the others hold empty logs, never read: reads and writes go to the
+  owner). Each node's metadata publisher does the same on the partitions it leads, so every
+  partition's leader initializes the topic. Per entry: NONE if every led partition answered
+  NONE, else the first other code (``delete_topics``: NONE if any deleted it); NOT_COORDINATOR
+  when this node leads none; COORDINATOR_NOT_AVAILABLE (raised) when no replica runs here yet.
+* ``list_partitions``: each topic-partition held by the replica of its owning coordinator
+  partition (the server's retention task sends those to ``enforce_retention``, which routes them
+  to their owner again: retention runs per coordinator partition on its leader).
+* **Objects shared by several coordinator partitions** (our rule: the KIP's "Scaling" section
+  only says each topic-partition belongs to one Batch Coordinator, so an object's batches may be
+  recorded by several, each with its own row of the object): an object may be physically deleted
+  only when **no** coordinator partition still references it.
+  ``get_files_to_delete`` lists a key only when every ``__diskless-metadata`` partition of the
+  image either has it marked for deletion before the cutoff or has no record of it (read from
+  this node's replicas; it raises NOT_COORDINATOR when this node lacks a replica of some
+  partition, since it could not tell); the time is the latest marking, the size the largest.
+  ``delete_files`` forgets a key in every coordinator partition that has it marked:
+  INVALID_REQUEST when some partition still references it (nothing forgotten),
+  NOT_COORDINATOR when a partition that knows it is not led here (nothing forgotten),
+  RESOURCE_NOT_FOUND when none knows it. ``is_safe_to_delete_file`` is true only if every
+  partition's leader has no record of the key, so it needs this node to lead every partition
+  (else NOT_COORDINATOR). Reads of followers' replicas may lag: a part of an object committed on
+  partition B more than the cleaner's cutoff after partition A marked the object could be missed
+  -- the cutoff is the grace period that covers it.
+
+**Image changes** (reassignment of a coordinator partition): a later image whose replicas of a
+running partition no longer include this node stops and closes that replica (its entries answer
+NOT_COORDINATOR afterwards; its directory stays); a partition newly naming this node starts. The
+voters of a running Raft group are static: a changed replica set that still includes this node
+is logged and the group keeps the voters it started with (no voter-set change), as is a
+re-created topic's new id (the replica keeps its id). A topic-partition re-mapped to another
+coordinator partition is served by its new owner from then on; its batches on the old owner are
+not moved (the KIP defines no migration).
+
+Until a replica runs, calls raise :class:`CoordinatorNotAvailableError` (``error_code`` 15,
+Kafka's COORDINATOR_NOT_AVAILABLE) when no replica runs here at all; a multi-partition call
+answers 15 per entry of a partition whose replica is still starting. :meth:`served_partitions`
+holds the running replicas' partitions (so the handlers' owner check answers NOT_COORDINATOR,
+16, for the others before a call is made).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +110,7 @@ from .api import (
     DeleteRecordsResponse,
     EnforceRetentionRequest,
     EnforceRetentionResponse,
+    Errors,
     FileToDelete,
     FindBatchRequest,
     FindBatchResponse,
@@ -58,7 +118,12 @@ from .api import (
     ListOffsetsResponse,
     TopicIdPartition,
 )
-from .replicated import DISKLESS_METADATA_TOPIC_NAME, ReplicatedBatchCoordinator
+from .replicated import (
+    DISKLESS_METADATA_TOPIC_NAME,
+    NOT_COORDINATOR,
+    NotCoordinatorError,
+    ReplicatedBatchCoordinator,
+)
 
 __all__ = ["COORDINATOR_NOT_AVAILABLE", "AssignedBatchCoordinator", "CoordinatorNotAvailableError"]
 
@@ -66,56 +131,99 @@ log = logging.getLogger("kafka_rpc.coordinator.assigned")
 
 #: Kafka ``Errors.COORDINATOR_NOT_AVAILABLE``.
 COORDINATOR_NOT_AVAILABLE = 15
-#: The one ``__diskless-metadata`` partition an assigned coordinator serves.
-PARTITION = 0
+#: The coordinator partition of every unmapped topic-partition (DESIGN.md section 9).
+DEFAULT_PARTITION = 0
+#: kept for callers of the single-partition version
+PARTITION = DEFAULT_PARTITION
 _NONE: frozenset[int] = frozenset()
 
 
 class CoordinatorNotAvailableError(Exception):
-    """The ``__diskless-metadata`` replica of this node is not running (yet): Kafka's
+    """No ``__diskless-metadata`` replica of this node is running (yet): Kafka's
     COORDINATOR_NOT_AVAILABLE (15)."""
 
     error_code = COORDINATOR_NOT_AVAILABLE
 
 
-class AssignedBatchCoordinator(BatchCoordinator):
-    """A ``BatchCoordinator`` whose ``__diskless-metadata`` partition 0 replica is configured by
-    the committed metadata image (module docstring).
+class _Slot:
+    """One ``__diskless-metadata`` partition this node replicates: the replicas and topic id it
+    was started with, its starting task and, once started, its coordinator."""
 
-    * ``log_dir``: the directory of ``<log_dir>/__diskless-metadata-0/`` (as
+    __slots__ = ("inner", "partition", "replicas", "task", "topic_id")
+
+    def __init__(self, partition: int, replicas: tuple[int, ...], topic_id: uuid.UUID) -> None:
+        self.partition = partition
+        self.replicas = replicas
+        self.topic_id = topic_id
+        self.task: asyncio.Task | None = None
+        self.inner: ReplicatedBatchCoordinator | None = None
+
+
+def _code_of(exc: BaseException) -> int:
+    own = getattr(exc, "error_code", None)
+    if isinstance(own, int) and own > 0:
+        return own
+    if isinstance(exc, sqlite3.Error | OSError):
+        return int(Errors.KAFKA_STORAGE_ERROR)
+    return int(Errors.UNKNOWN_SERVER_ERROR)
+
+
+def _known_keys(db_path: Path, keys: Sequence[str]) -> dict[str, str]:
+    """(Worker thread.) ``object key -> state`` ('uploaded' or 'deleting') of the ``keys`` the
+    SQLite state at ``db_path`` has a row for (read-only connection; the replica's file in WAL
+    mode, so it does not block the replica's writer)."""
+    out: dict[str, str] = {}
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5.0)
+    try:
+        for i in range(0, len(keys), 500):
+            part = list(keys[i : i + 500])
+            marks = ",".join("?" * len(part))
+            q = f"SELECT object_key, state FROM files WHERE object_key IN ({marks})"
+            out.update(conn.execute(q, part).fetchall())
+    finally:
+        conn.close()
+    return out
+
+
+class AssignedBatchCoordinator(BatchCoordinator):
+    """A ``BatchCoordinator`` running one replica per ``__diskless-metadata`` partition the
+    committed metadata image assigns to this node, each call routed per entry to the owning
+    partition (module docstring).
+
+    * ``log_dir``: the directory of ``<log_dir>/__diskless-metadata-<p>/`` (as
       ``ReplicatedBatchCoordinator``'s).
-    * ``options``: passed to ``ReplicatedBatchCoordinator`` (``synchronous``,
+    * ``options``: passed to every ``ReplicatedBatchCoordinator`` (``synchronous``,
       ``write_timeout_ms``, ``raft_options``, ``cluster_id``, ``import_path``...); ``node_id``,
-      ``voters`` and ``topic_id`` come from the server and the image, ``partition`` must be 0.
-      Raises ``ValueError`` otherwise.
+      ``voters``, ``topic_id`` and the partition come from the server and the image, and
+      ``partition`` may only be 0 (the URL form's default). Raises ``ValueError`` otherwise.
+      ``import_path`` (the phase-1 upgrade) is given to partition 0's replica only.
     """
 
     def __init__(self, log_dir: str | Path, **options: Any) -> None:
         for key in ("node_id", "voters", "topic_id"):
             if key in options:
                 raise ValueError(f"{key} comes from the metadata log here")
-        if options.pop("partition", PARTITION) != PARTITION:
-            raise ValueError("a coordinator from the metadata log serves partition 0 only")
+        if options.pop("partition", DEFAULT_PARTITION) != DEFAULT_PARTITION:
+            raise ValueError("the coordinator partitions come from the metadata log here")
         self.log_dir = Path(log_dir)
-        self.partition = PARTITION
         self._options = options
-        self.inner: ReplicatedBatchCoordinator | None = None
-        #: the replicas the running (or starting) replica was built with
-        self.replicas: tuple[int, ...] | None = None
-        self._topic_id: uuid.UUID | None = None  # the image's id the replica started with
+        self._slots: dict[int, _Slot] = {}  # partition -> replica this node runs (or starts)
+        self._stopping: set[asyncio.Task] = set()
         self.node_id = -1
         self._voters: dict[int, tuple[str, int]] = {}
         self._cluster_id: str | None = None
         self._client_security: Any = None
         self._controller: Any = None
-        self._task: asyncio.Task | None = None
         self._closed = False
         self._reported: set[str] = set()
+        # [image, {topic id: {partition: coordinator partition}}] (a PMap lookup is Python code)
+        self._owners: list[Any] = [None, {}]
+        #: set once the first replica runs
         self.started = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Nothing to open: the replica starts once an image assigns it (:meth:`attach_server`)."""
+        """Nothing to open: replicas start once an image assigns them (:meth:`attach_server`)."""
 
     def attach_server(self, server: Any) -> None:
         """Follow ``server``'s committed metadata image (``server.controller``, a
@@ -133,16 +241,23 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self.on_metadata_update(None, self._controller.image)
 
     async def close(self) -> None:
-        """Stop following the image; wait for a replica being started (bounded by its own
-        ``wait_for_leader_ms``) and close the replica."""
+        """Stop following the image; wait for the replicas being started (each bounded by its
+        own ``wait_for_leader_ms``) or stopped, and close every replica."""
         self._closed = True
         controller, self._controller = self._controller, None
         if controller is not None and self.on_metadata_update in controller.publishers:
             controller.publishers.remove(self.on_metadata_update)
-        task, self._task = self._task, None
+        slots, self._slots = list(self._slots.values()), {}
+        for slot in slots:
+            self._stopping.add(asyncio.ensure_future(self._stop_slot(slot)))
+        if self._stopping:
+            await asyncio.wait(set(self._stopping))
+
+    async def _stop_slot(self, slot: _Slot) -> None:
+        task, slot.task = slot.task, None
         if task is not None:
             await asyncio.wait({task})
-        inner, self.inner = self.inner, None
+        inner, slot.inner = slot.inner, None
         if inner is not None:
             await inner.close()
 
@@ -153,110 +268,282 @@ class AssignedBatchCoordinator(BatchCoordinator):
 
     def on_metadata_update(self, old: Any, new: Any) -> None:
         """The ``QuorumController`` publisher callback (event loop, synchronous, never raises):
-        start the replica once ``new`` assigns one to this node (module docstring)."""
+        start a replica for each ``__diskless-metadata`` partition ``new`` assigns to this node,
+        stop the ones it no longer assigns (module docstring)."""
         if self._closed:
             return
         t = new.topic_by_name(DISKLESS_METADATA_TOPIC_NAME)
-        p = None if t is None else t.partitions.get(PARTITION)
-        if p is None:
+        if t is None:
             return
-        replicas = tuple(p.replicas)
-        if self.replicas is not None:
-            running_id = self._topic_id
-            if t.topic_id != running_id:
-                self._report(f"id {t.topic_id}", logging.WARNING,
-                             "%s now has topic id %s; this replica keeps running with %s",
-                             DISKLESS_METADATA_TOPIC_NAME, t.topic_id, running_id)  # fmt: skip
-            if set(replicas) != set(self.replicas):
-                self._report(f"moved {sorted(replicas)}", logging.WARNING,
-                             "%s-%d: the image now names replicas %s; this replica keeps running "
-                             "with voters %s (reassignment is not supported)",
-                             DISKLESS_METADATA_TOPIC_NAME, PARTITION, sorted(replicas),
-                             sorted(self.replicas))  # fmt: skip
-            return
-        if self.node_id not in replicas:
-            self._report(f"not a replica {sorted(replicas)}", logging.INFO,
-                         "%s-%d: node %d is not one of its replicas %s; no coordinator here",
-                         DISKLESS_METADATA_TOPIC_NAME, PARTITION, self.node_id,
-                         sorted(replicas))  # fmt: skip
-            return
-        unknown = [r for r in replicas if r not in self._voters]
-        if unknown:
-            self._report(f"unknown {sorted(replicas)}", logging.ERROR,
-                         "%s-%d: replicas %s have no controller listener address in "
-                         "controller.quorum.voters; the coordinator stays unavailable",
-                         DISKLESS_METADATA_TOPIC_NAME, PARTITION, unknown)  # fmt: skip
-            return
-        self.replicas = replicas
-        self._topic_id = t.topic_id
-        voters = {r: self._voters[r] for r in replicas}
-        log.info("%s-%d: starting the replica of node %d, topic id %s, voters %s",
-                 DISKLESS_METADATA_TOPIC_NAME, PARTITION, self.node_id, t.topic_id,
-                 voters)  # fmt: skip
-        self._task = asyncio.ensure_future(self._start_inner(t.topic_id, voters))
+        name = DISKLESS_METADATA_TOPIC_NAME
+        for p, reg in sorted(t.partitions.items()):
+            replicas = tuple(reg.replicas)
+            slot = self._slots.get(p)
+            if slot is not None:
+                if self.node_id not in replicas:
+                    log.warning("%s-%d: the image no longer names node %d among its replicas "
+                                "%s; stopping its replica", name, p, self.node_id,
+                                sorted(replicas))  # fmt: skip
+                    del self._slots[p]
+                    self._reported.discard(f"moved {p} {sorted(replicas)}")
+                    task = asyncio.ensure_future(self._stop_slot(slot))
+                    self._stopping.add(task)
+                    task.add_done_callback(self._stopping.discard)
+                    continue
+                if t.topic_id != slot.topic_id:
+                    self._report(f"id {p} {t.topic_id}", logging.WARNING,
+                                 "%s now has topic id %s; the replica of partition %d keeps "
+                                 "running with %s", name, t.topic_id, p,
+                                 slot.topic_id)  # fmt: skip
+                if set(replicas) != set(slot.replicas):
+                    self._report(f"moved {p} {sorted(replicas)}", logging.WARNING,
+                                 "%s-%d: the image now names replicas %s; this replica keeps "
+                                 "running with voters %s (static voters: no voter-set change)",
+                                 name, p, sorted(replicas), sorted(slot.replicas))  # fmt: skip
+                continue
+            if self.node_id not in replicas:
+                self._report(f"not a replica {p} {sorted(replicas)}", logging.INFO,
+                             "%s-%d: node %d is not one of its replicas %s; no coordinator here",
+                             name, p, self.node_id, sorted(replicas))  # fmt: skip
+                continue
+            unknown = [r for r in replicas if r not in self._voters]
+            if unknown:
+                self._report(f"unknown {p} {sorted(replicas)}", logging.ERROR,
+                             "%s-%d: replicas %s have no controller listener address in "
+                             "controller.quorum.voters; the coordinator stays unavailable",
+                             name, p, unknown)  # fmt: skip
+                continue
+            slot = self._slots[p] = _Slot(p, replicas, t.topic_id)
+            voters = {r: self._voters[r] for r in replicas}
+            log.info("%s-%d: starting the replica of node %d, topic id %s, voters %s",
+                     name, p, self.node_id, t.topic_id, voters)  # fmt: skip
+            slot.task = asyncio.ensure_future(self._start_slot(slot, voters))
 
-    async def _start_inner(self, topic_id: uuid.UUID, voters: dict[int, tuple[str, int]]) -> None:
+    async def _start_slot(self, slot: _Slot, voters: dict[int, tuple[str, int]]) -> None:
         options = dict(self._options)
         if self._cluster_id is not None:
             options.setdefault("cluster_id", self._cluster_id)
         options.setdefault("client_security", self._client_security)
+        if slot.partition != DEFAULT_PARTITION:
+            options.pop("import_path", None)
+        p = slot.partition
         inner = ReplicatedBatchCoordinator(
-            self.log_dir, node_id=self.node_id, voters=voters, partition=PARTITION,
-            topic_id=topic_id, **options,
+            self.log_dir, node_id=self.node_id, voters=voters, partition=p,
+            topic_id=slot.topic_id, **options,
         )  # fmt: skip
         try:
             await inner.start()
         except Exception as e:  # noqa: BLE001 - e.g. InconsistentTopicIdError: logged
             log.error("%s-%d: the replica did not start: %r; the coordinator stays unavailable",
-                      DISKLESS_METADATA_TOPIC_NAME, PARTITION, e)  # fmt: skip
+                      DISKLESS_METADATA_TOPIC_NAME, p, e)  # fmt: skip
             await inner.close()
             return
-        if self._closed:
+        if self._closed or self._slots.get(p) is not slot:  # closed or stopped meanwhile
             await inner.close()
             return
-        self.inner = inner
+        slot.inner = inner
         self.started.set()
 
     # ------------------------------------------------------------------ state
-    def _running(self) -> ReplicatedBatchCoordinator:
-        inner = self.inner
-        if inner is None:
-            raise CoordinatorNotAvailableError(
-                f"the {DISKLESS_METADATA_TOPIC_NAME}-{PARTITION} replica of node {self.node_id} "
-                "is not running"
-            )
-        return inner
+    def replica(self, partition: int) -> ReplicatedBatchCoordinator | None:
+        """The running replica of ``__diskless-metadata`` partition ``partition``, else None."""
+        slot = self._slots.get(partition)
+        return None if slot is None else slot.inner
+
+    @property
+    def replicas_running(self) -> dict[int, ReplicatedBatchCoordinator]:
+        """Coordinator partition -> its running replica on this node."""
+        return {p: s.inner for p, s in sorted(self._slots.items()) if s.inner is not None}
+
+    @property
+    def inner(self) -> ReplicatedBatchCoordinator | None:
+        """Partition 0's running replica (the single-coordinator view), else None."""
+        return self.replica(DEFAULT_PARTITION)
+
+    @property
+    def replicas(self) -> tuple[int, ...] | None:
+        """The replicas partition 0's replica was started with, else None."""
+        slot = self._slots.get(DEFAULT_PARTITION)
+        return None if slot is None else slot.replicas
 
     @property
     def topic_id(self) -> uuid.UUID | None:
-        """The running replica's topic id (the image's ``__diskless-metadata``), else None."""
-        return self.inner.topic_id if self.inner is not None else None
+        """The running replicas' topic id (the image's ``__diskless-metadata``), else None."""
+        for inner in self.replicas_running.values():
+            return inner.topic_id
+        return None
+
+    def leader_of(self, partition: int) -> int:
+        """The Raft leader of ``__diskless-metadata`` partition ``partition`` as this node's
+        replica knows it; -1 when unknown or no replica runs here."""
+        inner = self.replica(partition)
+        return inner.leader_id if inner is not None else -1
 
     @property
     def leader_id(self) -> int:
-        """The Raft leader of the partition as the running replica knows it; -1 when unknown
-        or not running."""
-        return self.inner.leader_id if self.inner is not None else -1
+        """:meth:`leader_of` partition 0."""
+        return self.leader_of(DEFAULT_PARTITION)
 
     @property
     def is_writable(self) -> bool:
-        return self.inner is not None and self.inner.is_writable
+        """Partition 0's replica runs and may decide writes."""
+        inner = self.inner
+        return inner is not None and inner.is_writable
 
     def served_partitions(self, write: bool) -> frozenset[int]:
-        """The running replica's (``ReplicatedBatchCoordinator.served_partitions``); empty
-        before it runs."""
-        return self.inner.served_partitions(write) if self.inner is not None else _NONE
+        """The union of the running replicas' ``served_partitions`` (reads: every running
+        replica; writes: the ones that lead, writable); empty before any runs."""
+        out: set[int] = set()
+        for slot in self._slots.values():
+            if slot.inner is not None:
+                out |= slot.inner.served_partitions(write)
+        return frozenset(out) if out else _NONE
 
     def raft_driver_for(self, key: tuple[Any, int]) -> Any:
-        """The running replica's driver for a Raft RPC naming its partition (by topic id or
-        name), else None (``kafka_rpc.handlers.raft`` routing)."""
-        return self.inner.raft_driver_for(key) if self.inner is not None else None
+        """The driver of the running replica a Raft RPC names (by topic id or name, partition),
+        else None (``kafka_rpc.handlers.raft`` routing)."""
+        slot = self._slots.get(key[1])
+        if slot is None or slot.inner is None:
+            return None
+        return slot.inner.raft_driver_for(key)
+
+    # ------------------------------------------------------------------ routing
+    def _owner_map(self) -> dict[uuid.UUID, dict[int, int]]:
+        controller = self._controller
+        if controller is None:
+            return {}
+        image = controller.image
+        cache = self._owners
+        if cache[0] is not image:
+            cache[1] = {
+                t.topic_id: dict(t.batch_coordinators)
+                for t in image.topics.values()
+                if t.batch_coordinators
+            }
+            cache[0] = image
+        return cache[1]
+
+    def owner(self, tp: TopicIdPartition) -> int:
+        """The coordinator partition owning ``tp`` in the committed image (unmapped -> 0)."""
+        m = self._owner_map().get(tp.topic_id)
+        return DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+
+    def _any_running(self) -> None:
+        if not any(s.inner is not None for s in self._slots.values()):
+            raise CoordinatorNotAvailableError(
+                f"no {DISKLESS_METADATA_TOPIC_NAME} replica of node {self.node_id} is running"
+            )
+
+    async def _routed(
+        self,
+        reqs: Sequence[Any],
+        call: Callable[[ReplicatedBatchCoordinator, list[Any]], Awaitable[list[Any]]],
+        error: Callable[[int, Any], Any],
+        what: str,
+        merge: Callable[[list[Any]], list[Any]] | None = None,
+    ) -> list[Any]:
+        """``call(replica, part)`` per owning coordinator partition of the requests (each with a
+        ``topic_id_partition``), answers merged in request order (module docstring), then
+        ``merge(answers)`` when the call was split."""
+        if not reqs:
+            return []
+        owners = self._owner_map()
+        groups: dict[int, list[int]] = {}
+        if not owners:
+            groups[DEFAULT_PARTITION] = list(range(len(reqs)))
+        else:
+            for i, r in enumerate(reqs):
+                tp = r.topic_id_partition
+                m = owners.get(tp.topic_id)
+                c = DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+                g = groups.get(c)
+                if g is None:
+                    groups[c] = [i]
+                else:
+                    g.append(i)
+        self._any_running()
+        if len(groups) == 1:
+            ((c, _),) = groups.items()
+            slot = self._slots.get(c)
+            if slot is None:
+                return [error(NOT_COORDINATOR, r) for r in reqs]
+            if slot.inner is None:
+                raise CoordinatorNotAvailableError(
+                    f"the {DISKLESS_METADATA_TOPIC_NAME}-{c} replica of node {self.node_id} "
+                    "is starting"
+                )
+            return await call(slot.inner, list(reqs))
+        out: list[Any] = [None] * len(reqs)
+
+        async def part(c: int, idx: list[int]) -> None:
+            mine = [reqs[i] for i in idx]
+            slot = self._slots.get(c)
+            if slot is None or slot.inner is None:
+                code = NOT_COORDINATOR if slot is None else COORDINATOR_NOT_AVAILABLE
+                answers = [error(code, r) for r in mine]
+            else:
+                try:
+                    answers = await call(slot.inner, mine)
+                    if len(answers) != len(mine):
+                        raise RuntimeError(f"{what}: {len(answers)} answers for {len(mine)}")
+                except Exception as e:  # this part's entries only; logged
+                    code = _code_of(e)
+                    log.log(logging.INFO if code > 0 else logging.ERROR,
+                            "%s on %s-%d failed: %r", what, DISKLESS_METADATA_TOPIC_NAME, c, e,
+                            exc_info=code <= 0)  # fmt: skip
+                    answers = [error(code, r) for r in mine]
+            for i, a in zip(idx, answers, strict=True):
+                out[i] = a
+
+        await asyncio.gather(*(part(c, idx) for c, idx in groups.items()))
+        return out if merge is None else merge(out)
+
+    def _writable_replicas(self) -> list[ReplicatedBatchCoordinator]:
+        """The running replicas that lead their partition; raises COORDINATOR_NOT_AVAILABLE
+        when none runs at all."""
+        self._any_running()
+        return [s.inner for _, s in sorted(self._slots.items())
+                if s.inner is not None and s.inner.is_writable]  # fmt: skip
+
+    def _full_set(self) -> dict[int, ReplicatedBatchCoordinator]:
+        """Every ``__diskless-metadata`` partition of the image -> this node's running replica;
+        raises NOT_COORDINATOR when one has none here (the shared-object rule needs all)."""
+        self._any_running()
+        running = self.replicas_running
+        controller = self._controller
+        t = None if controller is None else controller.image.topic_by_name(
+            DISKLESS_METADATA_TOPIC_NAME)  # fmt: skip
+        wanted = set(t.partitions) if t is not None else set(running)
+        missing = sorted(wanted - set(running))
+        if missing:
+            raise NotCoordinatorError(
+                f"node {self.node_id} runs no replica of {DISKLESS_METADATA_TOPIC_NAME} "
+                f"partitions {missing}: objects they may reference cannot be checked here"
+            )
+        return running
 
     # ------------------------------------------------------------------ the BatchCoordinator
     async def create_topic_and_partitions(
         self, requests: Sequence[CreateTopicAndPartitionsRequest]
     ) -> list[int]:
-        return await self._running().create_topic_and_partitions(requests)
+        if not requests:
+            return []
+        targets = self._writable_replicas()
+        if not targets:
+            return [NOT_COORDINATOR] * len(requests)
+        answers = await asyncio.gather(*(t.create_topic_and_partitions(requests) for t in targets))
+        return [next((c for c in codes if c != Errors.NONE), Errors.NONE)
+                for codes in zip(*answers, strict=True)]  # fmt: skip
+
+    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
+        if not topic_ids:
+            return []
+        targets = self._writable_replicas()
+        if not targets:
+            return [NOT_COORDINATOR] * len(topic_ids)
+        answers = await asyncio.gather(*(t.delete_topics(topic_ids) for t in targets))
+        return [Errors.NONE if Errors.NONE in codes else codes[0]
+                for codes in zip(*answers, strict=True)]  # fmt: skip
 
     async def commit_file(
         self,
@@ -265,46 +552,175 @@ class AssignedBatchCoordinator(BatchCoordinator):
         file_size: int,
         requests: Sequence[CommitBatchRequest],
     ) -> list[CommitBatchResponse]:
-        return await self._running().commit_file(
-            object_key, uploader_broker_id, file_size, requests
+        return await self._routed(
+            requests,
+            lambda inner, part: inner.commit_file(object_key, uploader_broker_id, file_size, part),
+            lambda code, _r: CommitBatchResponse.of_error(code),
+            f"commit_file {object_key!r}",
         )
 
     async def find_batches(
         self, requests: Sequence[FindBatchRequest], fetch_max_bytes: int
     ) -> list[FindBatchResponse]:
-        return await self._running().find_batches(requests, fetch_max_bytes)
+        return await self._routed(
+            requests,
+            lambda inner, part: inner.find_batches(part, fetch_max_bytes),
+            lambda code, _r: FindBatchResponse(code, (), -1, -1),
+            "find_batches",
+            lambda out: _fetch_budget(requests, out, fetch_max_bytes),
+        )
 
     async def list_offsets(
         self, requests: Sequence[ListOffsetsRequest]
     ) -> list[ListOffsetsResponse]:
-        return await self._running().list_offsets(requests)
+        return await self._routed(
+            requests,
+            lambda inner, part: inner.list_offsets(part),
+            lambda code, r: ListOffsetsResponse(code, r.topic_id_partition, -1, -1),
+            "list_offsets",
+        )
 
     async def delete_records(
         self, requests: Sequence[DeleteRecordsRequest]
     ) -> list[DeleteRecordsResponse]:
-        return await self._running().delete_records(requests)
+        return await self._routed(
+            requests,
+            lambda inner, part: inner.delete_records(part),
+            lambda code, _r: DeleteRecordsResponse(code, -1),
+            "delete_records",
+        )
 
-    async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
-        return await self._running().delete_topics(topic_ids)
+    async def enforce_retention(
+        self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
+    ) -> list[EnforceRetentionResponse]:
+        return await self._routed(
+            requests,
+            lambda inner, part: inner.enforce_retention(part, max_batches_per_request),
+            lambda code, _r: EnforceRetentionResponse(code, -1, -1, -1),
+            "enforce_retention",
+        )
 
+    async def list_partitions(self) -> list[TopicIdPartition]:
+        self._any_running()
+        running = self.replicas_running
+        if set(running) == {DEFAULT_PARTITION} and not self._owner_map():
+            return await running[DEFAULT_PARTITION].list_partitions()
+        owner = self.owner
+        out: list[TopicIdPartition] = []
+        for p, inner in running.items():
+            out.extend(tp for tp in await inner.list_partitions() if owner(tp) == p)
+        return out
+
+    # -- objects (the shared-object rule of the module docstring)
     async def get_files_to_delete(
         self,
         marked_before_ms: int | None = None,
         limit: int = 0,
         after_object_key: str | None = None,
     ) -> list[FileToDelete]:
-        return await self._running().get_files_to_delete(marked_before_ms, limit, after_object_key)
+        running = self._full_set()
+        if len(running) == 1:
+            (inner,) = running.values()
+            return await inner.get_files_to_delete(marked_before_ms, limit, after_object_key)
+        marked: dict[int, dict[str, FileToDelete]] = {}
+        for p, inner in running.items():
+            files = await inner.get_files_to_delete(marked_before_ms, 0, after_object_key)
+            marked[p] = {f.object_key: f for f in files}
+        candidates = sorted({k for m in marked.values() for k in m})
+        if not candidates:
+            return []
+        known = {p: await asyncio.to_thread(_known_keys, inner.db_path, candidates)
+                 for p, inner in running.items()}  # fmt: skip
+        out: list[FileToDelete] = []
+        for key in candidates:
+            # every partition that has a row of the key has it marked before the cutoff
+            if any(key in known[p] and key not in marked[p] for p in running):
+                continue
+            mine = [marked[p][key] for p in running if key in marked[p]]
+            out.append(FileToDelete(key, max(f.marked_for_deletion_at_ms for f in mine),
+                                    max(f.size for f in mine)))  # fmt: skip
+            if 0 < limit <= len(out):
+                break
+        return out
 
     async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
-        return await self._running().delete_files(object_keys)
+        if not object_keys:
+            return []
+        running = self._full_set()
+        if len(running) == 1:
+            (inner,) = running.values()
+            return await inner.delete_files(object_keys)
+        keys = list(object_keys)
+        known = {p: await asyncio.to_thread(_known_keys, inner.db_path, keys)
+                 for p, inner in running.items()}  # fmt: skip
+        codes: dict[str, int] = {}
+        per_partition: dict[int, list[str]] = {}
+        for key in dict.fromkeys(keys):
+            holders = [p for p in running if key in known[p]]
+            if not holders:
+                codes[key] = Errors.RESOURCE_NOT_FOUND
+            elif any(known[p][key] != "deleting" for p in holders):
+                codes[key] = Errors.INVALID_REQUEST  # still referenced by some partition
+            elif not all(running[p].is_writable for p in holders):
+                codes[key] = NOT_COORDINATOR
+            else:
+                for p in holders:
+                    per_partition.setdefault(p, []).append(key)
+        results = await asyncio.gather(
+            *(running[p].delete_files(ks) for p, ks in per_partition.items())
+        )
+        for ks, got in zip(per_partition.values(), results, strict=True):
+            for key, code in zip(ks, got, strict=True):
+                if codes.get(key, Errors.NONE) == Errors.NONE:
+                    codes[key] = code
+        out: list[int] = []
+        seen: set[str] = set()
+        for key in keys:  # a repetition of a key forgotten by its earlier occurrence
+            code = codes[key]
+            out.append(Errors.RESOURCE_NOT_FOUND if key in seen and code == Errors.NONE else code)
+            seen.add(key)
+        return out
 
     async def is_safe_to_delete_file(self, object_key: str) -> bool:
-        return await self._running().is_safe_to_delete_file(object_key)
+        running = self._full_set()
+        for p, inner in running.items():
+            if not inner.is_writable:
+                raise NotCoordinatorError(
+                    f"node {self.node_id} does not lead {DISKLESS_METADATA_TOPIC_NAME}-{p}"
+                )
+        answers = await asyncio.gather(
+            *(inner.is_safe_to_delete_file(object_key) for inner in running.values())
+        )
+        return all(answers)
 
-    async def list_partitions(self) -> list[TopicIdPartition]:
-        return await self._running().list_partitions()
 
-    async def enforce_retention(
-        self, requests: Sequence[EnforceRetentionRequest], max_batches_per_request: int = 0
-    ) -> list[EnforceRetentionResponse]:
-        return await self._running().enforce_retention(requests, max_batches_per_request)
+def _fetch_budget(
+    requests: Sequence[FindBatchRequest], answers: list[FindBatchResponse], fetch_max_bytes: int
+) -> list[FindBatchResponse]:
+    """The single-coordinator fetch budget (``sqlite._Ops.find_batches``) applied again, in
+    request order, to answers each computed with the whole budget by its own coordinator
+    partition: a batch is kept unless the request already has bytes and the entry reached its
+    ``max_partition_fetch_bytes`` or the request ``fetch_max_bytes``. An answer that is within
+    the budget is returned as it is."""
+    request_bytes = 0
+    out: list[FindBatchResponse] | None = None
+    for i, (r, a) in enumerate(zip(requests, answers, strict=True)):
+        if a.error != Errors.NONE or not a.batches:
+            continue
+        kept = 0
+        partition_bytes = 0
+        max_partition = r.max_partition_fetch_bytes
+        for b in a.batches:
+            if request_bytes and (
+                partition_bytes >= max_partition or request_bytes >= fetch_max_bytes
+            ):
+                break
+            partition_bytes += b.byte_size
+            request_bytes += b.byte_size
+            kept += 1
+        if kept < len(a.batches):
+            if out is None:
+                out = list(answers)
+            out[i] = FindBatchResponse.success(a.batches[:kept], a.log_start_offset,
+                                               a.high_watermark)  # fmt: skip
+    return answers if out is None else out

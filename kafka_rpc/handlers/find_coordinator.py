@@ -12,13 +12,13 @@ is every key on a single node, and on every ``kafka-rpc serve`` process sharing 
 database (``postgresql://``, issue 16: each is a writable coordinator whose acknowledged commits
 all others see at once). A ``write:`` key for a coordinator partition this node holds a replica
 of but does not lead (the replicated coordinator, ``diskless.coordinator.url=raft://...``)
-names the leader of the partition's own Raft group (``coordinator.leader_id``) at that
-broker's endpoint in the image, or this node if it was just elected (it is writable once it has
-applied its epoch's start), and COORDINATOR_NOT_AVAILABLE while its Raft group has no leader.
-Otherwise the answer is the partition's leader (``write:``) or its first live replica, leader
-first (``read:``), as the image registers them, at the endpoint of the request's listener name;
-a client sent to a node that no longer serves it gets NOT_COORDINATOR from the diskless RPCs and
-asks again. Results come in request order.
+names the leader of the partition's own Raft group (``coordinator.leader_of(partition)``, else
+``coordinator.leader_id``) at that broker's endpoint in the image, or this node if it was just
+elected (it is writable once it has applied its epoch's start), and COORDINATOR_NOT_AVAILABLE
+while its Raft group has no leader. Otherwise the answer is the partition's leader (``write:``)
+or its first live replica, leader first (``read:``), as the image registers them, at the
+endpoint of the request's listener name; a client sent to a node that no longer serves it gets
+NOT_COORDINATOR from the diskless RPCs and asks again. Results come in request order.
 Errors, per key: INVALID_REQUEST (42) for a malformed BATCH key, or key type 3 below v7, or an
 unknown key type, with NodeId -1, Host "", Port -1; COORDINATOR_NOT_AVAILABLE (15) for key types
 0/1/2 (group, transaction, share): those coordinators do not exist here, and we never name a
@@ -91,7 +91,8 @@ def _batch_answer(ctx, mode: str, topic_id: UUID, partition: int) -> tuple:
     t = image.topic_by_name(DISKLESS_METADATA_TOPIC)
     p = None if t is None else t.partitions.get(c)
     if write and c in served(False):  # a replica here: its Raft group knows the leader
-        leader = getattr(server.coordinator, "leader_id", -1)
+        leader_of = getattr(server.coordinator, "leader_of", None)  # several partitions
+        leader = leader_of(c) if leader_of else getattr(server.coordinator, "leader_id", -1)
         if leader == server.node_id:  # elected, not yet writable: it will be in a moment
             ep = server.advertised(ctx.listener.name)
             return ErrorCode.NONE, None, server.node_id, ep.host, ep.port
