@@ -202,8 +202,9 @@ class CountingStateMachine:
 
 
 async def raft_node_main(spec: dict) -> None:
-    """One voter with no server around it: FileLog, FileQuorumStateStore, RaftCore and
-    RaftDriver as ``Server`` builds them, on :class:`CountingStateMachine`; once it leads, run
+    """A voter with no server around it: FileLog, FileQuorumStateStore, RaftCore and RaftDriver
+    as ``Server`` builds them, on :class:`CountingStateMachine`; with peers, its controller
+    listener serves only the Raft RPCs (:func:`_raft_listener`). Once it leads, run
     ``spec['load']`` and print the result."""
     import random
 
@@ -223,13 +224,17 @@ async def raft_node_main(spec: dict) -> None:
                     CountingStateMachine(), random.Random(), now,
                     wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
     driver = RaftDriver(core, raft_log, cfg.node_id, rc.voters)
+    listener = None
+    if len(rc.voters) > 1:  # peers: serve the Raft RPCs on the controller listener
+        listener = await _raft_listener(cfg, driver)
     driver.start()
     emit(event="started")
     load = spec["load"]
     try:
         deadline = time.monotonic() + load.get("lead_timeout", 30)
+        # with peers, a follower serves until killed (the leader's process prints the result)
         while not core.is_leader or core.high_watermark <= 0:
-            if time.monotonic() > deadline:
+            if time.monotonic() > deadline and len(rc.voters) == 1:
                 raise TimeoutError("the single voter did not lead")
             await asyncio.sleep(0.01)
 
@@ -240,6 +245,40 @@ async def raft_node_main(spec: dict) -> None:
         emit(event="result", **res)
     finally:
         await driver.stop(1000)
+        if listener is not None:
+            listener.close()
+
+
+class _RaftOnlyServer:
+    """What the Raft handlers (``kafka_rpc.handlers.raft``) look up on ``ctx.server``: the
+    driver, and no other partitions or coordinator."""
+
+    def __init__(self, driver) -> None:
+        self.raft = driver
+        self.raft_partitions: dict = {}
+        self.coordinator = None
+
+
+async def _raft_listener(cfg, driver):
+    """The node's controller listener with the server's own connection code and only the Raft
+    RPCs registered (Kafka's ``TestRaftServer`` runs its own network channel the same way)."""
+    from kafka_rpc.handlers import raft as raft_handlers  # noqa: F401 - registers the handlers
+    from kafka_rpc.server.connection import KafkaConnection
+    from kafka_rpc.server.registry import default_registry
+    from kafka_rpc.server.server import ListenerState
+
+    ep = next(e for e in cfg.served_listeners() if cfg.role_of(e.name) == "controller")
+    wanted = {"FetchRequest", "VoteRequest", "BeginQuorumEpochRequest",
+              "EndQuorumEpochRequest", "FetchSnapshotRequest", "DescribeQuorumRequest",
+              "ApiVersionsRequest"}  # fmt: skip
+    table = {k: e for k, e in default_registry.table("controller").items() if e.name in wanted}
+    ls = ListenerState(name=ep.name, role="controller", host=ep.host, port=ep.port,
+                       server=_RaftOnlyServer(driver), table=table,
+                       max_request_bytes=cfg.socket_request_max_bytes,
+                       max_inflight=cfg.max_inflight_requests_per_connection)  # fmt: skip
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(lambda: KafkaConnection(ls), ep.host, ep.port,
+                                    reuse_address=True)  # fmt: skip
 
 
 class Floor:
@@ -293,6 +332,141 @@ async def floor_main(spec: dict) -> None:
     finally:
         writer.cancel()
         os.close(fl.fd)
+
+
+class _AckReader(asyncio.Protocol):
+    """The leader's side of one follower connection: 8-byte acks (the follower's log end)."""
+
+    def __init__(self, on_ack) -> None:
+        self.on_ack = on_ack
+        self.buf = b""
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        while len(self.buf) >= 8:
+            self.on_ack(int.from_bytes(self.buf[:8], "big"))
+            self.buf = self.buf[8:]
+
+
+class ReplicationFloor(Floor):
+    """Group commit replicated to followers with no Raft: each wake-up encodes the waiting records
+    as one RecordBatch v2, pushes it (4-byte length frame) to every follower, writes and fsyncs it
+    on the loop thread, and acknowledges a group once the leader and ``acks - 1`` followers have
+    it on disk (a majority of 3: the leader and one follower). The next group does not wait for
+    the followers' acks of the previous one (pipelined), so this is the least any majority-fsync
+    replication over loopback costs here: no terms, no fetch protocol, no state machine."""
+
+    def __init__(self, path: Path, transports: list, acks: int) -> None:
+        super().__init__(path)
+        self.transports = transports
+        self.need = acks - 1
+        self.follower_end = [0] * len(transports)
+        self.own_end = 0
+        self.pending: list[tuple[int, list]] = []  # (end offset, futures), in offset order
+
+    def on_ack(self, i: int, end: int) -> None:
+        self.follower_end[i] = end
+        self._release()
+
+    def _release(self) -> None:
+        ends = sorted(self.follower_end, reverse=True)
+        majority_end = min(self.own_end, ends[self.need - 1] if self.need else self.own_end)
+        while self.pending and self.pending[0][0] <= majority_end:
+            for fut in self.pending.pop(0)[1]:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def run(self) -> None:
+        from kafka_rpc.protocol.record_batch import encode_batch
+
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if not self.waiting:
+                continue
+            group, self.waiting = self.waiting, []
+            values = [v for recs, _ in group for v in recs]
+            b = encode_batch(self.base, 1, values, int(time.time() * 1000))
+            self.base += len(values)
+            frame = len(b.data).to_bytes(4, "big") + b.data
+            for t in self.transports:
+                t.write(frame)
+            os.write(self.fd, b.data)
+            os.fsync(self.fd)
+            self.own_end = self.base
+            self.pending.append((self.base, [fut for _, fut in group]))
+            self._release()
+
+
+async def repl_leader_main(spec: dict) -> None:
+    d = Path(spec["dir"])
+    d.mkdir(parents=True, exist_ok=True)
+    loop = asyncio.get_running_loop()
+    transports: list = []
+    fl: ReplicationFloor | None = None
+
+    def ack(i: int, end: int) -> None:
+        if fl is not None:
+            fl.on_ack(i, end)
+
+    for i, port in enumerate(spec["followers"]):
+        t, _ = await loop.create_connection(lambda i=i: _AckReader(lambda e: ack(i, e)),
+                                            "127.0.0.1", port)  # fmt: skip
+        t.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transports.append(t)
+    fl = ReplicationFloor(d / "leader.log", transports, spec["acks"])
+    writer = asyncio.ensure_future(fl.run())
+    load = spec["load"]
+
+    async def submit(records):
+        await fl.append(records)
+
+    try:
+        res = await closed_loop(submit, load["conc"], load["k"], load["warm"], load["dur"])
+        emit(event="result", **res)
+    finally:
+        writer.cancel()
+        for t in transports:
+            t.close()
+        os.close(fl.fd)
+
+
+async def repl_follower_main(spec: dict) -> None:
+    """Accept the leader's connection; for each frame: write, fsync (loop thread), ack the new log
+    end (8 bytes)."""
+    d = Path(spec["dir"])
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / "follower.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    done = asyncio.get_running_loop().create_future()
+
+    async def conn(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        from kafka_rpc.protocol.record_batch import decode_batches
+
+        writer.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        end = 0
+        try:
+            while True:
+                n = int.from_bytes(await reader.readexactly(4), "big")
+                data = await reader.readexactly(n)
+                for b in decode_batches(data):  # as a follower's log does: check, find the end
+                    end = b.last_offset + 1
+                os.write(fd, data)
+                os.fsync(fd)
+                writer.write(end.to_bytes(8, "big"))
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+            if not done.done():
+                done.set_result(None)
+
+    srv = await asyncio.start_server(conn, "127.0.0.1", 0)
+    emit(event="started", port=srv.sockets[0].getsockname()[1])
+    try:
+        await done
+    finally:
+        srv.close()
+        os.close(fd)
 
 
 def copy_server_main(spec: dict) -> None:
@@ -415,6 +589,27 @@ def run_floor(root: Path, load: dict, tag: str) -> dict:
         shutil.rmtree(d, ignore_errors=True)
 
 
+def run_repl_floor(root: Path, load: dict, tag: str, n: int = 3) -> dict:
+    """The bare replication floor of (b): a leader and n - 1 followers, one child process each,
+    unpinned like the 3-node cells."""
+    d = Path(tempfile.mkdtemp(prefix=f"repl-{tag}-", dir=root))
+    kids: list[Child] = []
+    try:
+        ports = []
+        for i in range(1, n):
+            c = py_child("--repl-follower", {"dir": str(d / f"f{i}")}, d / f"f{i}.log")
+            kids.append(c)
+            ports.append(c.wait_event("started", 30)["port"])
+        spec = {"dir": str(d / "leader"), "followers": ports, "acks": n // 2 + 1, "load": load}
+        c = py_child("--repl-leader", spec, d / "leader.log")
+        kids.append(c)
+        return c.wait_event("result", load["warm"] + load["dur"] + 30)
+    finally:
+        for c in kids:
+            c.kill()
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str, mode: str = "--node") -> dict:
     d = Path(tempfile.mkdtemp(prefix=f"raft{n}-{tag}-", dir=root))
     ports = {i: free_port() for i in range(1, n + 1)}
@@ -440,7 +635,8 @@ def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str, mode: str =
         shutil.rmtree(d, ignore_errors=True)
 
 
-RAFT_ONLY = "1-node linger 0, Raft only"
+RAFT_ONLY = "linger 0, Raft only"
+REPL_FLOOR = "bare replication, 3 processes (no Raft)"
 
 
 def med(rs: list[dict], key: str) -> float:
@@ -455,15 +651,18 @@ def part_ab(root: Path, args, out: dict) -> None:
         if part not in args.parts:
             continue
         cells = [("floor", None)] + [(f"{n}-node linger {lg}", lg) for lg in lingers]
-        if n == 1:
-            cells.append((RAFT_ONLY, 0))
+        cells.append((f"{n}-node {RAFT_ONLY}", 0))
+        if n == 3:
+            cells.append((REPL_FLOOR, None))
         res: dict[str, list[dict]] = {name: [] for name, _ in cells}
         for r in range(args.rounds):
             order = cells if r % 2 == 0 else cells[::-1]
             for name, lg in order:
-                if lg is None:
+                if name == REPL_FLOOR:
+                    x = run_repl_floor(root, load, f"{part}{r}")
+                elif lg is None:
                     x = run_floor(root, load, f"{part}{r}")
-                elif name == RAFT_ONLY:
+                elif name.endswith(RAFT_ONLY):
                     x = run_nodes(root, n, load, lg, f"{part}{r}", "--raft-node")
                 else:
                     x = run_nodes(root, n, load, lg, f"{part}{r}")
@@ -493,8 +692,17 @@ def part_ab(root: Path, args, out: dict) -> None:
                 f"Servers, one child process each, unpinned (3 processes on "
                 f"{os.cpu_count()} cores); the elected leader runs the load of (a) in its "
                 f"process; commit = majority fsynced + replicated over loopback Fetch. The "
-                f"floor of (a) is re-measured in the same alternated rounds. Target: records/s"
-                f" >= 0.5 x floor.\n"
+                f"floor of (a) is re-measured in the same alternated rounds. '{REPL_FLOOR}': "
+                f"what any majority-fsync replication costs on this machine, measured the same "
+                f"way: a leader and two follower processes, unpinned, the same C x K closed loop "
+                f"in the leader; each wake-up pushes the waiting records as one RecordBatch v2 "
+                f"to both followers over loopback TCP and writes + fsyncs it; a follower decodes "
+                f"it, writes, fsyncs and acks its log end; a group is acknowledged once the "
+                f"leader and one follower have it on disk, with the next group sent without "
+                f"waiting (no terms, no Fetch protocol, no state machine): what replication "
+                f"itself costs here. '3-node {RAFT_ONLY}': three voters as in (a)'s Raft-only "
+                f"cell, each serving only the Raft RPCs on its controller listener with the "
+                f"server's connection code. Target: records/s >= 0.5 x floor.\n"
             )
         print("| cell | records/s | p50 ms | p99 ms | records/s vs floor | p99 vs floor | meets |")
         print("|---|---:|---:|---:|---:|---:|---|")
@@ -502,7 +710,7 @@ def part_ab(root: Path, args, out: dict) -> None:
             rs = res[name]
             rps, p50, p99 = med(rs, "records_per_s"), med(rs, "p50_ms"), med(rs, "p99_ms")
             rr, pr = rps / med(fl, "records_per_s"), p99 / med(fl, "p99_ms")
-            if name == "floor":
+            if name in ("floor", REPL_FLOOR):
                 meets = "-"
             elif n == 1:
                 meets = (f"rate {'yes' if rr >= 0.7 else 'NO'} (>=0.7), "
@@ -514,6 +722,11 @@ def part_ab(root: Path, args, out: dict) -> None:
                 f"| {name}{f' ({errs} errors)' if errs else ''} | {rps:,.0f} | {p50:.2f} | "
                 f"{p99:.2f} | {rr:.2f} | {pr:.2f} | {meets} |"
             )
+        if n == 3:
+            rep = med(res[REPL_FLOOR], "records_per_s")
+            for cell in ("3-node linger 0", f"3-node {RAFT_ONLY}"):
+                ours = med(res[cell], "records_per_s")
+                print(f"\n{cell} vs '{REPL_FLOOR}': {ours / rep:.2f} of its records/s.")
 
 
 # ============================================================================ (c) failover
@@ -870,13 +1083,28 @@ def main() -> int:
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--kills", type=int)
     ap.add_argument("--snap-mib", type=int)
-    for mode in ("--node", "--raft-node", "--floor", "--copy-server", "--copy-client"):
+    for mode in (
+        "--node",
+        "--raft-node",
+        "--floor",
+        "--repl-leader",
+        "--repl-follower",
+        "--copy-server",
+        "--copy-client",
+    ):
         ap.add_argument(mode, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.node or args.raft_node or args.floor:
+    modes = {
+        "node": node_main,
+        "raft_node": raft_node_main,
+        "floor": floor_main,
+        "repl_leader": repl_leader_main,
+        "repl_follower": repl_follower_main,
+    }
+    chosen = [(fn, getattr(args, m)) for m, fn in modes.items() if getattr(args, m)]
+    if chosen:
         _uvloop()
-        fn, spec = ((node_main, args.node) if args.node else (raft_node_main, args.raft_node)
-                    if args.raft_node else (floor_main, args.floor))  # fmt: skip
+        fn, spec = chosen[0]
         with contextlib.suppress(KeyboardInterrupt):
             asyncio.run(fn(json.loads(spec)))
         return 0
@@ -895,7 +1123,7 @@ def main() -> int:
     base = Path(args.dir) if args.dir else HERE / "results"
     base.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="raft-bench-", dir=base))
-    skip = ("node", "raft_node", "floor")
+    skip = ("node", "raft_node", "floor", "repl_leader", "repl_follower")
     out: dict = {"args": {k: v for k, v in vars(args).items() if k not in skip}}
     print(
         f"# bench/raft.py{' --quick' if q else ''}: {os.cpu_count()} CPUs, "

@@ -28,9 +28,9 @@ def test_quick_runs_and_prints_tables(tmp_path):
     t = tables(proc.stdout)
     assert sorted(t) == ["a", "b", "c", "d"], proc.stdout
     assert "Method:" in proc.stdout
-    # (a), (b): floor + linger 25 + linger 0 (+ Raft only in (a)), each with records/s, p50,
-    # p99 and ratios
-    for part, n in (("a", 4), ("b", 3)):
+    # (a), (b): floor + linger 25 + linger 0 + Raft only (+ the bare replication floor in (b)),
+    # each with records/s, p50, p99 and ratios
+    for part, n in (("a", 4), ("b", 5)):
         names = [r[0] for r in t[part]]
         assert names[0] == "floor" and len(names) == n, names
         for row in t[part]:
