@@ -57,7 +57,10 @@ it is (its exceptions propagate).
   when this node leads none; COORDINATOR_NOT_AVAILABLE (raised) when no replica runs here yet.
 * ``list_partitions``: each topic-partition held by the replica of its owning coordinator
   partition (the server's retention task sends those to ``enforce_retention``, which routes them
-  to their owner again: retention runs per coordinator partition on its leader).
+  to their owner again: retention runs per coordinator partition on its leader), except the
+  partitions of a topic that some coordinator partition this node leads does not hold (yet):
+  the metadata publisher's reconcile, which creates what ``list_partitions`` lacks, then
+  creates the topic on every partition this node leads (idempotent where it exists).
 * **Objects shared by several coordinator partitions** (our rule: the KIP's "Scaling" section
   only says each topic-partition belongs to one Batch Coordinator, so an object's batches may be
   recorded by several, each with its own row of the object): an object may be physically deleted
@@ -606,9 +609,24 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if set(running) == {DEFAULT_PARTITION} and not self._owner_map():
             return await running[DEFAULT_PARTITION].list_partitions()
         owner = self.owner
-        out: list[TopicIdPartition] = []
+        held = {p: await inner.list_partitions() for p, inner in running.items()}
+        # partitions of each topic that every partition this node leads holds (0..count-1)
+        counts: dict[uuid.UUID, int] | None = None
         for p, inner in running.items():
-            out.extend(tp for tp in await inner.list_partitions() if owner(tp) == p)
+            if not inner.is_writable:
+                continue
+            mine: dict[uuid.UUID, int] = {}
+            for tp in held[p]:
+                mine[tp.topic_id] = max(mine.get(tp.topic_id, 0), tp.partition + 1)
+            counts = mine if counts is None else {
+                t: min(n, mine[t]) for t, n in counts.items() if t in mine
+            }  # fmt: skip
+        out: list[TopicIdPartition] = []
+        for p, tps in held.items():
+            out.extend(
+                tp for tp in tps
+                if owner(tp) == p and (counts is None or tp.partition < counts.get(tp.topic_id, 0))
+            )  # fmt: skip
         return out
 
     # -- objects (the shared-object rule of the module docstring)

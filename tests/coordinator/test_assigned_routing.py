@@ -241,3 +241,18 @@ async def test_an_image_that_moves_a_partition_away_stops_its_replica(tmp_path):
         assert (o.error, o.offset) == (0, 1)
     finally:
         await c.close()
+
+
+async def test_a_topic_that_a_led_partition_lacks_is_not_listed(tmp_path):
+    """The metadata publisher's reconcile creates what ``list_partitions`` lacks: a topic held
+    by coordinator partitions 1 and 2 (A-1, A-2 by their owners) but not by 0, which this node
+    also leads, is not listed until it is created there too."""
+    c, _ = await started(tmp_path, ALL3())
+    try:
+        for p in (1, 2):
+            assert await c.replica(p).create_topic_and_partitions([CTP(A, "a", 4)]) == [0]
+        assert await c.list_partitions() == []
+        assert await c.create_topic_and_partitions([CTP(A, "a", 4)]) == [0]  # idempotent on 1, 2
+        assert sorted(tp.partition for tp in await c.list_partitions()) == [0, 1, 2, 3]
+    finally:
+        await c.close()
