@@ -21,10 +21,15 @@ Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
   ``logs`` locks in the same order first and then the ``files`` rows they change in ``file_id``
   order, so no two writers can wait on each other in a cycle. A deadlock or serialization failure
   reported anyway (40P01 / 40001; nothing was committed) is retried up to 5 times.
-* **Reads take no locks.** A one-partition ``find_batches`` / ``list_offsets`` is one statement
-  (one snapshot); several partitions run in one ``REPEATABLE READ READ ONLY`` transaction, so one
-  response is one consistent snapshot (Inkless: a STABLE function). Reads have their own
-  connections (``_Readers``, a plain free list), writes use an ``asyncpg.Pool``.
+* **Reads take no locks.** ``find_batches`` calls made in one event-loop turn (concurrent
+  requests of any connections) are answered together by ONE ``find_many`` statement (at most
+  ``_FIND_GROUP`` partitions; a call is never split): one round trip and one snapshot, taken after
+  every one of those calls was made, so each sees every commit acknowledged before it and nothing
+  uncommitted. A call needing more than the first page (``_FIND_PAGE`` batches) of a partition is
+  re-read page by page in one ``REPEATABLE READ READ ONLY`` transaction, as is a multi-partition
+  ``list_offsets``; a one-partition ``list_offsets`` is one statement. So one response is one
+  consistent snapshot (Inkless: a STABLE function). Reads have their own connections
+  (``_Readers``, a plain free list), writes use an ``asyncpg.Pool``.
 * **batch_id** comes from the sequence ``batch_id_seq``, taken in request order under the row
   locks: it increases with commit order per partition and is never reused (a rolled-back commit
   leaves a gap).
@@ -111,7 +116,8 @@ _SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _INT64_MAX = 9_223_372_036_854_775_807
 _MIGRATION_LOCK = 0x6B61666B61727063  # pg_advisory_xact_lock key ("kafkarpc")
 _CONFLICT_RETRIES = 5
-_FIND_PAGE = 64  # batches fetched per round trip by find_batches
+_FIND_PAGE = 64  # batches fetched per partition and round trip by find_batches
+_FIND_GROUP = 64  # partitions per find_many statement (concurrent find_batches calls together)
 
 
 class SchemaVersionError(RuntimeError):
@@ -350,6 +356,9 @@ class PostgresBatchCoordinator(BatchCoordinator):
         # (is_safe_to_delete_file waits for them: it is ordered after every commit submitted
         # before it).
         self._inflight: dict[str, asyncio.Future] = {}
+        # find_batches calls of this event-loop turn, sent together by _flush_finds
+        self._finds: list[tuple[list[FindBatchRequest], int, asyncio.Future]] = []
+        self._find_tasks: set[asyncio.Task] = set()
         self.schema_version = 0
         self.conflict_retries = 0  # statistics: transactions retried after 40P01 / 40001
 
@@ -715,18 +724,60 @@ class PostgresBatchCoordinator(BatchCoordinator):
         requests = list(requests)
         if not requests:
             return []
-
-        async def run(conn: asyncpg.Connection) -> list[FindBatchResponse] | None:
-            return await _find_batches(conn, requests, fetch_max_bytes, len(requests) == 1)
-
-        if len(requests) == 1:
-            res = await self._read(run, snapshot=False)
-            if res is not None:
-                return res
-            # one partition needing more than one page: again, in one snapshot
+        if self._readers is None:
+            raise RuntimeError("coordinator not started (await start() first)")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future = loop.create_future()
+        if not self._finds:
+            loop.call_soon(self._flush_finds)
+        self._finds.append((requests, fetch_max_bytes, fut))
+        res = await fut
+        if res is not None:
+            return res
+        # a partition needing more than one page: again, in one snapshot transaction
         return await self._read(
-            lambda conn: _find_batches(conn, requests, fetch_max_bytes, False), snapshot=True
+            lambda conn: _find_batches(conn, requests, fetch_max_bytes), snapshot=True
         )
+
+    def _flush_finds(self) -> None:
+        """Send the ``find_batches`` calls made since the last flush (this event-loop turn) as
+        ``find_many`` statements of at most ``_FIND_GROUP`` partitions (a call is never split),
+        each on its own read connection."""
+        pending, self._finds = self._finds, []
+        loop = asyncio.get_running_loop()
+        group: list[tuple[list[FindBatchRequest], int, asyncio.Future]] = []
+        entries = 0
+        for item in pending:
+            if group and entries + len(item[0]) > _FIND_GROUP:
+                self._find_tasks.add(task := loop.create_task(self._run_finds(group)))
+                task.add_done_callback(self._find_tasks.discard)
+                group, entries = [], 0
+            group.append(item)
+            entries += len(item[0])
+        if group:
+            self._find_tasks.add(task := loop.create_task(self._run_finds(group)))
+            task.add_done_callback(self._find_tasks.discard)
+
+    async def _run_finds(
+        self, group: list[tuple[list[FindBatchRequest], int, asyncio.Future]]
+    ) -> None:
+        """One ``find_many`` for ``group``; each call's future gets its answers (None: needs
+        more than one page) or the error."""
+        try:
+            results = await self._read(lambda conn: _find_many(conn, group), snapshot=False)
+        except BaseException as exc:
+            for _, _, fut in group:
+                if not fut.done():
+                    if isinstance(exc, asyncio.CancelledError):
+                        fut.cancel()
+                    else:
+                        fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, _, fut), res in zip(group, results):
+            if not fut.done():
+                fut.set_result(res)
 
     async def list_offsets(
         self, requests: Sequence[ListOffsetsRequest]
@@ -930,18 +981,106 @@ async def _release_files(conn: asyncpg.Connection, deleted: dict[int, int], now:
     await conn.execute(Q.release_files, fids, [deleted[f] for f in fids], now)
 
 
-async def _find_batches(
-    conn: asyncpg.Connection,
-    requests: list[FindBatchRequest],
+def _take_page(
+    page: Sequence[Any],
+    c: int,
+    tp: TopicIdPartition,
+    found: list[BatchInfo],
+    partition_bytes: int,
+    request_bytes: int,
+    max_partition_bytes: int,
     fetch_max_bytes: int,
-    single_statement: bool,
-) -> list[FindBatchResponse] | None:
-    """``find_batches`` on ``conn`` (inside a snapshot transaction unless ``single_statement``).
-    With ``single_statement`` returns None when a second page would be needed."""
-    out: list[FindBatchResponse] = []
-    request_bytes = 0
+) -> tuple[int, int, bool]:
+    """Append to ``found`` the batches of ``page`` (rows whose batch columns start at ``c``:
+    batch_id, object_key, byte_offset, byte_size, base_offset, last_offset, log_append_timestamp,
+    batch_max_timestamp, timestamp_type, magic, producer_id, producer_epoch, base_sequence,
+    last_sequence) that the fetch budget admits (``_rules.admit_batch``; sizes in bytes).
+    Returns (partition bytes, request bytes, whether every batch of the page was admitted)."""
     new_info = new_batch_info
     admit = _rules.admit_batch
+    for b in page:
+        if not admit(request_bytes, partition_bytes, max_partition_bytes, fetch_max_bytes):
+            return partition_bytes, request_bytes, False
+        size = b[c + 3]
+        found.append(
+            new_info(
+                b[c], b[c + 1], b[c + 2], size, b[c + 4], b[c + 5], b[c + 6], b[c + 7], b[c + 8],
+                tp, b[c + 9], b[c + 10], b[c + 11], b[c + 12], b[c + 13],
+            )
+        )  # fmt: skip
+        partition_bytes += size
+        request_bytes += size
+    return partition_bytes, request_bytes, True
+
+
+async def _find_many(
+    conn: asyncpg.Connection, group: Sequence[tuple[list[FindBatchRequest], int, Any]]
+) -> list[list[FindBatchResponse] | None]:
+    """``find_batches`` for each ``(requests, fetch_max_bytes, _)`` of ``group`` from ONE
+    ``find_many`` statement (one snapshot for all of them); None for a call that needs more than
+    the first page of some partition (its caller re-reads it in a snapshot transaction)."""
+    tids: list[uuid.UUID] = []
+    parts: list[int] = []
+    offsets: list[int] = []
+    for requests, _, _ in group:
+        for r in requests:
+            tp = r.topic_id_partition
+            if _storable(tp):
+                tids.append(tp.topic_id)
+                parts.append(tp.partition)
+                offsets.append(min(max(r.offset, -1), _INT64_MAX))
+    by_ord: dict[int, list] = {}
+    if tids:
+        for row in await conn.fetch(Q.find_many, tids, parts, offsets, _FIND_PAGE):
+            rows = by_ord.get(row[0])
+            if rows is None:
+                by_ord[row[0]] = [row]
+            else:
+                rows.append(row)
+    out: list[list[FindBatchResponse] | None] = []
+    o = 0  # ordinal of the storable entry, as in the statement's arrays
+    for requests, fetch_max_bytes, _ in group:
+        answers: list[FindBatchResponse] | None = []
+        request_bytes = 0
+        for r in requests:
+            tp = r.topic_id_partition
+            if not _storable(tp):
+                if answers is not None:
+                    answers.append(FindBatchResponse.unknown_topic_or_partition())
+                continue
+            o += 1
+            if answers is None:
+                continue
+            rows = by_ord.get(o)
+            if rows is None:
+                answers.append(FindBatchResponse.unknown_topic_or_partition())
+                continue
+            first = rows[0]
+            lso, hw, offset = first[2], first[3], r.offset
+            if offset < lso or offset > hw:
+                answers.append(FindBatchResponse.offset_out_of_range(lso, hw))
+                continue
+            if offset == hw or first[4] is None:
+                answers.append(FindBatchResponse.success((), lso, hw))
+                continue
+            found: list[BatchInfo] = []
+            _, request_bytes, whole = _take_page(
+                rows, 4, tp, found, 0, request_bytes, r.max_partition_fetch_bytes, fetch_max_bytes
+            )
+            if whole and len(rows) == _FIND_PAGE:  # budget left and maybe more batches
+                answers = None
+                continue
+            answers.append(FindBatchResponse.success(tuple(found), lso, hw))
+        out.append(answers)
+    return out
+
+
+async def _find_batches(
+    conn: asyncpg.Connection, requests: list[FindBatchRequest], fetch_max_bytes: int
+) -> list[FindBatchResponse]:
+    """``find_batches`` on ``conn`` (inside a snapshot transaction), page by page."""
+    out: list[FindBatchResponse] = []
+    request_bytes = 0
     for r in requests:
         tp = r.topic_id_partition
         if not _storable(tp):
@@ -963,42 +1102,19 @@ async def _find_batches(
             continue
         found: list[BatchInfo] = []
         partition_bytes = 0
-        max_partition = r.max_partition_fetch_bytes
-        page = [row[3:] for row in rows]
+        page: Sequence[Any] = rows
+        c = 3  # find_first: the batch columns follow log_id, lso, hw
         while True:
-            for b in page:
-                if not admit(request_bytes, partition_bytes, max_partition, fetch_max_bytes):
-                    break
-                size = b[3]
-                found.append(
-                    new_info(
-                        b[0],
-                        b[1],
-                        b[2],
-                        size,
-                        b[4],
-                        b[5],
-                        b[6],
-                        b[7],
-                        b[8],
-                        tp,
-                        b[9],
-                        b[10],
-                        b[11],
-                        b[12],
-                        b[13],
-                    )
-                )
-                partition_bytes += size
-                request_bytes += size
-            else:
-                if len(page) == _FIND_PAGE:  # budget left and maybe more batches
-                    if single_statement:
-                        return None
-                    page = await conn.fetch(Q.find_more, log_id, page[-1][5], _FIND_PAGE)
-                    if page:
-                        continue
-            break
+            partition_bytes, request_bytes, whole = _take_page(
+                page, c, tp, found, partition_bytes, request_bytes,
+                r.max_partition_fetch_bytes, fetch_max_bytes,
+            )  # fmt: skip
+            if not whole or len(page) < _FIND_PAGE:
+                break
+            page = await conn.fetch(Q.find_more, log_id, page[-1][c + 5], _FIND_PAGE)
+            c = 0
+            if not page:
+                break
         out.append(FindBatchResponse.success(tuple(found), lso, hw))
     return out
 

@@ -309,3 +309,60 @@ async def test_find_batches_pages_beyond_one_round_trip(pg_dsn):
         assert len(full.batches) == 150  # more than two pages
     finally:
         await pg.close()
+
+
+async def test_concurrent_find_batches_answered_together_equal_the_reference(pg_dsn):
+    """find_batches calls made in one event-loop turn share one find_many statement (at most 64
+    partitions each): every call still gets exactly its own answer (the in-memory reference's),
+    whatever else is in the statement: unknown and unstorable partitions, offsets out of range
+    or at the HW, budgets, a call needing a second page (re-read in a snapshot), a cancelled
+    call, and more calls than one statement takes."""
+    from kafka_rpc.coordinator.api import ZERO_UUID
+    from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
+
+    clock = Clock()
+    mem = InMemoryBatchCoordinator(time_ms=clock)
+    pg = await started(pg_dsn, time_ms=clock)
+    try:
+        t = uuid.uuid4()
+        for c in (mem, pg):
+            await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 3)])
+        for i in range(3):  # 3 objects x 90 batches: 90 per partition
+            reqs = [
+                batch(TopicIdPartition(t, j % 3), 1 + j % 4, size=10 + j, byte_offset=j * 200)
+                for j in range(90)
+            ]
+            for c in (mem, pg):
+                assert [r.error for r in await c.commit_file(f"o{i}", 1, 20_000, reqs)] == [0] * 90
+        tp = [TopicIdPartition(t, p) for p in range(3)]
+        rnd = random.Random(5)
+        calls = [
+            # tp0 from 0: 90 batches, a second page; the whole call is re-read
+            ([FindBatchRequest(tp[0], 0, BIG), FindBatchRequest(tp[1], 5, BIG)], BIG),
+            ([FindBatchRequest(tp[1], 7, 300), FindBatchRequest(tp[2], 0, BIG)], 2_000),
+            ([FindBatchRequest(TopicIdPartition(uuid.uuid4(), 0), 0, BIG)], BIG),
+            ([FindBatchRequest(TopicIdPartition(ZERO_UUID, 0), 0, BIG),
+              FindBatchRequest(tp[0], 10**6, BIG), FindBatchRequest(tp[1], -1, BIG)], BIG),
+            ([FindBatchRequest(TopicIdPartition(t, 3), 0, BIG),
+              FindBatchRequest(TopicIdPartition(t, -1), 0, BIG)], BIG),
+        ]  # fmt: skip
+        hw = (await pg.list_offsets([ListOffsetsRequest(tp[2], -1)]))[0].offset
+        calls.append(([FindBatchRequest(tp[2], hw, BIG), FindBatchRequest(tp[0], 3, 1)], BIG))
+        for _ in range(80):  # single-partition lookups: more than one statement's 64
+            p = rnd.randrange(3)
+            calls.append(([FindBatchRequest(tp[p], rnd.randrange(200), rnd.choice((1, BIG)))], BIG))
+        want = [await mem.find_batches(reqs, fetch_max) for reqs, fetch_max in calls]
+        tasks = [asyncio.ensure_future(pg.find_batches(r, m)) for r, m in calls]
+        victim = asyncio.ensure_future(pg.find_batches([FindBatchRequest(tp[1], 0, BIG)], BIG))
+        await asyncio.sleep(0)  # all sent in the same turn; then one caller gives up
+        victim.cancel()
+        got = await asyncio.gather(*tasks)
+        for (reqs, _), g, w in zip(calls, got, want):
+            assert g == w, reqs
+        assert victim.cancelled()
+        # a lookup made after a commit was acknowledged sees it
+        [r] = await pg.commit_file("o3", 1, 100, [batch(tp[2], 1, size=100)])
+        [after] = await pg.find_batches([FindBatchRequest(tp[2], r.assigned_base_offset, BIG)], BIG)
+        assert [b.object_key for b in after.batches] == ["o3"]
+    finally:
+        await pg.close()

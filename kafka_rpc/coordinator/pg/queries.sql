@@ -163,6 +163,25 @@ LEFT JOIN LATERAL (
 WHERE l.topic_id = $1 AND l.partition = $2
 ORDER BY b.last_offset;
 
+-- name: find_many
+-- Several find_first in ONE statement (one snapshot, one round trip): entry $1[i]/$2[i] from
+-- offset $3[i], ord = i (1-based). One row per batch of the entry's first page (at most $4), or
+-- one row with NULL batch columns when the offset is out of range, at the HW or past the last
+-- batch; no row for an unknown partition. Ordered by (ord, last_offset).
+SELECT r.ord, l.log_id, l.log_start_offset, l.high_watermark, b.batch_id, b.object_key,
+       b.byte_offset, b.byte_size, b.base_offset, b.last_offset, b.log_append_timestamp,
+       b.batch_max_timestamp, b.timestamp_type, b.magic, b.producer_id, b.producer_epoch,
+       b.base_sequence, b.last_sequence
+FROM unnest($1::uuid[], $2::integer[], $3::bigint[]) WITH ORDINALITY AS r (topic_id, partition, off, ord)
+JOIN logs AS l ON l.topic_id = r.topic_id AND l.partition = r.partition
+LEFT JOIN LATERAL (
+    SELECT b.*, f.object_key FROM batches AS b JOIN files AS f ON f.file_id = b.file_id
+    WHERE b.log_id = l.log_id AND b.last_offset >= r.off
+      AND r.off >= l.log_start_offset AND r.off < l.high_watermark
+    ORDER BY b.last_offset LIMIT $4
+) AS b ON true
+ORDER BY r.ord, b.last_offset;
+
 -- name: find_more
 SELECT b.batch_id, f.object_key, b.byte_offset, b.byte_size, b.base_offset, b.last_offset,
        b.log_append_timestamp, b.batch_max_timestamp, b.timestamp_type, b.magic, b.producer_id,
