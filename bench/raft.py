@@ -579,11 +579,48 @@ def node_overrides(d: Path, node_id: int, ports: dict[int, int], linger: int) ->
     }
 
 
+def _cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process (all its threads) from /proc; 0 when gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _wait_result(kids: list[Child], load: dict, what: str) -> dict:
+    """The first ``result`` line of any of ``kids``, with the CPU the kids used together over the
+    measured window (sampled from /proc every ~0.1 s): ``cpu_cores`` (CPU seconds per second)
+    and ``cpu_us_per_record``."""
+    deadline = time.monotonic() + load["warm"] + load["dur"] + 40
+    samples: list[tuple[float, float]] = []
+    while True:
+        samples.append((time.monotonic(), sum(_cpu_s(c.proc.pid) for c in kids)))
+        for c in kids:
+            with contextlib.suppress(queue.Empty):
+                line = c.lines.get(timeout=0.1 / len(kids))
+                if line is None:
+                    raise RuntimeError(f"{what}: a child exited: {c.log.read_text()[-2000:]}")
+                if '"result"' in line:
+                    res = json.loads(line)
+                    end = (time.monotonic(), sum(_cpu_s(k.proc.pid) for k in kids))
+                    t0 = end[0] - load["dur"]
+                    start = min(samples, key=lambda x: abs(x[0] - t0))
+                    if end[0] - start[0] > 0.5 * load["dur"] and res["records_per_s"] > 0:
+                        cpu = end[1] - start[1]
+                        res["cpu_cores"] = cpu / (end[0] - start[0])
+                        res["cpu_us_per_record"] = res["cpu_cores"] / res["records_per_s"] * 1e6
+                    return res
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no result from {what}")
+
+
 def run_floor(root: Path, load: dict, tag: str) -> dict:
     d = Path(tempfile.mkdtemp(prefix=f"floor-{tag}-", dir=root))
     c = py_child("--floor", {"dir": str(d), "load": load}, d / "stderr.log", cpu=1)
     try:
-        return c.wait_event("result", load["warm"] + load["dur"] + 30)
+        return _wait_result([c], load, f"the floor in {d}")
     finally:
         c.kill()
         shutil.rmtree(d, ignore_errors=True)
@@ -601,9 +638,8 @@ def run_repl_floor(root: Path, load: dict, tag: str, n: int = 3) -> dict:
             kids.append(c)
             ports.append(c.wait_event("started", 30)["port"])
         spec = {"dir": str(d / "leader"), "followers": ports, "acks": n // 2 + 1, "load": load}
-        c = py_child("--repl-leader", spec, d / "leader.log")
-        kids.append(c)
-        return c.wait_event("result", load["warm"] + load["dur"] + 30)
+        kids.append(py_child("--repl-leader", spec, d / "leader.log"))
+        return _wait_result(kids, load, f"the bare replication run in {d}")
     finally:
         for c in kids:
             c.kill()
@@ -618,17 +654,7 @@ def run_nodes(root: Path, n: int, load: dict, linger: int, tag: str, mode: str =
         for i in ports:
             spec = {"overrides": node_overrides(d, i, ports, linger), "load": load}
             kids.append(py_child(mode, spec, d / f"n{i}.log", cpu=1 if n == 1 else None))
-        deadline = time.monotonic() + load["warm"] + load["dur"] + 40
-        while True:
-            for c in kids:
-                with contextlib.suppress(queue.Empty):
-                    line = c.lines.get(timeout=0.05)
-                    if line is None:
-                        raise RuntimeError(f"node exited: {c.log.read_text()[-2000:]}")
-                    if '"result"' in line:
-                        return json.loads(line)
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"no result from the {n}-node run in {d}")
+        return _wait_result(kids, load, f"the {n}-node run in {d}")
     finally:
         for c in kids:
             c.kill()
@@ -702,10 +728,13 @@ def part_ab(root: Path, args, out: dict) -> None:
                 f"waiting (no terms, no Fetch protocol, no state machine): what replication "
                 f"itself costs here. '3-node {RAFT_ONLY}': three voters as in (a)'s Raft-only "
                 f"cell, each serving only the Raft RPCs on its controller listener with the "
-                f"server's connection code. Target: records/s >= 0.5 x floor.\n"
+                f"server's connection code. CPU: user + system seconds of all the cell's "
+                f"processes (every thread; the load runs in the leader's) over the measured "
+                f"window, from /proc. Target: records/s >= 0.5 x floor.\n"
             )
-        print("| cell | records/s | p50 ms | p99 ms | records/s vs floor | p99 vs floor | meets |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print("| cell | records/s | p50 ms | p99 ms | records/s vs floor | p99 vs floor | meets "
+              "| CPU cores busy | CPU us/record |")  # fmt: skip
+        print("|---|---:|---:|---:|---:|---:|---|---:|---:|")
         for name, _ in cells:
             rs = res[name]
             rps, p50, p99 = med(rs, "records_per_s"), med(rs, "p50_ms"), med(rs, "p99_ms")
@@ -718,9 +747,12 @@ def part_ab(root: Path, args, out: dict) -> None:
             else:
                 meets = f"rate {'yes' if rr >= 0.5 else 'NO'} (>=0.5)"
             errs = sum(r["errors"] for r in rs)
+            cpu = [r for r in rs if "cpu_cores" in r]
+            cores = f"{med(cpu, 'cpu_cores'):.2f}" if cpu else "-"
+            per = f"{med(cpu, 'cpu_us_per_record'):.2f}" if cpu else "-"
             print(
                 f"| {name}{f' ({errs} errors)' if errs else ''} | {rps:,.0f} | {p50:.2f} | "
-                f"{p99:.2f} | {rr:.2f} | {pr:.2f} | {meets} |"
+                f"{p99:.2f} | {rr:.2f} | {pr:.2f} | {meets} | {cores} | {per} |"
             )
         if n == 3:
             rep = med(res[REPL_FLOOR], "records_per_s")
