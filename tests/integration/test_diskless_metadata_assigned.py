@@ -6,8 +6,12 @@ the controller created the topic with this node among its replicas, with the ima
   CommitBatches / FindDisklessBatches round trip succeeds, ``partition.metadata`` names the
   controller's topic id; before it runs, a direct call raises COORDINATOR_NOT_AVAILABLE (15);
 * three ``kafka-rpc serve`` processes, every one with the same ``raft://coordinator`` URL (no
-  voters, no topic id; relative to each node's own directory): commits to the coordinator leader
-  are found on a follower, and FindCoordinator ``write:`` on a follower names the Raft leader.
+  voters, no topic id; relative to each node's own directory) and ``__diskless-metadata`` of 3
+  partitions (3 Raft groups over the 3 nodes): a diskless topic's partitions mapped to
+  coordinator partitions 0 (unmapped), 1 and 2 are committed through each one's leader and found
+  on every replica, a follower answers NOT_COORDINATOR, one object over two coordinator
+  partitions commits the part its receiver leads, and FindCoordinator on every node names each
+  partition's Raft leader (``write:``) or the node itself (``read:``).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import uuid
 import pytest
 
 from kafka_rpc.broker import partition_metadata
-from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
+from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.controller.image import evolve
 from kafka_rpc.coordinator import create_coordinator
@@ -214,9 +218,31 @@ async def _client(cluster, i: int) -> KafkaRpcClient:
     )
 
 
+CT = codec.module("CreateTopicsRequest")
+AQ = codec.module("AssignPartitionToBatchCoordinatorRequest")
+DQ = codec.module("DescribeClusterRequest")
+
+
+def b64(topic: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(topic.bytes).decode().rstrip("=")
+
+
+async def find_coordinators(client, keys) -> list[tuple[int, int]]:
+    r = await client.request(
+        FC.FindCoordinatorRequest(key_type=3, coordinator_keys=tuple(keys)), version=7
+    )
+    return [(k.error_code, k.node_id) for k in r.coordinators]
+
+
 async def test_three_nodes_from_the_metadata_log(tmp_path):
+    """Three coordinator partitions, each a Raft group over the three nodes: topic d's partitions
+    mapped to coordinator partitions 0 (unmapped), 1 and 2 are committed through each one's
+    leader, found from its followers, refused NOT_COORDINATOR by a follower, and FindCoordinator
+    on any node names each partition's leader; an unmapped topic made by InitDisklessTopics
+    stays with partition 0."""
     props = {
         **FAST_FAILOVER,
+        "diskless.metadata.topic.num.partitions": "3",
         # relative to each node's own directory (the processes run there)
         "diskless.coordinator.url": "raft://coordinator?raft.election_timeout_ms=400"
         "&raft.fetch_timeout_ms=1000&write_timeout_ms=5000",
@@ -226,21 +252,114 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
         try:
             for i in cluster.nodes:
                 clients[i] = await _client(cluster, i)
+            any_client = clients[1]
+
+            # topic d (diskless, 3 partitions): the publishers initialize it on every
+            # coordinator partition's leader; d-1 -> coordinator 1, d-2 -> coordinator 2
+            async def created():
+                resp = await any_client.request(CT.CreateTopicsRequest(
+                    topics=(CT.CreatableTopic(name="d", num_partitions=3, replication_factor=3,
+                            configs=(CT.CreatableTopicConfig(name="diskless.enable",
+                                                             value="true"),)),),
+                    timeout_ms=10_000))  # fmt: skip
+                code = resp.topics[0].error_code
+                if code == 0:
+                    return resp.topics[0].topic_id
+                # REQUEST_TIMED_OUT: no active controller yet; INVALID_REPLICATION_FACTOR: the
+                # brokers are not all unfenced yet; TOPIC_ALREADY_EXISTS: a timed out attempt
+                # created it
+                assert code in (7, 36, 38), resp
+                md = await any_client.request(
+                    codec.message_class("MetadataRequest")(topics=None), version=12
+                )
+                return next((t.topic_id for t in md.topics if t.name == "d"), None)
+
+            d = await until(created, "topic d", STEP)
+
+            async def coordinators_listed():  # AssignPartitionToBatchCoordinator checks the range
+                md = await any_client.request(
+                    codec.message_class("MetadataRequest")(topics=None), version=12
+                )
+                t = next((t for t in md.topics if t.name == DISKLESS_METADATA_TOPIC), None)
+                return t is not None and len(t.partitions) == 3
+
+            await until(coordinators_listed, f"{DISKLESS_METADATA_TOPIC} listed", STEP)
+            async with KafkaRpcClient(cluster.nodes[1].address) as c:
+                active = (await c.request(DQ.DescribeClusterRequest(endpoint_type=2))).controller_id
+            async with KafkaRpcClient(cluster.nodes[active].address) as c:
+                resp = await c.request(AQ.AssignPartitionToBatchCoordinatorRequest(
+                    topics=(AQ.AssignTopicToBatchCoordinator(topic_id=d, partitions=tuple(
+                        AQ.AssignTopicPartitionToBatchCoordinator(
+                            partition_index=p, batch_coordinator_partition_index=p)
+                        for p in (1, 2))),)))  # fmt: skip
+            assert [p.error_code for t in resp.responses for p in t.partitions] == [0, 0], resp
+
+            leaders: dict[int, int] = {}  # d's partition p == coordinator partition p -> leader
+            attempts: dict[int, int] = {}
+            last: dict[int, tuple] = {}  # the last FindCoordinator / commit outcome
+
+            async def committed(p: int):
+                # the node FindCoordinator names for write:d-p takes the commit; a follower of
+                # that coordinator partition refuses it
+                ((code, node),) = await find_coordinators(any_client, [f"write:{b64(d)}:{p}"])
+                last[p] = (code, node)
+                if code != 0 or node not in clients:
+                    return None
+                attempts[p] = attempts.get(p, 0) + 1  # a retry is a new object
+                key = f"obj-d{p}-{attempts[p]}"
+                resp = await clients[node].request(commit_request(d, key, [Batch(p, 2)]))
+                (e,) = resp.topics[0].partitions
+                last[p] = (code, node, e.error_code)
+                if e.error_code != 0:  # not yet initialized there / leader moving
+                    assert e.error_code in (3, NOT_COORDINATOR, 15), resp
+                    return None
+                assert e.assigned_base_offset == 0
+                leaders[p] = node
+                return node
+
+            for p in (0, 1, 2):
+                try:
+                    await until(lambda p=p: committed(p), f"a commit to d-{p}", STEP)
+                except AssertionError as e:
+                    raise AssertionError(f"{e}; last {last}") from None
+            for p in (0, 1, 2):
+                wrong = next(i for i in clients if i != leaders[p])
+                resp = await clients[wrong].request(commit_request(d, f"x-{p}", [Batch(p, 1)]))
+                assert [e.error_code for e in resp.topics[0].partitions] == [NOT_COORDINATOR]
+
+                async def on_followers(p=p):  # every replica (all three) finds the batch
+                    for i, c in clients.items():
+                        resp = await c.request(find_request(d, p))
+                        if any(e.error_code for e in resp.responses[0].partitions):
+                            return False
+                        if found(resp) != [(0, 1, f"obj-d{p}-{attempts[p]}")]:
+                            return False
+                    return True
+
+                await until(on_followers, f"d-{p} on every replica", STEP)
+
+            # one object over coordinator partitions 1 and 2, sent to 1's leader: its entry
+            # commits; 2's entry commits too if the same node leads 2, else NOT_COORDINATOR
+            resp = await clients[leaders[1]].request(
+                commit_request(d, "obj-12", [Batch(1, 1), Batch(2, 1)])
+            )
+            got = [(e.error_code, e.assigned_base_offset) for e in resp.topics[0].partitions]
+            same = leaders[1] == leaders[2]
+            assert got == [(0, 2), (0, 2) if same else (NOT_COORDINATOR, -1)], (got, leaders)
+
+            # FindCoordinator on every node names each coordinator partition's leader (write:)
+            # and the node itself (read:, every node holds a replica of each)
+            keys = [f"write:{b64(d)}:{p}" for p in (0, 1, 2)] + [f"read:{b64(d)}:2"]
+            for i, c in clients.items():
+                want = [(0, leaders[p]) for p in (0, 1, 2)] + [(0, i)]
+                assert await find_coordinators(c, keys) == want, (i, leaders)
+
+            # an unmapped topic made by InitDisklessTopics belongs to coordinator partition 0
             topic = uuid.uuid4()
-
-            async def coordinator_leader():  # the node whose InitDisklessTopics succeeds
-                for i, c in clients.items():
-                    try:
-                        resp = await c.request(init_topic(topic, 2))
-                    except (KafkaConnectionError, OSError, TimeoutError):
-                        continue
-                    code = resp.responses[0].error_code
-                    if code == 0:
-                        return i
-                    assert code in (NOT_COORDINATOR, 15), resp  # follower / not running yet
-                return None
-
-            leader = await until(coordinator_leader, "a coordinator leader", STEP)
+            for c in clients.values():  # each node initializes it on the partitions it leads
+                resp = await c.request(init_topic(topic, 2))
+                assert resp.responses[0].error_code in (0, NOT_COORDINATOR), resp
+            leader = leaders[0]
             resp = await clients[leader].request(
                 commit_request(topic, "obj-1", [Batch(0, 3), Batch(1, 2)])
             )
@@ -250,7 +369,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
             resp = await clients[follower].request(commit_request(topic, "obj-2", [Batch(0, 1)]))
             assert [p.error_code for p in resp.topics[0].partitions] == [NOT_COORDINATOR]
 
-            async def on_follower():  # its replica may still be starting (16 until then)
+            async def on_follower():  # its replica may lag the commit
                 resp = await clients[follower].request(find_request(topic, 0))
                 if any(p.error_code for p in resp.responses[0].partitions):
                     return False
@@ -261,32 +380,20 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
                 (0, 1, "obj-1")
             ]
 
-            # every node holds the image's topic id in its partition directory
+            # every node holds the image's topic id in each partition directory
             meta_ids = {
                 partition_metadata.read_topic_id(
-                    n.home / "coordinator" / f"{DISKLESS_METADATA_TOPIC}-0"
+                    n.home / "coordinator" / f"{DISKLESS_METADATA_TOPIC}-{p}"
                 )
                 for n in cluster.nodes.values()
+                for p in (0, 1, 2)
             }
             assert len(meta_ids) == 1 and None not in meta_ids, meta_ids
-
             md = await clients[follower].request(
                 codec.message_class("MetadataRequest")(topics=None), version=12
             )
             (meta,) = [t for t in md.topics if t.name == DISKLESS_METADATA_TOPIC]
-            image_leader = meta.partitions[0].leader_id
             assert meta_ids == {meta.topic_id}  # the controller's topic id on every replica
-            # FindCoordinator on the follower: write: is the Raft leader (the image's partition
-            # leader is a random replica, so 2 runs in 3 tell them apart), read: the follower
-            b64 = base64.urlsafe_b64encode(topic.bytes).decode().rstrip("=")
-            keys = (f"write:{b64}:0", f"read:{b64}:1")
-            r = await clients[follower].request(
-                FC.FindCoordinatorRequest(key_type=3, coordinator_keys=keys), version=7
-            )
-            assert [(k.error_code, k.node_id, k.port) for k in r.coordinators] == [
-                (0, leader, broker_port(cluster.nodes[leader])),
-                (0, follower, broker_port(cluster.nodes[follower])),
-            ], (r, image_leader)
         finally:
             for c in clients.values():
                 await c.close()
