@@ -25,6 +25,13 @@ Conventions shared by every handler (DESIGN.md section 5):
   not serve for that kind of call (``Server.batch_coordinator_partitions``; unmapped partitions
   belong to 0) answers NOT_COORDINATOR (16) with the fields of a rejected entry, and the other
   entries are served (a CommitBatches object's other entries commit). See :func:`owner_check`.
+  On a node replicating several coordinator partitions
+  (``kafka_rpc.coordinator.assigned.AssignedBatchCoordinator``) the served set is the union of
+  its replicas' and the coordinator routes each remaining entry to its own partition (one
+  object's entries of two partitions are two commits, each atomic on its own); the object RPCs
+  (102, 103) follow its shared-object rule: an object is listed / forgotten only when no
+  coordinator partition still references it, NOT_COORDINATOR when this node cannot check every
+  partition.
 
 InitDisklessTopics (93)
     API: version 0.

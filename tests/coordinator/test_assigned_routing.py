@@ -256,3 +256,37 @@ async def test_a_topic_that_a_led_partition_lacks_is_not_listed(tmp_path):
         assert sorted(tp.partition for tp in await c.list_partitions()) == [0, 1, 2, 3]
     finally:
         await c.close()
+
+
+async def test_commit_batches_handler_over_several_coordinators(tmp_path):
+    """The wire handler with the server's owner check (``owner_check``: the union of the
+    replicas' served partitions) and the coordinator's routing: one request, two objects, entries
+    of coordinator partitions 0, 1 and 2 (2 not replicated here) answered in request order."""
+    from kafka_rpc.handlers import diskless as h
+    from kafka_rpc.protocol import codec
+
+    cb = codec.module("CommitBatchesRequest")
+
+    def entry(p: int, key: str, byte_offset: int):
+        return cb.CommitBatchesTopicPartition(
+            partition_index=p, object_key=key, byte_offset=byte_offset, size=50, base_offset=0,
+            last_offset=1, batch_max_timestamp=1000, message_timestamp_type=0, producer_id=-1,
+            producer_epoch=-1, base_sequence=-1, last_sequence=-1,
+        )  # fmt: skip
+
+    c, srv = await started(tmp_path, {0: (1,), 1: (1,), 2: (2, 3)})
+    srv.batch_coordinator_partitions = c.served_partitions
+    try:
+        assert await c.create_topic_and_partitions([CTP(A, "a", 4)]) == [0]
+        req = cb.CommitBatchesRequest(broker_id=1, batches=(cb.Batches(topics=(
+            cb.CommitBatchesTopic(topic_id=A, partitions=(
+                entry(2, "x", 0), entry(1, "x", 50), entry(0, "y", 0), entry(1, "y", 50),
+                entry(3, "x", 100))),)),))  # fmt: skip
+        resp = await h.handle_commit_batches(c, req, owns=h.owner_check(srv, True))
+        got = [(p.partition_index, p.error_code, p.assigned_base_offset)
+               for p in resp.topics[0].partitions]  # fmt: skip
+        assert got == [(2, NOT_COORDINATOR, -1), (1, 0, 0), (0, 0, 0), (1, 0, 2), (3, 0, 0)]
+        (o,) = await c.replica(1).list_offsets([ListOffsetsRequest(TP(A, 1), -1)])
+        assert o.offset == 4
+    finally:
+        await c.close()
