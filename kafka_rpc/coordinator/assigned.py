@@ -211,7 +211,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self.log_dir = Path(log_dir)
         self._options = options
         self._slots: dict[int, _Slot] = {}  # partition -> replica this node runs (or starts)
-        self._stopping: set[asyncio.Task] = set()
+        self._stopping: dict[int, asyncio.Task] = {}  # partition -> closing its old replica
         self.node_id = -1
         self._voters: dict[int, tuple[str, int]] = {}
         self._cluster_id: str | None = None
@@ -251,10 +251,10 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if controller is not None and self.on_metadata_update in controller.publishers:
             controller.publishers.remove(self.on_metadata_update)
         slots, self._slots = list(self._slots.values()), {}
-        for slot in slots:
-            self._stopping.add(asyncio.ensure_future(self._stop_slot(slot)))
-        if self._stopping:
-            await asyncio.wait(set(self._stopping))
+        tasks = {asyncio.ensure_future(self._stop_slot(slot)) for slot in slots}
+        tasks |= set(self._stopping.values())
+        if tasks:
+            await asyncio.wait(tasks)
 
     async def _stop_slot(self, slot: _Slot) -> None:
         task, slot.task = slot.task, None
@@ -289,9 +289,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                                 sorted(replicas))  # fmt: skip
                     del self._slots[p]
                     self._reported.discard(f"moved {p} {sorted(replicas)}")
-                    task = asyncio.ensure_future(self._stop_slot(slot))
-                    self._stopping.add(task)
-                    task.add_done_callback(self._stopping.discard)
+                    self._stopping[p] = asyncio.ensure_future(self._stop_slot(slot))
                     continue
                 if t.topic_id != slot.topic_id:
                     self._report(f"id {p} {t.topic_id}", logging.WARNING,
@@ -323,6 +321,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
             slot.task = asyncio.ensure_future(self._start_slot(slot, voters))
 
     async def _start_slot(self, slot: _Slot, voters: dict[int, tuple[str, int]]) -> None:
+        stopping = self._stopping.get(slot.partition)
+        if stopping is not None:  # the same directory: its previous replica closes first
+            await asyncio.wait({stopping})
+            if self._stopping.get(slot.partition) is stopping:
+                del self._stopping[slot.partition]
         options = dict(self._options)
         if self._cluster_id is not None:
             options.setdefault("cluster_id", self._cluster_id)

@@ -239,6 +239,11 @@ async def test_an_image_that_moves_a_partition_away_stops_its_replica(tmp_path):
         await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 again")
         (o,) = await c.list_offsets([ListOffsetsRequest(TP(A, 2), -1)])
         assert (o.error, o.offset) == (0, 1)
+        # away and back in one loop turn: served again, the log continues
+        srv.controller.publish(image({0: (1,), 1: (1,), 2: (2,)}))
+        srv.controller.publish(image(ALL3()))
+        await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 once more")
+        assert coords(await c.commit_file("o3", 1, 100, [batch(A, 2, 0, 1)])) == [(0, 1)]
     finally:
         await c.close()
 
