@@ -455,9 +455,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
             return []
         owners = self._owner_map()
         groups: dict[int, list[int]] = {}
-        if not owners:
-            groups[DEFAULT_PARTITION] = list(range(len(reqs)))
-        else:
+        if owners:  # else every entry is coordinator partition 0's
             for i, r in enumerate(reqs):
                 tp = r.topic_id_partition
                 m = owners.get(tp.topic_id)
@@ -468,8 +466,8 @@ class AssignedBatchCoordinator(BatchCoordinator):
                 else:
                     g.append(i)
         self._any_running()
-        if len(groups) == 1:
-            ((c, _),) = groups.items()
+        if len(groups) <= 1:
+            c = next(iter(groups), DEFAULT_PARTITION)
             slot = self._slots.get(c)
             if slot is None:
                 return [error(NOT_COORDINATOR, r) for r in reqs]
