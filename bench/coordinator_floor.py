@@ -423,7 +423,9 @@ async def pg_setup(dsn: str) -> None:
         await conn.close()
 
 
-async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool = False) -> dict:
+async def pg_commit_floor(
+    dsn: str, seconds: float, conns: int, disjoint: bool = False, first_lane: int = 0
+) -> dict:
     """The SQL of ``PostgresBatchCoordinator.commit_file`` run by asyncpg alone: per commit, on
     one of ``conns`` connections in a closed loop, ``BEGIN``; ``insert_file_lock_logs`` (the
     object row, then the 50 partitions FOR UPDATE in key order); ``write_commit`` (100 batches,
@@ -431,7 +433,9 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
     server cells (2 plain batches of ``RECORDS`` records on each partition). No wire, no
     validation, no response objects: the floor of this schema and this SQL on this server.
     ``disjoint``: lane k commits to ``LANE_TOPICS[k]`` (no row shared between concurrent
-    commits)."""
+    commits). ``first_lane``: the lanes are ``first_lane .. first_lane + conns - 1`` (several
+    processes running this floor at once on one database take distinct lanes: distinct object
+    keys and, with ``disjoint``, distinct topics)."""
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q
@@ -481,7 +485,7 @@ async def pg_commit_floor(dsn: str, seconds: float, conns: int, disjoint: bool =
 
     try:
         t0 = time.perf_counter()
-        await asyncio.gather(*(lane(k) for k in range(conns)))
+        await asyncio.gather(*(lane(k) for k in range(first_lane, first_lane + conns)))
         elapsed = time.perf_counter() - t0
     finally:
         await pool.close()
