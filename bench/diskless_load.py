@@ -45,6 +45,27 @@ once) each run an asyncio loop hosting a share of the *roles*, each role with it
   ListDisklessOffsets + DeleteDisklessRecords (keeping ``--retain-fraction`` of each log), then
   ListDisklessFilesToDelete + DeleteDisklessFiles, and checks the deleted keys read back as safe.
 
+Clusters (``--server`` a comma-separated bootstrap list, ``--controller`` one too; what
+``kafka-rpc bench --cluster 3`` passes): every role finds its Batch Coordinator with
+FindCoordinator v7, key type BATCH (``write:`` for brokers and retention, the Raft leader of the
+coordinator partition; ``read:`` for consumers and verification, any replica: followers serve
+reads; consumer ``c`` asks node ``c`` first), and finds it again after NOT_COORDINATOR (16),
+COORDINATOR_NOT_AVAILABLE (15), a lost connection or a timeout, with backoff, for at most
+``--failover-timeout`` seconds (:class:`Router`). Reads and retention's requests are simply sent
+again. A commit whose outcome is unknown (no answer, or per entry 16, 15, REQUEST_TIMED_OUT,
+KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR: the replicated coordinator answers 16 also when its
+leader lost the epoch before the record committed, and the record may still commit) resends its
+idempotent entries with the same producer id, epoch and sequences in a new object until each is
+answered: committed, or IsDuplicate with the offsets the lost attempt got (acknowledged at those,
+which verification checks); after ``--failover-timeout`` they count as unknown outcome and the
+producer bumps its epoch. Its non-idempotent entries are never resent nor acknowledged: unknown
+outcome (verification tolerates as many unacknowledged batches). The broker roles' controller
+requests follow the active controller through NOT_CONTROLLER (:class:`ControllerChannel`).
+Broker role 0 writes the time of its first acknowledged commit to ``<out>/load_started`` (the
+launcher times its kill from it); ``--cluster-events`` (the launcher's JSON lines: kill, new
+leader, restart) go into results.json and the throughput plot. Broker roles also return the
+longest time without an acknowledged commit and a per-second series of acknowledged commits.
+
 Every loop is bounded by time (``--duration``) and count (``--max-requests`` per role). Each role
 keeps per-API latency histograms (fixed log-spaced buckets, ``BUCKETS_PER_DECADE`` per decade from
 1 us to 100 s), counts per error code and requests per 1-s bucket, and returns a few rows; brokers
@@ -304,11 +325,236 @@ async def cluster_info(cfg: dict) -> tuple[str, list[int]]:
     return md.cluster_id, sorted(b.node_id for b in md.brokers)
 
 
+# --------------------------------------------------------------------------- cluster routing
+
+#: FindCoordinator key type BATCH (KIP-1164; DESIGN.md section 9)
+BATCH_KEY_TYPE = 3
+NOT_COORDINATOR = 16
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_CONTROLLER = 41
+#: per-entry codes after which a node is asked again who the coordinator is
+REDISCOVER_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE))
+#: per-entry CommitBatches codes that leave the entry's outcome unknown: NOT_COORDINATOR (the
+#: replicated coordinator answers it too when its leader lost the epoch before the record
+#: committed: the record may still commit), COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT (7),
+#: KAFKA_STORAGE_ERROR (56, a write timeout is an OSError) and UNKNOWN_SERVER_ERROR (-1)
+UNKNOWN_OUTCOME_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, 7, 56, -1))
+
+
+def addresses_of(servers: str) -> list[str]:
+    """``host:port[,host:port...]`` -> the list of ``host:port`` (stripped, non-empty)."""
+    out = [a.strip() for a in servers.split(",") if a.strip()]
+    if not out:
+        raise ValueError(f"no address in {servers!r}")
+    return out
+
+
+def error_codes(msg) -> list[int]:
+    """Every ``error_code`` field of a decoded message, nested entries included, in field order
+    (the generated messages are slotted dataclasses)."""
+    import dataclasses
+
+    out: list[int] = []
+
+    def walk(m) -> None:
+        for f in dataclasses.fields(m):
+            v = getattr(m, f.name)
+            if f.name == "error_code":
+                out.append(v)
+            elif isinstance(v, tuple):
+                for x in v:
+                    if dataclasses.is_dataclass(x):
+                        walk(x)
+            elif dataclasses.is_dataclass(v):
+                walk(v)
+
+    walk(msg)
+    return out
+
+
+def _batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
+    from kafka_rpc.tools.bench_cluster import batch_key
+
+    return batch_key(mode, topic_id, partition)
+
+
+class Router:
+    """One role's route to its Batch Coordinator on a cluster (``cfg["server"]``: one or more
+    ``host:port``, comma-separated).
+
+    The coordinator is found with FindCoordinator v7, key type BATCH, key
+    ``<mode>:<first bench topic>:0`` (``mode``: ``write`` for the coordinator partition's Raft
+    leader, ``read`` for a replica, the asked node itself when it holds one; DESIGN.md section
+    9). Every bench partition is unmapped, so it belongs to coordinator partition 0 like that
+    key's. Nodes are asked in bootstrap order starting at ``first`` (consumers spread over the
+    nodes). :meth:`invalidate` forgets the coordinator (after NOT_COORDINATOR (16),
+    COORDINATOR_NOT_AVAILABLE (15), a lost connection or a timeout); the next :meth:`client`
+    asks again, with backoff (50 ms doubling to 1 s) while no node names one, for at most
+    ``cfg["failover_timeout"]`` seconds (then ``RuntimeError``). FindCoordinator answers and
+    failures go to ``rec`` under ``FindCoordinator``; ``stats["rediscoveries"]`` counts the
+    coordinator lookups after the first.
+    """
+
+    def __init__(self, cfg: dict, client_id: str, mode: str, rec: Recorder, stats: dict,
+                 first: int = 0) -> None:  # fmt: skip
+        self.cfg = cfg
+        self.client_id = client_id
+        self.addresses = addresses_of(cfg["server"])
+        self.key = _batch_key(mode, topic_ids(cfg)[0], 0)
+        self.rec = rec
+        self.stats = stats
+        self.clients: dict[str, object] = {}
+        self.current: str | None = None
+        self._next = first % len(self.addresses)
+        self._lookups = 0
+        stats.setdefault("rediscoveries", 0)
+
+    def _client(self, address: str):
+        from kafka_rpc.client import KafkaRpcClient
+
+        c = self.clients.get(address)
+        if c is None:
+            timeout = self.cfg["request_timeout"]
+            c = self.clients[address] = KafkaRpcClient(
+                address, client_id=self.client_id, request_timeout=timeout,
+                connect_timeout=min(timeout, 3.0), max_backoff=0.5,
+            )  # fmt: skip
+        return c
+
+    async def _ask(self, address: str) -> str | None:
+        """``host:port`` of the coordinator ``address`` names, or None."""
+        req = (
+            _codec()
+            .module("FindCoordinatorRequest")
+            .FindCoordinatorRequest(key_type=BATCH_KEY_TYPE, coordinator_keys=(self.key,))
+        )
+        t0 = time.time()
+        try:
+            resp = await self._client(address).request(
+                req, version=7, timeout=min(5.0, self.cfg["request_timeout"])
+            )
+        except Exception as exc:
+            self.rec.error("FindCoordinator", t0, time.time(), type(exc).__name__)
+            return None
+        (k,) = resp.coordinators
+        self.rec.record("FindCoordinator", t0, time.time(), [k.error_code])
+        if k.error_code or k.node_id < 0:
+            return None
+        return f"{k.host}:{k.port}"
+
+    async def discover(self) -> str:
+        """Ask the nodes (round robin, backoff) until one names the coordinator."""
+        self._lookups += 1
+        if self._lookups > 1:
+            self.stats["rediscoveries"] += 1
+        deadline = time.time() + self.cfg["failover_timeout"]
+        delay = 0.05
+        n = len(self.addresses)
+        while True:
+            for _ in range(n):
+                address = self.addresses[self._next]
+                self._next = (self._next + 1) % n
+                found = await self._ask(address)
+                if found is not None:
+                    self.current = found
+                    return found
+            if time.time() + delay > deadline:
+                raise RuntimeError(f"no node of {self.cfg['server']} named the coordinator of "
+                                   f"{self.key} in {self.cfg['failover_timeout']:g} s")  # fmt: skip
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def client(self):
+        """The coordinator's client (found first when unknown)."""
+        if self.current is None:
+            await self.discover()
+        return self._client(self.current)
+
+    def invalidate(self) -> None:
+        self.current = None
+
+    async def request(self, req, timeout: float | None = None):
+        """``req`` to the coordinator, sent again (to the coordinator found again) after a lost
+        connection, a timeout or a response with NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE in
+        any of its error codes, for at most ``cfg["failover_timeout"]`` seconds; only for
+        requests that may be repeated (reads, InitDisklessTopics, retention's deletions). Each
+        failed attempt goes to ``rec`` under the request's API name (its first such code, or the
+        exception's class name). Returns the last response; raises the last exception when no
+        attempt got one."""
+        api = type(req).__name__.removesuffix("Request")
+        deadline = time.time() + self.cfg["failover_timeout"]
+        delay = 0.05
+        while True:
+            client = await self.client()
+            t0 = time.time()
+            try:
+                resp = await client.request(req, timeout=timeout)
+            except Exception as exc:
+                self.rec.error(api, t0, time.time(), type(exc).__name__)
+                self.invalidate()
+                if time.time() + delay > deadline:
+                    raise
+            else:
+                bad = [c for c in error_codes(resp) if c in REDISCOVER_CODES]
+                if not bad or time.time() + delay > deadline:
+                    return resp
+                self.rec.error(api, t0, time.time(), str(bad[0]))
+                self.invalidate()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    async def close(self) -> None:
+        for c in self.clients.values():
+            with contextlib.suppress(Exception):
+                await c.close()
+
+
+class ControllerChannel:
+    """Requests to the active controller among ``addresses`` (controller listeners): sent to the
+    one that answered last; on NOT_CONTROLLER (41), a lost connection or a timeout, to the next
+    one, each address at most once per call. Returns the first answer without NOT_CONTROLLER,
+    else the last answer; raises the last exception when no address answered. ``request``
+    mirrors ``KafkaRpcClient.request``, so ``RPCProducerIdManager`` and :class:`BenchBroker`
+    use it as one client."""
+
+    def __init__(self, addresses: list[str], client_id: str, timeout: float) -> None:
+        from kafka_rpc.client import KafkaRpcClient
+
+        self.clients = [
+            KafkaRpcClient(a, client_id=client_id, request_timeout=timeout,
+                           connect_timeout=min(timeout, 3.0), max_backoff=0.5)
+            for a in addresses
+        ]  # fmt: skip
+        self.current = 0
+
+    async def request(self, req, timeout: float | None = None):
+        resp, last = None, None
+        for _ in range(len(self.clients)):
+            try:
+                resp = await self.clients[self.current].request(req, timeout=timeout)
+            except Exception as exc:
+                last = exc
+            else:
+                if getattr(resp, "error_code", 0) != NOT_CONTROLLER:
+                    return resp
+            self.current = (self.current + 1) % len(self.clients)
+        if resp is not None:
+            return resp
+        raise last
+
+    async def close(self) -> None:
+        for c in self.clients:
+            with contextlib.suppress(Exception):
+                await c.close()
+
+
 # --------------------------------------------------------------------------- broker <-> controller
 
 
 class BenchBroker:
-    """One ``broker`` role as a broker towards the KRaft controller at ``cfg["controller"]``.
+    """One ``broker`` role as a broker towards the KRaft controller at ``cfg["controller"]`` (one
+    or more controller listeners, comma-separated: :class:`ControllerChannel` follows the active
+    controller).
 
     Kafka's ``BrokerLifecycleManager`` for a broker that is no node (``kafka_rpc.broker.lifecycle``
     is bound to a node's server, its config, listeners and metadata replica), plus Kafka's
@@ -337,7 +583,6 @@ class BenchBroker:
     """
 
     def __init__(self, cfg: dict, broker_id: int, rec: Recorder, stats: dict) -> None:
-        from kafka_rpc.client import KafkaRpcClient
         from kafka_rpc.client.producer_ids import RPCProducerIdManager
 
         self.cfg = cfg
@@ -349,17 +594,12 @@ class BenchBroker:
         self.registered = asyncio.Event()
         self.blocks: list[tuple[int, int]] = []
         timeout = cfg["request_timeout"]
-        self._lifecycle = KafkaRpcClient(
-            cfg["controller"],
-            client_id=f"bench-broker-{broker_id}-heartbeat",
-            request_timeout=timeout,
-            connect_timeout=min(timeout, 5.0),
+        controllers = addresses_of(cfg["controller"])
+        self._lifecycle = ControllerChannel(
+            controllers, f"bench-broker-{broker_id}-heartbeat", timeout
         )
-        self._forwarding = KafkaRpcClient(
-            cfg["controller"],
-            client_id=f"bench-broker-{broker_id}-producer-ids",
-            request_timeout=timeout,
-            connect_timeout=min(timeout, 5.0),
+        self._forwarding = ControllerChannel(
+            controllers, f"bench-broker-{broker_id}-producer-ids", timeout
         )
         self.producer_ids = RPCProducerIdManager(broker_id, self._allocate, self._epoch)
         self._heartbeat_task: asyncio.Task | None = None
@@ -578,6 +818,14 @@ async def _wait_topics(cfg, client, tids, pidxs, rec) -> bool:
     return False
 
 
+def _write_marker(path: str, t: float) -> None:
+    """``t`` (epoch s) into ``path``, atomically (a reader never sees it half written)."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with contextlib.suppress(OSError):
+        Path(tmp).write_text(f"{t}\n")
+        os.replace(tmp, path)
+
+
 async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
     codec = _codec()
     m = codec.module("CommitBatchesRequest")
@@ -610,6 +858,10 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
         "producer_ids": 0,
         "producers_replaced": 0,
         "pid_not_ready": 0,
+        "resent_batches": 0,
+        "resent_dup": 0,
+        "resent_fresh": 0,
+        "gave_up_batches": 0,
     }
 
     # producers: slots [0, n_idem) are idempotent, with ids from the controller's blocks
@@ -625,9 +877,33 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
     recent: deque = deque(maxlen=4096)  # (pid, pidx) keys with a non-empty window, for retries
     acks = array("q")
 
-    client = await connect(cfg, f"bench-broker-{broker_id}")
+    ok_series: dict[int, int] = defaultdict(int)  # epoch second -> acknowledged commits
+    router = Router(cfg, f"bench-broker-{broker_id}", "write", rec, stats, first=b)
     ctl = BenchBroker(cfg, broker_id, rec, stats)
     churn: asyncio.Future | None = None
+
+    def commit_request(todo: list[tuple], obj_key: str):
+        """``(CommitBatchesRequest, {topic id: [((entry, resent), wire entry)]})`` for one
+        object holding ``todo``'s entries back to back."""
+        by_topic: dict[uuid.UUID, list] = {}
+        offset_in_obj = 0
+        now_ms = int(time.time() * 1000)
+        for item in todo:
+            pidx, pid, ep, bs, cnt, size, _ = item[0]
+            tid, part = partition_ref(cfg, tids, pidx)
+            by_topic.setdefault(tid, []).append((item, m.CommitBatchesTopicPartition(
+                partition_index=part, object_key=obj_key, byte_offset=offset_in_obj, size=size,
+                base_offset=0, last_offset=cnt - 1, batch_max_timestamp=now_ms,
+                message_timestamp_type=0, producer_id=pid, producer_epoch=ep, base_sequence=bs,
+                last_sequence=bs + cnt - 1 if pid >= 0 else -1,
+            )))  # fmt: skip
+            offset_in_obj += size
+        topics = tuple(
+            m.CommitBatchesTopic(topic_id=tid, partitions=tuple(p for _, p in items))
+            for tid, items in by_topic.items()
+        )
+        return Req(broker_id=broker_id, batches=(m.Batches(topics=topics),)), by_topic
+
     try:
         await ctl.start()
         init = mi.InitDisklessTopicsRequest(
@@ -637,7 +913,7 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
             )
         )
         t0 = time.time()
-        resp = await client.request(init)
+        resp = await router.request(init)
         rec.record("InitDisklessTopics", t0, time.time(), [r.error_code for r in resp.responses])
 
         def new_producer_id() -> int | None:
@@ -703,6 +979,7 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
             )
         dl = _Deadline(cfg)
         start = time.time()
+        last_ok, gap = start, (start, start)  # the longest time without an acknowledged commit
         next_at = start
         seq_no = 0
         interval = cfg["commit_interval_ms"] / 1000.0
@@ -760,122 +1037,116 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
                 else:
                     entries.append((pidx, -1, -1, -1, cnt, size, -1))
 
-            by_topic: dict[uuid.UUID, list] = {}
-            offset_in_obj = 0
-            now_ms = int(time.time() * 1000)
-            for e in entries:
-                pidx, pid, ep, bs, cnt, size, _ = e
-                tid, part = partition_ref(cfg, tids, pidx)
-                by_topic.setdefault(tid, []).append(
-                    (
-                        e,
-                        m.CommitBatchesTopicPartition(
-                            partition_index=part,
-                            object_key=key,
-                            byte_offset=offset_in_obj,
-                            size=size,
-                            base_offset=0,
-                            last_offset=cnt - 1,
-                            batch_max_timestamp=now_ms,
-                            message_timestamp_type=0,
-                            producer_id=pid,
-                            producer_epoch=ep,
-                            base_sequence=bs,
-                            last_sequence=bs + cnt - 1 if pid >= 0 else -1,
-                        ),
-                    )
-                )
-                offset_in_obj += size
-            req = Req(
-                broker_id=broker_id,
-                batches=(
-                    m.Batches(
-                        topics=tuple(
-                            m.CommitBatchesTopic(
-                                topic_id=tid, partitions=tuple(p for _, p in items)
-                            )
-                            for tid, items in by_topic.items()
-                        )
-                    ),
-                ),
-            )
-
-            dl.requests += 1
-            t0 = time.time()
-            try:
-                resp = await client.request(req)
-            except Exception as exc:
-                rec.error("CommitBatches", t0, time.time(), type(exc).__name__)
-                stats["unknown_outcome_batches"] += len(entries)
-                for pid in {e[1] for e in entries if e[1] >= 0}:
-                    bump(pid)
-                continue
-            t1 = time.time()
-            results = {t.topic_id: t.partitions for t in resp.topics}
-            codes = []
-            bumped = set()
+            # The object, then (after an unknown outcome: a lost connection, a timeout,
+            # NOT_COORDINATOR...) its idempotent entries again with the same producer ids,
+            # epochs and sequences in a new object (a broker uploads again after a failed
+            # commit), at the coordinator found again, until each is answered or
+            # --failover-timeout passes. A resent entry that had landed is answered IsDuplicate
+            # with its original offsets; a non-idempotent entry of unknown outcome is never
+            # resent nor acknowledged (unknown_outcome_batches).
+            todo = [(e, False) for e in entries]  # (entry, resent)
+            bumped: set[int] = set()
             got_one = False
-            for tid, items in by_topic.items():
-                res = results.get(tid, ())
-                for (e, _), r in zip(items, res):
-                    pidx, pid, ep, bs, cnt, size, orig = e
-                    codes.append(r.error_code)
-                    k = (pid, pidx)
-                    if orig >= 0:  # a retry
-                        stats["retries"] += 1
-                        if r.error_code:
-                            stats["retry_rejected"] += 1
-                        elif r.is_duplicate:
-                            if r.assigned_base_offset == orig:
-                                stats["dup_ok"] += 1
-                            else:
-                                stats["dup_offset_mismatch"] += 1
-                            acks.extend(
-                                (pidx, r.assigned_base_offset, cnt, pid, ep, bs, FLAG_DUP, orig)
-                            )
-                        else:  # written a second time
-                            stats["dup_new_copy"] += 1
-                            acks.extend(
-                                (
-                                    pidx,
-                                    r.assigned_base_offset,
-                                    cnt,
-                                    pid,
-                                    ep,
-                                    bs,
-                                    FLAG_NEW_COPY,
-                                    orig,
-                                )
-                            )
-                        continue
-                    if r.error_code:
-                        stats["rejected"] += 1
-                        if pid >= 0 and pid not in bumped:
-                            bumped.add(pid)
-                        continue
-                    if r.is_duplicate:
-                        stats["unexpected_dup"] += 1
-                        continue
-                    got_one = True
-                    stats["batches"] += 1
-                    stats["records"] += cnt
-                    stats["bytes"] += size
-                    acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs, 0, -1))
-                    if pid >= 0 and pid not in bumped:
-                        next_seq[k] = bs + cnt
-                        parts_of[pid].add(pidx)
-                        w = window.get(k)
-                        if w is None:
-                            w = window[k] = deque(maxlen=5)
-                        w.append((ep, bs, bs + cnt - 1, r.assigned_base_offset, cnt))
-                        recent.append(k)
-                if len(res) != len(items):
-                    stats["unknown_outcome_batches"] += abs(len(items) - len(res))
+            attempt = 0
+            give_up_at = time.time() + cfg["failover_timeout"]
+            backoff = 0.05
+            while todo:
+                obj_key = key if attempt == 0 else f"{key}-r{attempt}"
+                req, by_topic = commit_request(todo, obj_key)
+                dl.requests += 1
+                t0 = time.time()
+                unknown: list[tuple] = []
+                try:
+                    client = await router.client()
+                    resp = await client.request(req)
+                except Exception as exc:
+                    rec.error("CommitBatches", t0, time.time(), type(exc).__name__)
+                    router.invalidate()
+                    unknown = todo
+                else:
+                    t1 = time.time()
+                    results = {t.topic_id: t.partitions for t in resp.topics}
+                    codes = []
+                    for tid, items in by_topic.items():
+                        res = results.get(tid, ())
+                        unknown += [item for item, _ in items[len(res) :]]  # no answer
+                        for ((e, resent), _), r in zip(items, res):
+                            pidx, pid, ep, bs, cnt, size, orig = e
+                            codes.append(r.error_code)
+                            if r.error_code in UNKNOWN_OUTCOME_CODES:
+                                unknown.append((e, resent))
+                                continue
+                            k = (pid, pidx)
+                            if orig >= 0:  # a retry
+                                stats["retries"] += 1
+                                if r.error_code:
+                                    stats["retry_rejected"] += 1
+                                elif r.is_duplicate:
+                                    if r.assigned_base_offset == orig:
+                                        stats["dup_ok"] += 1
+                                    else:
+                                        stats["dup_offset_mismatch"] += 1
+                                    acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs,
+                                                 FLAG_DUP, orig))  # fmt: skip
+                                else:  # written a second time
+                                    stats["dup_new_copy"] += 1
+                                    acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs,
+                                                 FLAG_NEW_COPY, orig))  # fmt: skip
+                                continue
+                            if r.error_code:
+                                stats["rejected"] += 1
+                                if pid >= 0:
+                                    bumped.add(pid)
+                                continue
+                            if r.is_duplicate and not resent:
+                                stats["unexpected_dup"] += 1
+                                continue
+                            if resent:  # IsDuplicate: the earlier attempt landed, at that offset
+                                stats["resent_dup" if r.is_duplicate else "resent_fresh"] += 1
+                            got_one = True
+                            stats["batches"] += 1
+                            stats["records"] += cnt
+                            stats["bytes"] += size
+                            acks.extend((pidx, r.assigned_base_offset, cnt, pid, ep, bs, 0, -1))
+                            if pid >= 0 and pid not in bumped:
+                                next_seq[k] = bs + cnt
+                                parts_of[pid].add(pidx)
+                                w = window.get(k)
+                                if w is None:
+                                    w = window[k] = deque(maxlen=5)
+                                w.append((ep, bs, bs + cnt - 1, r.assigned_base_offset, cnt))
+                                recent.append(k)
+                    rec.record("CommitBatches", t0, t1, codes)
+                    stats["commits"] += 1
+                    if any(c in REDISCOVER_CODES for c in codes):
+                        router.invalidate()
+                todo = []
+                for e, _resent in unknown:
+                    if e[1] >= 0:
+                        todo.append((e, True))
+                    else:
+                        stats["unknown_outcome_batches"] += 1
+                if todo and time.time() + backoff > give_up_at:
+                    stats["unknown_outcome_batches"] += len(todo)
+                    stats["gave_up_batches"] += len(todo)
+                    bumped.update(e[1] for e, _ in todo)
+                    break
+                if todo:
+                    attempt += 1
+                    stats["resent_batches"] += len(todo)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 1.0)
             for pid in bumped:
                 bump(pid)
-            rec.record("CommitBatches", t0, t1, codes)
-            stats["commits"] += 1
-            if not got_one:
+            if got_one:
+                now = time.time()
+                if not ok_series and b == 0 and cfg.get("started_marker"):
+                    _write_marker(cfg["started_marker"], now)
+                ok_series[int(now)] += 1
+                if now - last_ok > gap[1] - gap[0]:
+                    gap = (last_ok, now)
+                last_ok = now
+            else:
                 stats["objects_rejected"] += 1
         end = time.time()
     finally:
@@ -884,7 +1155,9 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
             with contextlib.suppress(asyncio.CancelledError):
                 await churn
         await ctl.stop()
-        await client.close()
+        await router.close()
+    if end - last_ok > gap[1] - gap[0]:
+        gap = (last_ok, end)
     return {
         "stats": stats,
         "acks": pack_acks(acks),
@@ -892,6 +1165,8 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
         "end": end,
         "blocks": list(ctl.blocks),
         "pids": pack_pids(used),
+        "gap": list(gap),
+        "ok_series": sorted(ok_series.items()),
     }
 
 
@@ -913,7 +1188,9 @@ async def run_consumer(cfg: dict, c: int, rec: Recorder) -> dict:
         "list_offsets": 0,
         "idle": 0,
     }
-    client = await connect(cfg, f"bench-consumer-{c}")
+    # reads: any replica of the coordinator partition (followers serve them); consumer c asks
+    # node c first, so the consumers spread over the nodes
+    client = Router(cfg, f"bench-consumer-{c}", "read", rec, stats, first=c)
     if not mine or not await _wait_topics(cfg, client, tids, mine, rec):
         await client.close()
         return {"stats": stats, "start": time.time(), "end": time.time()}
@@ -988,9 +1265,17 @@ async def run_consumer(cfg: dict, c: int, rec: Recorder) -> dict:
         stats["partition_lookups"] += len(group)
         stats["batches_read"] += got
         if oor:
+            # below the log start (retention): the earliest offset; above the high watermark
+            # (a replica behind the one read before): its high watermark
             stats["oor_resets"] += len(oor)
             with contextlib.suppress(Exception):
-                pos.update(await list_offsets(oor, -2))
+                earliest = await list_offsets(oor, -2)
+                latest = await list_offsets(oor, -1)
+                for p in oor:
+                    if p in latest and pos[p] > latest[p]:
+                        pos[p] = latest[p]
+                    elif p in earliest:
+                        pos[p] = earliest[p]
         if not got:
             stats["idle"] += 1
             await asyncio.sleep(cfg["consumer_idle_ms"] / 1000.0)
@@ -1015,7 +1300,8 @@ async def run_retention(cfg: dict, r: int, rec: Recorder) -> dict:
         "delete_file_errors": 0,
         "unsafe_after_delete": 0,
     }
-    client = await connect(cfg, f"bench-retention-{r}")
+    # DeleteDisklessRecords is a write and the file-safety check is the leader's: the writer
+    client = Router(cfg, f"bench-retention-{r}", "write", rec, stats)
     if not await _wait_topics(cfg, client, tids, allp, rec):
         await client.close()
         return {"stats": stats, "start": time.time(), "end": time.time()}
@@ -1163,6 +1449,8 @@ def run_task(cfg: dict, roles: list[tuple[str, int]], task: int) -> list[dict]:
             acks=out.get("acks", b""),
             blocks=out.get("blocks", []),
             pids=out.get("pids", b""),
+            gap=out.get("gap"),
+            ok_series=out.get("ok_series", []),
             start=out["start"],
             end=out["end"],
             rows=rec.rows(base, out["start"], out["end"]),
@@ -1325,7 +1613,8 @@ def verify_task(cfg: dict, items, table=None) -> list[dict]:
     owner = None if table is None else (lambda pid: block_owner(table, pid))
 
     async def run():
-        client = await connect(cfg, "bench-verify")
+        rec = Recorder()
+        client = Router(cfg, "bench-verify", "read", rec, {})
         tids = topic_ids(cfg)
         sem = asyncio.Semaphore(cfg["verify_concurrency"])
         total: dict = defaultdict(int)
@@ -1333,8 +1622,22 @@ def verify_task(cfg: dict, items, table=None) -> list[dict]:
         t0 = time.time()
 
         async def one(pidx, acks):
+            # a follower answers from its applied state, which may lag the leader (or a restarted
+            # replica may still catch up): while the high watermark is below the end of an
+            # acknowledged commit, read again (bounded by --verify-catchup-s), then judge
+            need = max((a[1] + a[2] for a in acks if not a[6] & FLAG_DUP), default=0)
+            give_up = time.time() + cfg["verify_catchup_s"]
             async with sem:
-                lso, hw, batches, err = await read_partition(cfg, client, tids, pidx)
+                while True:
+                    try:
+                        lso, hw, batches, err = await read_partition(cfg, client, tids, pidx)
+                    except Exception as exc:
+                        lso, hw, batches, err = -1, -1, [], f"{type(exc).__name__}: {exc}"
+                    if (not err and hw >= need) or time.time() >= give_up:
+                        break
+                    total["reread_behind"] += 1
+                    client.invalidate()  # ask again: maybe another replica
+                    await asyncio.sleep(0.2)
             if err:
                 total["read_errors"] += 1
                 examples.append(f"p{pidx}: {err}")
@@ -1450,11 +1753,17 @@ def verdict(ver: dict, unknown_outcome: int) -> list[str]:
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--server", required=True, metavar="HOST:PORT")
+    p.add_argument(
+        "--server",
+        required=True,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="bootstrap broker listeners; the roles find their coordinator with FindCoordinator",
+    )
     p.add_argument(
         "--controller",
-        metavar="HOST:PORT",
-        help="the active controller's controller listener, for BrokerRegistration, "
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="the controllers' controller listeners (the active one is followed through "
+        "NOT_CONTROLLER), for BrokerRegistration, "
         "BrokerHeartbeat and AllocateProducerIds (default: the host of --server with the "
         "controller listener port of kafka_rpc.config's default listeners)",
     )
@@ -1513,6 +1822,27 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--verify-page-bytes", type=int, default=4 << 20)
     p.add_argument("--verify-max-pages", type=int, default=100_000)
     p.add_argument("--verify-concurrency", type=int, default=8)
+    p.add_argument(
+        "--failover-timeout",
+        type=float,
+        default=30.0,
+        help="seconds a role keeps finding the coordinator again and resending a request "
+        "(a commit: its idempotent entries) after NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, "
+        "a lost connection or a timeout",
+    )
+    p.add_argument(
+        "--verify-catchup-s",
+        type=float,
+        default=15.0,
+        help="seconds verification re-reads a partition whose replica is behind an "
+        "acknowledged commit",
+    )
+    p.add_argument(
+        "--cluster-events",
+        metavar="FILE",
+        help="JSON lines of cluster events (kill, restart...) written by `kafka-rpc bench "
+        "--cluster`, read at the end into results.json and marked on the throughput plot",
+    )
     p.add_argument("--no-plots", dest="plots", action="store_false")
     p.add_argument("--progress", choices=("auto", "rich", "plain", "none"), default="auto")
     args = p.parse_args(argv)
@@ -1528,17 +1858,19 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def controller_defaults(server: str) -> tuple[str, float]:
     """``(--controller, --heartbeat-interval-ms)`` defaults from ``kafka_rpc.config``'s defaults:
-    the host of ``server`` with the port of the default controller listener, and
-    ``broker.heartbeat.interval.ms`` (ms)."""
+    the host of each address of ``server`` (comma-separated) with the port of the default
+    controller listener, and ``broker.heartbeat.interval.ms`` (ms)."""
     from kafka_rpc.config import load_config
 
     c = load_config()
     port = next(ep.port for ep in c.listeners if ep.name in c.controller_listener_names)
-    return f"{server.rpartition(':')[0]}:{port}", float(c.broker_heartbeat_interval_ms)
+    hosts = dict.fromkeys(a.rpartition(":")[0] for a in addresses_of(server))
+    return ",".join(f"{h}:{port}" for h in hosts), float(c.broker_heartbeat_interval_ms)
 
 
 def make_cfg(args: argparse.Namespace) -> dict:
-    cfg = {k: v for k, v in vars(args).items() if k not in ("out", "plots", "progress", "tasks")}
+    skip = ("out", "plots", "progress", "tasks", "cluster_events")
+    cfg = {k: v for k, v in vars(args).items() if k not in skip}
     cfg["run_id"] = args.run_id or time.strftime("%Y%m%dT%H%M%S") + f"-{os.getpid()}"
     cfg["repo"] = str(REPO)
     controller, heartbeat_ms = controller_defaults(args.server)
@@ -1712,6 +2044,9 @@ def main(argv=None) -> int:
         return 2
     out = Path(args.out or REPO / "bench" / "results" / time.strftime("%Y%m%dT%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
+    # broker role 0 writes it at its first acknowledged commit; `kafka-rpc bench --cluster`
+    # times the coordinator-leader kill from it (local masters: the tasks share the disk)
+    cfg["started_marker"] = str(out / "load_started")
     from pyspark.sql import SparkSession
 
     from bench import report
@@ -1837,8 +2172,20 @@ def main(argv=None) -> int:
         "allocate_p99_us": alloc.get("p99"),
     }
 
+    ok_series: dict[int, int] = defaultdict(int)
+    for r in role_results:
+        for sec, n in r["ok_series"]:
+            ok_series[sec] += n
+    merged["throughput"][report.ACKED_COMMITS] = sorted(ok_series.items())
+    events = []
+    if args.cluster_events:
+        from kafka_rpc.tools.bench_cluster import read_events
+
+        events = read_events(args.cluster_events)
     results = {
         "run_id": cfg["run_id"],
+        "cluster_events": events,
+        "commit_gaps": {r["role"]: r["gap"] for r in role_results if r.get("gap")},
         "passed": not why,
         "failures": why,
         "config": cfg,

@@ -25,6 +25,14 @@ APIS_ORDER = (
     "BrokerHeartbeat",
 )
 QKEYS = (("p50", "p50"), ("p95", "p95"), ("p99", "p99"), ("p99_9", "p99.9"))
+#: throughput series of the commits with at least one acknowledged batch (objects per second)
+ACKED_COMMITS = "CommitBatches acknowledged"
+_EVENT_STYLE = {  # cluster event -> (color, line style, label)
+    "kill": ("red", "--", "SIGKILL coordinator leader"),
+    "new_leader": ("orange", ":", "new coordinator leader"),
+    "restart": ("green", "-.", "restart killed node"),
+    "restarted": ("green", ":", "killed node up"),
+}
 
 
 def _apis(results: dict) -> list[str]:
@@ -90,6 +98,87 @@ def _pid_line(results: dict) -> str | None:
     )
 
 
+def _t0(results: dict) -> float:
+    """The first second of any throughput series (the plots' time origin; epoch s)."""
+    return min((pts[0][0] for pts in results["throughput"].values() if pts), default=0)
+
+
+def failover_summary(results: dict) -> dict | None:
+    """The coordinator-leader kill of a ``--cluster`` run, from ``results["cluster_events"]``
+    (None without a kill): times in s since the first request (``kill_s``, ``new_leader_s``,
+    ``restart_s``, ``restarted_s``); ``acked_commits_per_s_before`` (mean over the whole seconds
+    from the second after the first to the one before the kill) and ``_after`` (from the second
+    after the last broker role's first acknowledged commit after the kill to the one before the
+    last); ``gap_s``: the longest time a broker role went without an acknowledged commit, over
+    the roles whose longest gap spans the kill, and ``recovered_s``: from the kill to the last
+    such role's next acknowledged commit; ``zero_seconds``: whole seconds after the kill's with
+    no acknowledged commit at all; ``errors``: per error code (or exception), summed over
+    APIs."""
+    ev = results.get("cluster_events") or []
+    kill = next((e for e in ev if e["event"] == "kill"), None)
+    if kill is None:
+        return None
+    t0 = _t0(results)
+    kt = kill["t"]
+
+    def at(name: str) -> tuple[float | None, int | None]:
+        e = next((e for e in ev if e["event"] == name), None)
+        return (None, None) if e is None else (e["t"] - t0, e.get("node"))
+
+    series = dict(results["throughput"].get(ACKED_COMMITS) or [])
+    gaps = [g for g in (results.get("commit_gaps") or {}).values() if g and g[0] <= kt <= g[1]]
+    back = max((g[1] for g in gaps), default=kt)
+    secs = sorted(series)
+    before = [series[s] for s in secs if secs[0] < s and s + 1 <= kt]
+    after = [series.get(s, 0) for s in range(int(back) + 1, secs[-1])] if secs else []
+    zero = 0
+    for s in range(int(kt) + 1, (secs[-1] if secs else 0) + 1):
+        if series.get(s, 0):
+            break
+        zero += 1
+    errors: dict[str, int] = {}
+    for a in results["apis"].values():
+        for code, n in (a.get("errors") or {}).items():
+            errors[code] = errors.get(code, 0) + n
+    new_s, new_node = at("new_leader")
+    return {
+        "kill_s": kt - t0,
+        "killed_node": kill.get("node"),
+        "new_leader_s": new_s,
+        "new_leader": new_node,
+        "restart_s": at("restart")[0],
+        "restarted_s": at("restarted")[0],
+        "acked_commits_per_s_before": sum(before) / len(before) if before else None,
+        "acked_commits_per_s_after": sum(after) / len(after) if after else None,
+        "gap_s": max((g[1] - g[0] for g in gaps), default=None),
+        "recovered_s": back - kt if gaps else None,
+        "zero_seconds": zero,
+        "errors": dict(sorted(errors.items())),
+    }
+
+
+def _failover_lines(results: dict) -> list[str]:
+    f = results.get("failover") or failover_summary(results)
+    if not f:
+        return []
+
+    def num(v, fmt="{:.1f}"):
+        return "-" if v is None else fmt.format(v)
+
+    return [
+        f"coordinator leader (node {f['killed_node']}) SIGKILLed at {f['kill_s']:.1f} s; new "
+        f"leader node {f['new_leader']} named at {num(f['new_leader_s'])} s; restarted at "
+        f"{num(f['restart_s'])} s, up at {num(f['restarted_s'])} s",
+        f"acknowledged commits/s before the kill {num(f['acked_commits_per_s_before'])}, after "
+        f"recovery {num(f['acked_commits_per_s_after'])}; longest gap without an acknowledged "
+        f"commit {num(f['gap_s'], '{:.2f}')} s (all broker roles committing again "
+        f"{num(f['recovered_s'], '{:.2f}')} s after the kill; {f['zero_seconds']} whole seconds "
+        "with none)",
+        "errors per code (all APIs): "
+        + (", ".join(f"{k}: {v}" for k, v in f["errors"].items()) or "none"),
+    ]
+
+
 def console_summary(results: dict) -> str:
     h = headline(results)
     lines = [
@@ -105,6 +194,7 @@ def console_summary(results: dict) -> str:
         )
     if (pl := _pid_line(results)) is not None:
         lines.append(pl)
+    lines += _failover_lines(results)
     lines.append(
         f"commits/s {h['commits_per_s']:.1f}, batches/s {h['batches_per_s']:.0f}, "
         f"lookups/s {h['lookups_per_s']:.1f}; lost {h['lost']}, duplicated "
@@ -155,6 +245,19 @@ def markdown(results: dict, plots: dict[str, str]) -> str:
     ]
     if (pl := _pid_line(results)) is not None:
         out.append(f"* {pl}")
+    if fl := _failover_lines(results):
+        out += ["", "## Failover", ""] + [f"* {x}" for x in fl]
+        kinds = results["kinds"].get("broker", {})
+        out.append(
+            f"* broker roles: {int(kinds.get('resent_batches', 0))} batches resent after an "
+            f"unknown outcome ({int(kinds.get('resent_dup', 0))} answered IsDuplicate, "
+            f"{int(kinds.get('resent_fresh', 0))} written fresh), "
+            f"{int(kinds.get('unknown_outcome_batches', 0))} of unknown outcome, "
+            f"{int(kinds.get('rediscoveries', 0))} coordinator lookups after the first"
+        )
+        out.append("* events: " + ", ".join(
+            f"{e['event']} node {e.get('node')} at {e['t'] - _t0(results):.2f} s"
+            for e in results.get("cluster_events", [])))  # fmt: skip
     out += [
         "",
         "Rates are measured inside the Spark tasks: for each API, the sum over roles of the role's "
@@ -227,25 +330,59 @@ def plot_latency_cdf(results: dict, path: Path) -> None:
 
 
 def plot_throughput(results: dict, path: Path) -> None:
+    """Requests completed per second per API (log scale); with cluster events (a ``--cluster``
+    run) a first panel on a linear scale shows CommitBatches requests and acknowledged commits
+    around the coordinator-leader kill, and every event is a vertical line on both panels."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     series = results["throughput"]
-    t0 = min((s[0][0] for s in series.values() if s), default=0)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for api in _apis(results):
+    events = results.get("cluster_events") or []
+    t0 = _t0(results)
+    if events:
+        fig, (top, ax) = plt.subplots(2, 1, figsize=(9, 9), sharex=True,
+                                      gridspec_kw={"height_ratios": [2, 3]})  # fmt: skip
+    else:
+        fig, ax = plt.subplots(figsize=(9, 5.5))
+        top = None
+    cmap = plt.get_cmap("tab20")
+    for i, api in enumerate([*_apis(results), ACKED_COMMITS]):
         pts = series.get(api) or []
         if len(pts) < 1:
             continue
-        ax.plot([p[0] - t0 for p in pts], [p[1] for p in pts], marker=".", label=api)
+        xs, ys = [p[0] - t0 for p in pts], [p[1] for p in pts]
+        if api == ACKED_COMMITS:
+            style = {"linewidth": 1.8, "color": "black"}
+        elif api == "CommitBatches":  # wide under the acknowledged line: attempts that failed
+            style = {"linewidth": 5, "alpha": 0.45, "color": "tab:blue"}
+        else:
+            style = {"color": cmap(i % 20)}
+        ax.plot(xs, ys, marker=".", label=api, **style)
+        if top is not None and api in ("CommitBatches", ACKED_COMMITS):
+            top.plot(xs, ys, marker=".", label=api, **style)
+    for a in (top, ax):
+        if a is None:
+            continue
+        for e in events:
+            color, ls, label = _EVENT_STYLE.get(e["event"], ("gray", ":", e["event"]))
+            a.axvline(e["t"] - t0, color=color, linestyle=ls,
+                      label=f"{label} (node {e.get('node')}) at {e['t'] - t0:.1f} s")  # fmt: skip
+        a.grid(True, alpha=0.3)
+        a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_yscale("symlog", linthresh=10)
     ax.set_xlabel("seconds since the first request")
     ax.set_ylabel("requests completed per second")
-    ax.set_title(f"Throughput over time - run {results['run_id']}")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    if top is not None:
+        top.set_ylabel("commits per second")
+        f = failover_summary(results)
+        top.set_title(
+            f"Coordinator failover - run {results['run_id']}: longest commit gap "
+            + ("-" if not f or f["gap_s"] is None else f"{f['gap_s']:.2f} s")
+        )
+    else:
+        ax.set_title(f"Throughput over time - run {results['run_id']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -262,6 +399,8 @@ def write_all(results: dict, out: Path, plots: bool = True) -> dict[str, str]:
         pngs["throughput"] = str(out / "throughput.png")
         plot_throughput(results, Path(pngs["throughput"]))
     results = dict(results, headline=headline(results), plots=pngs)
+    if failover_summary(results) is not None:
+        results["failover"] = failover_summary(results)
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     paths["results"] = str(out / "results.json")
     (out / "report.md").write_text(markdown(results, pngs))
@@ -278,6 +417,7 @@ def main(argv=None) -> int:
     results = json.loads(Path(args.results).read_text())
     results.pop("headline", None)
     results.pop("plots", None)
+    results.pop("failover", None)
     for name, path in write_all(results, Path(args.out or Path(args.results).parent)).items():
         print(f"{name}: {path}")
     return 0

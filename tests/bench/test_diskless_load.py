@@ -431,6 +431,80 @@ def test_report_from_synthetic_results(tmp_path):
     assert "PASSED" in report.console_summary(results)
 
 
+def test_failover_summary_and_report_of_a_cluster_run(tmp_path):
+    """The figures of a --cluster run's kill: before/after rates, the commit gap spanning the
+    kill, seconds with no acknowledged commit, errors summed per code; written into
+    results.json and report.md."""
+    acked = [[100 + s, 0 if 5 <= s < 8 else 20] for s in range(12)]  # kill at 104.5
+    results = {
+        "run_id": "f",
+        "passed": True,
+        "failures": [],
+        "master": "local[2]",
+        "tasks": 2,
+        "plan": [],
+        "config": vars(dl.parse_args(["--server", "a:1,b:2"])) | {"run_id": "f"},
+        "timing": {"total_s": 1.0},
+        "apis": {
+            "CommitBatches": {
+                "requests": 200,
+                "rate_per_s": 17.0,
+                "mean_us": 1.0,
+                "max_us": 1.0,
+                "errors": {"16": 3, "KafkaConnectionError": 1},
+            },
+            "FindCoordinator": {
+                "requests": 9,
+                "rate_per_s": 1.0,
+                "mean_us": 1.0,
+                "max_us": 1.0,
+                "errors": {"15": 2, "KafkaConnectionError": 2},
+            },
+        },  # fmt: skip
+        "kinds": {"broker": {"batches": 50, "rate_window_s": 10.0, "resent_batches": 4}},
+        "verification": {"lost": 0, "duplicated": 0, "examples": []},
+        "histograms": {"CommitBatches": [0, 1] + [0] * (dl.NBUCKETS - 2)},
+        "throughput": {"CommitBatches": acked, report.ACKED_COMMITS: acked},
+        "bucket_scheme": {"buckets_per_decade": dl.BUCKETS_PER_DECADE},
+        "cluster_events": [
+            {"event": "kill", "t": 104.5, "node": 2},
+            {"event": "new_leader", "t": 106.0, "node": 3},
+            {"event": "restart", "t": 109.5, "node": 2},
+            {"event": "restarted", "t": 111.0, "node": 2},
+        ],
+        "commit_gaps": {"broker-0": [104.2, 108.1], "broker-1": [100.0, 100.5]},
+    }
+    f = report.failover_summary(results)
+    assert f["kill_s"] == 4.5 and f["killed_node"] == 2 and f["new_leader"] == 3
+    assert f["new_leader_s"] == 6.0 and f["restarted_s"] == 11.0
+    assert f["acked_commits_per_s_before"] == 20 and f["acked_commits_per_s_after"] == 20
+    assert f["gap_s"] == pytest.approx(3.9) and f["recovered_s"] == pytest.approx(3.6)
+    assert f["zero_seconds"] == 3
+    assert f["errors"] == {"15": 2, "16": 3, "KafkaConnectionError": 3}
+    assert report.failover_summary(dict(results, cluster_events=[])) is None
+    report.write_all(results, tmp_path)
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["failover"]["zero_seconds"] == 3
+    md = (tmp_path / "report.md").read_text()
+    assert "## Failover" in md and "SIGKILLed at 4.5 s" in md and "16: 3" in md
+    assert (tmp_path / "throughput.png").stat().st_size > 0
+
+
+def test_error_codes_walks_nested_entries():
+    from kafka_rpc.protocol import codec
+
+    m = codec.module("ListDisklessOffsetsResponse")
+    resp = m.ListDisklessOffsetsResponse(responses=(m.ListDisklessOffsetsTopicResult(
+        topic_id=dl.topic_ids({"run_id": "x", "topics": 1})[0],
+        partitions=(
+            m.ListDisklessOffsetsTopicPartitionResult(partition_index=0, error_code=16),
+            m.ListDisklessOffsetsTopicPartitionResult(partition_index=1, error_code=0),
+        )),))  # fmt: skip
+    assert dl.error_codes(resp) == [16, 0]
+    assert dl.addresses_of(" a:1, b:2 ,") == ["a:1", "b:2"]
+    assert dl.controller_defaults("h1:1,h2:2,h1:3")[0].count(",") == 1
+
+
 # ------------------------------------------------------------------ end to end through Spark
 
 
