@@ -295,3 +295,20 @@ async def test_commit_batches_handler_over_several_coordinators(tmp_path):
         assert o.offset == 4
     finally:
         await c.close()
+
+
+async def test_topics_are_created_and_deleted_on_every_led_partition(tmp_path):
+    c, _ = await started(tmp_path, {0: (1,), 1: (1,), 2: (2, 3)})
+    try:
+        zero = uuid.UUID(int=0)
+        assert await c.create_topic_and_partitions([CTP(A, "a", 2), CTP(zero, "z", 1)]) == [
+            0, Errors.INVALID_REQUEST
+        ]  # fmt: skip
+        for p in (0, 1):
+            assert len(await c.replica(p).list_partitions()) == 2
+        assert await c.delete_topics([A, B]) == [0, Errors.UNKNOWN_TOPIC_OR_PARTITION]
+        for p in (0, 1):
+            assert await c.replica(p).list_partitions() == []
+        assert await c.delete_topics([A]) == [Errors.UNKNOWN_TOPIC_OR_PARTITION]
+    finally:
+        await c.close()
