@@ -14,8 +14,9 @@
                      (--create-chunk-json-file F|--alter-chunk-json-file F)
     kafka-rpc diskless assign --bootstrap-controller HOST:PORT --topic T --partition P
                               --coordinator-partition N [--bootstrap-server HOST:PORT]
-    kafka-rpc bench [--master local[2]] [--duration 60] [--server HOST:PORT | --start-server]
-                    [--controller HOST:PORT] ...
+    kafka-rpc bench [--master local[2]] [--duration 60]
+                    [--server HOST:PORT[,...] | --start-server | --cluster N [--kill-at S |
+                    --no-kill] [--restart-after S]] [--controller HOST:PORT[,...]] ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=33554432`` and
 ``MALLOC_TRIM_THRESHOLD_=67108864`` when they are not set (they only take effect at process start;
@@ -414,8 +415,8 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     except ImportError:
         print("kafka-rpc: pyspark is not installed (pip install -e '.[bench]')", file=sys.stderr)
         return 2
-    if not args.server and not args.start_server:
-        print("kafka-rpc: give --server HOST:PORT or --start-server", file=sys.stderr)
+    if not args.server and not args.start_server and not args.cluster:
+        print("kafka-rpc: give --server HOST:PORT, --start-server or --cluster N", file=sys.stderr)
         return 2
     out = Path(args.out or repo / "bench" / "results" / time.strftime("%Y%m%dT%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
@@ -428,9 +429,8 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH")) if p)
     proc = None
     server, controller = args.server, args.controller
-    try:
-        if args.start_server:
-            proc, server, controller = _bench_start_server(args, str(out / "server-data"))
+
+    def spark_cmd(server: str, controller: str | None, events: str | None = None) -> list[str]:
         cmd = [submit, "--master", args.master, "--driver-memory", args.driver_memory,
                "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.host=127.0.0.1",
                "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.log.level=WARN",
@@ -438,7 +438,26 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
                "--out", str(out)]  # fmt: skip
         if controller:
             cmd += ["--controller", controller]
-        cmd += extra
+        if events:
+            cmd += ["--cluster-events", events]
+        return cmd + extra
+
+    if args.cluster is not None and args.cluster < 1:
+        print("kafka-rpc: --cluster needs at least 1 node", file=sys.stderr)
+        return 2
+    if args.cluster:  # kafka_rpc/tools/bench_cluster.py: nodes, kill and restart, cleanup
+        from kafka_rpc.tools.bench_cluster import run_load
+
+        kill_at = (
+            None if args.no_kill else args.duration / 2 if args.kill_at is None else args.kill_at
+        )
+        props = dict(o.split("=", 1) for o in args.server_override or () if "=" in o)
+        return run_load(spark_cmd, env, out, n=args.cluster, kill_at=kill_at,
+                        restart_after=args.restart_after, props=props)  # fmt: skip
+    try:
+        if args.start_server:
+            proc, server, controller = _bench_start_server(args, str(out / "server-data"))
+        cmd = spark_cmd(server, controller)
         pin = args.spark_cpus
         if pin == "rest" and args.start_server and args.server_cpus not in (None, "", "none"):
             cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
@@ -560,6 +579,28 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="start `kafka-rpc serve` on ephemeral ports for the run",
     )
+    g.add_argument(
+        "--cluster",
+        type=int,
+        metavar="N",
+        help="start N broker+controller nodes on loopback (the replicated Batch Coordinator "
+        "from the metadata log), SIGKILL the coordinator leader during the load and restart it",
+    )
+    b.add_argument(
+        "--kill-at",
+        type=float,
+        metavar="SECONDS",
+        help="with --cluster: the coordinator leader's SIGKILL, in seconds after the load's "
+        "first acknowledged commit (default: --duration / 2)",
+    )
+    b.add_argument("--no-kill", action="store_true", help="with --cluster: kill no node")
+    b.add_argument(
+        "--restart-after",
+        type=float,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --cluster: restart the killed node this long after the kill",
+    )
     b.add_argument(
         "--controller",
         metavar="HOST:PORT",
@@ -582,7 +623,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--server-override",
         action="append",
         metavar="KEY=VALUE",
-        help="--override for the started server (repeatable)",
+        help="--override for the started server or every --cluster node (repeatable)",
     )
     b.add_argument("--out", help="output dir (default bench/results/<timestamp>)")
     b.add_argument("--driver-memory", default="1g")

@@ -336,6 +336,7 @@ def run_load(
     kill_at: float | None = None,
     restart_after: float = 5.0,
     load_timeout: float | None = None,
+    props: dict[str, str] | None = None,
 ) -> int:
     """``kafka-rpc bench --cluster N``: start a :class:`BenchCluster` of ``n`` nodes under
     ``out/cluster``, wait for its coordinator leader, run ``load_cmd(bootstrap, controllers,
@@ -346,9 +347,10 @@ def run_load(
     (:meth:`BenchCluster.failover`, events in ``out/cluster_events.jsonl``). The load's process
     group (SIGTERM, then SIGKILL after 10 s) and every node are killed on the way out, on an
     error or Ctrl-C too. Returns the load's exit code; 2 when the cluster did not start, 1 when
-    the kill did not happen although asked (the load ended first or the failover failed)."""
+    the kill did not happen although asked (the load ended first or the failover failed).
+    ``props``: server properties of every node (over :data:`NODE_PROPS`)."""
     out.mkdir(parents=True, exist_ok=True)
-    cluster = BenchCluster(out / "cluster", n)
+    cluster = BenchCluster(out / "cluster", n, props=props)
     events = out / EVENTS
     marker = out / LOAD_STARTED
     for p in (events, marker):
