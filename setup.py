@@ -19,5 +19,12 @@ setup(
             extra_compile_args=["-O2", "-Wall"],
             optional=True,
         ),
+        # RecordBatch v2 records (record_batch.py has the pure-Python reference).
+        Extension(
+            "kafka_rpc.protocol._crecords",
+            ["kafka_rpc/protocol/_crecords.c"],
+            extra_compile_args=["-O2", "-Wall"],
+            optional=True,
+        ),
     ]
 )

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from crc32c import crc32c
 
 from kafka_rpc.protocol.errors import DecodeError
+from kafka_rpc.protocol.primitives import load_native
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -139,6 +140,18 @@ def _record(
     out += body
 
 
+def _records_py(keys: Sequence[bytes | None] | None, values: Sequence[bytes | None]) -> bytearray:
+    """The records section of a batch: record i at offset delta i and timestamp delta 0, with
+    no headers (the reference of ``_crecords.encode_records``). ValueError when ``keys`` and
+    ``values`` differ in length."""
+    recs = bytearray()
+    if keys is None:
+        keys = (None,) * len(values)
+    for i, (k, v) in enumerate(zip(keys, values, strict=True)):
+        _record(recs, i, 0, k, v)
+    return recs
+
+
 def encode_batch(
     base_offset: int,
     epoch: int,
@@ -154,11 +167,12 @@ def encode_batch(
     n = len(values)
     if n == 0:
         raise ValueError("a record batch needs at least one record")
+    if _native is not None:
+        recs = _native.encode_records(keys, values)
+    else:
+        recs = _records_py(keys, values)
     if keys is None:
         keys = (None,) * n
-    recs = bytearray()
-    for i, (k, v) in enumerate(zip(keys, values, strict=True)):
-        _record(recs, i, 0, k, v)
     attrs = _ATTR_CONTROL if control else 0
     buf = bytearray(_HEADER.size)
     buf += recs
@@ -216,6 +230,63 @@ def batch_headers(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, int, in
         pos += size
 
 
+def _decode_records_py(
+    data: bytes, p: int, end: int, count: int
+) -> tuple[list[bytes | None], list[bytes | None]]:
+    """``count`` records from ``data[p:end]``, which they must fill exactly: their keys and
+    values (bytes or None; headers are skipped). Raises CorruptRecordError (the reference of
+    ``_crecords.decode_records``)."""
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    # A one-byte varint (below 0x80) is read in line; anything else, and every bound
+    # check, goes through _read_varint.
+    for _ in range(count):
+        rlen, p = _read_varint(data, p, end)
+        rend = p + rlen
+        if rlen < 1 or rend > end:
+            raise CorruptRecordError("record length does not fit in its batch")
+        p += 1  # attributes
+        if p + 2 < rend and data[p] < 0x80 and data[p + 1] < 0x80:
+            p += 2  # timestamp delta and offset delta, one byte each
+        else:
+            _, p = _read_varint(data, p, rend)  # timestamp delta
+            _, p = _read_varint(data, p, rend)  # offset delta
+        if p < rend and data[p] == 1:  # key length -1 (zigzag 1): a null key
+            p += 1
+            keys.append(None)
+        else:
+            klen, p = _read_varint(data, p, rend)
+            if klen >= 0:
+                if p + klen > rend:
+                    raise CorruptRecordError("record key does not fit")
+                keys.append(data[p : p + klen])
+                p += klen
+            else:
+                keys.append(None)
+        vlen, p = _read_varint(data, p, rend)
+        if vlen >= 0:
+            if p + vlen > rend:
+                raise CorruptRecordError("record value does not fit")
+            values.append(data[p : p + vlen])
+            p += vlen
+        else:
+            values.append(None)
+        if p < rend and data[p] == 0:  # no headers
+            p += 1
+        else:
+            nh, p = _read_varint(data, p, rend)
+            for _ in range(nh):
+                hk, p = _read_varint(data, p, rend)
+                p += max(hk, 0)
+                hv, p = _read_varint(data, p, rend)
+                p += max(hv, 0)
+        if p != rend:
+            raise CorruptRecordError("record length does not match its fields")
+    if p != end:
+        raise CorruptRecordError("batch length does not match its records")
+    return keys, values
+
+
 def decode_batches(data: bytes, *, allow_partial_tail: bool = False) -> list[Batch]:
     """Decode every batch in ``data`` (checking magic, CRC and each record). A trailing partial
     batch raises CorruptRecordError unless ``allow_partial_tail`` (then it is ignored)."""
@@ -246,55 +317,10 @@ def decode_batches(data: bytes, *, allow_partial_tail: bool = False) -> list[Bat
             raise CorruptRecordError("compressed batches are not supported here")
         if count < 0 or last_delta < 0 or count > length:
             raise CorruptRecordError(f"bad record count {count} / last offset delta {last_delta}")
-        keys: list[bytes | None] = []
-        values: list[bytes | None] = []
-        p = pos + BATCH_OVERHEAD
-        # A one-byte varint (below 0x80) is read in line; anything else, and every bound
-        # check, goes through _read_varint.
-        for _ in range(count):
-            rlen, p = _read_varint(data, p, end)
-            rend = p + rlen
-            if rlen < 1 or rend > end:
-                raise CorruptRecordError("record length does not fit in its batch")
-            p += 1  # attributes
-            if p + 2 < rend and data[p] < 0x80 and data[p + 1] < 0x80:
-                p += 2  # timestamp delta and offset delta, one byte each
-            else:
-                _, p = _read_varint(data, p, rend)  # timestamp delta
-                _, p = _read_varint(data, p, rend)  # offset delta
-            if p < rend and data[p] == 1:  # key length -1 (zigzag 1): a null key
-                p += 1
-                keys.append(None)
-            else:
-                klen, p = _read_varint(data, p, rend)
-                if klen >= 0:
-                    if p + klen > rend:
-                        raise CorruptRecordError("record key does not fit")
-                    keys.append(data[p : p + klen])
-                    p += klen
-                else:
-                    keys.append(None)
-            vlen, p = _read_varint(data, p, rend)
-            if vlen >= 0:
-                if p + vlen > rend:
-                    raise CorruptRecordError("record value does not fit")
-                values.append(data[p : p + vlen])
-                p += vlen
-            else:
-                values.append(None)
-            if p < rend and data[p] == 0:  # no headers
-                p += 1
-            else:
-                nh, p = _read_varint(data, p, rend)
-                for _ in range(nh):
-                    hk, p = _read_varint(data, p, rend)
-                    p += max(hk, 0)
-                    hv, p = _read_varint(data, p, rend)
-                    p += max(hv, 0)
-            if p != rend:
-                raise CorruptRecordError("record length does not match its fields")
-        if p != end:
-            raise CorruptRecordError("batch length does not match its records")
+        if _native is not None:
+            keys, values = _native.decode_records(data, pos + BATCH_OVERHEAD, end, count)
+        else:
+            keys, values = _decode_records_py(data, pos + BATCH_OVERHEAD, end, count)
         out.append(
             Batch(
                 base_offset=base,
@@ -309,3 +335,11 @@ def decode_batches(data: bytes, *, allow_partial_tail: bool = False) -> list[Bat
         )
         pos = end
     return out
+
+
+_native = load_native("_crecords")
+if _native is not None:
+    _native.init(CorruptRecordError)
+#: True when batches are encoded and decoded by ``_crecords.c`` (same results as the Python
+#: reference, checked by tests/protocol/test_record_batch.py).
+NATIVE_RECORDS = _native is not None

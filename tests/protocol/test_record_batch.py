@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -70,3 +71,92 @@ def test_a_corrupted_batch_with_a_fixed_crc_raises_only_corrupt_record_error(val
         decode_batches(bytes(data))
     except CorruptRecordError:
         pass
+
+
+# ------------------------------------------------------- native records (_crecords.c) = reference
+from kafka_rpc.protocol import record_batch as rb  # noqa: E402
+
+native = pytest.mark.skipif(rb._native is None, reason="_crecords not built")
+
+
+def _outcome(fn, *args):
+    try:
+        return ("ok", fn(*args))
+    except CorruptRecordError as e:
+        return ("corrupt", str(e))
+    except ValueError as e:
+        return ("value", str(e))
+
+
+@native
+@given(values=st.lists(blob, max_size=300), data=st.data())
+def test_native_records_encode_as_the_reference(values, data):
+    keys = data.draw(st.one_of(st.none(), st.lists(blob, min_size=len(values),
+                                                   max_size=len(values))))  # fmt: skip
+    assert rb._native.encode_records(keys, values) == bytes(rb._records_py(keys, values))
+    # bytes-like values are accepted the same way
+    mixed = [bytearray(v) if v is not None else None for v in values]
+    assert rb._native.encode_records(None, mixed) == bytes(rb._records_py(None, mixed))
+
+
+@native
+def test_native_records_reject_keys_of_another_length():
+    assert _outcome(rb._native.encode_records, [b"k"], [b"a", b"b"])[0] == "value"
+    assert _outcome(rb._records_py, [b"k"], [b"a", b"b"])[0] == "value"
+
+
+@native
+@given(base=st.integers(0, 2**40), records=st.lists(record, min_size=1, max_size=40))
+def test_native_records_decode_an_independent_encoders_batch_as_the_reference(base, records):
+    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 24)
+    for i, (ts, key, value, headers) in enumerate(records):
+        builder.append(i * 100, 1_700_000_000_000 + ts, key, value, headers)
+    raw = bytes(builder.build())
+    args = (raw, 61, len(raw), len(records))
+    assert _outcome(rb._native.decode_records, *args) == _outcome(rb._decode_records_py, *args)
+
+
+@native
+@settings(max_examples=1000)
+@given(
+    values=st.lists(blob, min_size=1, max_size=10),
+    flips=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=6),
+    count_delta=st.integers(-2, 2),
+    cut=st.integers(0, 12),
+)
+def test_native_records_meet_damage_as_the_reference(values, flips, count_delta, cut):
+    """Damaged record bytes, a wrong record count and a short section: the native decoder
+    answers what the reference answers, the same records or the same error message."""
+    data = bytearray(encode_batch(0, 1, values, 0).data)
+    for pos, byte in flips:
+        data[61 + pos % (len(data) - 61)] = byte
+    raw = bytes(data)
+    args = (raw, 61, max(61, len(raw) - cut), max(0, len(values) + count_delta))
+    assert _outcome(rb._native.decode_records, *args) == _outcome(rb._decode_records_py, *args)
+
+
+@native
+@given(st.binary(max_size=64), st.integers(0, 5))
+def test_native_records_read_any_bytes_as_the_reference(raw, count):
+    """Arbitrary bytes (long varints, lengths past 64 bits, negative lengths, header runs)."""
+    args = (raw, 0, len(raw), count)
+    assert _outcome(rb._native.decode_records, *args) == _outcome(rb._decode_records_py, *args)
+
+
+@native
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"\xff" * 10 + b"\x01",  # a varint longer than 10 bytes
+        b"\xfe\xff\xff\xff\xff\xff\xff\xff\xff\x7f",  # a length past 64 bits (positive)
+        b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f",  # ... and negative
+        b"\x1a\x00\x00\x00\xfe" + b"\xff" * 8 + b"\x7f",  # a key length past 64 bits
+        b"\x1a\x00\x00\x00\xff" + b"\xff" * 8 + b"\x7f",  # ... negative: a null key
+        b"\x14\x00\x00\x00\x01\x01\x02\x04AA\x01",  # one header (key "AA", null value)
+        b"\x16\x00\x00\x00\x01\x01\x02\xc8\x01AA\x01",  # a header key past the record
+    ],
+)
+def test_native_records_edge_varints_as_the_reference(raw):
+    for count in (1, 2):
+        args = (raw, 0, len(raw), count)
+        assert _outcome(rb._native.decode_records, *args) == _outcome(rb._decode_records_py, *args)
