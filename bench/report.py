@@ -248,11 +248,13 @@ def markdown(results: dict, plots: dict[str, str]) -> str:
     if fl := _failover_lines(results):
         out += ["", "## Failover", ""] + [f"* {x}" for x in fl]
         kinds = results["kinds"].get("broker", {})
+        dup, fresh = int(kinds.get("resent_dup", 0)), int(kinds.get("resent_fresh", 0))
         out.append(
-            f"* broker roles: {int(kinds.get('resent_batches', 0))} batches resent after an "
-            f"unknown outcome ({int(kinds.get('resent_dup', 0))} answered IsDuplicate, "
-            f"{int(kinds.get('resent_fresh', 0))} written fresh), "
-            f"{int(kinds.get('unknown_outcome_batches', 0))} of unknown outcome, "
+            f"* broker roles: {dup + fresh} idempotent batches of unknown outcome settled by "
+            f"resending them ({dup} answered IsDuplicate at their first offsets, {fresh} "
+            f"written by the resend; {int(kinds.get('resent_batches', 0))} batch resends in "
+            f"all), {int(kinds.get('unknown_outcome_batches', 0))} batches left of unknown "
+            f"outcome (non-idempotent, or given up: {int(kinds.get('gave_up_batches', 0))}), "
             f"{int(kinds.get('rediscoveries', 0))} coordinator lookups after the first"
         )
         out.append("* events: " + ", ".join(
