@@ -407,6 +407,7 @@ class Router:
         self.current: str | None = None
         self._next = first % len(self.addresses)
         self._lookups = 0
+        self._failed: dict[str, float] = {}  # address -> time of its last failure
         stats.setdefault("rediscoveries", 0)
 
     def _client(self, address: str):
@@ -415,9 +416,11 @@ class Router:
         c = self.clients.get(address)
         if c is None:
             timeout = self.cfg["request_timeout"]
+            # a short connect timeout: a killed node refuses at once, and the client would
+            # otherwise keep trying it until the timeout instead of asking the next node
             c = self.clients[address] = KafkaRpcClient(
                 address, client_id=self.client_id, request_timeout=timeout,
-                connect_timeout=min(timeout, 3.0), max_backoff=0.5,
+                connect_timeout=min(timeout, 1.0), max_backoff=0.2,
             )  # fmt: skip
         return c
 
@@ -435,6 +438,7 @@ class Router:
             )
         except Exception as exc:
             self.rec.error("FindCoordinator", t0, time.time(), type(exc).__name__)
+            self._failed[address] = time.time()
             return None
         (k,) = resp.coordinators
         self.rec.record("FindCoordinator", t0, time.time(), [k.error_code])
@@ -451,9 +455,12 @@ class Router:
         delay = 0.05
         n = len(self.addresses)
         while True:
-            for _ in range(n):
-                address = self.addresses[self._next]
-                self._next = (self._next + 1) % n
+            # round robin from _next, the nodes that failed in the last 5 s last
+            order = [self.addresses[(self._next + i) % n] for i in range(n)]
+            self._next = (self._next + 1) % n
+            now = time.time()
+            order.sort(key=lambda a: now - self._failed.get(a, 0.0) < 5.0)
+            for address in order:
                 found = await self._ask(address)
                 if found is not None:
                     self.current = found
@@ -470,7 +477,10 @@ class Router:
             await self.discover()
         return self._client(self.current)
 
-    def invalidate(self) -> None:
+    def invalidate(self, failed: bool = False) -> None:
+        """Forget the coordinator; ``failed``: its connection failed (asked last for 5 s)."""
+        if failed and self.current is not None:
+            self._failed[self.current] = time.time()
         self.current = None
 
     async def request(self, req, timeout: float | None = None):
@@ -491,7 +501,7 @@ class Router:
                 resp = await client.request(req, timeout=timeout)
             except Exception as exc:
                 self.rec.error(api, t0, time.time(), type(exc).__name__)
-                self.invalidate()
+                self.invalidate(failed=True)
                 if time.time() + delay > deadline:
                     raise
             else:
@@ -522,7 +532,7 @@ class ControllerChannel:
 
         self.clients = [
             KafkaRpcClient(a, client_id=client_id, request_timeout=timeout,
-                           connect_timeout=min(timeout, 3.0), max_backoff=0.5)
+                           connect_timeout=min(timeout, 1.0), max_backoff=0.2)
             for a in addresses
         ]  # fmt: skip
         self.current = 0
@@ -1061,7 +1071,7 @@ async def run_broker(cfg: dict, b: int, rec: Recorder) -> dict:
                     resp = await client.request(req)
                 except Exception as exc:
                     rec.error("CommitBatches", t0, time.time(), type(exc).__name__)
-                    router.invalidate()
+                    router.invalidate(failed=True)
                     unknown = todo
                 else:
                     t1 = time.time()
