@@ -387,6 +387,115 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
         await running.stop()
 
 
+class DroppingProxy:
+    """A loopback TCP proxy in front of a server that loses the answers of chosen CommitBatches
+    (``drop``: 1-based numbers, counted over all connections): instead of forwarding such a
+    response it closes both sides, after the server committed. Requests are forwarded as they
+    are; responses are matched to their request's API key by correlation id."""
+
+    def __init__(self, drop: set[int]) -> None:
+        self.drop = drop
+        self.upstream = 0
+        self.commits = 0
+        self.dropped = 0
+        self._server = None
+
+    async def start(self) -> int:
+        import asyncio
+
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self._server.sockets[0].getsockname()[1]
+
+    async def close(self) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader, writer) -> None:
+        import asyncio
+
+        ureader, uwriter = await asyncio.open_connection("127.0.0.1", self.upstream)
+        apis: dict[int, int] = {}
+
+        async def frame(r) -> bytes:
+            head = await r.readexactly(4)
+            return head + await r.readexactly(int.from_bytes(head, "big"))
+
+        async def requests() -> None:
+            while True:
+                f = await frame(reader)
+                apis[int.from_bytes(f[8:12], "big", signed=True)] = int.from_bytes(f[4:6], "big")
+                uwriter.write(f)
+                await uwriter.drain()
+
+        async def responses() -> None:
+            while True:
+                f = await frame(ureader)
+                if apis.pop(int.from_bytes(f[4:8], "big", signed=True), None) == 94:
+                    self.commits += 1
+                    if self.commits in self.drop:
+                        self.dropped += 1
+                        return  # the answer is lost with the connection
+                writer.write(f)
+                await writer.drain()
+
+        tasks = [asyncio.ensure_future(requests()), asyncio.ensure_future(responses())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            for w in (writer, uwriter):
+                w.close()
+
+
+@pytest.mark.integration
+async def test_a_lost_commit_answer_is_resent_and_answered_is_duplicate(tmp_path):
+    """Two CommitBatches answers are lost after the server committed them (a proxy closes the
+    connection instead of forwarding them): the broker role finds the coordinator again and
+    resends the idempotent batches of those objects with the same producer ids, epochs and
+    sequences in a new object; every one is answered IsDuplicate (none written twice), and is
+    acknowledged at the offsets the lost answer carried; the non-idempotent ones are of unknown
+    outcome, never acknowledged, and are exactly the unacknowledged batches verification finds."""
+    import asyncio
+
+    from tests.integration.conftest import start_server
+
+    proxy = DroppingProxy(drop={4, 9})
+    port = await proxy.start()
+    running = await start_server(
+        tmp_path, **{"advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}"}
+    )
+    proxy.upstream = running.port()
+    try:
+        cfg = await _with_cluster_id(_cfg(running, server=f"127.0.0.1:{port}", duration=1.5))
+        rec = dl.Recorder()
+        out = await dl.run_broker(cfg, 0, rec)
+        st = out["stats"]
+        assert proxy.dropped == 2 and proxy.commits > 9, (proxy.commits, st)
+        assert rec.apis["CommitBatches"].errors.get("KafkaConnectionError") == 2
+        assert st["rediscoveries"] == 2 and st["resent_dup"] > 0, st
+        assert st["resent_fresh"] == st["gave_up_batches"] == st["epoch_bumps"] == 0, st
+        assert st["unknown_outcome_batches"] > 0 and st["unexpected_dup"] == 0, st
+        assert st["dup_offset_mismatch"] == st["dup_new_copy"] == 0, st
+
+        grants = [("broker-0", first, last) for first, last in out["blocks"]]
+        nparts = cfg["topics"] * cfg["partitions_per_topic"]
+        acks: dict[int, list] = {p: [] for p in range(nparts)}
+        for a in dl.unpack_acks(out["acks"]):
+            acks[a[0]].append(a)
+        (ver,) = await asyncio.to_thread(
+            dl.verify_task, dict(cfg, retention=False), list(acks.items()),
+            dl.block_table(grants),
+        )  # fmt: skip
+        assert ver["lost"] == ver["duplicated"] == ver["gaps"] == ver["overlaps"] == 0, ver
+        # the lost commits landed: their non-idempotent batches are in the logs, unacknowledged
+        assert ver["phantoms"] == st["unknown_outcome_batches"], (ver, st)
+        assert dl.verdict(ver, st["unknown_outcome_batches"]) == []
+    finally:
+        await running.stop()
+        await proxy.close()
+
+
 def test_report_from_synthetic_results(tmp_path):
     hist = [0] * dl.NBUCKETS
     hist[dl.bucket_of(1500)] = 90
