@@ -540,30 +540,94 @@ async def _connect_clients(ports: list[int], total: int) -> list[KafkaRpcClient]
     ]
 
 
-async def _measured(coro) -> dict:
+class PgWaits:
+    """What the database's backends do during a cell: ``pg_stat_activity`` of one database
+    sampled every 20 ms from a connection of its own; ``result`` = the mean number of backends in
+    each "state / wait event type:wait event" (``active / -`` = running, on a CPU or waiting for
+    one; ``active / Lock:transactionid`` = waiting for another transaction's row lock;
+    ``idle in transaction / Client:ClientRead`` = a transaction waiting for its client's next
+    statement, with its row locks held; ``idle / Client:ClientRead`` = waiting for a new call;
+    ``active / IO:WALSync`` or ``LWLock:WALWrite`` = COMMIT flushing the WAL)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.result: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self._samples = 0
+
+    async def __aenter__(self) -> PgWaits:
+        import asyncpg
+
+        self._conn = await asyncpg.connect(self.dsn)
+        self._task = asyncio.get_running_loop().create_task(self._sample())
+        return self
+
+    async def _sample(self) -> None:
+        while True:
+            for state, wtype, wevent in await self._conn.fetch(
+                "SELECT state, wait_event_type, wait_event FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend'"
+            ):
+                key = f"{state} / {f'{wtype}:{wevent}' if wtype else '-'}"
+                self._counts[key] = self._counts.get(key, 0) + 1
+            self._samples += 1
+            await asyncio.sleep(0.02)
+
+    async def __aexit__(self, *exc) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            pass
+        await self._conn.close()
+        n = max(1, self._samples)
+        self.result = {
+            k: round(v / n, 2) for k, v in sorted(self._counts.items(), key=lambda kv: -kv[1])
+        }
+
+
+async def _measured(coro, dsn: str | None = None, start_at: float | None = None) -> dict:
     """Run a floor (in this process or in workers) and add the cluster's CPU per operation, the
-    machine's busy share and this process's CPU share over it."""
-    with Cpu() as cpu:
-        r = await coro
+    machine's busy share and this process's CPU share over it (and, given its database ``dsn``,
+    what the backends did: ``PgWaits``), measured from ``start_at`` (epoch s; the workers' common
+    start) or from now."""
+    task = asyncio.ensure_future(coro)
+    try:
+        if start_at is not None:
+            await asyncio.wait({task}, timeout=max(0.0, start_at - time.time()))
+        waits = PgWaits(dsn) if dsn else None
+        if waits is not None:
+            await waits.__aenter__()
+        try:
+            with Cpu() as cpu:
+                r = await task
+        finally:
+            if waits is not None:
+                await waits.__aexit__(None, None, None)
+    finally:
+        if not task.done():
+            task.cancel()
     n = r.get("commits", r.get("lookups", 0))
     r["pg_cpu_us_per_op"] = cpu.pg_per_op_us(n)
     r["machine_busy"] = cpu.busy
     r["this_process_cpu"] = cpu.share
+    if waits is not None:
+        r["pg_backends"] = waits.result
     return r
 
 
 async def _floor_processes(spec: dict, procs: int) -> dict:
     """The floor ``spec`` (see ``floor_worker``) run by ``procs`` worker processes at once, each
-    with ``spec["conns"]`` connections and its own lanes; started together (each waits for a
-    common start time after importing). Returns the sum of their rates, the mean of their
-    p50/p99 and each one's result."""
+    with ``spec["conns"]`` connections and its own lanes; started together (each waits for
+    ``spec["start_at"]``, epoch s, after importing: see ``_start_at``). Returns the sum of
+    their rates, the mean of their p50/p99 and each one's result."""
     import subprocess
 
-    start_at = time.time() + 3.0  # every worker has imported and is waiting by then
     workers = []
     try:
         for i in range(procs):
-            w = dict(spec, start_at=start_at, first_lane=i * spec["conns"])
+            w = dict(spec, first_lane=i * spec["conns"])
             p = subprocess.Popen(
                 [sys.executable, str(Path(__file__).resolve()), "--pg-floor-worker"],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
@@ -593,6 +657,11 @@ async def _floor_processes(spec: dict, procs: int) -> dict:
     }
 
 
+def _start_at() -> float:
+    """A common start time for floor workers: by then every one has imported and is waiting."""
+    return time.time() + 3.0
+
+
 def floor_worker() -> None:
     """``--pg-floor-worker``: one floor process of ``_floor_processes``; reads its spec (JSON) on
     stdin, waits for ``start_at`` (epoch s), runs, prints its result as JSON."""
@@ -618,10 +687,10 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
     say("pgbench (TPC-B like)")
     res["pgbench"] = _pgbench(bin_dir, await _create_db(admin_dsn, "bench_pgbench"), args.seconds)
     say("commit floor (before)")
+    dsn_fb = await _create_db(admin_dsn, "bench_floor_before")
+    await floor.pg_setup(dsn_fb)
     res["floor_before"] = await _measured(
-        floor.pg_commit_floor(
-            await _create_db(admin_dsn, "bench_floor_before"), args.seconds, CONNS
-        )
+        floor.pg_commit_floor(dsn_fb, args.seconds, CONNS), dsn_fb
     )
     say(f"floor: {res['floor_before']['commits_per_s']:,.0f}/s")
     for n in (1, 2):
@@ -646,11 +715,15 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
             )
             assert {r.error_code for r in init.responses} == {0}, init
             await commit_closed(clients, args.warmup, "warm")
-            res[f"commit_{n}"] = await commit_closed(clients, args.seconds, "c")
+            async with PgWaits(dsn) as waits:
+                res[f"commit_{n}"] = await commit_closed(clients, args.seconds, "c")
+            res[f"commit_{n}"]["pg_backends"] = waits.result
             say(f"{n} server(s) commit: {res[f'commit_{n}']['commits_per_s']:,.0f}/s")
-            res[f"commit_disjoint_{n}"] = await commit_closed(
-                clients, args.seconds, "d", floor.LANE_TOPICS
-            )
+            async with PgWaits(dsn) as waits:
+                res[f"commit_disjoint_{n}"] = await commit_closed(
+                    clients, args.seconds, "d", floor.LANE_TOPICS
+                )
+            res[f"commit_disjoint_{n}"]["pg_backends"] = waits.result
             say(f"{n} server(s) commit, a topic per connection:"
                 f" {res[f'commit_disjoint_{n}']['commits_per_s']:,.0f}/s")  # fmt: skip
             targets = await floor.pg_lookup_targets(dsn, args.tail, 10_000)
@@ -678,39 +751,42 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
         floor.pg_find_floor(find_db, args.seconds, targets, args.fetch_bytes, CONNS, 1)
     )
     say("find floor, 2 processes")
+    t0 = _start_at()
     res["find_floor_2p"] = await _measured(
         _floor_processes(
             {"kind": "find", "dsn": find_db, "seconds": args.seconds, "conns": CONNS // 2,
-             "targets": targets, "fetch_bytes": args.fetch_bytes}, 2,
-        )
+             "targets": targets, "fetch_bytes": args.fetch_bytes, "start_at": t0}, 2,
+        ), None, t0,
     )  # fmt: skip
     say("commit floor (after)")
-    res["floor_after"] = await _measured(
-        floor.pg_commit_floor(await _create_db(admin_dsn, "bench_floor_after"), args.seconds, CONNS)
-    )
+    dsn_fa = await _create_db(admin_dsn, "bench_floor_after")
+    await floor.pg_setup(dsn_fa)
+    res["floor_after"] = await _measured(floor.pg_commit_floor(dsn_fa, args.seconds, CONNS), dsn_fa)
     say("commit floor, 2 processes")
     dsn2 = await _create_db(admin_dsn, "bench_floor_2p")
     await floor.pg_setup(dsn2)
+    t0 = _start_at()
     res["floor_2p"] = await _measured(
         _floor_processes(
             {"kind": "commit", "dsn": dsn2, "seconds": args.seconds, "conns": CONNS // 2,
-             "disjoint": False}, 2,
-        )
+             "disjoint": False, "start_at": t0}, 2,
+        ), dsn2, t0,
     )  # fmt: skip
     say("commit floor, a topic per connection")
+    dsn_fd = await _create_db(admin_dsn, "bench_floor_disjoint")
+    await floor.pg_setup(dsn_fd)
     res["floor_disjoint"] = await _measured(
-        floor.pg_commit_floor(
-            await _create_db(admin_dsn, "bench_floor_disjoint"), args.seconds, CONNS, disjoint=True
-        )
+        floor.pg_commit_floor(dsn_fd, args.seconds, CONNS, disjoint=True), dsn_fd
     )
     say("commit floor, a topic per connection, 2 processes")
     dsn2 = await _create_db(admin_dsn, "bench_floor_disjoint_2p")
     await floor.pg_setup(dsn2)
+    t0 = _start_at()
     res["floor_disjoint_2p"] = await _measured(
         _floor_processes(
             {"kind": "commit", "dsn": dsn2, "seconds": args.seconds, "conns": CONNS // 2,
-             "disjoint": True}, 2,
-        )
+             "disjoint": True, "start_at": t0}, 2,
+        ), dsn2, t0,
     )  # fmt: skip
     return res
 
@@ -797,6 +873,46 @@ def pg_table(res: dict, args) -> str:
     return "\n".join(rows)
 
 
+def pg_waits_table(res: dict) -> str:
+    """The commit cells' ``PgWaits``: mean number of backends of the cell's database in each
+    state (the 16 connections of the servers' pools or of the floor)."""
+    cols = [
+        ("running", lambda k: k == "active / -"),
+        ("row lock wait", lambda k: k.startswith("active / Lock:")),
+        ("WAL flush", lambda k: k.startswith("active / IO:WAL") or "WAL" in k.split(" / ")[1]),
+        ("in a transaction, waiting for its client (its next statement)",
+         lambda k: k.startswith("idle in transaction")),
+        ("idle (between calls)", lambda k: k.startswith("idle / ")),
+    ]  # fmt: skip
+    cells = [
+        ("commit, 1 server", "commit_1"),
+        ("commit, 2 servers", "commit_2"),
+        ("commit floor, 1 process (after)", "floor_after"),
+        ("commit floor, 2 processes", "floor_2p"),
+        ("commit, 1 server, a topic per connection", "commit_disjoint_1"),
+        ("commit, 2 servers, a topic per connection", "commit_disjoint_2"),
+        ("commit floor, a topic per connection, 1 process", "floor_disjoint"),
+        ("commit floor, a topic per connection, 2 processes", "floor_disjoint_2p"),
+    ]
+    rows = [
+        "| cell | " + " | ".join(c for c, _ in cols) + " | other |",
+        "|---|" + "---|" * (len(cols) + 1),
+    ]
+    for label, key in cells:
+        waits = res.get(key, {}).get("pg_backends")
+        if waits is None:
+            continue
+        seen: set[str] = set()
+        vals = []
+        for _, match in cols:
+            ks = [k for k in waits if k not in seen and match(k)]
+            seen.update(ks)
+            vals.append(f"{sum(waits[k] for k in ks):.1f}")
+        other = {k: v for k, v in waits.items() if k not in seen and v >= 0.1}
+        rows.append(f"| {label} | " + " | ".join(vals) + f" | {other or '-'} |")
+    return "\n".join(rows)
+
+
 def main_postgres(args) -> None:
     import uvloop
 
@@ -826,6 +942,11 @@ def main_postgres(args) -> None:
     )
     print(f"\n{env}\n")
     print(pg_table(res, args))
+    print(
+        "\nWhat the database's backends did in the commit cells (pg_stat_activity every 20 ms,"
+        " mean number of backends in each state):\n"
+    )
+    print(pg_waits_table(res))
     res["meta"] = {"env": env, "seconds": args.seconds, "conns": CONNS, "window": args.window,
                    "batches_per_commit": BATCHES, "partitions": PARTITIONS}  # fmt: skip
     out = Path(args.json) if args.json else (
