@@ -14,11 +14,19 @@ responses/s, which capped the echo floor in the pipelined cells and so flattered
 (measured side by side in one session: echo 16x16 766k/s under it vs 1.04M/s under the C one).
 
 ``--tls``: the same cells over TLS (issue 15): ours on an SSL listener (PEM keystore, TLS 1.3,
-no client certificate; asyncio's TLS protocol on uvloop, see
-kafka_rpc.server.secure_connection ``tls_protocol_factory``) vs the echo floor on uvloop's own
-TLS transport with the same certificate. The key and a self-signed certificate are made at
+no client certificate; uvloop's own TLS protocol, built by
+kafka_rpc.server.secure_connection ``tls_protocol_factory`` so a failed handshake is logged) vs
+the echo floor on uvloop's TLS transport (``create_server(ssl=...)``, the same protocol class)
+with the same certificate. The key and a self-signed certificate are made at
 start in the temporary data directory; the load generator is the Python uvloop client with TLS
 (loadgen.c has no TLS).
+
+Each cell also reports the server's CPU per request (µs of user + system CPU time of the server
+process, from /proc, over the measured seconds, divided by the requests answered then): less
+sensitive to outside load than req/s, it shows where the cost per request differs. The CPU ratio
+(the echo's CPU per request over ours, median over the rounds) is the req/s ratio the two would
+have with CPU 1 to themselves, both CPU-bound: on a loaded machine it varies far less than the
+req/s ratio.
 
 Prints a table and writes JSON to bench/results/server-<timestamp>.json (server-tls-... with
 ``--tls``).
@@ -109,8 +117,18 @@ class LoadConn(asyncio.Protocol):
             self.transport.write(b"".join(out))
 
 
+def _cpu_s(pid: int | None) -> float:
+    """User + system CPU seconds of process ``pid`` so far (/proc; 0.0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, TypeError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def run_cell(port: int, conns: int, window: int, duration: float, warmup: float,
-                   ssl_ctx=None) -> dict:  # fmt: skip
+                   ssl_ctx=None, pid: int | None = None) -> dict:  # fmt: skip
     loop = asyncio.get_running_loop()
     stats = {"lat": [], "recording": False, "stop": False}
     protos = []
@@ -124,10 +142,12 @@ async def run_cell(port: int, conns: int, window: int, duration: float, warmup: 
         p.start()
     await asyncio.sleep(warmup)
     stats["recording"] = True
+    cpu0 = _cpu_s(pid)
     t0 = time.perf_counter()
     await asyncio.sleep(duration)
     stats["recording"] = False
     elapsed = time.perf_counter() - t0
+    cpu = _cpu_s(pid) - cpu0
     stats["stop"] = True
     for p in protos:
         p.transport.close()
@@ -140,6 +160,7 @@ async def run_cell(port: int, conns: int, window: int, duration: float, warmup: 
         "rps": n / elapsed,
         "p50_us": lat[n // 2] / 1000 if n else None,
         "p99_us": lat[min(n - 1, int(n * 0.99))] / 1000 if n else None,
+        "cpu_us_per_req": cpu * 1e6 / n if n and pid else None,
     }
 
 
@@ -153,16 +174,22 @@ def build_loadgen(out_dir: str) -> str | None:
     return exe
 
 
-def run_cell_c(exe: str, port: int, conns: int, window: int, duration: float, warmup: float):
-    """One cell with the C load generator (inherits this process's CPU 0 affinity)."""
+def run_cell_c(exe: str, port: int, conns: int, window: int, duration: float, warmup: float,
+               pid: int | None = None):  # fmt: skip
+    """One cell with the C load generator (inherits this process's CPU 0 affinity); the server's
+    CPU per request is taken over the whole run (warm-up included) for lack of a signal."""
+    cpu0 = _cpu_s(pid)
     out = subprocess.run(
         [exe, "127.0.0.1", str(port), str(conns), str(window), str(warmup), str(duration),
          request(0).hex()],
         capture_output=True, text=True, timeout=warmup + duration + 30, check=True,
     )  # fmt: skip
+    cpu = _cpu_s(pid) - cpu0
     r = json.loads(out.stdout)
+    total = r["rps"] * (duration + warmup)  # about the requests of the whole run
     return {"conns": conns, "inflight": window, "requests": r["requests"], "rps": r["rps"],
-            "p50_us": r["p50_us"], "p99_us": r["p99_us"]}  # fmt: skip
+            "p50_us": r["p50_us"], "p99_us": r["p99_us"],
+            "cpu_us_per_req": cpu * 1e6 / total if total and pid else None}  # fmt: skip
 
 
 def _start(cmd: list[str], pattern: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
@@ -240,9 +267,14 @@ def _median_row(rounds: list[dict]) -> dict:
     for side in ("kafka_rpc", "echo"):
         runs = [r[side] for r in rounds]
         row[side] = {"conns": runs[0]["conns"], "inflight": runs[0]["inflight"]}
-        for k in ("rps", "p50_us", "p99_us"):
-            row[side][k] = med([x[k] for x in runs])
+        for k in ("rps", "p50_us", "p99_us", "cpu_us_per_req"):
+            vals = [x[k] for x in runs if x.get(k) is not None]
+            row[side][k] = med(vals) if vals else None
     row["ratio"] = med(row["ratios"])
+    cpu = [r["echo"]["cpu_us_per_req"] / r["kafka_rpc"]["cpu_us_per_req"] for r in rounds
+           if r["echo"].get("cpu_us_per_req") and r["kafka_rpc"].get("cpu_us_per_req")]  # fmt: skip
+    row["cpu_ratios"] = cpu
+    row["cpu_ratio"] = med(cpu) if cpu else None
     return row
 
 
@@ -277,10 +309,10 @@ def main() -> None:
     loadgen = "bench/loadgen.c (epoll)" if exe else "Python uvloop client"
     print(f"load generator: {loadgen}", file=sys.stderr, flush=True)
 
-    def cell(port: int, conns: int, window: int) -> dict:
+    def cell(port: int, pid: int, conns: int, window: int) -> dict:
         if exe:
-            return run_cell_c(exe, port, conns, window, duration, warmup)
-        return uvloop.run(run_cell(port, conns, window, duration, warmup, ssl_ctx))
+            return run_cell_c(exe, port, conns, window, duration, warmup, pid)
+        return uvloop.run(run_cell(port, conns, window, duration, warmup, ssl_ctx, pid))
 
     ours, our_port = _start(
         [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
@@ -305,8 +337,8 @@ def main() -> None:
             for window in [int(x) for x in a.inflight.split(",")]:
                 rounds = []
                 for _ in range(a.rounds):  # alternated, so a noisy moment hits one pair
-                    r_ours = cell(our_port, conns, window)
-                    r_echo = cell(echo_port, conns, window)
+                    r_ours = cell(our_port, ours.pid, conns, window)
+                    r_echo = cell(echo_port, echo.pid, conns, window)
                     rounds.append({"kafka_rpc": r_ours, "echo": r_echo,
                                    "ratio": r_ours["rps"] / r_echo["rps"]})  # fmt: skip
                     print(f"  {conns}x{window}: ours {r_ours['rps']:,.0f}/s echo "
@@ -325,15 +357,26 @@ def main() -> None:
     print(f"\nkafka-rpc (ApiVersions v3) vs uvloop echo floor{over}; {a.rounds} alternated "
           f"rounds of {duration:g} s per cell, medians [ratio range]; servers on CPU 1, load "
           f"generator ({loadgen}) on CPU 0\n")  # fmt: skip
-    print("| conns x in-flight | kafka-rpc req/s | p50 µs | p99 µs | echo req/s | p50 µs | p99 µs "
-          "| ratio |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+    print("| conns x in-flight | kafka-rpc req/s | p50 µs | p99 µs | CPU µs/req | echo req/s "
+          "| p50 µs | p99 µs | CPU µs/req | ratio | CPU ratio |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def cpu(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1f}"
+
+    def cpu_ratio(xs: list[float]) -> str:
+        if not xs:
+            return "-"
+        return f"{statistics.median(xs):.2f} [{min(xs):.2f}-{max(xs):.2f}]"
+
     for row in rows:
         o, e = row["kafka_rpc"], row["echo"]
         lo, hi = min(row["ratios"]), max(row["ratios"])
         print(f"| {o['conns']} x {o['inflight']} | {o['rps']:,.0f} | {o['p50_us']:.0f} | "
-              f"{o['p99_us']:.0f} | {e['rps']:,.0f} | {e['p50_us']:.0f} | {e['p99_us']:.0f} | "
-              f"{row['ratio']:.2f} [{lo:.2f}-{hi:.2f}] |")  # fmt: skip
+              f"{o['p99_us']:.0f} | {cpu(o['cpu_us_per_req'])} | {e['rps']:,.0f} | "
+              f"{e['p50_us']:.0f} | {e['p99_us']:.0f} | {cpu(e['cpu_us_per_req'])} | "
+              f"{row['ratio']:.2f} [{lo:.2f}-{hi:.2f}] | {cpu_ratio(row['cpu_ratios'])} |"
+              )  # fmt: skip
     kind = "server-tls" if a.tls else "server"
     out = HERE / "results" / f"{kind}-{time.strftime('%Y%m%dT%H%M%S')}.json"
     out.parent.mkdir(exist_ok=True)

@@ -327,26 +327,57 @@ class SecureConnection(KafkaConnection):
 
 
 class _TlsServerProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS protocol around a connection, remembering the peer for the log."""
+    """asyncio's TLS protocol around a connection, remembering the peer for the log (event
+    loops other than uvloop's)."""
 
     def connection_made(self, transport) -> None:
         self.peer = transport.get_extra_info("peername")
         super().connection_made(transport)
 
 
+def _tls_protocol_class(loop: asyncio.AbstractEventLoop) -> type:
+    """uvloop's own TLS protocol (the one ``create_server(ssl=...)`` uses, compiled) on a
+    uvloop loop, asyncio's ``SSLProtocol`` on any other; both remember the peer for the log."""
+    try:
+        import uvloop
+        from uvloop.loop import SSLProtocol as UvSSLProtocol
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        return _TlsServerProtocol
+    if not isinstance(loop, uvloop.Loop):
+        return _TlsServerProtocol
+    global _UvTlsServerProtocol
+    if _UvTlsServerProtocol is None:
+
+        class _UvTlsServerProtocol(UvSSLProtocol):  # type: ignore[no-redef]
+            """uvloop's TLS protocol around a connection, remembering the peer for the log."""
+
+            peer = None
+
+            def connection_made(self, transport) -> None:
+                self.peer = transport.get_extra_info("peername")
+                super().connection_made(transport)
+
+    return _UvTlsServerProtocol
+
+
+_UvTlsServerProtocol: type | None = None
+
+
 def tls_protocol_factory(listener: ListenerState, conn_cls: type, ctx: Any) -> Any:
-    """The ``create_server`` factory of a TLS listener: asyncio's ``SSLProtocol`` (server side)
-    wrapping a ``conn_cls(listener)``, whose ``connection_made`` runs once the handshake is
-    done. A failed handshake (a plaintext client, an untrusted or expired certificate, the
-    handshake timeout) is logged once with the peer address; asyncio closes the connection.
-    (uvloop's own TLS transport, ``create_server(ssl=...)``, drops such failures silently, and
-    its ``start_tls`` did not notice a plaintext client at all.)"""
+    """The ``create_server`` factory of a TLS listener: a TLS protocol (server side; uvloop's
+    own on a uvloop loop, else asyncio's ``SSLProtocol``) wrapping a ``conn_cls(listener)``,
+    whose ``connection_made`` runs once the handshake is done. A failed handshake (a plaintext
+    client, an untrusted or expired certificate, the handshake timeout) fails the protocol's
+    handshake waiter: logged here once with the peer address, and the TLS protocol closes the
+    connection. (``create_server(ssl=...)`` itself gives no such hook: uvloop drops these
+    failures silently, so the TLS protocol is built here rather than by the loop.)"""
     loop = asyncio.get_running_loop()
     name = listener.name
+    proto_cls = _tls_protocol_class(loop)
 
     def factory() -> Any:
         waiter = loop.create_future()
-        proto = _TlsServerProtocol(loop, conn_cls(listener), ctx, waiter, server_side=True)
+        proto = proto_cls(loop, conn_cls(listener), ctx, waiter, server_side=True)
 
         def done(f: asyncio.Future) -> None:
             exc = None if f.cancelled() else f.exception()
