@@ -12,6 +12,10 @@ we serve, and the one table of what each API needs (:data:`API_RULES`).
    ALTER_CONFIGS implies DESCRIBE_CONFIGS) allows;
 3. no ACL for the resource at all: ``allow.everyone.if.no.acl.found``; otherwise denied.
 
+A check reads only the ACLs whose pattern can match its resource: they are indexed by resource
+type and pattern (LITERAL by name, the wildcard ``*``, PREFIXED by prefix), as
+``StandardAuthorizerData`` keeps them (:class:`_AclIndex`).
+
 On when ``authorizer.class.name`` names the StandardAuthorizer (``config.AUTHORIZER_CLASS_NAMES``);
 the embedded default has none and stays open.
 """
@@ -166,9 +170,95 @@ API_RULES: dict[int, tuple | None] = {
 }
 
 
+class _AclIndex:
+    """ACLs indexed as Kafka's ``StandardAuthorizerData`` keeps them, so a check reads only the
+    ACLs that can match its resource: per resource type, LITERAL ones by name (the wildcard
+    ``*`` is one more name) and PREFIXED ones by prefix, with the set of prefix lengths present
+    (a name of L characters costs at most one dict lookup per distinct prefix length <= L).
+    Bindings of other pattern types never match a resource and are not kept. Adding or
+    removing one binding is O(its bucket)."""
+
+    __slots__ = ("_lengths", "_literal", "_prefix_lengths", "_prefixed")
+
+    def __init__(self, acls: Iterable[AclBinding] = ()) -> None:
+        self._literal: dict[tuple[int, str], list[AclBinding]] = {}
+        self._prefixed: dict[tuple[int, str], list[AclBinding]] = {}
+        #: resource type -> {prefix length: how many PREFIXED bindings have it}
+        self._lengths: dict[int, dict[int, int]] = {}
+        #: resource type -> the prefix lengths present, ascending
+        self._prefix_lengths: dict[int, tuple[int, ...]] = {}
+        for acl in acls:
+            self.add(acl)
+
+    def add(self, acl: AclBinding) -> None:
+        key = (acl.resource_type, acl.resource_name)
+        if acl.pattern_type == PatternType.LITERAL:
+            self._literal.setdefault(key, []).append(acl)
+        elif acl.pattern_type == PatternType.PREFIXED:
+            self._prefixed.setdefault(key, []).append(acl)
+            counts = self._lengths.setdefault(acl.resource_type, {})
+            n = len(acl.resource_name)
+            counts[n] = counts.get(n, 0) + 1
+            if counts[n] == 1:
+                self._prefix_lengths[acl.resource_type] = tuple(sorted(counts))
+
+    def remove(self, acl: AclBinding) -> None:
+        """Remove one binding equal to ``acl`` (none: nothing happens)."""
+        key = (acl.resource_type, acl.resource_name)
+        if acl.pattern_type == PatternType.LITERAL:
+            table = self._literal
+        elif acl.pattern_type == PatternType.PREFIXED:
+            table = self._prefixed
+        else:
+            return
+        bucket = table.get(key)
+        if bucket is None or acl not in bucket:
+            return
+        bucket.remove(acl)
+        if not bucket:
+            del table[key]
+        if table is self._prefixed:
+            counts = self._lengths[acl.resource_type]
+            n = len(acl.resource_name)
+            counts[n] -= 1
+            if not counts[n]:
+                del counts[n]
+                self._prefix_lengths[acl.resource_type] = tuple(sorted(counts))
+
+    def buckets(self, resource_type: int, name: str) -> list[list[AclBinding]]:
+        """The non-empty lists of bindings whose pattern matches the resource: LITERAL
+        ``name``, LITERAL ``*``, and PREFIXED by every prefix of ``name`` (itself included)."""
+        found = []
+        literal = self._literal
+        bucket = literal.get((resource_type, name))
+        if bucket:
+            found.append(bucket)
+        if name != WILDCARD:
+            bucket = literal.get((resource_type, WILDCARD))
+            if bucket:
+                found.append(bucket)
+        lengths = self._prefix_lengths.get(resource_type)
+        if lengths:
+            prefixed = self._prefixed
+            size = len(name)
+            for n in lengths:
+                if n > size:
+                    break
+                bucket = prefixed.get((resource_type, name[:n]))
+                if bucket:
+                    found.append(bucket)
+        return found
+
+
 class StandardAuthorizer:
     """The ACLs in memory (fed from the metadata log's AccessControlEntryRecords when there are
-    any), ``super.users`` and ``allow.everyone.if.no.acl.found``."""
+    any), ``super.users`` and ``allow.everyone.if.no.acl.found``.
+
+    Checks read an index (:class:`_AclIndex`, as Kafka's ``StandardAuthorizerData``): the
+    bindings added here are indexed as they come and go; the image's are re-indexed only when
+    :attr:`image_acls` returns a different map object (the image's ACL map is persistent, so an
+    unchanged map is the same object). :meth:`authorize_scan` is the plain scan of every binding
+    with the same answers, kept as the reference (tests, bench/authorizer.py)."""
 
     def __init__(self, super_users: Iterable[str] = (), allow_everyone_if_no_acl: bool = True):
         self.super_users = frozenset(super_users)
@@ -176,19 +266,59 @@ class StandardAuthorizer:
         self.acls: dict[Any, AclBinding] = {}  # ACL id -> binding, added here (tests, tools)
         #: the metadata log's ACLs: a callable returning the current image's id -> binding map
         self.image_acls: Any = None
+        self._index = _AclIndex()
+        self._image_map: Any = None  # the image map that _image_index was built from
+        self._image_index = _AclIndex()
 
     def add_acl(self, acl_id: Any, acl: AclBinding) -> None:
         """Add a binding held by this authorizer only (not in the metadata log: tests, tools);
-        the log's ACLs come from :attr:`image_acls`."""
+        the log's ACLs come from :attr:`image_acls`. An id already present is replaced."""
+        old = self.acls.get(acl_id)
+        if old is not None:
+            self._index.remove(old)
         self.acls[acl_id] = acl
+        self._index.add(acl)
 
     def remove_acl(self, acl_id: Any) -> None:
         """Remove a binding added with :meth:`add_acl` (an unknown id is ignored)."""
-        self.acls.pop(acl_id, None)
+        acl = self.acls.pop(acl_id, None)
+        if acl is not None:
+            self._index.remove(acl)
 
     def authorize(self, principal: str, host: str, operation: int, resource_type: int,
                   name: str) -> bool:  # fmt: skip
-        """Whether ``principal`` from ``host`` may do ``operation`` on the resource."""
+        """Whether ``principal`` from ``host`` may do ``operation`` on the resource (Kafka's
+        ``StandardAuthorizerData.authorize``; the rules are in the module docstring)."""
+        if principal in self.super_users:
+            return True
+        buckets = self._index.buckets(resource_type, name)
+        if self.image_acls is not None:
+            image = self.image_acls()
+            if image is not self._image_map:
+                self._image_index = _AclIndex(image.values())
+                self._image_map = image
+            buckets += self._image_index.buckets(resource_type, name)
+        if not buckets:  # no ACL on the resource at all
+            return self.allow_everyone_if_no_acl
+        implied = _IMPLIES.get(operation, ())
+        allowed = False
+        for bucket in buckets:
+            for acl in bucket:
+                if acl.principal not in (principal, "User:*") or acl.host not in (host, WILDCARD):
+                    continue
+                if acl.permission_type == AclPermissionType.DENY:
+                    if acl.operation in (operation, AclOperation.ALL):
+                        return False  # DENY wins
+                elif acl.permission_type == AclPermissionType.ALLOW and not allowed:
+                    allowed = acl.operation in (operation, AclOperation.ALL) or (
+                        acl.operation in implied
+                    )
+        return allowed
+
+    def authorize_scan(self, principal: str, host: str, operation: int, resource_type: int,
+                       name: str) -> bool:  # fmt: skip
+        """:meth:`authorize` by scanning every binding (no index): the reference the index is
+        tested against and benchmarked with; same arguments and answer."""
         if principal in self.super_users:
             return True
         found = allowed = False
