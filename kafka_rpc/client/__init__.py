@@ -289,7 +289,8 @@ class KafkaRpcClient:
             if top >= max(lo, mine[0]):
                 self.versions[key] = top
 
-    def _send(self, proto: _Protocol, msg: Any, api_key: int, version: int, timeout: float):
+    def _start(self, proto: _Protocol, msg: Any, api_key: int, version: int) -> tuple:
+        """Write one request; returns ``(correlation id, future of the decoded response)``."""
         if proto.lost.done() or proto.transport.is_closing():
             # the peer went away after the connect (uvloop raises RuntimeError on a closed
             # transport; asyncio drops the bytes and the answer never comes)
@@ -303,6 +304,10 @@ class KafkaRpcClient:
         fut = asyncio.get_running_loop().create_future()
         proto.pending[corr] = (fut, api_key, version)
         proto.transport.write(w)
+        return corr, fut
+
+    def _send(self, proto: _Protocol, msg: Any, api_key: int, version: int, timeout: float):
+        corr, fut = self._start(proto, msg, api_key, version)
         return self._wait(proto, corr, fut, timeout)
 
     async def _wait(self, proto, corr, fut, timeout):
@@ -320,6 +325,23 @@ class KafkaRpcClient:
             raise KafkaError(
                 ErrorCode.UNSUPPORTED_VERSION, f"the server does not serve api key {api_key}"
             ) from None
+
+    def request_nowait(self, msg: Any, version: int) -> tuple[int, asyncio.Future] | None:
+        """Write ``msg`` at ``version`` now, without a coroutine, when the connection is open
+        and needs no (re-)authentication; returns ``(correlation id, future)``: the future gets
+        the decoded response, or :class:`KafkaConnectionError` when the connection is lost. No
+        timeout: the caller bounds the wait and calls :meth:`abandon` with the correlation id
+        when it gives up. Returns None when the connection is not ready (use :meth:`request`,
+        which connects); raises :class:`KafkaConnectionError` when it was just lost."""
+        proto = self._proto
+        if not self._open(proto) or (self._session_end is not None and not self._session_alive()):
+            return None
+        return self._start(proto, msg, type(msg).__api_key__, version)
+
+    def abandon(self, corr: int) -> None:
+        """Forget the request ``corr`` of :meth:`request_nowait` (a late answer is dropped)."""
+        if self._proto is not None:
+            self._proto.pending.pop(corr, None)
 
     async def request(
         self,

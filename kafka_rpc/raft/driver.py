@@ -15,15 +15,24 @@ the core directly, on the loop thread, and then wake the task:
   the voter's controller listener from ``controller.quorum.voters``; the client negotiates
   versions with ApiVersions), with the version's topic field fixed by ``for_version`` and a
   timeout of ``controller.quorum.request.timeout.ms``; any failure (connect, timeout, decode,
-  unsupported API) is fed back as ``handle_response(..., None)``;
+  unsupported API) is fed back as ``handle_response(..., None)``. On an open connection the
+  request is written at once (``KafkaRpcClient.request_nowait``) and the response handled in the
+  future's done callback, bounded by a timer; only a connection still to be made takes a task;
 * appends (:meth:`RaftDriver.append`) from the state machine side.
+
+An inbound request, a response and a finished fsync step the core at once, in the callback that
+brought them (:meth:`RaftDriver._step_inline`), so a follower appends, fsyncs and sends its next
+Fetch, and a leader moves its high watermark and settles commit waiters, without waiting a loop
+iteration for the task; appends wake the task (every append of one loop iteration then goes
+into one batch, as with ``append.linger.ms`` 0 in Kafka).
 
 Time is ``time.monotonic()`` in integer ms (:func:`monotonic_ms`), the same clock the core was
 built with; the core turns it into wall-clock ms (its ``wall_offset_ms``) wherever Kafka reports
 wall-clock time (record timestamps, DescribeQuorum's LastFetch/LastCaughtUp timestamps).
 
 A leader with followers flushes on a thread of its own (:meth:`RaftDriver._start_flush`):
-``log.begin_flush()`` on the loop, the fsyncs on the ``raft-fsync`` thread while the loop goes on
+``log.begin_flush()`` on the loop, the fsyncs on the ``raft-fsync`` thread (a thread of its own
+fed by a queue, reporting back with ``call_soon_threadsafe``) while the loop goes on
 (answering the followers' Fetches with the new batches, taking appends), then ``log.end_flush()``
 and ``core.handle_flushed`` back on the loop; at most one flush is in flight, and the core never
 counts an offset that is not flushed (a voter fetches, and the leader counts its own end offset
@@ -37,10 +46,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+import queue
+import threading
 import time
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
@@ -56,6 +67,11 @@ log = logging.getLogger("kafka_rpc.raft.driver")
 def _expire(fut: asyncio.Future, offset: int, timeout: float) -> None:
     if not fut.done():
         fut.set_exception(TimeoutError(f"offset {offset} not committed within {timeout} s"))
+
+
+def _wake_up(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 def monotonic_ms() -> int:
@@ -103,11 +119,20 @@ class RaftDriver:
         self._sends: set[asyncio.Task] = set()
         self._pending_replies: set[asyncio.Future] = set()
         self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []
-        self._wake = asyncio.Event()
+        # the loop task sleeps on _waiter (a plain future and a timer, not asyncio.wait_for,
+        # which costs a task and three loop iterations per wake-up) until _sleep_until (ms);
+        # _woken: an input arrived while it was stepping
+        self._waiter: asyncio.Future | None = None
+        self._sleep_until = 0
+        self._woken = False
         self._task: asyncio.Task | None = None
         self._stopping = False
-        # one thread for the log's fsyncs; at most one flush in flight (_flushing)
-        self._fsync_thread = ThreadPoolExecutor(1, thread_name_prefix=f"raft-fsync-{node_id}")
+        # requests in flight on the direct path (_send_out): future -> (client, correlation id)
+        self._out: dict[asyncio.Future, tuple[KafkaRpcClient, int]] = {}
+        # one thread of our own for the log's fsyncs, fed by a queue (no executor: its future
+        # chain costs two loop iterations per flush); at most one flush in flight (_flushing)
+        self._fsync_queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._fsync_thread: threading.Thread | None = None
         self._flushing: asyncio.Future | None = None
         self.thread_flushes = 0  # flushes run on the fsync thread (a leader with followers)
         #: a single-voter leader fsyncs on the fsync thread too (see :meth:`_start_flush`)
@@ -138,7 +163,7 @@ class RaftDriver:
                 self.core.begin_shutdown(monotonic_ms(), timeout_ms)
             except Exception:
                 log.exception("raft: begin_shutdown failed")
-            self._wake.set()
+            self._input_done()
             deadline = time.monotonic() + timeout_ms / 1000
             while not self._shutdown_complete() and time.monotonic() < deadline:
                 await asyncio.sleep(0.01)
@@ -147,10 +172,14 @@ class RaftDriver:
         self._stopping = True
         task, self._task = self._task, None
         if task is not None:
-            self._wake.set()
+            self._input_done()
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for fut, (client, corr) in list(self._out.items()):
+            client.abandon(corr)
+            fut.cancel()
+        self._out.clear()
         for t in list(self._sends):
             t.cancel()
         if self._sends:
@@ -170,8 +199,10 @@ class RaftDriver:
         if self._flushing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait([self._flushing])
-            await asyncio.sleep(0)  # let _flush_done conclude the ticket
-        self._fsync_thread.shutdown(wait=True)
+        if self._fsync_thread is not None:
+            self._fsync_queue.put(None)
+            self._fsync_thread.join()
+            self._fsync_thread = None
         try:
             if self.core.needs_flush:
                 self.log.flush()
@@ -188,18 +219,40 @@ class RaftDriver:
 
     # ------------------------------------------------------------------ the loop
     async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
         while not self._stopping:
-            self._wake.clear()
+            self._woken = False
             try:
                 self._step()
-                delay = max(0, self.core.next_deadline_ms() - monotonic_ms()) / 1000
+                deadline = self.core.next_deadline_ms()
             except Exception:
                 log.exception("raft: driver step failed; continuing")
-                delay = self.retry_backoff_ms / 1000
-            if self._wake.is_set():
+                deadline = monotonic_ms() + self.retry_backoff_ms
+            if self._woken:
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            waiter = self._waiter = loop.create_future()
+            self._sleep_until = deadline
+            timer = loop.call_later(max(0, deadline - monotonic_ms()) / 1000, _wake_up, waiter)
+            try:
+                await waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+
+    def _step_inline(self) -> None:
+        """Step at once, in the caller's callback (an inbound request, a response, a finished
+        flush) rather than a loop iteration later in the loop task; wake the task only when the
+        step moved the core's next deadline before the one it sleeps until."""
+        if self._task is None or self._stopping:
+            self._input_done()
+            return
+        try:
+            self._step()
+            if self.core.next_deadline_ms() < self._sleep_until:
+                self._input_done()
+        except Exception:
+            log.exception("raft: driver step failed; continuing")
+            self._input_done()
 
     def _step(self) -> None:
         """poll, start a flush if the core appended, send, settle waiters."""
@@ -208,9 +261,7 @@ class RaftDriver:
         if core.needs_flush and self._flushing is None:
             self._start_flush()
         for out in core.take_outbound():
-            task = asyncio.ensure_future(self._send(out))
-            self._sends.add(task)
-            task.add_done_callback(self._sends.discard)
+            self._send_out(out)
         self._settle_waiters()
         if core.delivery_due and not self._delivery_scheduled:
             # after the send tasks just created have written their requests (call_soon is FIFO)
@@ -229,7 +280,7 @@ class RaftDriver:
             self.core.deliver_committed(monotonic_ms())
         except Exception:
             log.exception("raft: delivering committed batches failed")
-        self._wake.set()
+        self._input_done()
 
     def _start_flush(self) -> None:
         """Flush what the log holds so far. A leader with followers fsyncs on the fsync thread
@@ -252,28 +303,53 @@ class RaftDriver:
             core.poll(now)
             return
         ticket = begin()
-        fut = asyncio.get_running_loop().run_in_executor(self._fsync_thread, ticket.sync)
-        self._flushing = fut
+        loop = asyncio.get_running_loop()
+        if self._fsync_thread is None:
+            self._fsync_thread = threading.Thread(
+                target=self._fsync_loop, args=(loop,), name=f"raft-fsync-{self.node_id}",
+                daemon=True,
+            )  # fmt: skip
+            self._fsync_thread.start()
+        self._flushing = loop.create_future()
         self.thread_flushes += 1
-        fut.add_done_callback(lambda f: self._flush_done(ticket, f))
+        self._fsync_queue.put(ticket)
 
-    def _flush_done(self, ticket: Any, fut: asyncio.Future) -> None:
-        self._flushing = None
-        ok = not fut.cancelled() and fut.exception() is None
+    def _fsync_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The fsync thread: sync each ticket, hand the outcome back to the loop (None: stop)."""
+        while True:
+            ticket = self._fsync_queue.get()
+            if ticket is None:
+                return
+            try:
+                ticket.sync()
+                exc = None
+            except BaseException as e:  # noqa: BLE001 - reported on the loop
+                exc = e
+            try:
+                loop.call_soon_threadsafe(self._flush_done, ticket, exc)
+            except RuntimeError:  # the loop is closed: nobody waits any more
+                return
+
+    def _flush_done(self, ticket: Any, exc: BaseException | None) -> None:
+        flushing, self._flushing = self._flushing, None
         try:
-            self.log.end_flush(ticket, ok)
-            if ok:
+            self.log.end_flush(ticket, exc is None)
+            if exc is None:
                 self.core.handle_flushed(monotonic_ms())
             else:
-                exc = None if fut.cancelled() else fut.exception()
                 log.error("raft: log flush failed: %r", exc)
         except Exception:
             log.exception("raft: concluding a log flush failed")
-        self._wake.set()
+        if flushing is not None and not flushing.done():
+            flushing.set_result(None)
+        self._step_inline()
 
     def _input_done(self) -> None:
-        """After feeding an input: let the loop poll, flush and send."""
-        self._wake.set()
+        """After feeding an input: let the loop task poll, flush and send."""
+        self._woken = True
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
 
     # ------------------------------------------------------------------ outbound
     def _client(self, dest: int) -> KafkaRpcClient:
@@ -290,6 +366,54 @@ class RaftDriver:
             )
             self._clients[dest] = client
         return client
+
+    def _send_out(self, out: Any) -> None:
+        """Send ``out``: on an open, negotiated connection directly (the request is written now,
+        the response comes back through a done callback and a timer bounds the wait), else in
+        a task that connects first (:meth:`_send`)."""
+        client = self._clients.get(out.destination)
+        started = None
+        if client is not None and out.destination in self.voters:
+            try:
+                version = client.version_for(out.api_key)
+                request = for_version(out.api_key, version, out.request)
+                started = client.request_nowait(request, version)
+            except Exception:  # noqa: BLE001 - the task path retries and reports the failure
+                started = None
+        if started is None:
+            task = asyncio.ensure_future(self._send(out))
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+            return
+        corr, fut = started
+        self._out[fut] = (client, corr)
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(self.request_timeout_ms / 1000, self._out_expired, client, corr,
+                                fut)  # fmt: skip
+        fut.add_done_callback(functools.partial(self._out_done, out, timer))
+
+    @staticmethod
+    def _out_expired(client: KafkaRpcClient, corr: int, fut: asyncio.Future) -> None:
+        client.abandon(corr)
+        if not fut.done():
+            fut.set_exception(TimeoutError("no response within the request timeout"))
+
+    def _out_done(self, out: Any, timer: asyncio.TimerHandle, fut: asyncio.Future) -> None:
+        timer.cancel()
+        self._out.pop(fut, None)
+        if self._stopping or fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            log.debug("raft: request %d to node %d failed: %r", out.api_key, out.destination, exc)
+            resp = None
+        else:
+            resp = fut.result()
+        try:
+            self.core.handle_response(monotonic_ms(), out.destination, out.correlation, resp)
+        except Exception:
+            log.exception("raft: handling a response from node %d failed", out.destination)
+        self._step_inline()
 
     async def _send(self, out: Any) -> None:
         resp = None
@@ -330,7 +454,7 @@ class RaftDriver:
         self._pending_replies.add(fut)
         try:
             self.core.handle_request(monotonic_ms(), api_key, version, request, reply)
-            self._input_done()
+            self._step_inline()
             response = await fut
         finally:
             self._pending_replies.discard(fut)
