@@ -96,7 +96,8 @@ class BenchNode:
     """One ``kafka-rpc serve`` process (broker+controller) with its directory and fixed ports."""
 
     def __init__(self, root: Path, node_id: int, ports: tuple[int, int], voters: str,
-                 props: dict[str, str], cpus: str | None) -> None:  # fmt: skip
+                 props: dict[str, str], cpus: str | None,
+                 log_level: str = "WARNING") -> None:  # fmt: skip
         self.node_id = node_id
         self.broker_port, self.controller_port = ports
         self.home = root / f"node{node_id}"
@@ -113,6 +114,7 @@ class BenchNode:
         }
         self.config.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
         self.cpus = cpus
+        self.log_level = log_level
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
@@ -138,7 +140,7 @@ class BenchNode:
         if self.alive:
             raise RuntimeError(f"node {self.node_id} is running")
         self.runs += 1
-        cmd = [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
+        cmd = [sys.executable, "-m", "kafka_rpc.cli", "--log-level", self.log_level, "serve",
                "--config", str(self.config)]  # fmt: skip
         if self.cpus:
             cmd = ["taskset", "-c", self.cpus, *cmd]
@@ -175,10 +177,10 @@ class BenchNode:
 class BenchCluster:
     """``n`` combined broker+controller nodes under ``root`` (module docstring). ``props``
     override :data:`NODE_PROPS` on every node; ``cpus``: a ``taskset -c`` list for every node
-    (None: not pinned)."""
+    (None: not pinned); ``log_level``: the nodes' ``--log-level``."""
 
     def __init__(self, root: Path | str, n: int = 3, props: dict[str, str] | None = None,
-                 cpus: str | None = None) -> None:  # fmt: skip
+                 cpus: str | None = None, log_level: str = "WARNING") -> None:  # fmt: skip
         if n < 1:
             raise ValueError("a cluster needs at least one node")
         self.root = Path(root)
@@ -189,7 +191,9 @@ class BenchCluster:
         props = dict(props or {})
         props.setdefault("diskless.metadata.topic.replication.factor", str(min(3, n)))
         self.nodes = {
-            i: BenchNode(self.root, i, (ports[2 * k], ports[2 * k + 1]), voters, props, cpus)
+            i: BenchNode(
+                self.root, i, (ports[2 * k], ports[2 * k + 1]), voters, props, cpus, log_level
+            )
             for k, i in enumerate(ids)
         }
         self.cluster_id: str | None = None
