@@ -374,6 +374,7 @@ def plot_throughput(results: dict, path: Path) -> None:
         a.grid(True, alpha=0.3)
         a.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_yscale("symlog", linthresh=10)
+    ax.set_ylim(bottom=0)  # counts: no negative half of the symlog axis
     ax.set_xlabel("seconds since the first request")
     ax.set_ylabel("requests completed per second")
     if top is not None:
