@@ -64,11 +64,6 @@ __all__ = ["NotLeaderError", "RaftDriver", "monotonic_ms"]
 log = logging.getLogger("kafka_rpc.raft.driver")
 
 
-def _expire(fut: asyncio.Future, offset: int, timeout: float) -> None:
-    if not fut.done():
-        fut.set_exception(TimeoutError(f"offset {offset} not committed within {timeout} s"))
-
-
 def _wake_up(fut: asyncio.Future) -> None:
     if not fut.done():
         fut.set_result(None)
@@ -118,7 +113,10 @@ class RaftDriver:
         self._clients: dict[int, KafkaRpcClient] = {}
         self._sends: set[asyncio.Task] = set()
         self._pending_replies: set[asyncio.Future] = set()
-        self._commit_waiters: list[tuple[int, int, asyncio.Future]] = []
+        # (offset, epoch, future, deadline in loop time); one timer (_expiry, armed for the
+        # earliest deadline or earlier) fails the late ones (_expire_waiters)
+        self._commit_waiters: list[tuple[int, int, asyncio.Future, float]] = []
+        self._expiry: asyncio.TimerHandle | None = None
         # the loop task sleeps on _waiter (a plain future and a timer, not asyncio.wait_for,
         # which costs a task and three loop iterations per wake-up) until _sleep_until (ms);
         # _woken: an input arrived while it was stepping
@@ -188,7 +186,10 @@ class RaftDriver:
         for fut in list(self._pending_replies):
             if not fut.done():
                 fut.set_exception(err)
-        for _, _, fut in self._commit_waiters:
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        for _, _, fut, _ in self._commit_waiters:
             if not fut.done():
                 fut.set_exception(NotLeaderError("the metadata quorum is shutting down"))
         self._commit_waiters.clear()
@@ -478,14 +479,35 @@ class RaftDriver:
             raise NotLeaderError(f"node {self.node_id} is not the leader")
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._commit_waiters.append((offset, core.epoch, fut))
-        # a plain timer, not asyncio.wait_for (which costs several us per append); the waiter
-        # list drops done futures in _settle_waiters
-        timer = loop.call_later(timeout, _expire, fut, offset, timeout)
-        try:
-            return await fut
-        finally:
-            timer.cancel()
+        deadline = loop.time() + timeout
+        self._commit_waiters.append((offset, core.epoch, fut, deadline))
+        # not asyncio.wait_for nor a timer per waiter (several us per append): one timer for
+        # the earliest deadline; the waiter list drops done futures in _settle_waiters
+        expiry = self._expiry
+        if expiry is None or deadline < expiry.when():
+            if expiry is not None:
+                expiry.cancel()
+            self._expiry = loop.call_at(deadline, self._expire_waiters)
+        return await fut
+
+    def _expire_waiters(self) -> None:
+        """Fail the commit waiters whose deadline passed with TimeoutError; re-arm the timer
+        for the earliest deadline left."""
+        self._expiry = None
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        keep = []
+        for entry in self._commit_waiters:
+            offset, _, fut, deadline = entry
+            if fut.done():
+                continue
+            if deadline <= now:
+                fut.set_exception(TimeoutError(f"offset {offset} not committed in time"))
+            else:
+                keep.append(entry)
+        self._commit_waiters[:] = keep
+        if keep:
+            self._expiry = loop.call_at(min(e[3] for e in keep), self._expire_waiters)
 
     def _settle_waiters(self) -> None:
         if not self._commit_waiters:
@@ -494,7 +516,7 @@ class RaftDriver:
         hw, leading, epoch = core.high_watermark, core.is_leader, core.epoch
         keep = []
         for entry in self._commit_waiters:
-            offset, want_epoch, fut = entry
+            offset, want_epoch, fut, _ = entry
             if fut.done():
                 continue
             if hw > offset:

@@ -2,6 +2,7 @@
 commit, Raft requests get Kafka's errors, and `kafka-rpc metadata-quorum` reads it."""
 
 import asyncio
+import contextlib
 import socket
 import sys
 from uuid import UUID
@@ -269,7 +270,7 @@ async def test_wait_committed_times_out_and_drops_its_waiter(single):
     assert 0.19 <= time.monotonic() - t0 < 9
     last = driver.append([_noop()])
     assert await driver.wait_committed(last, TIMEOUT) > last
-    assert all(off != far for off, _epoch, _fut in driver._commit_waiters)
+    assert all(off != far for off, _epoch, _fut, _deadline in driver._commit_waiters)
 
 
 async def _async(value):
@@ -280,3 +281,29 @@ def _noop() -> bytes:
     from kafka_rpc.protocol import codec
 
     return codec.encode_record(codec.message_class("NoOpRecord")())
+
+
+async def test_wait_committed_a_shorter_timeout_after_a_longer_one(single):
+    """The driver keeps one expiry timer for all commit waiters: a waiter with a shorter timeout
+    registered after one with a longer timeout still times out on its own deadline (the outer
+    bound, far below the long timeout, fails the test if it waited for the long one), and the
+    long one keeps waiting."""
+    import time
+
+    running, _port, _client = single
+    driver = running.server.raft
+    await until(lambda: _async(driver.core.is_leader), what="leadership")
+    far = driver.core.log.end_offset + 1_000_000
+    long_wait = asyncio.ensure_future(driver.wait_committed(far, 60))
+    await asyncio.sleep(0)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(TimeoutError, match="not committed"):  # not the outer bound's
+            await asyncio.wait_for(driver.wait_committed(far + 1, 0.2), 10)
+        assert time.monotonic() - t0 >= 0.19
+        assert not long_wait.done()
+        assert [off for off, *_ in driver._commit_waiters] == [far]
+    finally:
+        long_wait.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await long_wait
