@@ -171,23 +171,6 @@ def _code_of(exc: BaseException) -> int:
     return int(Errors.UNKNOWN_SERVER_ERROR)
 
 
-def _known_keys(db_path: Path, keys: Sequence[str]) -> dict[str, str]:
-    """(Worker thread.) ``object key -> state`` ('uploaded' or 'deleting') of the ``keys`` the
-    SQLite state at ``db_path`` has a row for (read-only connection; the replica's file in WAL
-    mode, so it does not block the replica's writer)."""
-    out: dict[str, str] = {}
-    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5.0)
-    try:
-        for i in range(0, len(keys), 500):
-            part = list(keys[i : i + 500])
-            marks = ",".join("?" * len(part))
-            q = f"SELECT object_key, state FROM files WHERE object_key IN ({marks})"
-            out.update(conn.execute(q, part).fetchall())
-    finally:
-        conn.close()
-    return out
-
-
 class AssignedBatchCoordinator(BatchCoordinator):
     """A ``BatchCoordinator`` running one replica per ``__diskless-metadata`` partition the
     committed metadata image assigns to this node, each call routed per entry to the owning
@@ -648,8 +631,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         candidates = sorted({k for m in marked.values() for k in m})
         if not candidates:
             return []
-        known = {p: await asyncio.to_thread(_known_keys, inner.db_path, candidates)
-                 for p, inner in running.items()}  # fmt: skip
+        known = {p: await inner.file_states(candidates) for p, inner in running.items()}
         out: list[FileToDelete] = []
         for key in candidates:
             # every partition that has a row of the key has it marked before the cutoff
@@ -670,8 +652,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
             (inner,) = running.values()
             return await inner.delete_files(object_keys)
         keys = list(object_keys)
-        known = {p: await asyncio.to_thread(_known_keys, inner.db_path, keys)
-                 for p, inner in running.items()}  # fmt: skip
+        known = {p: await inner.file_states(keys) for p, inner in running.items()}
         codes: dict[str, int] = {}
         per_partition: dict[int, list[str]] = {}
         for key in dict.fromkeys(keys):

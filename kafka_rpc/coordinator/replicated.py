@@ -968,6 +968,13 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
     ) -> list[FileToDelete]:
         return await self._reads().get_files_to_delete(marked_before_ms, limit, after_object_key)
 
+    async def file_states(self, object_keys: Sequence[str]) -> dict[str, str]:
+        """``object key -> state`` (``'uploaded'`` or ``'deleting'``) of those ``object_keys``
+        that this replica's applied state has a ``files`` row of (no row: not in the dict). A
+        follower's state may lag its leader's. Read on a worker thread over a read-only
+        connection (the file is in WAL mode, so it does not block the apply)."""
+        return await asyncio.to_thread(_file_states, self.db_path, list(object_keys))
+
     # ------------------------------------------------------------------ tests and tools
     def state_rows(self) -> dict[str, list[tuple]]:
         """Every row of every table of the materialized state, sorted (for comparing replicas
@@ -980,6 +987,22 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             rows = self._conn.execute(f'SELECT * FROM "{name}"').fetchall()
             out[name] = sorted(rows, key=repr)
         return out
+
+
+def _file_states(db_path: Path, keys: list[str]) -> dict[str, str]:
+    """(Worker thread.) :meth:`ReplicatedBatchCoordinator.file_states` over a read-only
+    connection to ``db_path``, 500 keys per query."""
+    out: dict[str, str] = {}
+    conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5.0)
+    try:
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            marks = ",".join("?" * len(part))
+            q = f"SELECT object_key, state FROM files WHERE object_key IN ({marks})"
+            out.update(conn.execute(q, part).fetchall())
+    finally:
+        conn.close()
+    return out
 
 
 def _expire(fut: asyncio.Future, offset: int, timeout: float) -> None:
