@@ -351,25 +351,10 @@ def addresses_of(servers: str) -> list[str]:
 
 def error_codes(msg) -> list[int]:
     """Every ``error_code`` field of a decoded message, nested entries included, in field order
-    (the generated messages are slotted dataclasses)."""
-    import dataclasses
+    (``kafka_rpc.broker.channel.error_codes``)."""
+    from kafka_rpc.broker.channel import error_codes as walk
 
-    out: list[int] = []
-
-    def walk(m) -> None:
-        for f in dataclasses.fields(m):
-            v = getattr(m, f.name)
-            if f.name == "error_code":
-                out.append(v)
-            elif isinstance(v, tuple):
-                for x in v:
-                    if dataclasses.is_dataclass(x):
-                        walk(x)
-            elif dataclasses.is_dataclass(v):
-                walk(v)
-
-    walk(msg)
-    return out
+    return list(walk(msg))
 
 
 def _batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
