@@ -6,10 +6,11 @@ whose Batch Coordinator is the replicated one "from the metadata log"
 (``diskless.coordinator.url=raft://coordinator``, ``kafka_rpc.coordinator.assigned``: the replica of
 ``__diskless-metadata`` partition 0 starts once the controller created the topic, replication
 factor ``min(3, N)``). Every node directory is formatted with ``kafka-rpc storage format`` and one
-cluster id (``kafka-rpc storage random-uuid``). Ports are picked free on 127.0.0.1 before the first
-start and kept, so a restarted node is at the same addresses (the bench's bootstrap list stays
-valid). Each process runs in its own process group, in its own directory
-(``<root>/node<i>/``), with stdout/stderr in ``stdout.<run>`` / ``stderr.<run>``.
+cluster id (``kafka_rpc.config.random_uuid_text``, what ``kafka-rpc storage random-uuid``
+prints). Ports are picked free on 127.0.0.1 before the first start and kept, so a restarted node
+is at the same addresses (the bench's bootstrap list stays valid). Each process runs in its own
+process group, in its own directory (``<root>/node<i>/``), with stdout/stderr in
+``stdout.<run>`` / ``stderr.<run>``.
 
 * :meth:`BenchCluster.start`: format, start every node, wait (bounded) for each one's
   ``cluster id`` line.
@@ -31,7 +32,6 @@ Every wait is bounded; nothing here retries forever.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import os
@@ -42,6 +42,9 @@ import sys
 import time
 import uuid
 from pathlib import Path
+
+from kafka_rpc.broker.partition_metadata import uuid_to_string
+from kafka_rpc.config import random_uuid_text
 
 #: the quorum's and the replicated coordinator's timing: Kafka's defaults (election 1000 ms,
 #: fetch 2000 ms), shorter broker sessions so a killed node's broker is fenced in seconds
@@ -81,8 +84,7 @@ def free_ports(n: int) -> list[int]:
 def batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
     """A FindCoordinator BATCH key, ``read:`` or ``write:`` + Kafka's 22-char URL-safe base64
     topic id + ``:partition`` (``kafka_rpc.handlers.find_coordinator``)."""
-    b64 = base64.urlsafe_b64encode(topic_id.bytes).decode().rstrip("=")
-    return f"{mode}:{b64}:{partition}"
+    return f"{mode}:{uuid_to_string(topic_id)}:{partition}"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
@@ -213,11 +215,9 @@ class BenchCluster:
 
     # ------------------------------------------------------------------ life
     def format(self) -> None:
-        """``kafka-rpc storage random-uuid`` once, then ``storage format`` of every node."""
-        r = _cli("storage", "random-uuid")
-        if r.returncode:
-            raise RuntimeError(f"storage random-uuid failed: {r.stderr}")
-        self.cluster_id = r.stdout.strip()
+        """A new cluster id (what ``kafka-rpc storage random-uuid`` prints), then ``kafka-rpc
+        storage format`` of every node."""
+        self.cluster_id = random_uuid_text()
         for n in self.nodes.values():
             r = _cli("storage", "format", "--cluster-id", self.cluster_id, "--config",
                      str(n.config))  # fmt: skip
