@@ -136,8 +136,6 @@ log = logging.getLogger("kafka_rpc.coordinator.assigned")
 COORDINATOR_NOT_AVAILABLE = 15
 #: The coordinator partition of every unmapped topic-partition (DESIGN.md section 9).
 DEFAULT_PARTITION = 0
-#: kept for callers of the single-partition version
-PARTITION = DEFAULT_PARTITION
 _NONE: frozenset[int] = frozenset()
 
 
@@ -348,12 +346,6 @@ class AssignedBatchCoordinator(BatchCoordinator):
     def inner(self) -> ReplicatedBatchCoordinator | None:
         """Partition 0's running replica (the single-coordinator view), else None."""
         return self.replica(DEFAULT_PARTITION)
-
-    @property
-    def replicas(self) -> tuple[int, ...] | None:
-        """The replicas partition 0's replica was started with, else None."""
-        slot = self._slots.get(DEFAULT_PARTITION)
-        return None if slot is None else slot.replicas
 
     @property
     def topic_id(self) -> uuid.UUID | None:
