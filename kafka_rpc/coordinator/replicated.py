@@ -606,6 +606,11 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         """The partition's leader as this replica knows it; -1 when unknown."""
         return self.core.leader_id if self.core is not None else -1
 
+    def leader_of(self, partition: int) -> int:
+        """:attr:`leader_id` when ``partition`` is this replica's, else -1 (FindCoordinator asks
+        it, as of ``AssignedBatchCoordinator.leader_of``)."""
+        return self.leader_id if partition == self.partition else -1
+
     # ------------------------------------------------------------------ StateMachine
     def handle_commit(self, batches: Sequence[Any]) -> None:
         """Apply committed records (those at or above the last delivered offset) in one SQLite

@@ -12,10 +12,10 @@ is every key on a single node, and on every ``kafka-rpc serve`` process sharing 
 database (``postgresql://``, issue 16: each is a writable coordinator whose acknowledged commits
 all others see at once). A ``write:`` key for a coordinator partition this node holds a replica
 of but does not lead (the replicated coordinator, ``diskless.coordinator.url=raft://...``)
-names the leader of the partition's own Raft group (``coordinator.leader_of(partition)``, else
-``coordinator.leader_id``) at that broker's endpoint in the image, or this node if it was just
-elected (it is writable once it has applied its epoch's start), and COORDINATOR_NOT_AVAILABLE
-while its Raft group has no leader. Otherwise the answer is the partition's leader (``write:``)
+names the leader of the partition's own Raft group (``coordinator.leader_of(partition)``) at
+that broker's endpoint in the image, or this node if it was just elected (it is writable once
+it has applied its epoch's start), and COORDINATOR_NOT_AVAILABLE while its Raft group has no
+leader. Otherwise the answer is the partition's leader (``write:``)
 or its first live replica, leader first (``read:``), as the image registers them, at the
 endpoint of the request's listener name; a client sent to a node that no longer serves it gets
 NOT_COORDINATOR from the diskless RPCs and asks again. Results come in request order.
@@ -91,8 +91,8 @@ def _batch_answer(ctx, mode: str, topic_id: UUID, partition: int) -> tuple:
     t = image.topic_by_name(DISKLESS_METADATA_TOPIC)
     p = None if t is None else t.partitions.get(c)
     if write and c in served(False):  # a replica here: its Raft group knows the leader
-        leader_of = getattr(server.coordinator, "leader_of", None)  # several partitions
-        leader = leader_of(c) if leader_of else getattr(server.coordinator, "leader_id", -1)
+        leader_of = getattr(server.coordinator, "leader_of", None)
+        leader = leader_of(c) if leader_of is not None else -1
         if leader == server.node_id:  # elected, not yet writable: it will be in a moment
             ep = server.advertised(ctx.listener.name)
             return ErrorCode.NONE, None, server.node_id, ep.host, ep.port
