@@ -274,7 +274,7 @@ class Server:
         self.authorizer = authorizer_from_config(cfg)
         if self.authorizer is not None:  # the metadata log's ACLs, as this node's image has them
             self.authorizer.image_acls = lambda: (
-                self.controller.image.acls if self.controller is not None else {}
+                self.controller.image.acls if self.controller is not None else EMPTY.acls
             )
         # SCRAM credentials: the UserScramCredentialRecords of this node's image
         self.scram_credentials = ImageScramCredentials(
