@@ -402,8 +402,8 @@ def write_all(results: dict, out: Path, plots: bool = True) -> dict[str, str]:
         pngs["throughput"] = str(out / "throughput.png")
         plot_throughput(results, Path(pngs["throughput"]))
     results = dict(results, headline=headline(results), plots=pngs)
-    if failover_summary(results) is not None:
-        results["failover"] = failover_summary(results)
+    if (failover := failover_summary(results)) is not None:
+        results["failover"] = failover
     (out / "results.json").write_text(json.dumps(results, indent=1, default=str) + "\n")
     paths["results"] = str(out / "results.json")
     (out / "report.md").write_text(markdown(results, pngs))
