@@ -85,6 +85,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -456,13 +457,16 @@ def table(res: dict, args) -> str:
 # -- PostgreSQL cells (--postgres) -----------------------------------------------------------------
 
 
-def _start_unpinned(cmd: list[str]) -> tuple:
-    """Start a server; return (process, PLAINTEXT port) once it printed its listener."""
+def _start_unpinned(cmd: list[str], start_timeout_s: float = 30.0, **popen: Any) -> tuple:
+    """Start a server (``popen``: more ``subprocess.Popen`` arguments, e.g. ``env``, ``cwd``);
+    return (process, PLAINTEXT port) once it printed its listener."""
     import re
     import subprocess
 
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **popen
+    )
+    deadline = time.monotonic() + start_timeout_s
     for line in proc.stdout:
         m = re.search(r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)", line)
         if m:
@@ -474,12 +478,15 @@ def _start_unpinned(cmd: list[str]) -> tuple:
     raise RuntimeError(f"{cmd} did not start")
 
 
-def _serve_pg(dsn: str, data_dir: str) -> tuple:
+def _serve_pg(dsn: str, data_dir: str, **start: Any) -> tuple:
+    """``kafka-rpc serve`` on the PostgreSQL ``dsn`` (16 write and 16 read connections);
+    ``start``: ``_start_unpinned``'s options. (process, PLAINTEXT port)."""
     return _start_unpinned(
         [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
          "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
          "--override", f"log.dirs={data_dir}",
-         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16&read_pool_size=16"]
+         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16&read_pool_size=16"],
+        **start,
     )  # fmt: skip
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -45,25 +44,11 @@ CONNS = 16
 
 
 def serve(tree: str, dsn: str, data_dir: str) -> tuple[subprocess.Popen, int]:
-    """``kafka-rpc serve`` of ``tree`` on ``dsn``; (process, PLAINTEXT port)."""
-    env = dict(os.environ, PYTHONPATH=tree)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
-         "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-         "--override", f"log.dirs={data_dir}",
-         "--override", f"diskless.coordinator.url={dsn}?pool_max_size=16&read_pool_size=16"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env, cwd=tree,
-    )  # fmt: skip
-    deadline = time.monotonic() + 60
-    for line in proc.stdout:
-        m = re.search(r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)", line)
-        if m:
-            return proc, int(m.group(1))
-        if time.monotonic() > deadline:
-            break
-    proc.kill()
-    proc.wait(15)
-    raise RuntimeError(f"the server of {tree} did not start")
+    """``kafka-rpc serve`` of ``tree`` on ``dsn`` (``bench/coordinator.py``'s server, run with
+    the tree's code); (process, PLAINTEXT port)."""
+    return bench._serve_pg(
+        dsn, data_dir, start_timeout_s=60, env=dict(os.environ, PYTHONPATH=tree), cwd=tree
+    )
 
 
 async def cell(clients, pid: int, seconds: float, window: int, targets) -> dict:
@@ -128,14 +113,7 @@ async def run(args) -> dict:
         for cs in clients.values():
             for c in cs:
                 await c.close()
-        for proc, _ in servers.values():
-            proc.terminate()
-        for proc, _ in servers.values():
-            try:
-                proc.wait(15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(15)
+        bench._stop([proc for proc, _ in servers.values()])
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
 
