@@ -688,17 +688,29 @@ def floor_worker() -> None:
     print(json.dumps(uvloop.run(coro)), flush=True)
 
 
+async def _commit_floor(
+    admin_dsn: str, name: str, args, disjoint: bool = False, procs: int = 1
+) -> dict:
+    """``pg_commit_floor`` on a new database ``name`` (set up by ``pg_setup`` before the
+    measured window), ``CONNS`` connections in all: in this process, or split over ``procs``
+    worker processes started together (``_floor_processes``); ``_measured``."""
+    dsn = await _create_db(admin_dsn, name)
+    await floor.pg_setup(dsn)
+    if procs == 1:
+        return await _measured(floor.pg_commit_floor(dsn, args.seconds, CONNS, disjoint), dsn)
+    t0 = _start_at()
+    spec = {"kind": "commit", "dsn": dsn, "seconds": args.seconds, "conns": CONNS // procs,
+            "disjoint": disjoint, "start_at": t0}  # fmt: skip
+    return await _measured(_floor_processes(spec, procs), dsn, t0)
+
+
 async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict:
     global SERVER_PID
     res: dict = {}
     say("pgbench (TPC-B like)")
     res["pgbench"] = _pgbench(bin_dir, await _create_db(admin_dsn, "bench_pgbench"), args.seconds)
     say("commit floor (before)")
-    dsn_fb = await _create_db(admin_dsn, "bench_floor_before")
-    await floor.pg_setup(dsn_fb)
-    res["floor_before"] = await _measured(
-        floor.pg_commit_floor(dsn_fb, args.seconds, CONNS), dsn_fb
-    )
+    res["floor_before"] = await _commit_floor(admin_dsn, "bench_floor_before", args)
     say(f"floor: {res['floor_before']['commits_per_s']:,.0f}/s")
     for n in (1, 2):
         dsn = await _create_db(admin_dsn, f"bench_ours{n}")
@@ -766,35 +778,17 @@ async def pg_cells(admin_dsn: str, bin_dir: str | None, base: str, args) -> dict
         ), None, t0,
     )  # fmt: skip
     say("commit floor (after)")
-    dsn_fa = await _create_db(admin_dsn, "bench_floor_after")
-    await floor.pg_setup(dsn_fa)
-    res["floor_after"] = await _measured(floor.pg_commit_floor(dsn_fa, args.seconds, CONNS), dsn_fa)
+    res["floor_after"] = await _commit_floor(admin_dsn, "bench_floor_after", args)
     say("commit floor, 2 processes")
-    dsn2 = await _create_db(admin_dsn, "bench_floor_2p")
-    await floor.pg_setup(dsn2)
-    t0 = _start_at()
-    res["floor_2p"] = await _measured(
-        _floor_processes(
-            {"kind": "commit", "dsn": dsn2, "seconds": args.seconds, "conns": CONNS // 2,
-             "disjoint": False, "start_at": t0}, 2,
-        ), dsn2, t0,
-    )  # fmt: skip
+    res["floor_2p"] = await _commit_floor(admin_dsn, "bench_floor_2p", args, procs=2)
     say("commit floor, a topic per connection")
-    dsn_fd = await _create_db(admin_dsn, "bench_floor_disjoint")
-    await floor.pg_setup(dsn_fd)
-    res["floor_disjoint"] = await _measured(
-        floor.pg_commit_floor(dsn_fd, args.seconds, CONNS, disjoint=True), dsn_fd
+    res["floor_disjoint"] = await _commit_floor(
+        admin_dsn, "bench_floor_disjoint", args, disjoint=True
     )
     say("commit floor, a topic per connection, 2 processes")
-    dsn2 = await _create_db(admin_dsn, "bench_floor_disjoint_2p")
-    await floor.pg_setup(dsn2)
-    t0 = _start_at()
-    res["floor_disjoint_2p"] = await _measured(
-        _floor_processes(
-            {"kind": "commit", "dsn": dsn2, "seconds": args.seconds, "conns": CONNS // 2,
-             "disjoint": True, "start_at": t0}, 2,
-        ), dsn2, t0,
-    )  # fmt: skip
+    res["floor_disjoint_2p"] = await _commit_floor(
+        admin_dsn, "bench_floor_disjoint_2p", args, disjoint=True, procs=2
+    )
     return res
 
 

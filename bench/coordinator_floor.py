@@ -435,13 +435,13 @@ async def pg_commit_floor(
     ``disjoint``: lane k commits to ``LANE_TOPICS[k]`` (no row shared between concurrent
     commits). ``first_lane``: the lanes are ``first_lane .. first_lane + conns - 1`` (several
     processes running this floor at once on one database take distinct lanes: distinct object
-    keys and, with ``disjoint``, distinct topics)."""
+    keys and, with ``disjoint``, distinct topics). The database must be set up by
+    ``pg_setup`` first (once, not by each process)."""
     import asyncpg
 
     from kafka_rpc.coordinator.postgres import Q
     from kafka_rpc.coordinator.postgres import _pg_array as pg_array
 
-    await pg_setup(dsn)
     pool = await asyncpg.create_pool(
         dsn, min_size=conns, max_size=conns, server_settings={"jit": "off"}
     )
