@@ -1014,11 +1014,15 @@ def _take_page(
 
 
 async def _find_many(
-    conn: asyncpg.Connection, group: Sequence[tuple[list[FindBatchRequest], int, Any]]
+    conn: asyncpg.Connection,
+    group: Sequence[tuple[list[FindBatchRequest], int, Any]],
+    paged: bool = False,
 ) -> list[list[FindBatchResponse] | None]:
     """``find_batches`` for each ``(requests, fetch_max_bytes, _)`` of ``group`` from ONE
     ``find_many`` statement (one snapshot for all of them); None for a call that needs more than
-    the first page of some partition (its caller re-reads it in a snapshot transaction)."""
+    the first page of some partition (its caller re-reads it in a snapshot transaction), unless
+    ``paged`` (``conn`` inside that transaction): then the further pages are read with
+    ``find_more``."""
     tids: list[uuid.UUID] = []
     parts: list[int] = []
     offsets: list[int] = []
@@ -1064,13 +1068,25 @@ async def _find_many(
                 answers.append(FindBatchResponse.success((), lso, hw))
                 continue
             found: list[BatchInfo] = []
-            _, request_bytes, whole = _take_page(
-                rows, 4, tp, found, 0, request_bytes, r.max_partition_fetch_bytes, fetch_max_bytes
-            )
-            if whole and len(rows) == _FIND_PAGE:  # budget left and maybe more batches
-                answers = None
-                continue
-            answers.append(FindBatchResponse.success(tuple(found), lso, hw))
+            page: Sequence[Any] = rows
+            c = 4  # find_many: the batch columns follow ord, log_id, lso, hw
+            partition_bytes = 0
+            while True:
+                partition_bytes, request_bytes, whole = _take_page(
+                    page, c, tp, found, partition_bytes, request_bytes,
+                    r.max_partition_fetch_bytes, fetch_max_bytes,
+                )  # fmt: skip
+                if not whole or len(page) < _FIND_PAGE:  # budget spent or no more batches
+                    break
+                if not paged:
+                    answers = None
+                    break
+                page = await conn.fetch(Q.find_more, first[1], page[-1][c + 5], _FIND_PAGE)
+                c = 0
+                if not page:
+                    break
+            if answers is not None:
+                answers.append(FindBatchResponse.success(tuple(found), lso, hw))
         out.append(answers)
     return out
 
@@ -1079,44 +1095,9 @@ async def _find_batches(
     conn: asyncpg.Connection, requests: list[FindBatchRequest], fetch_max_bytes: int
 ) -> list[FindBatchResponse]:
     """``find_batches`` on ``conn`` (inside a snapshot transaction), page by page."""
-    out: list[FindBatchResponse] = []
-    request_bytes = 0
-    for r in requests:
-        tp = r.topic_id_partition
-        if not _storable(tp):
-            out.append(FindBatchResponse.unknown_topic_or_partition())
-            continue
-        offset = r.offset
-        rows = await conn.fetch(
-            Q.find_first, tp.topic_id, tp.partition, min(max(offset, -1), _INT64_MAX), _FIND_PAGE
-        )
-        if not rows:
-            out.append(FindBatchResponse.unknown_topic_or_partition())
-            continue
-        log_id, lso, hw = rows[0][0], rows[0][1], rows[0][2]
-        if offset < lso or offset > hw:
-            out.append(FindBatchResponse.offset_out_of_range(lso, hw))
-            continue
-        if offset == hw or rows[0][3] is None:
-            out.append(FindBatchResponse.success((), lso, hw))
-            continue
-        found: list[BatchInfo] = []
-        partition_bytes = 0
-        page: Sequence[Any] = rows
-        c = 3  # find_first: the batch columns follow log_id, lso, hw
-        while True:
-            partition_bytes, request_bytes, whole = _take_page(
-                page, c, tp, found, partition_bytes, request_bytes,
-                r.max_partition_fetch_bytes, fetch_max_bytes,
-            )  # fmt: skip
-            if not whole or len(page) < _FIND_PAGE:
-                break
-            page = await conn.fetch(Q.find_more, log_id, page[-1][c + 5], _FIND_PAGE)
-            c = 0
-            if not page:
-                break
-        out.append(FindBatchResponse.success(tuple(found), lso, hw))
-    return out
+    [answers] = await _find_many(conn, [(requests, fetch_max_bytes, None)], paged=True)
+    assert answers is not None
+    return answers
 
 
 async def _list_offsets(
