@@ -745,18 +745,18 @@ class PostgresBatchCoordinator(BatchCoordinator):
         each on its own read connection."""
         pending, self._finds = self._finds, []
         loop = asyncio.get_running_loop()
-        group: list[tuple[list[FindBatchRequest], int, asyncio.Future]] = []
+        groups: list[list[tuple[list[FindBatchRequest], int, asyncio.Future]]] = [[]]
         entries = 0
         for item in pending:
-            if group and entries + len(item[0]) > _FIND_GROUP:
+            if groups[-1] and entries + len(item[0]) > _FIND_GROUP:
+                groups.append([])
+                entries = 0
+            groups[-1].append(item)
+            entries += len(item[0])
+        for group in groups:
+            if group:
                 self._find_tasks.add(task := loop.create_task(self._run_finds(group)))
                 task.add_done_callback(self._find_tasks.discard)
-                group, entries = [], 0
-            group.append(item)
-            entries += len(item[0])
-        if group:
-            self._find_tasks.add(task := loop.create_task(self._run_finds(group)))
-            task.add_done_callback(self._find_tasks.discard)
 
     async def _run_finds(
         self, group: list[tuple[list[FindBatchRequest], int, asyncio.Future]]
