@@ -2041,7 +2041,9 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # broker role 0 writes it at its first acknowledged commit; `kafka-rpc bench --cluster`
     # times the coordinator-leader kill from it (local masters: the tasks share the disk)
-    cfg["started_marker"] = str(out / "load_started")
+    from kafka_rpc.tools.bench_cluster import LOAD_STARTED
+
+    cfg["started_marker"] = str(out / LOAD_STARTED)
     from pyspark.sql import SparkSession
 
     from bench import report
