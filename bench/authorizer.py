@@ -9,7 +9,7 @@ without). Each round times the index then the scan (alternated, ``--rounds``), a
 of both are compared on every query first. In-process, one core; prints a table and writes
 JSON to bench/results/authorizer-<timestamp>.json.
 
-    python bench/authorizer.py [--acls 10000] [--rounds 5]
+    python bench/authorizer.py [--acls 10000] [--rounds 5] [--json PATH]
 """
 
 from __future__ import annotations
@@ -99,6 +99,7 @@ def main() -> None:
     ap.add_argument("--acls", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0, help="per side per round")
+    ap.add_argument("--json", default=None, help="JSON path (default bench/results/...)")
     a = ap.parse_args()
     authz, queries = build(a.acls)
     answers = [authz.authorize(*q) for q in queries]
@@ -128,10 +129,12 @@ def main() -> None:
     print("|---|---|---|---|")
     print(f"| {a.acls:,} | {row['indexed_checks_per_s']:,.0f} | {row['scan_checks_per_s']:,.0f} "
           f"| {row['speedup']:,.0f}x [{min(speedups):,.0f}-{max(speedups):,.0f}] |")  # fmt: skip
-    out = HERE / "results" / f"authorizer-{time.strftime('%Y%m%dT%H%M%S')}.json"
-    out.parent.mkdir(exist_ok=True)
+    out = Path(a.json) if a.json else (
+        HERE / "results" / f"authorizer-{time.strftime('%Y%m%dT%H%M%S')}.json"
+    )  # fmt: skip
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(row, indent=2))
-    print(f"\nJSON: {out.relative_to(HERE.parent)}")
+    print(f"\nJSON: {out}")
 
 
 if __name__ == "__main__":
