@@ -15,7 +15,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Iterator
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
@@ -38,19 +39,47 @@ class ControllerUnavailableError(Exception):
     """No voter answered as the active controller."""
 
 
-def error_codes(obj: Any) -> Iterator[int]:
-    """Every ErrorCode value in a decoded message (nested arrays and structs included)."""
-    if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-        return
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
+def error_codes(obj: Any) -> list[int]:
+    """Every ErrorCode value in a decoded message (nested arrays and structs included), in field
+    order. Which fields of a message class can hold one (``error_code`` itself, arrays, structs:
+    judged by the field's default; scalars are skipped) is worked out once per class."""
+    out: list[int] = []
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        _collect_codes(obj, out)
+    return out
+
+
+_SCALARS = (int, float, str, bytes, uuid.UUID)
+#: per message class: ``(field name, is the error_code)`` of the fields worth reading
+_CODE_FIELDS: dict[type, tuple[tuple[str, bool], ...]] = {}
+
+
+def _code_fields(cls: type) -> tuple[tuple[str, bool], ...]:
+    plan = []
+    for f in dataclasses.fields(cls):
         if f.name == "error_code":
-            yield value
+            plan.append((f.name, True))
+        elif not isinstance(f.default, _SCALARS) or f.default_factory is not dataclasses.MISSING:
+            plan.append((f.name, False))  # an array, a struct, or no scalar default: look
+    fields = _CODE_FIELDS[cls] = tuple(plan)
+    return fields
+
+
+def _collect_codes(obj: Any, out: list[int]) -> None:
+    cls = type(obj)
+    fields = _CODE_FIELDS.get(cls)
+    if fields is None:  # (an empty plan is a plan too)
+        fields = _code_fields(cls)
+    for name, is_code in fields:
+        value = getattr(obj, name)
+        if is_code:
+            out.append(value)
         elif isinstance(value, tuple):
-            for x in value:
-                yield from error_codes(x)
-        elif dataclasses.is_dataclass(value):
-            yield from error_codes(value)
+            if value and hasattr(type(value[0]), "__dataclass_fields__"):
+                for x in value:
+                    _collect_codes(x, out)
+        elif hasattr(type(value), "__dataclass_fields__"):
+            _collect_codes(value, out)
 
 
 def _not_controller(response: Any) -> bool:
