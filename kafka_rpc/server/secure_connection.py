@@ -14,6 +14,9 @@ import struct
 from asyncio import sslproto
 from typing import TYPE_CHECKING, Any
 
+import uvloop
+from uvloop.loop import SSLProtocol as UvSSLProtocol
+
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.protocol.frames import API_VERSIONS_KEY
@@ -326,41 +329,28 @@ class SecureConnection(KafkaConnection):
             super().data_received(data)
 
 
-class _TlsServerProtocol(sslproto.SSLProtocol):
-    """asyncio's TLS protocol around a connection, remembering the peer for the log (event
-    loops other than uvloop's)."""
+class _RememberPeer:
+    """Mixin of a TLS protocol around a connection: remembers the peer for the log."""
+
+    peer = None
 
     def connection_made(self, transport) -> None:
         self.peer = transport.get_extra_info("peername")
-        super().connection_made(transport)
+        super().connection_made(transport)  # type: ignore[misc]
+
+
+class _TlsServerProtocol(_RememberPeer, sslproto.SSLProtocol):
+    """asyncio's TLS protocol (event loops other than uvloop's)."""
+
+
+class _UvTlsServerProtocol(_RememberPeer, UvSSLProtocol):
+    """uvloop's own TLS protocol (the one ``create_server(ssl=...)`` uses, compiled)."""
 
 
 def _tls_protocol_class(loop: asyncio.AbstractEventLoop) -> type:
-    """uvloop's own TLS protocol (the one ``create_server(ssl=...)`` uses, compiled) on a
-    uvloop loop, asyncio's ``SSLProtocol`` on any other; both remember the peer for the log."""
-    try:
-        import uvloop
-        from uvloop.loop import SSLProtocol as UvSSLProtocol
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        return _TlsServerProtocol
-    if not isinstance(loop, uvloop.Loop):
-        return _TlsServerProtocol
-    global _UvTlsServerProtocol
-    if _UvTlsServerProtocol is None:
-
-        class _UvTlsServerProtocol(UvSSLProtocol):  # type: ignore[no-redef]
-            """uvloop's TLS protocol around a connection, remembering the peer for the log."""
-
-            peer = None
-
-            def connection_made(self, transport) -> None:
-                self.peer = transport.get_extra_info("peername")
-                super().connection_made(transport)
-
-    return _UvTlsServerProtocol
-
-
-_UvTlsServerProtocol: type | None = None
+    """uvloop's own TLS protocol on a uvloop loop, asyncio's ``SSLProtocol`` on any other; both
+    remember the peer for the log."""
+    return _UvTlsServerProtocol if isinstance(loop, uvloop.Loop) else _TlsServerProtocol
 
 
 def tls_protocol_factory(listener: ListenerState, conn_cls: type, ctx: Any) -> Any:
