@@ -297,21 +297,27 @@ class Floor:
         self.wake.set()
         return fut
 
-    async def run(self) -> None:
+    async def next_group(self) -> tuple[bytes, list]:
+        """Wait for appends; all that are waiting, as one encoded batch and their futures."""
         from kafka_rpc.protocol.record_batch import encode_batch
 
         while True:
             await self.wake.wait()
             self.wake.clear()
-            if not self.waiting:
-                continue
-            group, self.waiting = self.waiting, []
-            values = [v for recs, _ in group for v in recs]
-            b = encode_batch(self.base, 1, values, int(time.time() * 1000))
-            self.base += len(values)
-            os.write(self.fd, b.data)
+            if self.waiting:
+                break
+        group, self.waiting = self.waiting, []
+        values = [v for recs, _ in group for v in recs]
+        b = encode_batch(self.base, 1, values, int(time.time() * 1000))
+        self.base += len(values)
+        return b.data, [fut for _, fut in group]
+
+    async def run(self) -> None:
+        while True:
+            data, futs = await self.next_group()
+            os.write(self.fd, data)
             os.fsync(self.fd)
-            for _, fut in group:
+            for fut in futs:
                 if not fut.done():
                     fut.set_result(None)
 
@@ -377,24 +383,15 @@ class ReplicationFloor(Floor):
                     fut.set_result(None)
 
     async def run(self) -> None:
-        from kafka_rpc.protocol.record_batch import encode_batch
-
         while True:
-            await self.wake.wait()
-            self.wake.clear()
-            if not self.waiting:
-                continue
-            group, self.waiting = self.waiting, []
-            values = [v for recs, _ in group for v in recs]
-            b = encode_batch(self.base, 1, values, int(time.time() * 1000))
-            self.base += len(values)
-            frame = len(b.data).to_bytes(4, "big") + b.data
+            data, futs = await self.next_group()
+            frame = len(data).to_bytes(4, "big") + data
             for t in self.transports:
                 t.write(frame)
-            os.write(self.fd, b.data)
+            os.write(self.fd, data)
             os.fsync(self.fd)
             self.own_end = self.base
-            self.pending.append((self.base, [fut for _, fut in group]))
+            self.pending.append((self.base, futs))
             self._release()
 
 
