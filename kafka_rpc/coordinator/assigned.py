@@ -502,27 +502,36 @@ class AssignedBatchCoordinator(BatchCoordinator):
         return running
 
     # ------------------------------------------------------------------ the BatchCoordinator
+    async def _on_every_led(
+        self, n: int, call: Callable[[Any], Awaitable[list[int]]],
+        merge: Callable[[tuple[int, ...]], int],
+    ) -> list[int]:  # fmt: skip
+        """``call`` on every coordinator partition this node leads (a topic is held by all of
+        them, see the module docstring); ``n`` codes, each ``merge`` of the partitions' codes
+        for that entry; NOT_COORDINATOR for all when this node leads none."""
+        if not n:
+            return []
+        targets = self._writable_replicas()
+        if not targets:
+            return [NOT_COORDINATOR] * n
+        answers = await asyncio.gather(*(call(t) for t in targets))
+        return [merge(codes) for codes in zip(*answers, strict=True)]
+
     async def create_topic_and_partitions(
         self, requests: Sequence[CreateTopicAndPartitionsRequest]
     ) -> list[int]:
-        if not requests:
-            return []
-        targets = self._writable_replicas()
-        if not targets:
-            return [NOT_COORDINATOR] * len(requests)
-        answers = await asyncio.gather(*(t.create_topic_and_partitions(requests) for t in targets))
-        return [next((c for c in codes if c != Errors.NONE), Errors.NONE)
-                for codes in zip(*answers, strict=True)]  # fmt: skip
+        return await self._on_every_led(
+            len(requests),
+            lambda t: t.create_topic_and_partitions(requests),
+            lambda codes: next((c for c in codes if c != Errors.NONE), Errors.NONE),
+        )
 
     async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
-        if not topic_ids:
-            return []
-        targets = self._writable_replicas()
-        if not targets:
-            return [NOT_COORDINATOR] * len(topic_ids)
-        answers = await asyncio.gather(*(t.delete_topics(topic_ids) for t in targets))
-        return [Errors.NONE if Errors.NONE in codes else codes[0]
-                for codes in zip(*answers, strict=True)]  # fmt: skip
+        return await self._on_every_led(
+            len(topic_ids),
+            lambda t: t.delete_topics(topic_ids),
+            lambda codes: Errors.NONE if Errors.NONE in codes else codes[0],
+        )
 
     async def commit_file(
         self,
