@@ -322,21 +322,23 @@ class Floor:
                     fut.set_result(None)
 
 
+async def drive_floor(fl: Floor, load: dict) -> None:
+    """Run ``fl``'s writer under the closed loop of ``load`` and print the result."""
+    writer = asyncio.ensure_future(fl.run())
+    try:
+        res = await closed_loop(fl.append, load["conc"], load["k"], load["warm"], load["dur"])
+        emit(event="result", **res)
+    finally:
+        writer.cancel()
+
+
 async def floor_main(spec: dict) -> None:
     d = Path(spec["dir"])
     d.mkdir(parents=True, exist_ok=True)
     fl = Floor(d / "floor.log")
-    writer = asyncio.ensure_future(fl.run())
-    load = spec["load"]
-
-    async def submit(records):
-        await fl.append(records)
-
     try:
-        res = await closed_loop(submit, load["conc"], load["k"], load["warm"], load["dur"])
-        emit(event="result", **res)
+        await drive_floor(fl, spec["load"])
     finally:
-        writer.cancel()
         os.close(fl.fd)
 
 
@@ -412,17 +414,9 @@ async def repl_leader_main(spec: dict) -> None:
         t.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         transports.append(t)
     fl = ReplicationFloor(d / "leader.log", transports, spec["acks"])
-    writer = asyncio.ensure_future(fl.run())
-    load = spec["load"]
-
-    async def submit(records):
-        await fl.append(records)
-
     try:
-        res = await closed_loop(submit, load["conc"], load["k"], load["warm"], load["dur"])
-        emit(event="result", **res)
+        await drive_floor(fl, spec["load"])
     finally:
-        writer.cancel()
         for t in transports:
             t.close()
         os.close(fl.fd)
