@@ -116,9 +116,8 @@ NOT_COORDINATOR = 16
 SNAPSHOT_CHUNK_BYTES = 256 * 1024
 #: The next snapshot waits for this many times the last image's size in record bytes (see
 #: ``snapshot_records``). A snapshot copies, frames and checksums the whole image on the event
-#: loop, and the database grows faster than the log (in process, 16 callers committing 100 batches
-#: in a closed loop: about a third of the event loop's py-spy samples at 1); the price is a log up
-#: to this many images long between snapshots.
+#: loop, and the database grows faster than the log; the price is a log up to this many images
+#: long between snapshots.
 SNAPSHOT_LOG_PER_IMAGE = 4
 _SYNCHRONOUS = ("OFF", "NORMAL", "FULL")
 
