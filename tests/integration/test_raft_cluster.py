@@ -21,7 +21,6 @@ import contextlib
 import os
 import re
 import signal
-import socket
 import struct
 import subprocess
 import sys
@@ -37,6 +36,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
+from kafka_rpc.tools.bench_cluster import free_ports
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -64,19 +64,6 @@ BASE_PROPS = {
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
