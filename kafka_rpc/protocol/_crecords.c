@@ -186,7 +186,7 @@ done:
 
 /* One key or value: its length varint, then None (negative length) or a bytes copy. */
 static int
-read_field(const unsigned char *buf, PyObject *data, Py_ssize_t *p, Py_ssize_t rend,
+read_field(const unsigned char *buf, Py_ssize_t *p, Py_ssize_t rend,
            PyObject *list, const char *msg)
 {
     int64_t len;
@@ -245,10 +245,10 @@ py_decode_records(PyObject *self, PyObject *args)
             p += 1;
             if (PyList_Append(keys, Py_None) < 0)
                 goto error;
-        } else if (read_field(buf, data, &p, rend, keys, "record key does not fit") < 0) {
+        } else if (read_field(buf, &p, rend, keys, "record key does not fit") < 0) {
             goto error;
         }
-        if (read_field(buf, data, &p, rend, values, "record value does not fit") < 0)
+        if (read_field(buf, &p, rend, values, "record value does not fit") < 0)
             goto error;
         if (p < rend && buf[p] == 0) {
             p += 1; /* no headers */
