@@ -407,14 +407,15 @@ class RaftDriver:
         exc = fut.exception()
         if exc is not None:
             log.debug("raft: request %d to node %d failed: %r", out.api_key, out.destination, exc)
-            resp = None
-        else:
-            resp = fut.result()
+        self._response(out, None if exc is not None else fut.result())
+        self._step_inline()
+
+    def _response(self, out: Any, resp: Any) -> None:
+        """Hand the core the response to ``out`` (None: the request failed)."""
         try:
             self.core.handle_response(monotonic_ms(), out.destination, out.correlation, resp)
         except Exception:
             log.exception("raft: handling a response from node %d failed", out.destination)
-        self._step_inline()
 
     async def _send(self, out: Any) -> None:
         resp = None
@@ -427,10 +428,7 @@ class RaftDriver:
             resp = None
         if self._stopping:
             return
-        try:
-            self.core.handle_response(monotonic_ms(), out.destination, out.correlation, resp)
-        except Exception:
-            log.exception("raft: handling a response from node %d failed", out.destination)
+        self._response(out, resp)
         self._input_done()
 
     async def _exchange(self, out: Any) -> Any:
