@@ -166,9 +166,13 @@ class KafkaRpcClient:
         """Whether ``proto`` is a connection still open at both ends."""
         return proto is not None and not proto.lost.done() and not proto.transport.is_closing()
 
+    def _ready(self, proto: _Protocol | None) -> bool:
+        """Whether a request can go on ``proto`` now: open, and no SASL session to renew."""
+        return self._open(proto) and (self._session_end is None or self._session_alive())
+
     async def _ensure_connected(self) -> _Protocol:
         proto = self._proto
-        if self._open(proto) and (self._session_end is None or self._session_alive()):
+        if self._ready(proto):
             return proto
         async with self._lock:
             proto = self._proto
@@ -334,7 +338,7 @@ class KafkaRpcClient:
         when it gives up. Returns None when the connection is not ready (use :meth:`request`,
         which connects); raises :class:`KafkaConnectionError` when it was just lost."""
         proto = self._proto
-        if not self._open(proto) or (self._session_end is not None and not self._session_alive()):
+        if not self._ready(proto):
             return None
         return self._start(proto, msg, type(msg).__api_key__, version)
 
