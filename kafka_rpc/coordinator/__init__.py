@@ -17,7 +17,8 @@
   ``__diskless-metadata`` partition on Raft in ``<dir>/__diskless-metadata-<partition>/``, a single
   voter unless built with ``voters``; the query parameters ``node_id``, ``partition``,
   ``synchronous`` (OFF/NORMAL/FULL), ``producer_id_expiration_ms``, ``write_timeout_ms``,
-  ``inline_read_max_partitions`` and ``cluster_id`` become options;
+  ``inline_read_max_partitions``, ``apply_commit_records``, ``apply_commit_ms`` and
+  ``cluster_id`` become options;
   ``voters=1@host:port,2@host:port`` names the replicas' controller listeners, ``topic_id`` the
   partition's topic id (Kafka's base64 or the 36-character form), ``raft.<field>=N`` sets an
   integer ``RaftConfig`` field (``raft.election_timeout_ms=300``), ``import_path`` a phase-1
@@ -63,6 +64,8 @@ _RAFT_OPTIONS = {
     "inline_read_max_partitions": int,
     "cluster_id": str,
     "import_path": str,
+    "apply_commit_records": int,
+    "apply_commit_ms": int,
 }
 
 

@@ -19,14 +19,16 @@ for the metadata log).
   SQLite file (``coordinator.db`` in the partition directory) by
   :mod:`kafka_rpc.coordinator.sqlite`'s own operations (``_Ops``) with the clock fixed to the
   recorded time, so offsets, idempotence answers, deletions and object/file ids come out the same
-  on every replica. All the records of one ``handle_commit`` go into ONE SQLite transaction with
-  the applied offset (table ``raft_applied``), so a restart re-applies only the tail. A record
-  whose operation raises is rolled back alone (``sqlite._run_write_group``), identically on every
-  replica. The log carries durability, so SQLite runs with ``synchronous=NORMAL`` by default: a
-  power loss may cost it its last transactions, which the log replays (``OFF`` is allowed, but a
-  power loss may then corrupt the file; deleted, it is rebuilt from the latest snapshot and the
-  log). The leader fsyncs the log on the driver's fsync thread even as the only voter
-  (``RaftDriver(thread_flush_alone=True)``), so its loop decodes and applies meanwhile.
+  on every replica. The applied records and the applied offset (table ``raft_applied``) go into
+  one SQLite transaction, committed every ``apply_commit_records`` records (64),
+  ``apply_commit_ms`` (100) after it opened, and before any read of the file through another
+  connection (:meth:`ReplicatedBatchCoordinator._apply_open`), so a restart re-applies only the
+  tail after the last COMMIT. A record whose operation raises is rolled back alone, identically
+  on every replica. The log carries durability, so SQLite runs with ``synchronous=NORMAL`` by
+  default: a power loss may cost it its last transactions, which the log replays (``OFF`` is
+  allowed, but a power loss may then corrupt the file; deleted, it is rebuilt from the latest
+  snapshot and the log). The leader fsyncs the log on the driver's fsync thread even as the only
+  voter (``RaftDriver(thread_flush_alone=True)``), so its loop decodes and applies meanwhile.
 * **Reads** (``find_batches``, ``list_offsets``, ``list_partitions``, ``get_files_to_delete``)
   answer from the local SQLite on every replica (the read-only coordinators of DESIGN section 9):
   never ahead of the committed log, since only committed records are applied.
@@ -95,8 +97,9 @@ from .sqlite import (
     SqliteBatchCoordinator,
     _Failure,
     _init_writer,
+    _OpFailed,
     _Ops,
-    _run_write_group,
+    _run_ops,
 )
 
 __all__ = [
@@ -334,6 +337,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
     * ``wait_for_leader_ms``: :meth:`start` waits this long for a single voter to become a
       writable leader (a multi-voter replica does not wait); ``shutdown_timeout_ms`` bounds
       :meth:`close`'s graceful resignation (Kafka's ``shutdown(timeoutMs)``).
+    * ``apply_commit_records`` / ``apply_commit_ms``: the apply COMMITs its SQLite transaction
+      once it holds this many records, or this many ms after its first group, whichever comes
+      first, and before any read (:meth:`_apply_open`).
     * ``import_path``: a phase-1 ``SqliteBatchCoordinator`` database; a single-voter leader
       whose partition is empty and never imported starts from it (:meth:`_maybe_import`).
     * ``raft_options``: overrides of :class:`~kafka_rpc.raft.core.RaftConfig` fields (election
@@ -358,6 +364,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         shutdown_timeout_ms: int = 5_000,
         import_path: str | Path | None = None,
         inline_read_max_partitions: int = 4,
+        apply_commit_records: int = 64,
+        apply_commit_ms: int = 100,
         raft_options: Mapping[str, Any] | None = None,
         client_security: Any = None,
     ) -> None:
@@ -381,12 +389,24 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._import_path = Path(import_path) if import_path else None
         self._importing = False
         self._inline_max = inline_read_max_partitions
+        if apply_commit_records < 1 or apply_commit_ms < 0:
+            raise ValueError("apply_commit_records must be >= 1 and apply_commit_ms >= 0")
+        self._commit_records = apply_commit_records
+        self._commit_s = apply_commit_ms / 1000
         self._raft_options = dict(raft_options or {})
         self._client_security = client_security
         self._clock = _FixedClock()
         self._ops = _Ops(self._clock, producer_id_expiration_ms)
         self._cache = _Cache(self._ops)
         self._conn: sqlite3.Connection | None = None  # the apply connection (loop thread)
+        # The apply's open SQLite transaction (see _apply_open): the work of each group applied
+        # in it (replayed if a later operation fails), its records, and the COMMIT timer.
+        self._open_work: list[list] = []
+        self._open_records = 0
+        self._commit_timer: asyncio.TimerHandle | None = None
+        # Set when an apply or its COMMIT failed (I/O): SQLite is behind what this replica
+        # answered, so it applies nothing more and takes no write until a restart.
+        self.failed: BaseException | None = None
         self._store: SqliteBatchCoordinator | None = None  # reads (its reader connections)
         self.driver: Any = None
         self.core: Any = None
@@ -409,6 +429,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._snapshot_bytes_floor = 0  # RaftConfig.snapshot_max_record_bytes as configured
         self.applied_records = 0  # statistics
         self.apply_groups = 0
+        self.apply_commits = 0  # SQLite COMMITs of the apply
         self.snapshots_loaded = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -507,6 +528,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
     async def _close_db(self) -> None:
         if self._conn is not None:
+            try:
+                self.commit_applied()
+            except Exception:
+                log.exception("diskless-metadata-%d: COMMIT at close failed", self.partition)
             self._conn.close()
             self._conn = None
         if self._store is not None:
@@ -598,6 +623,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             and self._leader == (self.node_id, core.epoch)
             and self.driver is not None
             and not self._importing
+            and self.failed is None
         )
 
     @property
@@ -612,14 +638,16 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
     # ------------------------------------------------------------------ StateMachine
     def handle_commit(self, batches: Sequence[Any]) -> None:
-        """Apply committed records (those at or above the last delivered offset) in one SQLite
-        transaction with the new applied offset; answer the leader's waiting callers. An import
-        (``DisklessSnapshotChunkRecord`` records in the log, see :meth:`_import`) replaces the
-        state once its last chunk is committed; the applied offset does not pass its first
-        chunk before that, so a restart reads the import again."""
+        """Apply committed records (those at or above the last delivered offset) with the new
+        applied offset in the apply's open SQLite transaction (:meth:`_apply_open`); answer the
+        leader's waiting callers. An import (``DisklessSnapshotChunkRecord`` records in the log,
+        see :meth:`_import`) replaces the state once its last chunk is committed; the applied
+        offset does not pass its first chunk before that, so a restart reads the import again."""
         conn = self._conn
         if conn is None:
             raise RuntimeError("the coordinator is closed")
+        if self.failed is not None:
+            return  # logged once by _fail; a restart applies the log again
         clock, ops, local = self._clock, self._ops, self._local
         work: list[tuple[Any, tuple]] = []
         offsets: list[int] = []
@@ -664,11 +692,11 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
     def _apply_group(self, work: list, offsets: list[int], end: int, epoch: int,
                      last_time: int) -> None:  # fmt: skip
-        """Apply ``work`` and move the applied offset to ``end`` in one transaction; answer the
-        leader's callers and barriers."""
+        """Apply ``work`` and move the applied offset to ``end`` in the open SQLite transaction
+        (:meth:`_apply_open`); answer the leader's callers and barriers."""
         assert self._conn is not None
         work.append((_write_applied, (end, epoch, last_time)))
-        results = _run_write_group(self._conn, work, self._cache)
+        results = self._apply_open(work)
         self.applied_offset, self._applied_epoch = end, epoch
         self._last_time = max(self._last_time, last_time)
         self.applied_records += len(offsets)
@@ -683,6 +711,107 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 else:
                     fut.set_result(res)
         self._release_barriers(end)
+        if self._open_records >= self._commit_records:
+            self.commit_applied()
+        elif self._commit_timer is None and self._open_work:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:
+                self.commit_applied()
+            else:
+                self._commit_timer = loop.call_later(self._commit_s, self.commit_applied)
+
+    def _apply_open(self, work: list) -> list:
+        """Run ``work`` (one apply group, its ``_write_applied`` last) in the apply connection's
+        open transaction, opening one if none is (``BEGIN IMMEDIATE``); returns its results.
+
+        The transaction is committed by :meth:`commit_applied`, not here: every
+        ``apply_commit_records`` records, ``apply_commit_ms`` after the first group, and before
+        anything reads the file through another connection. Callers are answered from the
+        results before that COMMIT: the record is committed in the Raft log, which is what makes
+        it durable (a restart applies the log again from the last committed ``raft_applied``
+        row), and every read of the SQLite file commits first, so no answer is ever ahead of
+        what a read sees. A transaction of 30-60 commits writes each index and ``logs`` page
+        once instead of once per fsync's worth of commits.
+
+        Each operation stays isolated (``sqlite._run_write_group``'s rule): the group first runs
+        without SAVEPOINTs; if an operation raises, the whole open transaction is rolled back
+        and its groups are applied again, the earlier ones and this one with one SAVEPOINT per
+        operation (the earlier results are the same: the apply is deterministic), then
+        committed. Any other error rolls the open transaction back and is raised: this replica's
+        SQLite is then behind what it answered until a restart applies the log again."""
+        conn, cache = self._conn, self._cache
+        assert conn is not None
+        try:
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            try:
+                results = _run_ops(conn, work, cache, optimistic=True)
+            except _OpFailed:
+                cache.drop()
+                conn.execute("ROLLBACK")
+                conn.execute("BEGIN IMMEDIATE")
+                for earlier in self._open_work:
+                    _run_ops(conn, earlier, cache, optimistic=False)
+                results = _run_ops(conn, work, cache, optimistic=False)
+                self._open_work.append(work)
+                self._open_records += len(work) - 1
+                self.commit_applied()
+                return results
+        except BaseException:
+            cache.drop()
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._open_work.clear()
+            self._open_records = 0
+            self._fail(f"applying at offset {self.applied_offset} failed")
+            raise
+        self._open_work.append(work)
+        self._open_records += len(work) - 1
+        return results
+
+    def commit_applied(self) -> None:
+        """COMMIT the apply's open SQLite transaction (with the ``logs`` rows the row cache holds
+        changed), if one is open (see :meth:`_apply_open`). Called before every read of the file
+        by another connection; raises what the COMMIT raises (the transaction is then rolled
+        back)."""
+        timer, self._commit_timer = self._commit_timer, None
+        if timer is not None:
+            timer.cancel()
+        conn = self._conn
+        if conn is None or not conn.in_transaction:
+            return
+        self._open_work.clear()
+        self._open_records = 0
+        try:
+            self._cache.flush(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            self._cache.drop()
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            self._fail("the COMMIT of the applied records failed")
+            raise
+        self.apply_commits += 1
+
+    def _fail(self, what: str) -> None:
+        """Stop applying and writing after an apply failure (see :attr:`failed`)."""
+        import sys
+
+        self.failed = sys.exc_info()[1] or RuntimeError(what)
+        log.error("diskless-metadata-%d: %s; SQLite rolled back to its last COMMIT (offset "
+                  "below %d per raft_applied): this replica applies nothing more and answers "
+                  "writes NOT_COORDINATOR until a restart applies the log again",
+                  self.partition, what, self._committed_row_offset())  # fmt: skip
+        self._fail_pending(NotCoordinatorError(f"diskless-metadata-{self.partition}: {what}"))
+
+    def _committed_row_offset(self) -> int:
+        try:
+            assert self._conn is not None
+            return self._conn.execute(
+                "SELECT next_offset FROM raft_applied WHERE id = 1").fetchone()[0]  # fmt: skip
+        except Exception:  # noqa: BLE001 - only for the log line
+            return -1
 
     def _release_barriers(self, end: int) -> None:
         """Answer the :meth:`wait_applied` barriers at or below applied offset ``end``
@@ -755,6 +884,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
     def _load_image(self, image: bytes) -> None:
         conn = self._conn
         assert conn is not None
+        self.commit_applied()
         src = sqlite3.connect(":memory:")
         try:
             src.deserialize(image)
@@ -772,6 +902,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         configured value): a snapshot costs a whole image, unlike the metadata log's, so it is
         amortised over several times as much log as it replaces."""
         assert self._conn is not None
+        self.commit_applied()
         image = _image_of(self._conn)
         if self.core is not None:
             self.core.config.snapshot_max_record_bytes = max(
@@ -943,12 +1074,16 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             raise NotCoordinatorError(f"node {self.node_id} is not the leader")
         await self.wait_applied(self.core.next_offset, self._write_timeout)
         assert self._conn is not None
+        self.commit_applied()
         return self._ops.is_safe_to_delete_file(self._conn, object_key)
 
     # ------------------------------------------------------------------ reads
     def _reads(self) -> SqliteBatchCoordinator:
+        """The reads' store, once what was applied is committed (its connections see only
+        committed transactions)."""
         if self._store is None:
             raise RuntimeError("coordinator not started (await start() first)")
+        self.commit_applied()
         return self._store
 
     async def find_batches(
@@ -977,6 +1112,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         that this replica's applied state has a ``files`` row of (no row: not in the dict). A
         follower's state may lag its leader's. Read on a worker thread over a read-only
         connection (the file is in WAL mode, so it does not block the apply)."""
+        self.commit_applied()
         return await asyncio.to_thread(_file_states, self.db_path, list(object_keys))
 
     # ------------------------------------------------------------------ tests and tools
@@ -984,6 +1120,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         """Every row of every table of the materialized state, sorted (for comparing replicas
         row by row); ``schema_version`` included."""
         assert self._conn is not None
+        self.commit_applied()
         out: dict[str, list[tuple]] = {}
         names = [r[0] for r in self._conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]  # fmt: skip

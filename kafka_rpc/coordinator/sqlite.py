@@ -284,36 +284,9 @@ def _write_transaction(
     """``_run_write_group``'s transaction: without SAVEPOINTs when ``optimistic`` (an operation's
     exception rolls everything back and is raised, as ``_OpFailed`` if there are several
     operations), else one SAVEPOINT per operation."""
-    results: list[Any] = []
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for fn, args in ops:
-            keeps = cache.keeps(fn)
-            if not keeps:
-                cache.flush(conn)
-            try:
-                if optimistic:
-                    if len(ops) == 1:
-                        results.append(fn(conn, *args))
-                        continue
-                    try:
-                        results.append(fn(conn, *args))
-                    except Exception as exc:
-                        raise _OpFailed from exc
-                    continue
-                conn.execute("SAVEPOINT op")
-                try:
-                    res = fn(conn, *args)
-                except Exception as exc:  # noqa: BLE001 - isolate this operation only
-                    conn.execute("ROLLBACK TO op")
-                    conn.execute("RELEASE op")
-                    results.append(_Failure(exc))
-                else:
-                    conn.execute("RELEASE op")
-                    results.append(res)
-            finally:
-                if not keeps:
-                    cache.drop()
+        results = _run_ops(conn, ops, cache, optimistic=optimistic)
         cache.flush(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -321,6 +294,49 @@ def _write_transaction(
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return results
+
+
+def _run_ops(
+    conn: sqlite3.Connection,
+    ops: list[tuple[Callable[..., Any], tuple]],
+    cache: Any,
+    *,
+    optimistic: bool,
+) -> list:
+    """The operations of a write transaction that the caller opened and ends (its COMMIT or
+    ROLLBACK; ``cache.flush`` before COMMIT, ``cache.drop`` on ROLLBACK): without SAVEPOINTs when
+    ``optimistic`` (an operation's exception is raised, as ``_OpFailed`` if there are several
+    operations; the caller must roll back), else one SAVEPOINT per operation (a failing one
+    leaves a ``_Failure`` in its result slot and changes nothing)."""
+    results: list[Any] = []
+    for fn, args in ops:
+        keeps = cache.keeps(fn)
+        if not keeps:
+            cache.flush(conn)
+        try:
+            if optimistic:
+                if len(ops) == 1:
+                    results.append(fn(conn, *args))
+                    continue
+                try:
+                    results.append(fn(conn, *args))
+                except Exception as exc:
+                    raise _OpFailed from exc
+                continue
+            conn.execute("SAVEPOINT op")
+            try:
+                res = fn(conn, *args)
+            except Exception as exc:  # noqa: BLE001 - isolate this operation only
+                conn.execute("ROLLBACK TO op")
+                conn.execute("RELEASE op")
+                results.append(_Failure(exc))
+            else:
+                conn.execute("RELEASE op")
+                results.append(res)
+        finally:
+            if not keeps:
+                cache.drop()
     return results
 
 

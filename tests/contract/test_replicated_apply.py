@@ -1,6 +1,6 @@
 """The replicated coordinator's apply groups (issue 14): committed records delivered together are
-applied in ONE SQLite transaction; the answers and every table row must be those of applying each
-record alone.
+applied together, in a SQLite transaction that only a read commits (A) or one per group (B); the
+answers and every table row must be those of applying each record alone.
 
 Coordinator A runs each wave of writes concurrently (their records share one Raft batch, so one
 apply group); coordinator B runs the same writes one after the other (one record per group).
@@ -42,8 +42,11 @@ def _without_applied(rows: dict) -> dict:
 
 
 async def _pair(path: Path, clock: Clock):
-    a = ReplicatedBatchCoordinator(path / "a", time_ms=clock, producer_id_expiration_ms=4000)
-    b = ReplicatedBatchCoordinator(path / "b", time_ms=clock, producer_id_expiration_ms=4000)
+    # A: one SQLite transaction until a read commits it; B: a COMMIT per group
+    a = ReplicatedBatchCoordinator(path / "a", time_ms=clock, producer_id_expiration_ms=4000,
+                                   apply_commit_records=10_000, apply_commit_ms=600_000)
+    b = ReplicatedBatchCoordinator(path / "b", time_ms=clock, producer_id_expiration_ms=4000,
+                                   apply_commit_records=1)  # fmt: skip
     await a.start()
     await b.start()
     for c in (a, b):
