@@ -97,6 +97,7 @@ holds the running replicas' partitions (so the handlers' owner check answers NOT
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import sqlite3
 import uuid
@@ -621,29 +622,44 @@ class AssignedBatchCoordinator(BatchCoordinator):
         limit: int = 0,
         after_object_key: str | None = None,
     ) -> list[FileToDelete]:
+        """The shared-object rule over every partition's listing (module docstring), merged by
+        key: each partition's listing is read in pages of ``max(limit, _FILES_PAGE)`` (all of it
+        at once when ``limit`` is 0), and a key is decided -- ``file_states`` asked of every
+        partition, one batch per round -- once every listing is exhausted or was read up to it.
+        A call reads about what it returns, not the whole backlog after ``after_object_key``."""
         running = self._full_set()
         if len(running) == 1:
             (inner,) = running.values()
             return await inner.get_files_to_delete(marked_before_ms, limit, after_object_key)
-        marked: dict[int, dict[str, FileToDelete]] = {}
-        for p, inner in running.items():
-            files = await inner.get_files_to_delete(marked_before_ms, 0, after_object_key)
-            marked[p] = {f.object_key: f for f in files}
-        candidates = sorted({k for m in marked.values() for k in m})
-        if not candidates:
-            return []
-        known = {p: await inner.file_states(candidates) for p, inner in running.items()}
+        page = max(limit, _FILES_PAGE) if limit > 0 else 0
+        listings = [_Listing(inner, marked_before_ms, page, after_object_key)
+                    for _, inner in sorted(running.items())]  # fmt: skip
         out: list[FileToDelete] = []
-        for key in candidates:
-            # every partition that has a row of the key has it marked before the cutoff
-            if any(key in known[p] and key not in marked[p] for p in running):
-                continue
-            mine = [marked[p][key] for p in running if key in marked[p]]
-            out.append(FileToDelete(key, max(f.marked_for_deletion_at_ms for f in mine),
-                                    max(f.size for f in mine)))  # fmt: skip
-            if 0 < limit <= len(out):
-                break
-        return out
+        while True:
+            # every listing not exhausted has buffered entries (a short page exhausts it)
+            await asyncio.gather(*(x.read() for x in listings if not x.buffered and not x.done))
+            # keys <= bound are decided: every listing was read up to it (or to its end)
+            open_ = [x.buffered[-1].object_key for x in listings if not x.done]
+            bound = min(open_) if open_ else None
+            decided: dict[str, dict[int, FileToDelete]] = {}
+            for i, x in enumerate(listings):
+                while x.buffered and (bound is None or x.buffered[0].object_key <= bound):
+                    f = x.buffered.popleft()
+                    decided.setdefault(f.object_key, {})[i] = f
+            if not decided:  # every listing exhausted and consumed
+                return out
+            keys = sorted(decided)
+            known = await asyncio.gather(*(x.inner.file_states(keys) for x in listings))
+            for key in keys:
+                mine = decided[key]
+                # every partition that has a row of the key has it marked before the cutoff
+                if any(key in k and i not in mine for i, k in enumerate(known)):
+                    continue
+                out.append(FileToDelete(
+                    key, max(f.marked_for_deletion_at_ms for f in mine.values()),
+                    max(f.size for f in mine.values())))  # fmt: skip
+                if 0 < limit <= len(out):
+                    return out
 
     async def delete_files(self, object_keys: Sequence[str]) -> list[int]:
         if not object_keys:
@@ -693,6 +709,43 @@ class AssignedBatchCoordinator(BatchCoordinator):
             *(inner.is_safe_to_delete_file(object_key) for inner in running.values())
         )
         return all(answers)
+
+
+#: Entries per read of one partition's listing in a merged ``get_files_to_delete`` with a limit
+#: (at least the limit).
+_FILES_PAGE = 100
+
+
+class _Listing:
+    """One coordinator partition's ``get_files_to_delete`` listing (sorted by object key,
+    strictly after a key, at most ``page`` entries per read; 0 = all), read page by page:
+    ``buffered`` holds the entries read and not yet merged, ``last`` the last key read (the next
+    page starts after it) and ``done`` says the listing has no more (a page shorter than
+    ``page``)."""
+
+    __slots__ = ("buffered", "done", "inner", "last", "marked_before_ms", "page")
+
+    def __init__(
+        self,
+        inner: ReplicatedBatchCoordinator,
+        marked_before_ms: int | None,
+        page: int,
+        after_object_key: str | None,
+    ) -> None:
+        self.inner = inner
+        self.marked_before_ms = marked_before_ms
+        self.page = page
+        self.last = after_object_key
+        self.buffered: collections.deque[FileToDelete] = collections.deque()
+        self.done = False
+
+    async def read(self) -> None:
+        files = await self.inner.get_files_to_delete(self.marked_before_ms, self.page, self.last)
+        self.buffered.extend(files)
+        if files:
+            self.last = files[-1].object_key
+        if self.page <= 0 or len(files) < self.page:
+            self.done = True
 
 
 def _fetch_budget(
