@@ -150,6 +150,9 @@ async def single_node_cells(port: int, db_path: str, args, tag: str) -> dict:
         await bench.commit_closed(clients, args.warmup, f"{tag}-warm")
         res = {"commit": await bench.commit_closed(clients, args.seconds, tag)}
         bench.say(f"{tag}: commit {res['commit']['commits_per_s']:,.0f}/s")
+        # the targets are read from the server's file: a read request first, so that the
+        # replicated coordinator commits what it applied (its reads do; another process's don't)
+        await clients[0].request(_LATEST)
         targets = floor.lookup_targets(db_path, args.tail, 10_000)
         await bench.find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
         res["find"] = await bench.find_cell(
