@@ -458,14 +458,18 @@ def table(res: dict, args) -> str:
 
 
 def _start_unpinned(cmd: list[str], start_timeout_s: float = 30.0, **popen: Any) -> tuple:
-    """Start a server (``popen``: more ``subprocess.Popen`` arguments, e.g. ``env``, ``cwd``);
-    return (process, PLAINTEXT port) once it printed its listener."""
+    """Start a server on every CPU (``popen``: more ``subprocess.Popen`` arguments, e.g. ``env``,
+    ``cwd``); return (process, PLAINTEXT port) once it printed its listener. A child inherits
+    this process's CPU affinity, and the load generator may be pinned to CPU 0: the server's is
+    reset to all CPUs before it starts its threads."""
     import re
     import subprocess
 
     proc = subprocess.Popen(
         cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, **popen
     )
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(proc.pid, range(os.cpu_count() or 1))
     deadline = time.monotonic() + start_timeout_s
     for line in proc.stdout:
         m = re.search(r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)", line)
