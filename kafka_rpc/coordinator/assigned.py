@@ -54,7 +54,9 @@ it is (its exceptions propagate).
   owner). Each node's metadata publisher does the same on the partitions it leads, so every
   partition's leader initializes the topic. Per entry: NONE if every led partition answered
   NONE, else the first other code (``delete_topics``: NONE if any deleted it); NOT_COORDINATOR
-  when this node leads none; COORDINATOR_NOT_AVAILABLE (raised) when no replica runs here yet.
+  when this node leads none, and for a topic the image does not know (a broker's own
+  InitDisklessTopics) when this node does not lead partition 0, that topic's only owner;
+  COORDINATOR_NOT_AVAILABLE (raised) when no replica runs here yet.
 * ``list_partitions``: each topic-partition held by the replica of its owning coordinator
   partition (the server's retention task sends those to ``enforce_retention``, which routes them
   to their owner again: retention runs per coordinator partition on its leader), except the
@@ -521,18 +523,36 @@ class AssignedBatchCoordinator(BatchCoordinator):
     async def create_topic_and_partitions(
         self, requests: Sequence[CreateTopicAndPartitionsRequest]
     ) -> list[int]:
-        return await self._on_every_led(
+        codes = await self._on_every_led(
             len(requests),
             lambda t: t.create_topic_and_partitions(requests),
             lambda codes: next((c for c in codes if c != Errors.NONE), Errors.NONE),
         )
+        return self._owner_not_led(codes, [r.topic_id for r in requests])
 
     async def delete_topics(self, topic_ids: Sequence[uuid.UUID]) -> list[int]:
-        return await self._on_every_led(
+        codes = await self._on_every_led(
             len(topic_ids),
             lambda t: t.delete_topics(topic_ids),
             lambda codes: Errors.NONE if Errors.NONE in codes else codes[0],
         )
+        return self._owner_not_led(codes, list(topic_ids))
+
+    def _owner_not_led(self, codes: list[int], topic_ids: list[uuid.UUID]) -> list[int]:
+        """NOT_COORDINATOR instead of NONE for a topic the metadata image does not know (a
+        broker's own InitDisklessTopics / DeleteDisklessTopics) when this node does not lead
+        coordinator partition 0, its owner: a mapping names only topics of the image, so such a
+        topic lives on partition 0 alone, and no other node's metadata publisher will create or
+        delete it there. The broker retries at the coordinator FindCoordinator names. (A topic
+        of the image is created on each coordinator partition by that partition's leader's
+        publisher, so this node's NONE for the partitions it leads stands.)"""
+        controller = self._controller
+        zero = self.replica(DEFAULT_PARTITION)
+        if controller is None or (zero is not None and zero.is_writable):
+            return codes
+        topics = controller.image.topics
+        return [NOT_COORDINATOR if c == Errors.NONE and t not in topics else c
+                for c, t in zip(codes, topic_ids, strict=True)]  # fmt: skip
 
     async def commit_file(
         self,

@@ -312,3 +312,26 @@ async def test_topics_are_created_and_deleted_on_every_led_partition(tmp_path):
         assert await c.delete_topics([A]) == [Errors.UNKNOWN_TOPIC_OR_PARTITION]
     finally:
         await c.close()
+
+
+async def test_a_topic_outside_the_image_needs_the_leader_of_partition_0(tmp_path):
+    """A broker's InitDisklessTopics for a topic the metadata image does not know: only
+    coordinator partition 0 can own it (mappings name topics of the image), so a node that
+    leads partition 1 but not 0 answers NOT_COORDINATOR for it, not NONE; a topic of the image
+    is created on the partitions it leads (their leaders' publishers do the rest)."""
+    c, _ = await started(tmp_path, {0: (2, 3), 1: (1,)})
+    try:
+        outside = uuid.UUID(int=0xC << 64 | 1)
+        assert await c.create_topic_and_partitions([CTP(A, "a", 4), CTP(outside, "c", 1)]) == [
+            0, NOT_COORDINATOR
+        ]  # fmt: skip
+        assert await c.delete_topics([A, outside]) == [0, NOT_COORDINATOR]
+    finally:
+        await c.close()
+    c, _ = await started(tmp_path / "all", ALL3())
+    try:  # leading partition 0: the topic is created and deleted
+        outside = uuid.UUID(int=0xC << 64 | 1)
+        assert await c.create_topic_and_partitions([CTP(outside, "c", 1)]) == [0]
+        assert await c.delete_topics([outside]) == [0]
+    finally:
+        await c.close()
