@@ -11,6 +11,8 @@ with the raw-sqlite3 floor and the default SQLite server, in ONE run (each cell 
 * **replicated, 3 nodes** - three ``kafka-rpc serve`` processes, each a replica of the same
   partition (voters = their controller listeners), NOT pinned (the three and this load generator
   share the machine's CPUs): commits go to the leader; lookups on the leader and on a follower.
+  Their CPU per commit (``/proc/<pid>/stat``, the three summed, the lag probe's work included)
+  and the load generator's are in the table: on two CPUs, their sum bounds the rate.
   **Follower lag**: during the 3-node commit cell a probe commits one batch to the leader every
   ``--probe-ms`` (20) and polls a follower's ListDisklessOffsets (LATEST) until its high
   watermark covers the batch: lag = first poll seeing it - the leader's acknowledgement (poll
@@ -220,6 +222,10 @@ def table(res: dict, args) -> str:
     ff = res["find_floor"]["lookups_per_s"]
 
     def commit_row(name: str, cell: dict, where: str) -> str:
+        us = cell.get("server_cpu_us_per_commit")
+        if us is not None:  # the servers' CPU and the load generator's, per commit
+            gen = cell["loadgen_cpu"] / cell["commits_per_s"] * 1e6
+            where += f"; CPU per commit: server(s) {us:,.0f} us, load generator {gen:,.0f} us"
         return (
             f"| {name} | commit closed loop, {CONNS} conns | **{cell['commits_per_s']:,.0f}**"
             f" commits/s | {cell['p50_ms']:.1f} / {cell['p99_ms']:.1f} | {cf:,.0f} (before"
@@ -304,6 +310,7 @@ def main_replicated(args) -> None:
             proc, ports[i] = bench._start_unpinned(_serve_cmd(d, url, cports[i], i))
             procs.append(proc)
             dbs[i] = os.path.join(d, "coordinator", "__diskless-metadata-0", "coordinator.db")
+        bench.SERVER_PID = [p.pid for p in procs[-3:]]  # CPU per commit: the three in all
         res["replicated_3"] = uvloop.run(three_node_cells(ports, dbs, args))
         bench._stop(procs)
         bench.say("commit floor (after)")
