@@ -48,6 +48,10 @@ def make_coordinator(kind: str, tmp_path, clock: Clock, dsn=None, **options) -> 
         return PostgresBatchCoordinator(dsn, time_ms=clock, **options)
     if kind == "replicated":  # one __diskless-metadata partition on a single-voter Raft log
         return ReplicatedBatchCoordinator(tmp_path / "logs", time_ms=clock, **options)
+    if kind == "replicated-3":  # three replicas over real sockets, every call on the leader
+        from tests.replicated_cluster import LeaderOfThree
+
+        return LeaderOfThree(tmp_path / "three", clock, **options)
     if kind == "sqlite-thread-reads":  # every read through the reader thread (no inline reads)
         options.setdefault("inline_read_max_partitions", 0)
     return SqliteBatchCoordinator(str(tmp_path / "coord.db"), time_ms=clock, **options)
@@ -55,9 +59,13 @@ def make_coordinator(kind: str, tmp_path, clock: Clock, dsn=None, **options) -> 
 
 # "sqlite" answers small reads on the loop's thread, "sqlite-thread-reads" never does: the
 # contract holds for both read paths. "replicated" is ReplicatedBatchCoordinator with one replica
-# (writes through its Raft log, applied to its SQLite state). "postgres" runs on a throw-away
-# PostgreSQL cluster (one per session, a fresh database per test; see tests/pg_cluster.py).
-IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads", "replicated", "postgres"]
+# (writes through its Raft log, applied to its SQLite state); "replicated-3" three replicas of one
+# partition through three servers' controller listeners, each call on the current leader, and the
+# three SQLite states compared row by row at the end (tests/replicated_cluster.py). "postgres"
+# runs on a throw-away PostgreSQL cluster (one per session, a fresh database per test; see
+# tests/pg_cluster.py).
+IMPLEMENTATIONS = ["memory", "sqlite", "sqlite-thread-reads", "replicated", "replicated-3",
+                   "postgres"]  # fmt: skip
 
 
 def _dsn(request) -> str | None:

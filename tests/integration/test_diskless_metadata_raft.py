@@ -9,7 +9,6 @@ that was down catches up from a snapshot fetched with FetchSnapshot."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import tempfile
 import uuid
 from pathlib import Path
@@ -27,113 +26,15 @@ from kafka_rpc.coordinator.api import (
 from kafka_rpc.coordinator.replicated import (
     DISKLESS_METADATA_TOPIC_NAME,
     NOT_COORDINATOR,
-    ReplicatedBatchCoordinator,
 )
-from kafka_rpc.handlers.raft import register_partition, unregister_partition
 from kafka_rpc.protocol import codec
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.driver import monotonic_ms
-from tests.contract.conftest import Clock, batch, chain
+from tests.contract.conftest import batch, chain
 from tests.contract.test_differential import TOPICS, apply, op_st
-from tests.integration.conftest import start_server
+from tests.replicated_cluster import cluster, until
 
 pytestmark = pytest.mark.integration
-
-TIMEOUT = 15.0
-RAFT = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "fetch_max_wait_ms": 100}
-
-
-async def until(pred, what: str, timeout: float = TIMEOUT):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
-
-
-class Cluster:
-    """Three servers (each its own single-voter metadata quorum) and three replicas of one
-    ``__diskless-metadata`` partition whose voters are the servers' controller listeners."""
-
-    def __init__(self, root: Path, **options) -> None:
-        self.root = root
-        self.options = options
-        self.topic_id = uuid.uuid4()
-        self.servers: dict[int, object] = {}
-        self.coords: dict[int, ReplicatedBatchCoordinator] = {}
-        self.voters: dict[int, tuple[str, int]] = {}
-        self.clock = Clock()
-
-    async def start(self) -> None:
-        for i in (1, 2, 3):
-            running = await start_server(self.root / f"s{i}")
-            self.servers[i] = running
-            self.voters[i] = ("127.0.0.1", running.port("CONTROLLER"))
-        for i in (1, 2, 3):
-            await self.start_replica(i)
-
-    async def start_replica(self, i: int) -> ReplicatedBatchCoordinator:
-        c = ReplicatedBatchCoordinator(
-            self.root / f"r{i}",
-            node_id=i,
-            voters=self.voters,
-            topic_id=self.topic_id,
-            cluster_id="diskless-test",
-            time_ms=self.clock,
-            producer_id_expiration_ms=4000,
-            shutdown_timeout_ms=1000,
-            raft_options={**RAFT, **self.options},
-        )
-        await c.start()
-        register_partition(
-            self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0, c.driver
-        )
-        self.coords[i] = c
-        return c
-
-    async def stop_replica(self, i: int) -> None:
-        c = self.coords.pop(i)
-        unregister_partition(self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0)
-        await c.close()
-
-    async def leader(self) -> ReplicatedBatchCoordinator:
-        def find():
-            leaders = [c for c in self.coords.values() if c.is_writable]
-            return leaders[0] if len(leaders) == 1 else None
-
-        return await until(find, "one writable leader")
-
-    async def caught_up(self) -> None:
-        def done():
-            lead = [c for c in self.coords.values() if c.is_leader]
-            if len(lead) != 1:
-                return False
-            end = lead[0].applied_offset
-            return all(c.applied_offset == end for c in self.coords.values())
-
-        await until(done, "every replica to apply the leader's log")
-
-    async def close(self) -> None:
-        for i in list(self.coords):
-            with contextlib.suppress(Exception):
-                await self.stop_replica(i)
-        for running in self.servers.values():
-            with contextlib.suppress(Exception):
-                await running.stop()
-
-
-@contextlib.asynccontextmanager
-async def cluster(root: Path, **options):
-    c = Cluster(root, **options)
-    try:
-        await c.start()
-        yield c
-    finally:
-        await c.close()
-
 
 async def test_commits_on_the_leader_are_found_on_every_follower(tmp_path):
     async with cluster(tmp_path) as cl:
