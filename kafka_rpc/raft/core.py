@@ -266,6 +266,15 @@ class RaftCore:
         #: :meth:`deliver_committed` once it has sent what the call emitted (Kafka hands them to
         #: the listener's own thread, off the Raft I/O path). False: delivered inline.
         self.defer_delivery = False
+        #: None: a snapshot that :meth:`poll` finds due is written inline. Else it is called as
+        #: ``snapshot_writer(write)``: the state machine's records were taken inline (its state
+        #: at the committed offset), and ``write`` (no arguments) encodes them, writes, fsyncs
+        #: and renames the file, touching nothing of the core's; the driver runs it on another
+        #: thread and calls :meth:`snapshot_written` on the core's thread once it returned or
+        #: raised. Only one at a time. (Kafka generates snapshots off the Raft thread too:
+        #: ``SnapshotGenerator`` on the controller's event queue, ``RaftClient.createSnapshot``.)
+        self.snapshot_writer: Callable[[Callable[[], None]], None] | None = None
+        self._snapshot_writing: tuple[OffsetAndEpoch, Any, int] | None = None
         self._delivery_due = False
         self._delivery_due_ms = now_ms
         self._leader_change_delivered: tuple[int, int] | None = None
@@ -1724,7 +1733,8 @@ class RaftCore:
     def _maybe_snapshot(self, now: int) -> None:
         """Kafka's ``SnapshotGenerator`` triggers (DESIGN section 6) plus the KIP-630 seed's
         ``controller.snapshot.minimum.records``."""
-        if self._records_since_snapshot == 0 or self._next_offset <= 0:
+        if (self._records_since_snapshot == 0 or self._next_offset <= 0
+                or self._snapshot_writing is not None):  # fmt: skip
             return
         c = self.config
         due = self._bytes_since_snapshot >= c.snapshot_max_record_bytes
@@ -1733,13 +1743,15 @@ class RaftCore:
         if c.snapshot_interval_ms > 0 and now - self._last_snapshot_ms >= c.snapshot_interval_ms:
             due = True
         if due:
-            self.create_snapshot(now)
+            self.create_snapshot(now, background=self.snapshot_writer is not None)
 
-    def create_snapshot(self, now: int) -> OffsetAndEpoch | None:
+    def create_snapshot(self, now: int, background: bool = False) -> OffsetAndEpoch | None:
         """Write the state machine's committed state as snapshot ``(committed offset, epoch of
         its last batch)`` (``%020d-%010d.checkpoint``): a SnapshotHeader control batch, the
         records in batches of 1,024, a SnapshotFooter (kraft.md 2.2). Returns the id, or None
-        when there is nothing new (the id exists, or is below the log start)."""
+        when there is nothing new (the id exists, or is below the log start). ``background``:
+        the file work goes to :attr:`snapshot_writer`, and the snapshot exists once
+        :meth:`snapshot_written` says so."""
         sid = OffsetAndEpoch(self._next_offset, self._last_delivered_epoch)
         self._bytes_since_snapshot = self._records_since_snapshot = 0
         self._last_snapshot_ms = now
@@ -1750,25 +1762,49 @@ class RaftCore:
         records = self.sm.snapshot_records()
         ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else self._wall(now)
         w = self.log.create_snapshot(sid)
-        try:
-            header = codec.encode(_SnapHeader(version=0, last_contained_log_timestamp=ts), 0)
-            pos = 0
-            w.append(encode_control_batch(pos, sid.epoch, [(CONTROL_SNAPSHOT_HEADER, header)],
-                                          ts).data)  # fmt: skip
-            pos += 1
-            for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
-                chunk = records[i : i + SNAPSHOT_BATCH_RECORDS]
-                w.append(encode_batch(pos, sid.epoch, chunk, ts).data)
-                pos += len(chunk)
-            footer = codec.encode(_SnapFooter(version=0), 0)
-            w.append(encode_control_batch(pos, sid.epoch, [(CONTROL_SNAPSHOT_FOOTER, footer)],
-                                          ts).data)  # fmt: skip
-            w.freeze()
-        except BaseException:
-            w.close()
-            raise
+        background = background and self.snapshot_writer is not None
+
+        def write() -> None:
+            try:
+                header = codec.encode(_SnapHeader(version=0, last_contained_log_timestamp=ts), 0)
+                pos = 0
+                head = [(CONTROL_SNAPSHOT_HEADER, header)]
+                w.append(encode_control_batch(pos, sid.epoch, head, ts).data)
+                pos += 1
+                for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
+                    chunk = records[i : i + SNAPSHOT_BATCH_RECORDS]
+                    w.append(encode_batch(pos, sid.epoch, chunk, ts).data)
+                    pos += len(chunk)
+                footer = codec.encode(_SnapFooter(version=0), 0)
+                foot = [(CONTROL_SNAPSHOT_FOOTER, footer)]
+                w.append(encode_control_batch(pos, sid.epoch, foot, ts).data)
+                w.freeze(notify=not background)
+            except BaseException:
+                w.close()
+                raise
+
+        if background:
+            assert self.snapshot_writer is not None
+            self._snapshot_writing = (sid, w, len(records))
+            self.snapshot_writer(write)
+            return sid
+        write()
         log.info("node %d: snapshot %s written (%d records)", self.node_id, sid, len(records))
         return sid
+
+    def snapshot_written(self, error: BaseException | None) -> None:
+        """The background write of :meth:`create_snapshot` ended: the snapshot now exists for
+        the log, or ``error`` (logged; the part file was removed, the next trigger tries
+        again)."""
+        if self._snapshot_writing is None:
+            return
+        (sid, w, n), self._snapshot_writing = self._snapshot_writing, None
+        if error is None:
+            w.notify_frozen()
+            log.info("node %d: snapshot %s written (%d records, in the background)",
+                     self.node_id, sid, n)  # fmt: skip
+        else:
+            log.error("node %d: writing snapshot %s failed: %r", self.node_id, sid, error)
 
     def _snapshot_timestamp(self, sid: OffsetAndEpoch) -> int:
         r = self.log.read_snapshot(sid)

@@ -51,7 +51,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
@@ -83,7 +83,9 @@ class RaftDriver:
     ``shutdown_timeout_ms`` bounds :meth:`stop`'s graceful resignation;
     ``retry_backoff_ms`` is the pause after an unexpected exception in the loop;
     ``thread_flush_alone``: a single-voter leader fsyncs on the fsync thread as a leader with
-    followers does (default: inline)."""
+    followers does (default: inline); ``background_snapshots``: a snapshot the core finds due is
+    encoded, written and fsynced on the loop's default executor (``RaftCore.snapshot_writer``),
+    only the state machine's records are taken on the loop (default: all inline)."""
 
     def __init__(
         self,
@@ -98,6 +100,7 @@ class RaftDriver:
         client_id: str | None = None,
         client_security: Any = None,
         thread_flush_alone: bool = False,
+        background_snapshots: bool = False,
     ) -> None:
         self.core = core
         self.log = log
@@ -139,6 +142,11 @@ class RaftDriver:
         # its requests and settled the commit waiters (_step, _deliver_committed)
         core.defer_delivery = True
         self._delivery_scheduled = False
+        # background_snapshots: a due snapshot's file work (encode, write, fsync, rename) runs
+        # on the loop's default executor, not the loop (RaftCore.snapshot_writer)
+        self._snapshot_fut: asyncio.Future | None = None
+        if background_snapshots:
+            core.snapshot_writer = self._write_snapshot
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -200,6 +208,10 @@ class RaftDriver:
         if self._flushing is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait([self._flushing])
+        if self._snapshot_fut is not None:  # its file is the snapshot's own: let it finish
+            with contextlib.suppress(Exception):
+                await asyncio.wait([self._snapshot_fut])
+            await asyncio.sleep(0)  # its done callback tells the core
         if self._fsync_thread is not None:
             self._fsync_queue.put(None)
             self._fsync_thread.join()
@@ -210,6 +222,22 @@ class RaftDriver:
         except Exception:
             log.exception("raft: final log flush failed")
         self.log.close()
+
+    def _write_snapshot(self, write: Callable[[], None]) -> None:
+        """``RaftCore.snapshot_writer``: run ``write`` on the default executor; the core hears
+        of the end on the loop (:meth:`_snapshot_done`)."""
+        self._snapshot_fut = asyncio.get_running_loop().run_in_executor(None, write)
+        self._snapshot_fut.add_done_callback(self._snapshot_done)
+
+    def _snapshot_done(self, fut: asyncio.Future) -> None:
+        self._snapshot_fut = None
+        error = asyncio.CancelledError() if fut.cancelled() else fut.exception()
+        try:
+            self.core.snapshot_written(error)
+        except Exception:
+            log.exception("raft: finishing a snapshot failed")
+        if not self._stopping:
+            self._input_done()
 
     def _shutdown_complete(self) -> bool:
         try:

@@ -244,9 +244,11 @@ class FileRawSnapshotWriter:
                 self._writer.shutdown(wait=True)
                 self._writer = None
 
-    def freeze(self) -> None:
+    def freeze(self, notify: bool = True) -> None:
         """fsync the part file, close it, make it read-only, rename it atomically to
-        ``.checkpoint`` and fsync the directory; the snapshot then exists for the log."""
+        ``.checkpoint`` and fsync the directory; the snapshot then exists for the log (its
+        :meth:`FileLog.snapshot_ids`), at once or, with ``notify=False`` (the file work done on
+        another thread), once :meth:`notify_frozen` is called on the log's thread."""
         if self.frozen or self._fd is None:
             raise ValueError(f"snapshot {self.snapshot_id} is frozen or closed")
         self._drain()
@@ -259,7 +261,12 @@ class FileRawSnapshotWriter:
         _fsync_dir(self.directory)
         self.path = final
         self.frozen = True
-        if self._on_frozen is not None:
+        if notify:
+            self.notify_frozen()
+
+    def notify_frozen(self) -> None:
+        """Tell the log that this frozen snapshot exists (see :meth:`freeze`)."""
+        if self.frozen and self._on_frozen is not None:
             self._on_frozen(self.snapshot_id)
 
     def close(self) -> None:

@@ -57,6 +57,7 @@ class MemorySnapshotWriter:
         self._log = log
         self._incarnation = log.incarnation
         self._parts: list[bytes] | None = []
+        self._data: bytes | None = None  # frozen, not yet visible (freeze(notify=False))
 
     def _check(self) -> list[bytes]:
         if self._parts is None or self.frozen:
@@ -70,12 +71,20 @@ class MemorySnapshotWriter:
         self._check().append(bytes(data))
         self.size += len(data)
 
-    def freeze(self) -> None:
-        """Make the snapshot visible and durable (the file log fsyncs and renames)."""
-        data = b"".join(self._check())
+    def freeze(self, notify: bool = True) -> None:
+        """Make the snapshot visible and durable (the file log fsyncs and renames); with
+        ``notify=False`` visible only once :meth:`notify_frozen` is called."""
+        self._data = b"".join(self._check())
         self._parts = None
         self.frozen = True
-        self._log._on_frozen(self.snapshot_id, data)
+        if notify:
+            self.notify_frozen()
+
+    def notify_frozen(self) -> None:
+        """Make the frozen snapshot visible to the log (see :meth:`freeze`)."""
+        if self.frozen and self._data is not None:
+            data, self._data = self._data, None
+            self._log._on_frozen(self.snapshot_id, data)
 
     def close(self) -> None:
         """Without :meth:`freeze`: discard it (abort)."""

@@ -6,6 +6,7 @@ are in tests/integration/test_diskless_metadata_raft.py.)"""
 from __future__ import annotations
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -148,6 +149,63 @@ async def test_lost_database_is_rebuilt_from_a_snapshot_and_the_tail(tmp_path):
         assert _without_applied(c.state_rows()) == _without_applied(rows)
         found = await c.find_batches([FindBatchRequest(t.tp(1), 0, 10_000)], 10_000)
         assert [b.base_offset for b in found[0].batches] == [0, 1, 2]
+    finally:
+        await c.close()
+
+
+async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatch):
+    """The driver's background snapshots: the SQLite image is taken on the loop, its encoding,
+    writing and fsync run on another thread; the snapshot then exists, and a lost database is
+    rebuilt from it and the tail. A failed background write leaves no part file and the next
+    trigger writes one."""
+    from kafka_rpc.raft import file_log
+
+    threads: list[str] = []
+    real_append = file_log.FileRawSnapshotWriter.append
+
+    def append(self, data):  # records which thread writes snapshot batches
+        threads.append(threading.current_thread().name)
+        return real_append(self, data)
+
+    monkeypatch.setattr(file_log.FileRawSnapshotWriter, "append", append)
+    real_freeze = file_log.FileRawSnapshotWriter.freeze
+    fail = [True]
+
+    def freeze(self, notify=True):  # the first background write fails once its file is written
+        if fail[0]:
+            fail[0] = False
+            raise OSError("disk full (test)")
+        return real_freeze(self, notify)
+
+    monkeypatch.setattr(file_log.FileRawSnapshotWriter, "freeze", freeze)
+    # every delivery makes a snapshot due (no growth of the trigger with the image)
+    monkeypatch.setattr("kafka_rpc.coordinator.replicated.SNAPSHOT_LOG_PER_IMAGE", 0)
+    clock = Clock()
+    c = await _started(tmp_path, clock, raft_options={"snapshot_max_record_bytes": 1})
+    try:
+        t = await _topic(c)
+        await t.commit(*chain(t.tp(0), 2))
+        log_ = c.core.log
+        for _ in range(500):  # bounded: the first write fails, a later trigger succeeds
+            if log_.snapshot_ids():
+                break
+            await t.commit(batch(t.tp(1)))
+            await asyncio.sleep(0.01)
+        assert log_.snapshot_ids(), "no background snapshot"
+        assert not fail[0]  # the failed one came first
+        assert not list(c.directory.glob("*.part"))
+        loop_thread = threading.current_thread().name
+        assert threads and all(name != loop_thread for name in threads)
+        rows = c.state_rows()
+        db = c.db_path
+    finally:
+        await c.close()
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    c = await _started(tmp_path, clock)
+    try:
+        assert c.snapshots_loaded == 1
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
     finally:
         await c.close()
 

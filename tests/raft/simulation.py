@@ -19,6 +19,7 @@ raises :class:`InvariantViolation` naming the seed.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import random
 from collections.abc import Callable, Sequence
@@ -128,6 +129,10 @@ class Cluster:
         # (RaftCore.defer_delivery), and how late: a stream of its own, so the main one's draws
         # (and the runs of earlier seeds) stay as they were
         self.defer_rng = random.Random(f"defer-{seed}")
+        # which incarnations write due snapshots in the background (RaftCore.snapshot_writer, as
+        # RaftDriver(background_snapshots=True) does) and how late each one ends: a stream of
+        # its own too
+        self.snap_rng = random.Random(f"snapshot-{seed}")
         self.inv = Invariants(self)
         self.appended = 0
         self.events = 0
@@ -165,6 +170,8 @@ class Cluster:
             self.now,
         )
         n.core.defer_delivery = self.defer_rng.random() < 0.5
+        if self.snap_rng.random() < 0.5:
+            n.core.snapshot_writer = functools.partial(self._background_snapshot, n, n.incarnation)
         n.delivering = False
         self.inv.on_restart(n)
         self._after(n)
@@ -209,6 +216,22 @@ class Cluster:
             return
         n.delivering = False
         n.core.deliver_committed(self.now)
+        self._after(n)
+
+    def _background_snapshot(self, n: Node, inc: int, write: Callable[[], None]) -> None:
+        end = self.now + self.snap_rng.randint(0, 40)
+        self.at(end, lambda: self._snapshot_written(n, inc, write))
+
+    def _snapshot_written(self, n: Node, inc: int, write: Callable[[], None]) -> None:
+        """A background snapshot's file work ends (a crash meanwhile lost it with the node)."""
+        if n.core is None or n.incarnation != inc:
+            return
+        error = None
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - handed to the core, as the driver does
+            error = exc
+        n.core.snapshot_written(error)
         self._after(n)
 
     def _flushed(self, n: Node, inc: int) -> None:
