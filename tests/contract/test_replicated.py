@@ -41,6 +41,12 @@ def _without_applied(rows: dict) -> dict:
     return {k: v for k, v in rows.items() if k != "raft_applied"}
 
 
+def _lose_database(db) -> None:
+    """Delete the SQLite file of a closed replica with its WAL and shared-memory files."""
+    for suffix in ("", "-wal", "-shm"):
+        db.with_name(db.name + suffix).unlink(missing_ok=True)
+
+
 async def _topic(c) -> Topic:
     t = uuid.uuid4()
     assert await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 2)]) == [0]
@@ -111,8 +117,7 @@ async def test_lost_database_is_rebuilt_from_the_log(tmp_path):
         db = c.db_path
     finally:
         await c.close()
-    for suffix in ("", "-wal", "-shm"):
-        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    _lose_database(db)
     c = await _started(tmp_path, clock)
     try:
         assert c.applied_records == 5  # create, 3 commits, delete_records: the whole log
@@ -140,8 +145,7 @@ async def test_lost_database_is_rebuilt_from_a_snapshot_and_the_tail(tmp_path):
         db = c.db_path
     finally:
         await c.close()
-    for suffix in ("", "-wal", "-shm"):
-        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    _lose_database(db)
     c = await _started(tmp_path, clock)
     try:
         assert c.snapshots_loaded == 1
@@ -200,8 +204,7 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
         db = c.db_path
     finally:
         await c.close()
-    for suffix in ("", "-wal", "-shm"):
-        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    _lose_database(db)
     c = await _started(tmp_path, clock)
     try:
         assert c.snapshots_loaded == 1
@@ -309,8 +312,7 @@ async def test_upgrade_from_a_phase_1_sqlite_database(tmp_path):
         assert _without_applied(c.state_rows()) == _without_applied(rows)
     finally:
         await c.close()
-    for suffix in ("", "-wal", "-shm"):
-        db.with_name(db.name + suffix).unlink(missing_ok=True)
+    _lose_database(db)
     c = await _started(logs, clock)
     try:  # rebuilt from the log alone: the import record, then the commits after it
         assert c.imports_applied == 1
