@@ -1786,7 +1786,12 @@ class RaftCore:
         if background:
             assert self.snapshot_writer is not None
             self._snapshot_writing = (sid, w, len(records))
-            self.snapshot_writer(write)
+            try:
+                self.snapshot_writer(write)
+            except BaseException:
+                self._snapshot_writing = None
+                w.close()
+                raise
             return sid
         write()
         log.info("node %d: snapshot %s written (%d records)", self.node_id, sid, len(records))
