@@ -63,6 +63,7 @@ import contextlib
 import logging
 import random
 import sqlite3
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -311,6 +312,52 @@ def _chunk_records(image: bytes | bytearray) -> list[bytes]:
         assert head[-2:] == b"\x01\x00"  # compact bytes length 0 + 1, tagged fields 0
         out.append(b"".join((head[:-2], uvarint_bytes(len(data) + 1), data, b"\x00")))
     return out
+
+
+class _ImageChunks(Sequence):
+    """The ``DisklessSnapshotChunkRecord`` records of the database ``db_path`` as of now, read
+    later (:meth:`ReplicatedBatchCoordinator.snapshot_records`).
+
+    The constructor opens a read-only connection and starts a read transaction on it (WAL: the
+    committed state at this moment stays readable whatever is committed after); ``size`` (bytes)
+    and ``len`` (records) come from the page count. The first item read serializes the image
+    under that transaction, on whichever thread reads it, cuts it with :func:`_chunk_records`
+    and closes the connection."""
+
+    def __init__(self, db_path: Path) -> None:
+        conn = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, check_same_thread=False)
+        try:
+            conn.execute("BEGIN")
+            conn.execute("SELECT next_offset FROM raft_applied").fetchall()  # the snapshot
+            (page_size,) = conn.execute("PRAGMA page_size").fetchone()
+            (pages,) = conn.execute("PRAGMA page_count").fetchone()
+        except BaseException:
+            conn.close()
+            raise
+        self.size = page_size * pages
+        self._conn: sqlite3.Connection | None = conn
+        self._records: list[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return max(1, -(-self.size // SNAPSHOT_CHUNK_BYTES))
+
+    def __getitem__(self, index: Any) -> Any:
+        return self._load()[index]
+
+    def _load(self) -> list[bytes]:
+        with self._lock:
+            if self._records is None:
+                conn, self._conn = self._conn, None
+                assert conn is not None
+                try:
+                    image = _image_of(conn)
+                finally:
+                    conn.close()
+                if len(image) != self.size:
+                    raise RuntimeError(f"an image of {len(image)} bytes, {self.size} expected")
+                self._records = _chunk_records(image)
+            return self._records
 
 
 # -- the coordinator ---------------------------------------------------------------------------
@@ -898,7 +945,11 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._ops.drop()
 
     def snapshot_records(self) -> list[bytes]:
-        """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image).
+        """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image), as an
+        :class:`_ImageChunks` sequence: the state is fixed here (a read transaction on a
+        connection of its own, after committing what was applied), the image is read and cut
+        when the records are first read -- by the driver's background snapshot writer, off the
+        event loop.
 
         The next snapshot then waits for ``SNAPSHOT_LOG_PER_IMAGE`` times as many record bytes
         as this image (the core's ``snapshot_max_record_bytes`` raised to that, never below its
@@ -906,12 +957,12 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         amortised over several times as much log as it replaces."""
         assert self._conn is not None
         self.commit_applied()
-        image = _image_of(self._conn)
+        chunks = _ImageChunks(self.db_path)
         if self.core is not None:
             self.core.config.snapshot_max_record_bytes = max(
-                self._snapshot_bytes_floor, SNAPSHOT_LOG_PER_IMAGE * len(image)
+                self._snapshot_bytes_floor, SNAPSHOT_LOG_PER_IMAGE * chunks.size
             )
-        return _chunk_records(image)
+        return chunks  # type: ignore[return-value] - a read-only sequence of the records
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         self._leader = (leader_id, epoch)

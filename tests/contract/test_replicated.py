@@ -6,7 +6,9 @@ are in tests/integration/test_diskless_metadata_raft.py.)"""
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+import time
 import uuid
 
 import pytest
@@ -157,11 +159,11 @@ async def test_lost_database_is_rebuilt_from_a_snapshot_and_the_tail(tmp_path):
         await c.close()
 
 
-async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatch):
-    """The driver's background snapshots: the SQLite image is taken on the loop, its encoding,
-    writing and fsync run on another thread; the snapshot then exists, and a lost database is
-    rebuilt from it and the tail. A failed background write leaves no part file and the next
-    trigger writes one."""
+async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatch, caplog):
+    """The driver's background snapshots: the state is fixed on the loop (a read transaction),
+    the SQLite image is serialized, encoded, written and fsynced on another thread; the snapshot
+    then exists, and a lost database is rebuilt from it and the tail. A failed background write
+    leaves no part file and the next trigger writes one."""
     from kafka_rpc.raft import file_log
 
     threads: list[str] = []
@@ -172,6 +174,17 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
         return real_append(self, data)
 
     monkeypatch.setattr(file_log.FileRawSnapshotWriter, "append", append)
+    from kafka_rpc.coordinator import replicated
+
+    real_image_of = replicated._image_of
+    serialized: list[str] = []
+
+    def image_of(conn):  # records which thread serializes the SQLite image, slowly
+        serialized.append(threading.current_thread().name)
+        time.sleep(0.05)  # commits go on meanwhile: the image must still be the snapshot's state
+        return real_image_of(conn)
+
+    monkeypatch.setattr(replicated, "_image_of", image_of)
     real_freeze = file_log.FileRawSnapshotWriter.freeze
     fail = [True]
 
@@ -185,7 +198,9 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
     # every delivery makes a snapshot due (no growth of the trigger with the image)
     monkeypatch.setattr("kafka_rpc.coordinator.replicated.SNAPSHOT_LOG_PER_IMAGE", 0)
     clock = Clock()
-    c = await _started(tmp_path, clock, raft_options={"snapshot_max_record_bytes": 1})
+    # every group committed at once, so later commits reach the file while the image is read
+    c = await _started(tmp_path, clock, raft_options={"snapshot_max_record_bytes": 1},
+                       apply_commit_records=1)  # fmt: skip
     try:
         t = await _topic(c)
         await t.commit(*chain(t.tp(0), 2))
@@ -197,20 +212,54 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
             await asyncio.sleep(0.01)
         assert log_.snapshot_ids(), "no background snapshot"
         assert not fail[0]  # the failed one came first
-        assert not list(c.directory.glob("*.part"))
         loop_thread = threading.current_thread().name
         assert threads and all(name != loop_thread for name in threads)
+        assert serialized and all(name != loop_thread for name in serialized)
         rows = c.state_rows()
         db = c.db_path
     finally:
-        await c.close()
+        await c.close()  # waits for a snapshot being written
+    assert not list(c.directory.glob("*.part"))  # the failed one's was removed
     _lose_database(db)
-    c = await _started(tmp_path, clock)
+    with caplog.at_level(logging.WARNING, logger="kafka_rpc.coordinator.replicated"):
+        c = await _started(tmp_path, clock)
     try:
         assert c.snapshots_loaded == 1
+        # the image is the state at the snapshot's offset, not a later one
+        assert not [r for r in caplog.records if "holds applied offset" in r.getMessage()]
         assert _without_applied(c.state_rows()) == _without_applied(rows)
     finally:
         await c.close()
+
+
+def test_the_snapshot_image_is_the_state_when_the_records_were_asked_for(tmp_path):
+    """``snapshot_records`` fixes the state at once (a read transaction of its own); the image,
+    serialized later on another thread, holds nothing committed in between."""
+    import sqlite3
+
+    from kafka_rpc.coordinator.replicated import _ChunkRec, _ImageChunks
+    from kafka_rpc.protocol import codec
+
+    db = tmp_path / "c.db"
+    w = sqlite3.connect(db, isolation_level=None)
+    w.execute("PRAGMA journal_mode=WAL")
+    w.execute("CREATE TABLE raft_applied (id INTEGER PRIMARY KEY, next_offset INTEGER)")
+    w.execute("INSERT INTO raft_applied VALUES (1, 10)")
+    chunks = _ImageChunks(db)
+    w.execute("UPDATE raft_applied SET next_offset = 99")  # committed after
+    w.execute("CREATE TABLE later (x)")
+    records: list = []
+    t = threading.Thread(target=lambda: records.extend(chunks[0 : len(chunks)]))
+    t.start()
+    t.join()
+    image = b"".join(codec.decode_record(r)[0].data for r in records)
+    assert all(type(codec.decode_record(r)[0]) is _ChunkRec for r in records)
+    assert len(image) == chunks.size
+    mem = sqlite3.connect(":memory:")
+    mem.deserialize(image)
+    assert mem.execute("SELECT next_offset FROM raft_applied").fetchone() == (10,)
+    assert mem.execute("SELECT name FROM sqlite_master WHERE name = 'later'").fetchone() is None
+    w.close()
 
 
 async def test_not_the_leader_answers_not_coordinator(tmp_path):
