@@ -230,6 +230,17 @@ def batch_headers(data: bytes, pos: int = 0) -> Iterator[tuple[int, int, int, in
         pos += size
 
 
+def _read_nullable_bytes(data: bytes, p: int, end: int, what: str) -> tuple[bytes | None, int]:
+    """A record's varint-length-prefixed key or value at ``p`` (length -1: None), which must end
+    by ``end``; returns it and the position after it. Raises CorruptRecordError."""
+    n, p = _read_varint(data, p, end)
+    if n < 0:
+        return None, p
+    if p + n > end:
+        raise CorruptRecordError(f"record {what} does not fit")
+    return data[p : p + n], p + n
+
+
 def _decode_records_py(
     data: bytes, p: int, end: int, count: int
 ) -> tuple[list[bytes | None], list[bytes | None]]:
@@ -255,22 +266,10 @@ def _decode_records_py(
             p += 1
             keys.append(None)
         else:
-            klen, p = _read_varint(data, p, rend)
-            if klen >= 0:
-                if p + klen > rend:
-                    raise CorruptRecordError("record key does not fit")
-                keys.append(data[p : p + klen])
-                p += klen
-            else:
-                keys.append(None)
-        vlen, p = _read_varint(data, p, rend)
-        if vlen >= 0:
-            if p + vlen > rend:
-                raise CorruptRecordError("record value does not fit")
-            values.append(data[p : p + vlen])
-            p += vlen
-        else:
-            values.append(None)
+            key, p = _read_nullable_bytes(data, p, rend, "key")
+            keys.append(key)
+        value, p = _read_nullable_bytes(data, p, rend, "value")
+        values.append(value)
         if p < rend and data[p] == 0:  # no headers
             p += 1
         else:
