@@ -63,6 +63,7 @@ import contextlib
 import logging
 import random
 import sqlite3
+import sys
 import threading
 import time
 import uuid
@@ -546,8 +547,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 # and applies the last group (1 node, server on one CPU, alternated runs: 761-923
                 # -> 1,128-1,153 commits/s)
                 thread_flush_alone=True,
-                # a snapshot of a large SQLite image is encoded, written and fsynced off the
-                # loop (31 MB: 60-140 ms of it), only serialize() stays on it
+                # a snapshot of a large SQLite image is serialized, encoded, written and
+                # fsynced off the loop (see snapshot_records)
                 background_snapshots=True,
             )
             self.driver.start()
@@ -781,8 +782,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         results before that COMMIT: the record is committed in the Raft log, which is what makes
         it durable (a restart applies the log again from the last committed ``raft_applied``
         row), and every read of the SQLite file commits first, so no answer is ever ahead of
-        what a read sees. A transaction of 30-60 commits writes each index and ``logs`` page
-        once instead of once per fsync's worth of commits.
+        what a read sees. One transaction of up to ``apply_commit_records`` records writes each
+        index and ``logs`` page it touches once, not once per apply group (one log fsync's worth
+        of commits).
 
         Each operation stays isolated (``sqlite._run_write_group``'s rule): the group first runs
         without SAVEPOINTs; if an operation raises, the whole open transaction is rolled back
@@ -846,8 +848,6 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
 
     def _fail(self, what: str) -> None:
         """Stop applying and writing after an apply failure (see :attr:`failed`)."""
-        import sys
-
         self.failed = sys.exc_info()[1] or RuntimeError(what)
         log.error("diskless-metadata-%d: %s; SQLite rolled back to its last COMMIT (offset "
                   "below %d per raft_applied): this replica applies nothing more and answers "
