@@ -273,6 +273,25 @@ async def test_object_key_with_nul_is_refused_not_crashed(pg_dsn):
         await c.close()
 
 
+async def _same_objects(*coords, partitions: int, batches: int, records_mod: int) -> uuid.UUID:
+    """A new topic of ``partitions`` partitions on every coordinator, then the same 3 objects of
+    ``batches`` batches each (batch j on partition j % partitions, 1 + j % records_mod records),
+    every batch accepted; returns the topic id."""
+    t = uuid.uuid4()
+    for c in coords:
+        await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", partitions)])
+    for i in range(3):
+        reqs = [
+            batch(TopicIdPartition(t, j % partitions), 1 + j % records_mod, size=10 + j,
+                  byte_offset=j * 200)
+            for j in range(batches)
+        ]  # fmt: skip
+        for c in coords:
+            out = await c.commit_file(f"o{i}", 1, 20_000, reqs)
+            assert [r.error for r in out] == [0] * batches
+    return t
+
+
 async def test_find_batches_pages_beyond_one_round_trip(pg_dsn):
     """find_batches fetches 64 batches per round trip: answers spanning several pages (one
     partition alone, and several partitions in one snapshot) equal the in-memory reference's,
@@ -283,16 +302,8 @@ async def test_find_batches_pages_beyond_one_round_trip(pg_dsn):
     mem = InMemoryBatchCoordinator(time_ms=clock)
     pg = await started(pg_dsn, time_ms=clock)
     try:
-        t = uuid.uuid4()
-        for c in (mem, pg):
-            await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 2)])
-        for i in range(3):  # 3 objects x 100 batches: 150 batches per partition
-            reqs = [
-                batch(TopicIdPartition(t, j % 2), 1 + j % 3, size=10 + j, byte_offset=j * 200)
-                for j in range(100)
-            ]
-            for c in (mem, pg):
-                assert [r.error for r in await c.commit_file(f"o{i}", 1, 20_000, reqs)] == [0] * 100
+        # 3 objects x 100 batches: 150 batches per partition
+        t = await _same_objects(mem, pg, partitions=2, batches=100, records_mod=3)
         tp0, tp1 = TopicIdPartition(t, 0), TopicIdPartition(t, 1)
         cases = [
             ([FindBatchRequest(tp0, 0, BIG)], BIG),
@@ -324,16 +335,8 @@ async def test_concurrent_find_batches_answered_together_equal_the_reference(pg_
     mem = InMemoryBatchCoordinator(time_ms=clock)
     pg = await started(pg_dsn, time_ms=clock)
     try:
-        t = uuid.uuid4()
-        for c in (mem, pg):
-            await c.create_topic_and_partitions([CreateTopicAndPartitionsRequest(t, "t", 3)])
-        for i in range(3):  # 3 objects x 90 batches: 90 per partition
-            reqs = [
-                batch(TopicIdPartition(t, j % 3), 1 + j % 4, size=10 + j, byte_offset=j * 200)
-                for j in range(90)
-            ]
-            for c in (mem, pg):
-                assert [r.error for r in await c.commit_file(f"o{i}", 1, 20_000, reqs)] == [0] * 90
+        # 3 objects x 90 batches: 90 per partition
+        t = await _same_objects(mem, pg, partitions=3, batches=90, records_mod=4)
         tp = [TopicIdPartition(t, p) for p in range(3)]
         rnd = random.Random(5)
         calls = [

@@ -41,13 +41,18 @@ record = st.tuples(
 )  # fmt: skip
 
 
-@given(base=st.integers(0, 2**40), records=st.lists(record, min_size=1, max_size=40))
-def test_batches_of_an_independent_encoder_decode(base, records):
+def _independent_batch(records) -> bytes:
+    """``records`` ((timestamp, key, value, headers) each) as one batch by kafka-python's
+    encoder, offsets spaced out so offset deltas take several varint bytes too."""
     builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 24)
     for i, (ts, key, value, headers) in enumerate(records):
-        # offsets spaced out so offset deltas take several varint bytes too
         builder.append(i * 100, 1_700_000_000_000 + ts, key, value, headers)
-    raw = bytes(builder.build())
+    return bytes(builder.build())
+
+
+@given(base=st.integers(0, 2**40), records=st.lists(record, min_size=1, max_size=40))
+def test_batches_of_an_independent_encoder_decode(base, records):
+    raw = _independent_batch(records)
     raw = struct.pack(">q", base) + raw[8:]  # the base offset is outside the CRC
     (got,) = decode_batches(raw)
     assert got.records == tuple(r[2] for r in records)
@@ -119,10 +124,7 @@ def test_native_records_reject_keys_of_another_length():
 @native
 @given(base=st.integers(0, 2**40), records=st.lists(record, min_size=1, max_size=40))
 def test_native_records_decode_an_independent_encoders_batch_as_the_reference(base, records):
-    builder = DefaultRecordBatchBuilder(2, 0, False, -1, -1, -1, 1 << 24)
-    for i, (ts, key, value, headers) in enumerate(records):
-        builder.append(i * 100, 1_700_000_000_000 + ts, key, value, headers)
-    raw = bytes(builder.build())
+    raw = _independent_batch(records)
     args = (raw, 61, len(raw), len(records))
     assert _outcome(rb._native.decode_records, *args) == _outcome(rb._decode_records_py, *args)
 
