@@ -81,6 +81,24 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def write_properties(path: Path, base: dict[str, str], node_id: int, broker_port: int,
+                     controller_port: int, voters: str, log_dir: Path,
+                     props: dict[str, str]) -> None:  # fmt: skip
+    """A combined broker+controller node's ``server.properties`` at ``path``: ``base``, then
+    ``node.id``, both listeners on 127.0.0.1 (broker port 0: any), ``controller.quorum.voters``
+    and ``log.dirs``, then ``props`` (which win)."""
+    all_props = {
+        **base,
+        "node.id": str(node_id),
+        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},"
+        f"CONTROLLER://127.0.0.1:{controller_port}",
+        "controller.quorum.voters": voters,
+        "log.dirs": str(log_dir),
+        **props,
+    }
+    path.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
+
+
 def batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
     """A FindCoordinator BATCH key, ``read:`` or ``write:`` + Kafka's 22-char URL-safe base64
     topic id + ``:partition`` (``kafka_rpc.handlers.find_coordinator``)."""
@@ -105,16 +123,8 @@ class BenchNode:
         self.home = root / f"node{node_id}"
         self.home.mkdir(parents=True, exist_ok=True)
         self.config = self.home / "server.properties"
-        all_props = {
-            **NODE_PROPS,
-            "node.id": str(node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{self.broker_port},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}",
-            "controller.quorum.voters": voters,
-            "log.dirs": str(self.home / "data"),
-            **props,
-        }
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
+        write_properties(self.config, NODE_PROPS, node_id, self.broker_port,
+                         self.controller_port, voters, self.home / "data", props)  # fmt: skip
         self.cpus = cpus
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None

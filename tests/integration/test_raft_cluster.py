@@ -36,7 +36,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
-from kafka_rpc.tools.bench_cluster import free_ports
+from kafka_rpc.tools.bench_cluster import free_ports, write_properties
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -148,15 +148,8 @@ class Node:
         self.data = self.home / "data"
         self.config = self.home / "server.properties"
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in sorted(ctrl_ports.items()))
-        all_props = {
-            **BASE_PROPS,
-            "node.id": str(node_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{self.ctrl_port}",
-            "controller.quorum.voters": voters,
-            "log.dirs": str(self.data),
-            **props,
-        }
-        self.config.write_text("".join(f"{k}={v}\n" for k, v in all_props.items()))
+        write_properties(self.config, BASE_PROPS, node_id, 0, self.ctrl_port, voters, self.data,
+                         props)  # fmt: skip
         self.proc: subprocess.Popen | None = None
         self.runs = 0
 
