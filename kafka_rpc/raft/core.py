@@ -1316,6 +1316,10 @@ class RaftCore:
 
     # -- DescribeQuorum (leader only)
     def _on_describe(self, now: int, version: int, req: Any) -> Any:
+        """Kafka ``handleDescribeQuorumRequest``: a request that is not exactly this log's one
+        topic and partition gets UNKNOWN_TOPIC_OR_PARTITION on every partition it named
+        (``DescribeQuorumRequest.getPartitionLevelErrorResponse``); a non-leader answers
+        NOT_LEADER_OR_FOLLOWER in the partition."""
         m = _DescResp
         topics = req.topics
         if (
@@ -1324,7 +1328,23 @@ class RaftCore:
             or topics[0].topic_name != self.config.topic_name
             or topics[0].partitions[0].partition_index != self.config.partition
         ):
-            return m.DescribeQuorumResponse(error_code=int(_E.INVALID_REQUEST))
+            unknown = _E.UNKNOWN_TOPIC_OR_PARTITION
+            return m.DescribeQuorumResponse(
+                topics=tuple(
+                    m.TopicData(
+                        topic_name=t.topic_name,
+                        partitions=tuple(
+                            m.PartitionData(
+                                partition_index=q.partition_index,
+                                error_code=int(unknown),
+                                error_message="This server does not host this topic-partition.",
+                            )
+                            for q in t.partitions
+                        ),
+                    )
+                    for t in topics
+                )
+            )
         return m.DescribeQuorumResponse(
             topics=(
                 m.TopicData(

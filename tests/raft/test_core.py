@@ -873,3 +873,47 @@ def test_record_timestamps_are_wall_clock_while_timers_stay_monotonic():
     (me,) = core.describe_quorum_partition(5_020).current_voters
     assert (me.last_fetch_timestamp, me.last_caught_up_timestamp) == (wall + 20, wall + 20)
     assert core.next_offset == log.end_offset  # nothing waits for the linger
+
+
+# =============================================================================== DescribeQuorum
+
+DescReq = codec.module("DescribeQuorumRequest")
+
+
+def _describe(topics):
+    return DescReq.DescribeQuorumRequest(topics=tuple(
+        DescReq.TopicData(topic_name=name, partitions=tuple(
+            DescReq.PartitionData(partition_index=i) for i in parts))
+        for name, parts in topics
+    ))  # fmt: skip
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("topics", [
+    [("__cluster_metadata", [1])],
+    [("other", [0])],
+    [("__cluster_metadata", [0, 1])],
+    [("__cluster_metadata", [0]), ("other", [0, 3])],
+])  # fmt: skip
+def test_describe_quorum_other_partition_unknown_topic_or_partition(version, topics):
+    # Kafka handleDescribeQuorumRequest: getPartitionLevelErrorResponse over what was named
+    n = leader_node()
+    resp = n.request(0, 55, version, _describe(topics))
+    assert resp.error_code == 0
+    got = [(t.topic_name, [(p.partition_index, p.error_code) for p in t.partitions])
+           for t in resp.topics]  # fmt: skip
+    assert got == [(name, [(i, E.UNKNOWN_TOPIC_OR_PARTITION) for i in parts])
+                   for name, parts in topics]  # fmt: skip
+    # the same answer survives encoding at that version (ErrorMessage only from v2)
+    wire = codec.decode("DescribeQuorumResponse", version,
+                        codec.encode(resp, version))  # fmt: skip
+    assert wire.topics[0].partitions[0].error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    if version >= 2:
+        assert wire.topics[0].partitions[0].error_message
+
+
+def test_describe_quorum_names_our_partition():
+    n = leader_node()
+    resp = n.request(0, 55, 2, _describe([("__cluster_metadata", [0])]))
+    (p,) = resp.topics[0].partitions
+    assert (p.error_code, p.leader_id) == (0, 1)
