@@ -27,6 +27,15 @@ transition writes ``quorum-state`` before the state changes in memory. Requests 
 in Kafka's order with Kafka's error codes (kraft.md 1.4-1.13); a peer's request never raises
 out of the core, never lowers the epoch and changes nothing when it is answered with an error.
 
+No response carries a partition-level INVALID_REQUEST: a Kafka node that receives one throws
+(``KafkaRaftClient.maybeHandleCommonResponse``: "Received unexpected invalid request error")
+and halts. Where Kafka's receiver answers a malformed request (a negative replica id, last
+offset or fetch offset, a last epoch above the request's epoch) at the partition level, this
+core answers a top-level INVALID_REQUEST, which Kafka's sender only logs and backs off from
+(``handleTopLevelError``). A leader claim that contradicts this node's view of its own epoch
+(Kafka's receiver throws in ``maybeTransition``) is answered with a top-level
+UNKNOWN_SERVER_ERROR and changes nothing.
+
 Static voters (``controller.quorum.voters``): a Vote, BeginQuorumEpoch or EndQuorumEpoch from a
 node outside the voter set, or received by an observer, is answered INCONSISTENT_VOTER_SET with
 no state change, as Kafka's ``validateVoterOnlyRequest`` did for static quorums (before
@@ -917,13 +926,16 @@ class RaftCore:
         p = t.partitions[0]
         return p if p.partition_index == self.config.partition else None
 
-    def _validate_voter_only(self, remote_id: int, epoch: int) -> int | None:
+    def _validate_voter_only(self, remote_id: int, epoch: int) -> tuple[int, int] | None:
+        """Kafka ``validateVoterOnlyRequest`` (plus the static voter set): None, or the error
+        as ``(top-level code, partition code)``; a negative ``remote_id`` is malformed and
+        answered at the top level (never a partition-level INVALID_REQUEST)."""
         if epoch < self.epoch:
-            return int(_E.FENCED_LEADER_EPOCH)
+            return 0, int(_E.FENCED_LEADER_EPOCH)
         if remote_id < 0:
-            return int(_E.INVALID_REQUEST)
+            return int(_E.INVALID_REQUEST), 0
         if not self.config.is_voter or remote_id not in self.voters:
-            return int(_E.INCONSISTENT_VOTER_SET)
+            return 0, int(_E.INCONSISTENT_VOTER_SET)
         return None
 
     def _validate_leader_only(self, epoch: int) -> int | None:
@@ -989,10 +1001,10 @@ class RaftCore:
         cand, cepoch = p.replica_id, p.replica_epoch
         bad_epoch = p.last_offset_epoch > cepoch if pre else p.last_offset_epoch >= cepoch
         if p.last_offset < 0 or p.last_offset_epoch < 0 or bad_epoch:
-            return self._vote_resp(version, code=int(_E.INVALID_REQUEST))
+            return self._vote_resp(version, top=int(_E.INVALID_REQUEST))
         err = self._validate_voter_only(cand, cepoch)
         if err is not None:
-            return self._vote_resp(version, code=err)
+            return self._vote_resp(version, top=err[0], code=err[1])
         if not pre and cepoch > self.epoch:
             self._to_unattached(now, cepoch)
         if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
@@ -1034,17 +1046,32 @@ class RaftCore:
             return self._begin_resp(version, top=int(_E.INVALID_REQUEST))
         err = self._validate_voter_only(p.leader_id, p.leader_epoch)
         if err is not None:
-            return self._begin_resp(version, code=err)
+            return self._begin_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
-            return self._begin_resp(version, code=int(_E.INVALID_REQUEST))
+            return self._begin_resp(version, top=self._contradicted("BeginQuorumEpoch", p))
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
             return self._begin_resp(version, code=int(_E.INVALID_VOTER_KEY))
         return self._begin_resp(version)
 
+    def _contradicted(self, api: str, p: Any) -> int:
+        """The top-level code for a leader claim that contradicts this node's view of its own
+        epoch: UNKNOWN_SERVER_ERROR, logged. Kafka's receiver throws IllegalStateException in
+        ``maybeTransition`` and its sender never gets an answer; a partition-level error would
+        halt a Kafka sender instead (INVALID_REQUEST) or make it throw in its own
+        ``maybeTransition`` (FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER naming another
+        leader), so the top level, which Kafka only logs and backs off from, is the answer."""
+        log.error(
+            "node %d: %s names leader %d in epoch %d, but this node is %s with leader %d in "
+            "that epoch; not applied", self.node_id, api, p.leader_id, p.leader_epoch,
+            self.state, self.leader_id,
+        )  # fmt: skip
+        return int(_E.UNKNOWN_SERVER_ERROR)
+
     def _leader_claim_ok(self, leader: int, epoch: int) -> bool:
         """Kafka raises IllegalStateException for these (a peer contradicting what this node
-        knows); here they are answered INVALID_REQUEST and change nothing."""
+        knows); here they are answered with a top-level error (:meth:`_contradicted`) and
+        change nothing."""
         if epoch != self.epoch:
             return True
         if leader == self.node_id:
@@ -1065,9 +1092,9 @@ class RaftCore:
             return self._end_resp(version, top=int(_E.INVALID_REQUEST))
         err = self._validate_voter_only(p.leader_id, p.leader_epoch)
         if err is not None:
-            return self._end_resp(version, code=err)
+            return self._end_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
-            return self._end_resp(version, code=int(_E.INVALID_REQUEST))
+            return self._end_resp(version, top=self._contradicted("EndQuorumEpoch", p))
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if self.state == FOLLOWER and self.leader_id == p.leader_id:
             if version >= 1:
@@ -1140,7 +1167,7 @@ class RaftCore:
             or p.last_fetched_epoch < 0
             or p.last_fetched_epoch > p.current_leader_epoch
         ):
-            return self._fetch_resp(version, code=int(_E.INVALID_REQUEST))
+            return self._fetch_resp(version, top=int(_E.INVALID_REQUEST))
         err = self._validate_leader_only(p.current_leader_epoch)
         if err is not None:
             return self._fetch_resp(version, code=err)

@@ -279,6 +279,20 @@ def fetch_snapshot_request(
 # ---------------------------------------------------------------------------- responses
 
 
+def partition_invalid_requests(resp: Any) -> list[tuple[str, int]]:
+    """Every partition of a Raft response (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch,
+    FetchSnapshot, DescribeQuorum) that carries INVALID_REQUEST, as (topic, partition). A Kafka
+    node halts on one (``KafkaRaftClient.maybeHandleCommonResponse``), so it must stay empty."""
+    out = []
+    for t in getattr(resp, "topics", None) or getattr(resp, "responses", None) or ():
+        name = getattr(t, "topic_name", None) or getattr(t, "name", None) or str(t.topic_id)
+        for p in t.partitions:
+            if p.error_code == 42:  # INVALID_REQUEST
+                index = getattr(p, "partition_index", None)
+                out.append((name, getattr(p, "index", 0) if index is None else index))
+    return out
+
+
 def vote_response(epoch: int, granted: bool, *, leader: int = -1, code: int = 0) -> Any:
     return VoteResp.VoteResponse(
         topics=(

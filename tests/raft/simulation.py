@@ -31,6 +31,7 @@ from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.core import LEADER, NotLeaderError, RaftConfig, RaftCore
 from kafka_rpc.raft.memory import MemoryLog, MemoryQuorumStateStore
 from kafka_rpc.raft.wire import for_version
+from tests.raft.conftest import partition_invalid_requests
 
 #: Versions two of our nodes negotiate (the newest of each spec).
 VERSIONS = {52: 3, 53: 2, 54: 2, 1: 18, 59: 1, 55: 2}
@@ -294,6 +295,7 @@ class Cluster:
         self.at(self.now + self.rng.randint(1, self.cfg.max_delay_ms), fail)
 
     def _send_response(self, src, dst, dst_inc, ob, version, resp) -> None:
+        self.inv.check_response(src, resp)
         if not self._deliverable(src, dst):
             return
         if self.rng.random() < self.cfg.drop:
@@ -446,6 +448,13 @@ class Invariants:
             self.check_committed(n)
             self.check_log_start(n)
             self.check_state_machine(n)
+
+    def check_response(self, src: int, resp: Any) -> None:
+        """No response carries a partition-level INVALID_REQUEST (a Kafka node halts on one:
+        ``KafkaRaftClient.maybeHandleCommonResponse``)."""
+        bad = partition_invalid_requests(resp)
+        if bad:
+            self.fail(f"node {src} answered a partition-level INVALID_REQUEST: {resp}")
 
     def check_single_leader(self, n: Node) -> None:
         core = n.core

@@ -93,18 +93,19 @@ def test_vote_idempotent_regrant_to_same_candidate():
 def test_vote_last_offset_epoch_not_below_candidate_epoch_is_invalid_request(
     local_epoch, cand_epoch
 ):
-    # checked before epoch fencing: even at a stale epoch (5 > 2) the answer is INVALID_REQUEST
+    # checked before epoch fencing: even at a stale epoch (5 > 2) the answer is INVALID_REQUEST,
+    # at the top level (a partition-level one halts a Kafka voter)
     n = make_node(2, state=ElectionState(epoch=local_epoch))
-    p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, cand_epoch, cand_epoch, 0)))
-    assert p.error_code == E.INVALID_REQUEST and p.vote_granted is False
+    resp = n.request(0, VOTE, V_VOTE, vote_request(1, cand_epoch, cand_epoch, 0))
+    assert resp.error_code == E.INVALID_REQUEST and resp.topics == ()
     assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", local_epoch, -1)
     assert n.store.writes == 0
 
 
 def test_vote_negative_last_offset_is_invalid_request():
     n = make_node(2)
-    p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, 1, 0, -1)))
-    assert p.error_code == E.INVALID_REQUEST and p.vote_granted is False
+    resp = n.request(0, VOTE, V_VOTE, vote_request(1, 1, 0, -1))
+    assert resp.error_code == E.INVALID_REQUEST and resp.topics == ()
     assert n.core.epoch == 0 and n.store.writes == 0
 
 
@@ -185,8 +186,8 @@ def test_pre_vote_granted_without_epoch_change_or_persistence():
 
 def test_pre_vote_last_epoch_above_replica_epoch_is_invalid_request():
     n = make_node(2)
-    p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, 1, 2, 0, pre_vote=True)))
-    assert p.error_code == E.INVALID_REQUEST and p.vote_granted is False
+    resp = n.request(0, VOTE, V_VOTE, vote_request(1, 1, 2, 0, pre_vote=True))
+    assert resp.error_code == E.INVALID_REQUEST and resp.topics == ()
 
 
 def test_pre_vote_rejected_by_follower_that_has_fetched_from_its_leader():
@@ -466,10 +467,8 @@ def test_fetch_wrong_cluster_id_top_level_error():
 
 def test_fetch_last_fetched_epoch_above_leader_epoch_invalid_request():
     n = leader_node(epoch=1)
-    fp = fetch_partition(n.request(0, FETCH, V_FETCH, fetch_request(2, 1, 1, 2)))
-    assert fp.error_code == E.INVALID_REQUEST
-    assert (fp.current_leader.leader_id, fp.current_leader.leader_epoch) == (1, 1)
-    assert fp.high_watermark == -1
+    resp = n.request(0, FETCH, V_FETCH, fetch_request(2, 1, 1, 2))
+    assert resp.error_code == E.INVALID_REQUEST and resp.responses == ()
 
 
 @pytest.mark.parametrize(
@@ -873,6 +872,44 @@ def test_record_timestamps_are_wall_clock_while_timers_stay_monotonic():
     (me,) = core.describe_quorum_partition(5_020).current_voters
     assert (me.last_fetch_timestamp, me.last_caught_up_timestamp) == (wall + 20, wall + 20)
     assert core.next_offset == log.end_offset  # nothing waits for the linger
+
+
+# ================================================ no partition-level INVALID_REQUEST (Kafka halts)
+
+
+@pytest.mark.parametrize("api, req_fn", [
+    (BEGIN, lambda leader, epoch: begin_request(leader, epoch)),
+    (END, lambda leader, epoch: end_request(leader, epoch, [2])),
+])  # fmt: skip
+@pytest.mark.parametrize("case", ["other leader known", "names us, not leading", "we lead"])
+def test_contradictory_leader_claim_is_top_level_and_changes_nothing(api, req_fn, case):
+    # Kafka's receiver throws in maybeTransition; its sender would halt on a partition-level
+    # INVALID_REQUEST and throw on FENCED/NOT_LEADER naming another leader: top level only
+    if case == "other leader known":
+        n, claim = follower_node(2, leader=1, epoch=3), (3, 3)
+    elif case == "names us, not leading":
+        n, claim = follower_node(2, leader=1, epoch=3), (2, 3)
+    else:
+        n, claim = leader_node(epoch=3), (3, 3)
+    before = (n.core.state, n.core.epoch, n.core.leader_id, n.store.writes)
+    resp = n.request(0, api, V_BEGIN if api == BEGIN else V_END, req_fn(*claim))
+    assert resp.error_code == E.UNKNOWN_SERVER_ERROR and resp.topics == ()
+    assert (n.core.state, n.core.epoch, n.core.leader_id, n.store.writes) == before
+
+
+def test_begin_quorum_epoch_negative_leader_id_top_level_invalid_request():
+    n = make_node(2)
+    resp = n.request(0, BEGIN, V_BEGIN, begin_request(-1, 2))
+    assert resp.error_code == E.INVALID_REQUEST and resp.topics == ()
+    assert (n.core.state, n.core.epoch) == ("Unattached", 0) and n.store.writes == 0
+
+
+@pytest.mark.parametrize("offset, last_epoch, max_wait", [(-1, 0, 500), (0, -1, 500), (0, 0, -1)])
+def test_fetch_malformed_offsets_top_level_invalid_request(offset, last_epoch, max_wait):
+    n = leader_node(epoch=1)
+    req = fetch_request(2, 1, offset, last_epoch, max_wait_ms=max_wait)
+    resp = n.request(0, FETCH, V_FETCH, req)
+    assert resp.error_code == E.INVALID_REQUEST and resp.responses == ()
 
 
 # =============================================================================== DescribeQuorum

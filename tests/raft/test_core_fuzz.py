@@ -5,6 +5,8 @@ For every request: the core never raises; its epoch never goes down; and a reque
 with an error code (top-level or partition-level) changes nothing: not the epoch, the state,
 the leader, the vote, the log or the quorum-state file. The one exception is Kafka's
 INVALID_VOTER_KEY, which Kafka returns after adopting a higher epoch (kraft.md 1.5, 1.7).
+No response, at once or parked, carries a partition-level INVALID_REQUEST: a Kafka node halts
+on one (``KafkaRaftClient.maybeHandleCommonResponse``; kafka-mixed-quorum.md 5.4).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, ElectionState, OffsetAndEpoch
 from tests.raft.conftest import (
@@ -36,6 +39,7 @@ from tests.raft.conftest import (
     leader_node,
     log_with,
     make_node,
+    partition_invalid_requests,
     vote_request,
 )
 
@@ -44,11 +48,13 @@ epochs = st.integers(-1, 6)
 offsets = st.integers(-2, 40)
 clusters = st.sampled_from([CLUSTER_ID, None, "", "another-cluster"])
 topic_ids = st.sampled_from([METADATA_TOPIC_ID, uuid.UUID(int=0), uuid.UUID(int=7)])
+DESCRIBE = 55
+_Desc = codec.module("DescribeQuorumRequest")
 
 
 @st.composite
 def requests(draw):
-    api = draw(st.sampled_from([VOTE, BEGIN, END, FETCH, FETCH_SNAPSHOT]))
+    api = draw(st.sampled_from([VOTE, BEGIN, END, FETCH, FETCH_SNAPSHOT, DESCRIBE]))
     cid = draw(clusters)
     if api == VOTE:
         req = vote_request(draw(ids), draw(epochs), draw(epochs), draw(offsets),
@@ -65,6 +71,15 @@ def requests(draw):
                             max_wait_ms=draw(st.sampled_from([-1, 0, 0, 500])),
                             cluster_id=cid, topic_id=draw(topic_ids))  # fmt: skip
         return api, V_FETCH, req
+    if api == DESCRIBE:
+        names = st.sampled_from(["__cluster_metadata", "other"])
+        topics = draw(st.lists(st.tuples(names, st.lists(st.integers(-1, 2), max_size=2)),
+                               max_size=2))  # fmt: skip
+        req = _Desc.DescribeQuorumRequest(topics=tuple(
+            _Desc.TopicData(topic_name=n, partitions=tuple(
+                _Desc.PartitionData(partition_index=i) for i in parts))
+            for n, parts in topics))  # fmt: skip
+        return api, draw(st.integers(0, 2)), req
     sid = OffsetAndEpoch(draw(offsets), draw(epochs))
     req = fetch_snapshot_request(draw(ids), draw(epochs), sid, draw(st.integers(-5, 5000)),
                                  max_bytes=draw(st.sampled_from([-1, 0, 1, 100, 1 << 20])),
@@ -109,9 +124,11 @@ def _snapshot(n):
 def test_peer_requests_never_crash_or_roll_back(role, reqs):
     n = _node(role)
     now = 10
+    every_reply = []
     for api, version, req in reqs:
         before = _snapshot(n)
         replies = n.park(now, api, version, req)
+        every_reply.append(replies)
         assert n.core.epoch >= before[0], "epoch went back"
         assert len(replies) <= 1
         if not replies:
@@ -123,3 +140,7 @@ def test_peer_requests_never_crash_or_roll_back(role, reqs):
         now += 7
         n.core.poll(now)
         n.outbound()
+    n.core.poll(now + 5_000)  # parked Fetches are answered by now (max wait 500 ms)
+    for replies in every_reply:
+        for resp in replies:
+            assert not partition_invalid_requests(resp), resp

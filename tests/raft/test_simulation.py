@@ -169,3 +169,17 @@ def test_config_defaults_are_kafkas():
         1000, 2000, 1000,
     )  # fmt: skip
     assert (rc.request_timeout_ms, rc.retry_backoff_ms, rc.append_linger_ms) == (2000, 20, 25)
+
+
+class RejectsStaleFetchAsInvalid(RaftCore):
+    """Broken: a leader answers a Fetch at an older epoch with a partition-level INVALID_REQUEST
+    (a Kafka follower would halt) instead of FENCED_LEADER_EPOCH."""
+
+    def _validate_leader_only(self, epoch):
+        if epoch < self.epoch:
+            return 42
+        return super()._validate_leader_only(epoch)
+
+
+def test_partition_invalid_request_checker_catches_one():
+    _caught(RejectsStaleFetchAsInvalid, ["partition-level INVALID_REQUEST"])
