@@ -7,7 +7,7 @@ Parts (``--parts ab``; each prints one Markdown table, the method above it):
 (a) CreateTopics: one topic of 10 partitions per request, a unique name each time, replication
     factor 1 on 1 node and 3 on 3 nodes (placement needs unfenced brokers: the nodes' own broker
     roles, registered with the active controller in combined mode). The controller writes a
-    TopicRecord and 10 PartitionRecords as one batch (``commands.create_topics``, no configs).
+    TopicRecord and 10 PartitionRecords as one batch (``replication.create_topics``, no configs).
 (b) AllocateProducerIds: C fake brokers (ids 1000..1000+C-1), registered by the load process
     with BrokerRegistration and kept unfenced by BrokerHeartbeats every
     ``broker.heartbeat.interval.ms``; each client asks for blocks for its own broker id and
@@ -100,21 +100,21 @@ TITLES = {"create": "CreateTopics (10 partitions)", "pids": "AllocateProducerIds
 
 
 def topic_records(name: str, brokers: list[int], rf: int, rng: random.Random) -> list[bytes]:
-    """The framed records ``commands.create_topics`` writes for one CreateTopics entry
+    """The framed records ``replication.create_topics`` writes for one CreateTopics entry
     {name, NumPartitions=10, ReplicationFactor=rf, no configs} when ``brokers`` (sorted ids) are
     the unfenced brokers: TopicRecord, then one PartitionRecord per partition (replicas by
     StripedReplicaPlacer order from a random start, ISR = replicas, leader = first replica,
     epochs 0). ``rng`` is consumed as the controller consumes it (the placement start, then the
     topic id), so the same seed gives the same bytes."""
-    from kafka_rpc.controller import commands
     from kafka_rpc.controller.image import EMPTY
+    from kafka_rpc.controller.replication import new_topic_id
     from kafka_rpc.protocol import codec
 
     start = rng.randrange(len(brokers))
     assignment = [
         tuple(brokers[(start + p + j) % len(brokers)] for j in range(rf)) for p in range(PARTITIONS)
     ]
-    tid = commands._new_topic_id(EMPTY, rng)  # Kafka's Uuid.randomUuid rules, as the controller
+    tid = new_topic_id(EMPTY, rng)  # Kafka's Uuid.randomUuid rules, as the controller
     recs = [codec.message_class("TopicRecord")(name=name, topic_id=tid)]
     part = codec.message_class("PartitionRecord")
     for i, replicas in enumerate(assignment):
@@ -124,9 +124,9 @@ def topic_records(name: str, brokers: list[int], rf: int, rng: random.Random) ->
 
 
 def producer_ids_records(broker_id: int, broker_epoch: int, first: int) -> list[bytes]:
-    """The framed record ``commands.allocate_producer_ids`` writes for the block [first, first +
+    """The framed record ``producer_ids.allocate_producer_ids`` writes for the block [first, first +
     999]: one ProducerIdsRecord{BrokerId, BrokerEpoch, NextProducerId = first + 1000}."""
-    from kafka_rpc.controller.commands import PRODUCER_ID_BLOCK_SIZE
+    from kafka_rpc.controller.producer_ids import PRODUCER_ID_BLOCK_SIZE
     from kafka_rpc.protocol import codec
 
     rec = codec.message_class("ProducerIdsRecord")(

@@ -185,9 +185,7 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     if not formatted:
         print("All of the log directories are already formatted.")
         return 0
-    from kafka_rpc.controller.quorum_controller import (
-        BOOTSTRAP_METADATA_VERSION_NAME as BOOTSTRAP_NAME,
-    )
+    from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION_NAME as BOOTSTRAP_NAME
 
     meta_dir = Path(config.metadata_log_dir).resolve()
     for d in formatted:

@@ -581,7 +581,7 @@ class Config:
         raises :class:`StorageFormattedError` (Kafka's message), or is skipped with
         ``ignore_formatted``. Kafka's bootstrap checkpoint (``00000000000000000000-0000000000
         .checkpoint`` holding ``metadata.version``) is not written: the first leader appends the
-        FeatureLevelRecord to an empty log instead (``kafka_rpc.controller.quorum_controller``)."""
+        FeatureLevelRecord to an empty log instead (``kafka_rpc.controller.features``)."""
         check_uuid_text("--cluster-id", cluster_id)
         dirs = self.storage_dirs()
         todo = []

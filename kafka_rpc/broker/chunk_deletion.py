@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from typing import Any
 from uuid import UUID
 
-from kafka_rpc.controller.commands import alter_chunk_assignments_error_response
+from kafka_rpc.controller.chunks import alter_chunk_assignments_error_response
 from kafka_rpc.controller.image import MetadataImage
 from kafka_rpc.protocol import codec
 

@@ -1,6 +1,8 @@
 """Which Batch Coordinator owns a diskless partition (KIP-1164 "Scaling the number of Batch
 Coordinators", DESIGN.md section 9), and the ``__diskless-metadata`` topic the coordinators live
-on: the controller side.
+on: the controller side. Our own control manager (Kafka has no counterpart); the topic is
+created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.controller.placement`,
+:func:`kafka_rpc.controller.replication.new_topic_id`).
 
 * **The mapping.** ``TopicPartitionToBatchCoordinatorMapping`` (metadata record 29) says that
   partition ``PartitionIndex`` of topic ``TopicId`` belongs to the Batch Coordinator of
@@ -9,7 +11,7 @@ on: the controller side.
   partition); a later record for the same partition replaces the earlier one, and the mapping
   goes with its topic (RemoveTopicRecord drops the TopicImage). A partition with no record
   belongs to coordinator partition 0 (:func:`coordinator_partition`). Snapshots carry one record
-  per mapped partition (:func:`mapping_records`).
+  per mapped partition (:func:`mapping_records`), after every manager's part.
 * **AssignPartitionToBatchCoordinator (99)** on the active controller
   (:func:`assign_partition_to_batch_coordinator`): per entry, validated against the image as left
   by the earlier entries; every accepted entry gives one mapping record, all of them one atomic
@@ -31,7 +33,10 @@ from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
+from kafka_rpc.controller.base import ControllerResult, ReplayError
 from kafka_rpc.controller.image import MetadataImage, TopicImage, evolve
+from kafka_rpc.controller.placement import place_replicas
+from kafka_rpc.controller.replication import new_topic_id
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -39,6 +44,7 @@ __all__ = [
     "DEFAULT_COORDINATOR_PARTITION",
     "DISKLESS_METADATA_TOPIC",
     "INTERNAL_TOPICS",
+    "REPLAY",
     "assign_error_response",
     "assign_partition_to_batch_coordinator",
     "coordinator_partition",
@@ -90,8 +96,6 @@ def replay_mapping(img: Any, r: Any, offset: int) -> Any:
     coordinator partition`` in the topic's image, replacing an earlier mapping. An unknown topic
     or partition, or a negative coordinator partition, is a ReplayError (the controller never
     writes one: :func:`assign_partition_to_batch_coordinator` checks them)."""
-    from kafka_rpc.controller.replay import ReplayError
-
     t: TopicImage | None = img.topics.get(r.topic_id)
     if t is None or r.partition_index not in t.partitions:
         raise ReplayError(f"Unable to replay {r}: no partition {r.topic_id}:{r.partition_index}")
@@ -104,6 +108,9 @@ def replay_mapping(img: Any, r: Any, offset: int) -> Any:
         ),
     )
     return evolve(img, topics=img.topics.set(t.topic_id, new))
+
+
+REPLAY = {"TopicPartitionToBatchCoordinatorMapping": replay_mapping}
 
 
 def mapping_records(image: MetadataImage) -> list:
@@ -136,8 +143,6 @@ def assign_partition_to_batch_coordinator(image: MetadataImage, request: Any, ct
     records form one atomic batch; the response (same topics and partitions, in request order)
     is sent once they are committed. The response has no message field: each rejection is
     logged with Kafka's message for it."""
-    from kafka_rpc.controller.commands import ControllerResult
-
     count = coordinator_partition_count(image)
     records = []
     topics = []
@@ -229,20 +234,14 @@ def create_diskless_metadata_topic(
     one PartitionRecord per partition, no ConfigRecord (the topic is internal, not diskless).
     Returns ``ControllerResult(records, topic id)``, or ``ControllerResult([], None)`` when the
     topic exists already or no broker is unfenced (nothing to place replicas on yet)."""
-    from kafka_rpc.controller.commands import (
-        ControllerResult,
-        _new_topic_id,
-        _place,
-    )
-
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return ControllerResult([], None)
     usable = image.unfenced_brokers()
     if not usable:
         return ControllerResult([], None)
     rf = max(1, min(replication_factor, len(usable)))
-    assignment = _place(image, max(1, num_partitions), rf, ctx.rng)
-    tid = _new_topic_id(image, ctx.rng)
+    assignment = place_replicas(image, max(1, num_partitions), rf, ctx.rng)
+    tid = new_topic_id(image, ctx.rng)
     records: list = [_R("TopicRecord")(name=DISKLESS_METADATA_TOPIC, topic_id=tid)]
     for i, replicas in enumerate(assignment):
         records.append(

@@ -2,7 +2,7 @@
 
 :class:`QuorumController` is the Raft :class:`~kafka_rpc.raft.api.StateMachine` of every node
 that runs the metadata log (voters and broker-only observers), around the sans-io core of
-``kafka_rpc.controller`` (image, replay, commands, snapshot):
+``kafka_rpc.controller`` (the image, the control managers, replay, snapshot):
 
 * **Committed image** (:attr:`QuorumController.image`): every committed batch's records are
   replayed at ``base_offset + i`` with the batch's epoch (control batches skipped); a snapshot is
@@ -27,7 +27,8 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   ``metadata.max.idle.interval.ms`` without a write, the creation of ``__diskless-metadata``
   once brokers are registered (KIP-1164, ``coordinator_mapping.metadata_topic_due``), and the
   broker session check
-  (:func:`~kafka_rpc.controller.commands.fence_stale_brokers` with ``broker.session.timeout.ms``)
+  (:func:`~kafka_rpc.controller.replication.fence_stale_brokers` with
+  ``broker.session.timeout.ms``)
   when the first unfenced broker's session expires and at least every
   ``fence_check_interval_ms``, each as a write event.
 * **Broker sessions**: the last heartbeat (or registration) per broker, in memory on the active
@@ -49,35 +50,33 @@ import contextlib
 import logging
 import random
 import time
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_rpc.controller import commands as C
-from kafka_rpc.controller import snapshot
+from kafka_rpc.controller import (
+    acls,
+    chunks,
+    cluster,
+    features,
+    producer_ids,
+    replication,
+    snapshot,
+)
+from kafka_rpc.controller import coordinator_mapping as M
+from kafka_rpc.controller.base import ControllerContext, ControllerResult, ReplayError
 from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
-from kafka_rpc.controller.replay import ReplayError, replay
+from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError, ErrorCode
 from kafka_rpc.raft.core import NotLeaderError
+from kafka_rpc.security.acls import acl_error_response
 
-__all__ = [
-    "BOOTSTRAP_METADATA_VERSION",
-    "BOOTSTRAP_METADATA_VERSION_NAME",
-    "METADATA_VERSION",
-    "QuorumController",
-]
+__all__ = ["QuorumController", "not_controller_response"]
 
 log = logging.getLogger("kafka_rpc.controller")
 
-#: ``MetadataVersion.IBP_4_0_IV3``: feature level 25 (3.9-IV0 is 21, 4.0-IV0 22). Kafka's
-#: ``kafka-storage format`` puts it in a bootstrap checkpoint; the first leader appends it here.
-BOOTSTRAP_METADATA_VERSION = 25
-BOOTSTRAP_METADATA_VERSION_NAME = "4.0-IV3"
-METADATA_VERSION = "metadata.version"
-
 _R = codec.message_class
-_NEVER = 1 << 62  # ms: no session to expire
 
 
 class _NotController(Exception):
@@ -95,39 +94,16 @@ def not_controller_response(request: Any) -> Any:
     code = ErrorCode.NOT_CONTROLLER
     msg = "This node is not the active controller."
     if name == "CreateTopicsRequest":
-        mod = codec.module("CreateTopicsResponse")
-        return mod.CreateTopicsResponse(
-            topics=tuple(
-                mod.CreatableTopicResult(name=t.name, error_code=code, error_message=msg)
-                for t in request.topics
-            )
-        )
+        return replication.create_topics_error_response(request, code, msg)
     if name == "DeleteTopicsRequest":
-        mod = codec.module("DeleteTopicsResponse")
-        entries = [(n, None) for n in request.topic_names]
-        entries += [(t.name, t.topic_id) for t in request.topics]
-        return mod.DeleteTopicsResponse(
-            responses=tuple(
-                mod.DeletableTopicResult(
-                    name=n,
-                    **({} if tid is None else {"topic_id": tid}),
-                    error_code=code,
-                    error_message=msg,
-                )
-                for n, tid in entries
-            )
-        )
+        return replication.delete_topics_error_response(request, code, msg)
     if name == "CreateChunksRequest":
-        return C.create_chunks_error_response(request, 0, code, msg)
+        return chunks.create_chunks_error_response(request, 0, code, msg)
     if name == "AlterChunkAssignmentsRequest":
-        return C.alter_chunk_assignments_error_response(request, 0, code, msg)
+        return chunks.alter_chunk_assignments_error_response(request, 0, code, msg)
     if name == "AssignPartitionToBatchCoordinatorRequest":
-        from kafka_rpc.controller.coordinator_mapping import assign_error_response
-
-        return assign_error_response(request, 0, code)
+        return M.assign_error_response(request, 0, code)
     if name in ("CreateAclsRequest", "DeleteAclsRequest"):
-        from kafka_rpc.security.acls import acl_error_response
-
         return acl_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
@@ -196,7 +172,7 @@ class QuorumController:
         self._last_written = -1  # last offset this controller appended (inclusive)
         self._deferred: list[tuple[int, asyncio.Future]] = []
         self._heartbeats: dict[int, int] = {}
-        self._pid_allocations: dict[int, deque[int]] = {}
+        self._pid_throttle = producer_ids.AllocationThrottle()
         self._last_write_ms = 0
         self._last_fence_check_ms = 0
         self._need_bootstrap = False
@@ -332,7 +308,7 @@ class QuorumController:
         self._uncommitted = self.image
         self._last_written = self.committed_offset
         self._heartbeats = dict.fromkeys(self.image.brokers, now)
-        self._pid_allocations = {}
+        self._pid_throttle.clear()
         self._last_write_ms = now
         self._last_fence_check_ms = now
         self._activated_ms = now
@@ -350,7 +326,7 @@ class QuorumController:
         self._uncommitted = self.image
         self._last_written = self.committed_offset
         self._heartbeats = {}
-        self._pid_allocations = {}
+        self._pid_throttle.clear()
         self._need_bootstrap = False
         deferred, self._deferred = self._deferred, []
         for _, fut in deferred:
@@ -374,8 +350,8 @@ class QuorumController:
     def _next_write_offset(self) -> int:
         return self.driver.core.next_offset
 
-    def _context(self, now: int) -> C.ControllerContext:
-        return C.ControllerContext(
+    def _context(self, now: int) -> ControllerContext:
+        return ControllerContext(
             now_ms=now,
             next_offset=self._next_write_offset(),
             cluster_id=self.cluster_id,
@@ -386,7 +362,7 @@ class QuorumController:
             session_timeout_ms=self.session_timeout_ms,
         )
 
-    def _write(self, fn: Callable[[MetadataImage, C.ControllerContext], C.ControllerResult]):
+    def _write(self, fn: Callable[[MetadataImage, ControllerContext], ControllerResult]):
         """One write event, synchronously: run ``fn`` on the uncommitted image, append its records
         as one batch, replay them into the uncommitted image. Returns ``(result, offset to wait
         for)``; raises _NotController."""
@@ -447,7 +423,7 @@ class QuorumController:
                 self._heartbeats[request.broker_id] = now
 
         return await self._submit(
-            lambda img, ctx: C.register_broker(img, request, ctx), request, after
+            lambda img, ctx: cluster.register_broker(img, request, ctx), request, after
         )
 
     async def broker_heartbeat(self, request: Any, version: int) -> Any:
@@ -456,12 +432,14 @@ class QuorumController:
                 self._heartbeats[request.broker_id] = now
 
         return await self._submit(
-            lambda img, ctx: C.broker_heartbeat(img, request, ctx), request, after
+            lambda img, ctx: replication.broker_heartbeat(img, request, ctx), request, after
         )
 
     async def allocate_producer_ids(self, request: Any, version: int) -> Any:
         if self.is_active:
-            throttle = self._pid_throttle_ms(request.broker_id)
+            throttle = self._pid_throttle.throttle_ms(
+                request.broker_id, self.producer_ids_max_per_second, self.clock_ms()
+            )
             if throttle > 0:
                 return _R("AllocateProducerIdsResponse")(
                     throttle_time_ms=throttle, error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED
@@ -469,14 +447,14 @@ class QuorumController:
 
         def after(resp: Any, now: int) -> None:
             if resp.error_code == 0 and self.producer_ids_max_per_second > 0:
-                self._pid_allocations.setdefault(request.broker_id, deque()).append(now)
+                self._pid_throttle.granted(request.broker_id, now)
 
         return await self._submit(
-            lambda img, ctx: C.allocate_producer_ids(img, request, ctx), request, after
+            lambda img, ctx: producer_ids.allocate_producer_ids(img, request, ctx), request, after
         )
 
     async def unregister_broker(self, request: Any, version: int) -> Any:
-        """UnregisterBroker (:func:`~kafka_rpc.controller.commands.unregister_broker`): answered
+        """UnregisterBroker (:func:`~kafka_rpc.controller.replication.unregister_broker`): answered
         after commit; the broker's session is dropped at once (Kafka's replay of the record
         removes it from the ``BrokerHeartbeatManager``)."""
 
@@ -485,61 +463,46 @@ class QuorumController:
                 self._heartbeats.pop(request.broker_id, None)
 
         return await self._submit(
-            lambda img, ctx: C.unregister_broker(img, request, ctx), request, after
+            lambda img, ctx: replication.unregister_broker(img, request, ctx), request, after
         )
 
     async def create_topics(self, request: Any, version: int) -> Any:
-        return await self._submit(lambda img, ctx: C.create_topics(img, request, ctx), request)
+        return await self._submit(
+            lambda img, ctx: replication.create_topics(img, request, ctx), request
+        )
 
     async def delete_topics(self, request: Any, version: int) -> Any:
-        return await self._submit(lambda img, ctx: C.delete_topics(img, request, ctx), request)
+        return await self._submit(
+            lambda img, ctx: replication.delete_topics(img, request, ctx), request
+        )
 
     async def create_acls(self, request: Any, version: int) -> Any:
-        """CreateAcls (:func:`kafka_rpc.security.acls.create_acls`), answered after commit."""
-        from kafka_rpc.security import acls
-
+        """CreateAcls (:func:`kafka_rpc.controller.acls.create_acls`), answered after commit."""
         return await self._submit(lambda img, ctx: acls.create_acls(img, request, ctx), request)
 
     async def delete_acls(self, request: Any, version: int) -> Any:
-        """DeleteAcls (:func:`kafka_rpc.security.acls.delete_acls`), answered after commit."""
-        from kafka_rpc.security import acls
-
+        """DeleteAcls (:func:`kafka_rpc.controller.acls.delete_acls`), answered after commit."""
         return await self._submit(lambda img, ctx: acls.delete_acls(img, request, ctx), request)
 
     async def create_chunks(self, request: Any, version: int) -> Any:
-        """CreateChunks (:func:`~kafka_rpc.controller.commands.create_chunks`), answered once
+        """CreateChunks (:func:`~kafka_rpc.controller.chunks.create_chunks`), answered once
         the ChunkRecords and PartitionChangeRecords are committed."""
-        return await self._submit(lambda img, ctx: C.create_chunks(img, request, ctx), request)
+        return await self._submit(lambda img, ctx: chunks.create_chunks(img, request, ctx), request)
 
     async def alter_chunk_assignments(self, request: Any, version: int) -> Any:
-        """AlterChunkAssignments (:func:`~kafka_rpc.controller.commands.
-        alter_chunk_assignments`), answered once the ChunkChangeRecords are committed."""
+        """AlterChunkAssignments (:func:`~kafka_rpc.controller.chunks.alter_chunk_assignments`),
+        answered once the ChunkChangeRecords are committed."""
         return await self._submit(
-            lambda img, ctx: C.alter_chunk_assignments(img, request, ctx), request
+            lambda img, ctx: chunks.alter_chunk_assignments(img, request, ctx), request
         )
 
     async def assign_partition_to_batch_coordinator(self, request: Any, version: int) -> Any:
         """AssignPartitionToBatchCoordinator (:func:`~kafka_rpc.controller.coordinator_mapping.
         assign_partition_to_batch_coordinator`), answered once the mapping records are
         committed."""
-        from kafka_rpc.controller import coordinator_mapping as M
-
         return await self._submit(
             lambda img, ctx: M.assign_partition_to_batch_coordinator(img, request, ctx), request
         )
-
-    def _pid_throttle_ms(self, broker_id: int) -> int:
-        """ms until ``broker_id`` may get another block (0: now)."""
-        limit = self.producer_ids_max_per_second
-        window = self._pid_allocations.get(broker_id)
-        if limit <= 0 or not window:
-            return 0
-        now = self.clock_ms()
-        while window and window[0] <= now - 1000:
-            window.popleft()
-        if len(window) < limit:
-            return 0
-        return max(1, window[0] + 1000 - now)
 
     # ================================================================== timers
     def tick(self) -> None:
@@ -550,19 +513,16 @@ class QuorumController:
         now = self.clock_ms()
         if self._need_bootstrap:
             self._need_bootstrap = False
-            if METADATA_VERSION not in self._uncommitted.features:
-                rec = _R("FeatureLevelRecord")(
-                    name=METADATA_VERSION, feature_level=BOOTSTRAP_METADATA_VERSION
-                )
-                recs = [rec, *self.bootstrap_records]
-                self._internal_write(lambda img, ctx: C.ControllerResult(recs, None), "bootstrap")
+            recs = features.bootstrap_records(self._uncommitted, self.bootstrap_records)
+            if recs:
+                self._internal_write(lambda img, ctx: ControllerResult(recs, None), "bootstrap")
         if (
             now - self._last_fence_check_ms >= self.fence_check_interval_ms
             or now >= self._next_session_expiry_ms()
         ):
             self._last_fence_check_ms = now
             fenced = self._internal_write(
-                lambda img, ctx: C.fence_stale_brokers(
+                lambda img, ctx: replication.fence_stale_brokers(
                     img, self._heartbeats, ctx.now_ms, self.session_timeout_ms, ctx.next_offset
                 ),
                 "fencing stale brokers",
@@ -574,14 +534,12 @@ class QuorumController:
             self._maybe_create_diskless_metadata(now)
         if self.idle_interval_ms > 0 and now - self._last_write_ms >= self.idle_interval_ms:
             rec = _R("NoOpRecord")()
-            self._internal_write(lambda img, ctx: C.ControllerResult([rec], None), "NoOp")
+            self._internal_write(lambda img, ctx: ControllerResult([rec], None), "NoOp")
 
     def _maybe_create_diskless_metadata(self, now: int) -> None:
         """KIP-1164: create ``__diskless-metadata`` once brokers are registered (a write event
         of its TopicRecord and PartitionRecords,
         :func:`~kafka_rpc.controller.coordinator_mapping.create_diskless_metadata_topic`)."""
-        from kafka_rpc.controller import coordinator_mapping as M
-
         rf = self.diskless_metadata_replication_factor
         if not M.metadata_topic_due(
             self._uncommitted,
@@ -607,15 +565,11 @@ class QuorumController:
         """When the first session of an unfenced broker expires (ms on ``clock_ms``): its last
         heartbeat + ``broker.session.timeout.ms`` + 1, so a dead broker is fenced on time rather
         than at the next periodic check (Kafka schedules the check for the oldest session's
-        expiry, ``QuorumController.rescheduleMaybeFenceStaleBrokers``)."""
-        hb = self._heartbeats
-        due = _NEVER
-        for bid, reg in self._uncommitted.brokers.items():
-            if not reg.fenced:
-                last = hb.get(bid)
-                if last is not None:
-                    due = min(due, last + self.session_timeout_ms + 1)
-        return due
+        expiry, ``QuorumController.rescheduleMaybeFenceStaleBrokers``;
+        :func:`~kafka_rpc.controller.cluster.next_session_expiry_ms`)."""
+        return cluster.next_session_expiry_ms(
+            self._uncommitted, self._heartbeats, self.session_timeout_ms
+        )
 
     def _next_tick_s(self) -> float:
         if not self.is_active:

@@ -1,6 +1,7 @@
 """CreateAcls (30), DeleteAcls (31) and DescribeAcls (29), on both listeners (issue 15).
 
-Kafka's ``AclApis`` with the ACLs in the metadata log (``kafka_rpc.security.acls``):
+Kafka's ``AclApis`` with the ACLs in the metadata log (``kafka_rpc.controller.acls``; filters and
+DescribeAcls in ``kafka_rpc.security.acls``):
 
 - without an authorizer (``authorizer.class.name`` empty) every binding / filter / the request
   is answered SECURITY_DISABLED (54), as Kafka answers "No Authorizer is configured";

@@ -28,8 +28,8 @@ does not lead the partition, INVALID_REQUEST (42) when it cannot fill the entry 
 diskless, no Batch Coordinator runs here, the coordinator does not know the partition, or the
 partition holds no record yet so the active chunk cannot be closed, or a coordinator call
 failed); REQUEST_TIMED_OUT (7) when no controller answers; otherwise the controller's codes
-(:func:`~kafka_rpc.controller.commands.create_chunks`,
-:func:`~kafka_rpc.controller.commands.alter_chunk_assignments`).
+(:func:`~kafka_rpc.controller.chunks.create_chunks`,
+:func:`~kafka_rpc.controller.chunks.alter_chunk_assignments`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ import logging
 from typing import Any
 
 from kafka_rpc.broker.channel import answer_or_forward
-from kafka_rpc.controller.commands import (
+from kafka_rpc.controller.chunks import (
     alter_chunk_assignments_error_response,
     create_chunks_error_response,
 )

@@ -4,7 +4,7 @@
 controller listener, ``KafkaApis`` forwarding on the broker listener):
 
 - on the node of the active controller (either listener): ``controller.unregister_broker``
-  (:func:`kafka_rpc.controller.commands.unregister_broker`), answered once the records commit;
+  (:func:`kafka_rpc.controller.replication.unregister_broker`), answered once the records commit;
 - on the controller listener of any other node: NOT_CONTROLLER;
 - on the broker listener of any other node: sent on, at the same version, to the active
   controller's controller listener and its answer relayed

@@ -42,9 +42,9 @@ import logging
 from typing import Any
 from uuid import UUID
 
-from kafka_rpc.controller.commands import validate_topic_name
 from kafka_rpc.controller.coordinator_mapping import INTERNAL_TOPICS
 from kafka_rpc.controller.image import EMPTY, NO_LEADER, MetadataImage
+from kafka_rpc.controller.replication import validate_topic_name
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles

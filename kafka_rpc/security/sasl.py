@@ -10,8 +10,9 @@ Kafka's semantics (``PlainSaslServer``, ``ScramSaslServer``, ``ScramCredentialUt
 * SCRAM credentials are kept salted (salt, StoredKey, ServerKey, iterations; never the
   password), created at format time with Kafka's ``--add-scram`` syntax into
   ``<metadata.log.dir>/scram-credentials.json`` (:class:`ScramCredentials`); the first active
-  controller of an empty log writes them as UserScramCredentialRecords in its bootstrap batch,
-  and every node authenticates against its image's (:class:`ImageScramCredentials`). The
+  controller of an empty log writes them as UserScramCredentialRecords in its bootstrap batch
+  (their records and replay: :mod:`kafka_rpc.controller.scram`), and every node authenticates
+  against its image's (:class:`ImageScramCredentials`). The
   iteration count must be 4096..16384 (Kafka's ``ScramMechanism`` bounds).
 * Any failure raises :class:`SaslAuthenticationError`; the connection answers
   SASL_AUTHENTICATION_FAILED and closes.
@@ -167,44 +168,6 @@ class ScramCredentials:
 
 #: Kafka's ``ScramMechanism`` type ids (UserScramCredentialRecord.Mechanism)
 SCRAM_MECHANISM_IDS = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
-
-
-def scram_records(store: ScramCredentials) -> list:
-    """UserScramCredentialRecords of every credential of ``store`` (the metadata log's bootstrap
-    batch, written by the first active controller)."""
-    from kafka_rpc.protocol import codec
-
-    rec = codec.message_class("UserScramCredentialRecord")
-    return [
-        rec(
-            name=name,
-            mechanism=SCRAM_MECHANISM_IDS[mech],
-            salt=c.salt,
-            stored_key=c.stored_key,
-            server_key=c.server_key,
-            iterations=c.iterations,
-        )
-        for mech, users in sorted(store.by_mechanism.items())
-        for name, c in sorted(users.items())
-    ]
-
-
-def replay_user_scram_credential(img: Any, r: Any, offset: int) -> Any:
-    """ScramControlManager.replay(UserScramCredentialRecord): the credential of (mechanism id,
-    user), replacing an earlier one."""
-    from kafka_rpc.controller.image import evolve
-
-    cred = ScramCredential(r.salt, r.stored_key, r.server_key, r.iterations)
-    return evolve(img, scram=img.scram.set((r.mechanism, r.name), cred))
-
-
-def image_scram_records(image: Any) -> list:
-    """The UserScramCredentialRecords that rebuild ``image.scram`` (snapshots)."""
-    ids = {v: k for k, v in SCRAM_MECHANISM_IDS.items()}
-    store = ScramCredentials()
-    for (mech_id, name), c in image.scram.items():
-        store.by_mechanism.setdefault(ids[mech_id], {})[name] = c
-    return scram_records(store)
 
 
 class ImageScramCredentials:

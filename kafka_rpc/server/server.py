@@ -372,7 +372,8 @@ class Server:
 
         if not (Path(self.config.metadata_log_dir) / CREDENTIALS_FILE).exists():
             return
-        from kafka_rpc.security.sasl import ScramCredentials, scram_records
+        from kafka_rpc.controller.scram import scram_records
+        from kafka_rpc.security.sasl import ScramCredentials
 
         store = ScramCredentials.load(self.config.metadata_log_dir)
         state.bootstrap_records = scram_records(store)

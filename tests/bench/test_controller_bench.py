@@ -1,7 +1,7 @@
 """bench/controller.py: ``--quick`` runs both parts end to end (``kafka-rpc serve`` processes, a
 load process and floor processes on loopback) and prints a parsable Markdown table for each, with
 a closing note and ``--json``; and the floor appends the very bytes the controller would write
-(the records of ``commands.create_topics`` / ``commands.allocate_producer_ids``)."""
+(the records of ``replication.create_topics`` / ``producer_ids.allocate_producer_ids``)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_rpc.controller import commands as C
+from kafka_rpc.controller import producer_ids, replication
+from kafka_rpc.controller.base import ControllerContext
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
@@ -60,9 +61,9 @@ def test_floor_topic_records_are_the_controllers(brokers):
             topics=(m.CreatableTopic(name=name, num_partitions=10, replication_factor=rf),),
             timeout_ms=30000,
         )
-        ctx = C.ControllerContext(now_ms=0, next_offset=100, cluster_id="c",
+        ctx = ControllerContext(now_ms=0, next_offset=100, cluster_id="c",
                                   rng=random.Random(seed))  # fmt: skip
-        res = C.create_topics(image, req, ctx)
+        res = replication.create_topics(image, req, ctx)
         assert res.response.topics[0].error_code == 0
         want = [codec.encode_record(r) for r in res.records]
         got = cb.topic_records(name, brokers, rf, random.Random(seed))
@@ -76,8 +77,8 @@ def test_floor_producer_ids_record_is_the_controllers():
     epoch = image.brokers[1000].epoch
     req = R("AllocateProducerIdsRequest")(broker_id=1000, broker_epoch=epoch)
     for _ in range(3):
-        ctx = C.ControllerContext(now_ms=0, next_offset=100, cluster_id="c")
-        res = C.allocate_producer_ids(image, req, ctx)
+        ctx = ControllerContext(now_ms=0, next_offset=100, cluster_id="c")
+        res = producer_ids.allocate_producer_ids(image, req, ctx)
         first = res.response.producer_id_start
         assert cb.producer_ids_records(1000, epoch, first) == [
             codec.encode_record(r) for r in res.records

@@ -7,7 +7,8 @@ from __future__ import annotations
 import random
 import uuid
 
-from kafka_rpc.controller import commands as C
+from kafka_rpc.controller import cluster, producer_ids, replication
+from kafka_rpc.controller.base import ControllerContext
 from kafka_rpc.controller.image import EMPTY, MetadataImage
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
@@ -33,7 +34,7 @@ class Cluster:
     def next_offset(self) -> int:
         return len(self.log)
 
-    def ctx(self, **kw) -> C.ControllerContext:
+    def ctx(self, **kw) -> ControllerContext:
         base = {
             "now_ms": self.now,
             "next_offset": self.next_offset,
@@ -43,7 +44,7 @@ class Cluster:
             "session_timeout_ms": self.session_timeout_ms,
         }
         base.update(kw)
-        return C.ControllerContext(**base)
+        return ControllerContext(**base)
 
     def apply(self, records: list) -> None:
         for rec in records:
@@ -74,7 +75,7 @@ class Cluster:
             ),
             rack=None,
         )
-        res = self.run(C.register_broker, req)
+        res = self.run(cluster.register_broker, req)
         if res.response.error_code == 0:
             self.heartbeats[broker_id] = self.now
         return res
@@ -88,7 +89,7 @@ class Cluster:
             want_fence=kw.get("want_fence", False),
             want_shut_down=kw.get("want_shut_down", False),
         )
-        res = self.run(C.broker_heartbeat, req)
+        res = self.run(replication.broker_heartbeat, req)
         if res.response.error_code == 0:
             self.heartbeats[broker_id] = self.now
         return res
@@ -100,7 +101,7 @@ class Cluster:
 
     def create(self, *topics, validate_only: bool = False):
         return self.run(
-            C.create_topics,
+            replication.create_topics,
             R("CreateTopicsRequest")(topics=tuple(topics), validate_only=validate_only),
         )
 
@@ -108,18 +109,18 @@ class Cluster:
         topics = tuple(DT.DeleteTopicState(name=n) for n in names) + tuple(
             DT.DeleteTopicState(name=None, topic_id=i) for i in ids
         )
-        return self.run(C.delete_topics, R("DeleteTopicsRequest")(topics=topics))
+        return self.run(replication.delete_topics, R("DeleteTopicsRequest")(topics=topics))
 
     def allocate(self, broker_id: int, epoch: int | None = None):
         reg = self.image.brokers.get(broker_id)
         e = epoch if epoch is not None else (reg.epoch if reg else 0)
         return self.run(
-            C.allocate_producer_ids,
+            producer_ids.allocate_producer_ids,
             R("AllocateProducerIdsRequest")(broker_id=broker_id, broker_epoch=e),
         )
 
     def fence_stale(self):
-        res = C.fence_stale_brokers(
+        res = replication.fence_stale_brokers(
             self.image, self.heartbeats, self.now, self.session_timeout_ms, self.next_offset
         )
         self.apply(res.records)

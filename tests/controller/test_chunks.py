@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_rpc.controller import commands as C
+from kafka_rpc.controller.chunks import alter_chunk_assignments, create_chunks
 from kafka_rpc.controller.image import ChunkRegistration
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.controller.snapshot import image_records, load
@@ -75,7 +75,7 @@ def codes(res):
 def test_create_chunk_closes_active_chunk_and_moves_partition():
     c = cluster()
     before = part(c)
-    res = c.run(C.create_chunks, create_req(("t", 0, [1], 10, 1234, 9)))
+    res = c.run(create_chunks, create_req(("t", 0, [1], 10, 1234, 9)))
     assert codes(res) == [(0, None)]
     crec, pcr = res.records
     assert type(crec).__spec_name__ == "ChunkRecord"
@@ -97,7 +97,7 @@ def test_create_chunk_closes_active_chunk_and_moves_partition():
     assert p.leader_epoch == before.leader_epoch + 1
     assert p.partition_epoch == before.partition_epoch + 1
     # a second chunk starts where the first active chunk ended, and inherits its timestamp
-    res = c.run(C.create_chunks, create_req(("t", 0, [2], 25, -1, 20)))
+    res = c.run(create_chunks, create_req(("t", 0, [2], 25, -1, 20)))
     assert codes(res) == [(0, None)]
     first, second = chunks(c)
     assert first.start_offset == 0
@@ -110,7 +110,7 @@ def test_create_chunk_closes_active_chunk_and_moves_partition():
 def test_create_chunk_on_same_replicas_keeps_leader_epoch():
     c = cluster(rf=2)
     before = part(c)
-    res = c.run(C.create_chunks, create_req(("t", 0, [0, 1], 5, 1, 4)))
+    res = c.run(create_chunks, create_req(("t", 0, [0, 1], 5, 1, 4)))
     assert codes(res) == [(0, None)]
     p = part(c)
     assert res.records[1].leader == -2 and res.records[1].replicas is None
@@ -135,7 +135,7 @@ def test_create_chunk_on_same_replicas_keeps_leader_epoch():
 def test_create_chunk_errors_change_nothing(entry, code, words):
     c = cluster()
     img = c.image
-    res = c.run(C.create_chunks, create_req(entry))
+    res = c.run(create_chunks, create_req(entry))
     [(got, msg)] = codes(res)
     assert got == code and words in msg
     assert not res.records and c.image == img
@@ -143,31 +143,31 @@ def test_create_chunk_errors_change_nothing(entry, code, words):
 
 def test_create_chunk_rejects_repeated_and_fenced_brokers():
     c = cluster(rf=2)
-    res = c.run(C.create_chunks, create_req(("t", 0, [1, 1], 10, 1, 9)))
+    res = c.run(create_chunks, create_req(("t", 0, [1, 1], 10, 1, 9)))
     assert codes(res)[0][0] == E.INVALID_REPLICA_ASSIGNMENT and "more than once" in codes(res)[0][1]
     c.register(9)  # registered, still fenced
     c.register(8)
-    res = c.run(C.create_chunks, create_req(("t", 0, [8, 9], 10, 1, 9)))
+    res = c.run(create_chunks, create_req(("t", 0, [8, 9], 10, 1, 9)))
     assert codes(res)[0][0] == E.INVALID_REPLICA_ASSIGNMENT and "fenced" in codes(res)[0][1]
     assert not chunks(c)
 
 
 def test_create_chunk_offsets_going_backwards_or_overlapping_active_chunk():
     c = cluster()
-    assert codes(c.run(C.create_chunks, create_req(("t", 0, [1], 10, 1, 9))))[0][0] == 0
+    assert codes(c.run(create_chunks, create_req(("t", 0, [1], 10, 1, 9))))[0][0] == 0
     img = c.image
     for start, stop in [(10, 9), (5, 4), (12, 8), (12, 12)]:
-        res = c.run(C.create_chunks, create_req(("t", 0, [2], start, 1, stop)))
+        res = c.run(create_chunks, create_req(("t", 0, [2], start, 1, stop)))
         assert codes(res)[0][0] == E.INVALID_REQUEST, (start, stop)
         assert c.image == img
     # stop = start of the active chunk - 1: the closed chunk has nothing readable, but is valid
-    assert codes(c.run(C.create_chunks, create_req(("t", 0, [2], 12, 1, 9))))[0][0] == 0
+    assert codes(c.run(create_chunks, create_req(("t", 0, [2], 12, 1, 9))))[0][0] == 0
 
 
 def test_create_chunks_per_entry_errors_and_later_entries_see_earlier_ones():
     c = cluster()
     res = c.run(
-        C.create_chunks,
+        create_chunks,
         create_req(
             ("t", 0, [1], 10, 1, 9),
             ("x", 0, [1], 10, 1, 9),
@@ -189,13 +189,13 @@ def test_create_chunks_per_entry_errors_and_later_entries_see_earlier_ones():
 def with_chunk(diskless=True, rf=1):
     c = cluster(diskless=diskless, rf=rf)
     target = [1] if rf == 1 else [2, 3]
-    assert codes(c.run(C.create_chunks, create_req(("t", 0, target, 10, 1, 9))))[0][0] == 0
+    assert codes(c.run(create_chunks, create_req(("t", 0, target, 10, 1, 9))))[0][0] == 0
     return c
 
 
 def test_alter_moves_diskless_chunk_at_once():
     c = with_chunk()
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 0, [2])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 0, [2])))
     assert [r.error_code for r in res.response.results] == [0]
     assert res.response.results[0].start_offset == 0
     [rec] = res.records
@@ -212,7 +212,7 @@ def test_alter_moves_diskless_chunk_at_once():
 
 def test_alter_non_diskless_chunk_stays_in_progress_as_kafka_reassignment():
     c = with_chunk(diskless=False, rf=2)  # chunk [0, 1], active chunk on [2, 3]
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 3])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 3])))
     assert [r.error_code for r in res.response.results] == [0]
     [ch] = chunks(c)
     # replicas = target ++ removing; adding/removing as Kafka's PartitionReassignmentReplicas
@@ -221,7 +221,7 @@ def test_alter_non_diskless_chunk_stays_in_progress_as_kafka_reassignment():
     )  # fmt: skip
     # a pure shrink inside the ISR completes at once (ISR - removing covers the target);
     # an in-progress reassignment is reverted first (current = replicas - adding = [1, 0])
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 1, [1])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 1, [1])))
     assert [r.error_code for r in res.response.results] == [0]
     [ch] = chunks(c)
     assert (ch.replicas, ch.isr, ch.adding_replicas, ch.removing_replicas, ch.epoch) == (
@@ -231,18 +231,18 @@ def test_alter_non_diskless_chunk_stays_in_progress_as_kafka_reassignment():
 
 def test_alter_reorder_completes_and_identical_target_writes_nothing():
     c = with_chunk(diskless=False, rf=2)
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 0])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 0])))
     [ch] = chunks(c)
     assert (ch.replicas, ch.isr, ch.epoch) == ((1, 0), (0, 1), 1)
     img = c.image
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 1, [1, 0])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 1, [1, 0])))
     assert [r.error_code for r in res.response.results] == [0]
     assert not res.records and c.image == img
 
 
 def test_alter_empty_target_removes_chunk():
     c = with_chunk()
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 0, [])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 0, [])))
     assert [r.error_code for r in res.response.results] == [0]
     [rec] = res.records
     assert rec.removing_replicas == (0,) and rec.epoch == 1
@@ -251,10 +251,10 @@ def test_alter_empty_target_removes_chunk():
 
 def test_alter_replica_dropping_itself_then_last_one_removes_chunk():
     c = with_chunk(diskless=False, rf=2)
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1])))  # broker 0 leaves
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1])))  # broker 0 leaves
     assert [r.error_code for r in res.response.results] == [0]
     assert chunks(c)[0].replicas == (1,)
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, -1, [])))  # and broker 1
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, -1, [])))  # and broker 1
     assert [r.error_code for r in res.response.results] == [0] and chunks(c) == []
 
 
@@ -273,7 +273,7 @@ def test_alter_replica_dropping_itself_then_last_one_removes_chunk():
 def test_alter_errors_change_nothing(entry, code, words):
     c = with_chunk()
     img = c.image
-    res = c.run(C.alter_chunk_assignments, alter_req(entry))
+    res = c.run(alter_chunk_assignments, alter_req(entry))
     [r] = res.response.results
     assert r.error_code == code and words in r.error_message
     assert (r.topic_name, r.partition_id, r.start_offset) == entry[:3]
@@ -282,9 +282,9 @@ def test_alter_errors_change_nothing(entry, code, words):
 
 def test_alter_stale_epoch_after_a_change_and_repeated_broker():
     c = with_chunk()
-    assert c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 0, [2]))).records
+    assert c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 0, [2]))).records
     img = c.image
-    res = c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, 0, [3]), ("t", 0, 0, 1, [3, 3])))
+    res = c.run(alter_chunk_assignments, alter_req(("t", 0, 0, 0, [3]), ("t", 0, 0, 1, [3, 3])))
     assert [r.error_code for r in res.response.results] == [
         E.INVALID_UPDATE_VERSION,
         E.INVALID_REPLICA_ASSIGNMENT,
@@ -362,8 +362,8 @@ def test_partition_record_replaces_partition_but_keeps_chunks():
 # ------------------------------------------------------------------ snapshots
 def test_snapshot_with_chunks_reloads_equal():
     c = with_chunk(diskless=False, rf=2)
-    c.run(C.create_chunks, create_req(("t", 0, [0, 1], 30, 77, 25)))
-    c.run(C.alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 3])))  # in progress
+    c.run(create_chunks, create_req(("t", 0, [0, 1], 30, 77, 25)))
+    c.run(alter_chunk_assignments, alter_req(("t", 0, 0, -1, [1, 3])))  # in progress
     assert len(chunks(c)) == 2 and chunks(c)[0].adding_replicas == (3,)
     img = c.image
     recs = image_records(img)
@@ -374,8 +374,8 @@ def test_snapshot_with_chunks_reloads_equal():
     # and the loaded image goes on exactly as the original
     req = alter_req(("t", 0, 10, 0, [0, 1]))
     assert (
-        C.alter_chunk_assignments(img, req, c.ctx()).records
-        == C.alter_chunk_assignments(loaded, req, c.ctx()).records
+        alter_chunk_assignments(img, req, c.ctx()).records
+        == alter_chunk_assignments(loaded, req, c.ctx()).records
     )
 
 
@@ -403,12 +403,12 @@ def test_snapshot_round_trip_and_midway_load_with_chunks(ops, diskless):
             p = c.image.topic_by_name("t")
             n = len(p.partitions[0].replicas) if p else 2
             brokers = sorted({op[2], op[3], 0, 1})[:n]
-            c.run(C.create_chunks, create_req(("t", 0, brokers, end + 1, end, end - op[1])))
+            c.run(create_chunks, create_req(("t", 0, brokers, end + 1, end, end - op[1])))
         elif op[0] == "alter":  # op[1]: an index into the chunks (else an unknown offset)
             existing = chunks(c)
             start = existing[op[1] % len(existing)].start_offset if existing else op[1]
             epoch = -1 if op[3] else 0
-            c.run(C.alter_chunk_assignments, alter_req(("t", 0, start, epoch, op[2])))
+            c.run(alter_chunk_assignments, alter_req(("t", 0, start, epoch, op[2])))
         else:
             c.delete(names=["t"])
             c.create(topic("t", configs=[("diskless.enable", "true")] if diskless else [], rf=2))

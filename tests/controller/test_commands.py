@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kafka_rpc.controller import commands as C
+from kafka_rpc.controller import producer_ids, replication
 from kafka_rpc.controller.image import ProducerIdsImage
 from kafka_rpc.controller.snapshot import image_records, load
 from kafka_rpc.protocol.errors import ErrorCode as E
@@ -216,7 +216,7 @@ def test_create_topics_defaults_and_manual_assignment():
     c = Cluster()
     c.live(1, 2, 3)
     res = c.run(
-        C.create_topics,
+        replication.create_topics,
         C_req := __import__("tests.controller.harness", fromlist=["R"]).R("CreateTopicsRequest")(
             topics=(
                 topic("dflt", n=-1, rf=-1),
@@ -283,7 +283,7 @@ def test_delete_errors():
             DT.DeleteTopicState(name=None, topic_id=a_id),
         )
     )
-    res = c.run(C.delete_topics, req)
+    res = c.run(replication.delete_topics, req)
     codes = sorted(r.error_code for r in res.response.responses)
     assert codes == sorted(
         [
@@ -334,8 +334,8 @@ def test_allocate_without_replay_returns_same_block():
     from .harness import R
 
     req = R("AllocateProducerIdsRequest")(broker_id=1, broker_epoch=c.image.brokers[1].epoch)
-    a = C.allocate_producer_ids(c.image, req, c.ctx())
-    b = C.allocate_producer_ids(c.image, req, c.ctx())
+    a = producer_ids.allocate_producer_ids(c.image, req, c.ctx())
+    b = producer_ids.allocate_producer_ids(c.image, req, c.ctx())
     assert a.response.producer_id_start == b.response.producer_id_start == 0
 
 
@@ -349,7 +349,7 @@ def test_colliding_topic_equals_a_walk_over_every_topic(existing, name) -> None:
     comparing '.'-to-'_' normal forms finds (Kafka's Topic.hasCollision)."""
     from pyrsistent import pmap
 
-    from kafka_rpc.controller.commands import colliding_topic
+    from kafka_rpc.controller.replication import colliding_topic
 
     names = pmap({n: i for i, n in enumerate(existing)})
     norm = name.replace(".", "_")

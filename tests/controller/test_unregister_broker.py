@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from kafka_rpc.controller import commands as C
+from kafka_rpc.controller import replication
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.controller.replay import replay
@@ -26,7 +26,7 @@ R = codec.message_class
 
 
 def unregister(c: Cluster, broker_id: int):
-    return c.run(C.unregister_broker, R("UnregisterBrokerRequest")(broker_id=broker_id))
+    return c.run(replication.unregister_broker, R("UnregisterBrokerRequest")(broker_id=broker_id))
 
 
 def names(records) -> list[str]:

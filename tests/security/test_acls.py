@@ -14,7 +14,8 @@ import pytest
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller import snapshot
-from kafka_rpc.controller.commands import ControllerContext
+from kafka_rpc.controller.acls import create_acls, delete_acls
+from kafka_rpc.controller.base import ControllerContext
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.controller.replay import ReplayError, replay, replay_all
 from kafka_rpc.protocol import codec
@@ -134,13 +135,13 @@ def test_acl_commands_replay_and_snapshot():
         creation(resource_type=4, resource_name="kafka-cluster", resource_pattern_type=3,
                  operation=9),
     ))  # fmt: skip
-    res = acls.create_acls(EMPTY, req, ctx)
+    res = create_acls(EMPTY, req, ctx)
     assert [r.error_code for r in res.response.results] == [0, 0, 42, 42, 0]
     assert len(res.records) == 2
     img = replay_all(EMPTY, [(r, i) for i, r in enumerate(res.records)])
     assert len(img.acls) == 2
     # a second CreateAcls of an existing binding writes nothing
-    assert acls.create_acls(img, mod.CreateAclsRequest(creations=(creation(),)), ctx).records == []
+    assert create_acls(img, mod.CreateAclsRequest(creations=(creation(),)), ctx).records == []
     # snapshots carry the ACLs
     assert snapshot.load(snapshot.image_records(img)).acls == img.acls
     # DescribeAcls with pattern MATCH finds the prefixed binding for a name under it
@@ -154,7 +155,7 @@ def test_acl_commands_replay_and_snapshot():
     f = dm.DeleteAclsFilter(resource_type_filter=2, resource_name_filter=None,
                             pattern_type_filter=1, principal_filter=None, host_filter=None,
                             operation=1, permission_type=1)  # fmt: skip
-    dres = acls.delete_acls(img, dm.DeleteAclsRequest(filters=(f, f)), ctx)
+    dres = delete_acls(img, dm.DeleteAclsRequest(filters=(f, f)), ctx)
     assert [len(r.matching_acls) for r in dres.response.filter_results] == [1, 0]
     img2 = replay_all(img, [(r, 10 + i) for i, r in enumerate(dres.records)])
     assert [a.resource_type for a in img2.acls.values()] == [4]

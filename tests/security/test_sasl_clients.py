@@ -263,12 +263,12 @@ def test_scram_credentials_in_the_metadata_log():
     from kafka_rpc.controller import snapshot
     from kafka_rpc.controller.image import EMPTY
     from kafka_rpc.controller.replay import replay_all
+    from kafka_rpc.controller.scram import scram_records
     from kafka_rpc.security.sasl import (
         ImageScramCredentials,
         ScramCredentials,
         ScramServer,
         parse_add_scram,
-        scram_records,
     )
 
     store = ScramCredentials()

@@ -1,0 +1,739 @@
+"""Topics, partitions and their leaders (Kafka's ``ReplicationControlManager``).
+
+* Commands: :func:`create_topics`, :func:`delete_topics`; the broker-lifecycle commands whose
+  records move partitions, as in Kafka: :func:`broker_heartbeat` (``processBrokerHeartbeat``,
+  with the state machine of :func:`~kafka_rpc.controller.cluster.calculate_next_broker_state`),
+  :func:`unregister_broker` and :func:`fence_stale_brokers`; the leader and ISR changes of
+  fencing / unfencing (``handleBrokerFenced`` / ``handleBrokerUnfenced``,
+  ``generateLeaderAndIsrUpdates``, the clean election of ``PartitionChangeBuilder``).
+  Placement is :mod:`kafka_rpc.controller.placement`, config validation
+  :mod:`kafka_rpc.controller.configuration`.
+* Replay: TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord
+  (:data:`REPLAY`).
+* Snapshot part: :func:`topic_records` (``TopicsImage.write``: per topic by name, its
+  TopicRecord then one PartitionRecord per partition holding its current state).
+* NOT_CONTROLLER answers: :func:`create_topics_error_response`,
+  :func:`delete_topics_error_response`.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import re
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+from uuid import UUID
+
+from kafka_rpc.controller import cluster, configuration
+from kafka_rpc.controller.base import (
+    ERROR_MESSAGES,
+    NO_LEADER_CHANGE,
+    ApiError,
+    Batch,
+    ControllerContext,
+    ControllerResult,
+    ReplayError,
+)
+from kafka_rpc.controller.image import (
+    NO_LEADER,
+    RESOURCE_TOPIC,
+    MetadataImage,
+    PartitionRegistration,
+    TopicImage,
+    evolve,
+)
+from kafka_rpc.controller.placement import place_replicas
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+
+__all__ = [
+    "REPLAY",
+    "broker_heartbeat",
+    "colliding_topic",
+    "create_topics",
+    "create_topics_error_response",
+    "delete_topics",
+    "delete_topics_error_response",
+    "fence_stale_brokers",
+    "new_topic_id",
+    "topic_of",
+    "topic_records",
+    "unregister_broker",
+    "validate_topic_name",
+]
+
+MAX_TOPIC_NAME_LENGTH = 249
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
+
+_R = codec.message_class
+
+
+# ============================================================================ elections, fencing
+def _elect(image: MetadataImage, replicas, isr, exclude: int) -> int:
+    """PartitionChangeBuilder's clean election: the first replica (in replica order) that is in
+    the ISR, is not ``exclude`` and is active (unfenced, not in controlled shutdown); -1 if none."""
+    for r in replicas:
+        if r in isr and r != exclude and image.is_active(r):
+            return r
+    return NO_LEADER
+
+
+def _partitions_sorted(image: MetadataImage):
+    for t in sorted(image.topics.values(), key=lambda t: t.name):
+        for i in sorted(t.partitions):
+            yield t, i, t.partitions[i]
+
+
+def _remove_from_isrs(b: Batch, broker_id: int) -> None:
+    """ReplicationControlManager.generateLeaderAndIsrUpdates(brokerToRemove=broker_id): take the
+    broker out of every ISR and move its leaderships. The last ISR member stays in the ISR (a
+    partition always keeps one, so it can come back cleanly) with the leader set to -1."""
+    PCR = _R("PartitionChangeRecord")
+    for t, i, p in list(_partitions_sorted(b.image)):
+        if broker_id not in p.isr and p.leader != broker_id:
+            continue
+        isr = tuple(r for r in p.isr if r != broker_id) or p.isr
+        leader = p.leader
+        if leader == broker_id or (leader != NO_LEADER and leader not in isr):
+            leader = _elect(b.image, p.replicas, isr, broker_id)
+        if isr == p.isr and leader == p.leader:
+            continue
+        b.add(
+            PCR(
+                partition_id=i,
+                topic_id=t.topic_id,
+                isr=None if isr == p.isr else isr,
+                leader=NO_LEADER_CHANGE if leader == p.leader else leader,
+            )
+        )
+
+
+def _fence(b: Batch, broker_id: int) -> None:
+    """ReplicationControlManager.handleBrokerFenced: ISR/leader updates, then FenceBrokerRecord."""
+    reg = b.image.brokers[broker_id]
+    _remove_from_isrs(b, broker_id)
+    b.add(_R("FenceBrokerRecord")(id=broker_id, epoch=reg.epoch))
+
+
+def _unfence(b: Batch, broker_id: int, epoch: int) -> None:
+    """ReplicationControlManager.handleBrokerUnfenced: UnfenceBrokerRecord, then elect a leader
+    for every leaderless partition whose ISR holds the broker."""
+    b.add(_R("UnfenceBrokerRecord")(id=broker_id, epoch=epoch))
+    PCR = _R("PartitionChangeRecord")
+    for t, i, p in list(_partitions_sorted(b.image)):
+        if p.leader == NO_LEADER and broker_id in p.isr:
+            leader = _elect(b.image, p.replicas, p.isr, exclude=-3)
+            if leader != NO_LEADER:
+                b.add(PCR(partition_id=i, topic_id=t.topic_id, leader=leader))
+
+
+def broker_heartbeat(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """BrokerHeartbeat (ReplicationControlManager.processBrokerHeartbeat and
+    BrokerHeartbeatManager.calculateNextBrokerState).
+
+    - Not registered, or BrokerEpoch != the registration's: STALE_BROKER_EPOCH (Kafka's
+      ``checkBrokerEpoch`` and the "heartbeat before registration" check both raise
+      StaleBrokerEpochException; BROKER_ID_NOT_REGISTERED is only UnregisterBroker's error).
+    - Caught up = ``CurrentMetadataOffset >= broker epoch`` (= its RegisterBrokerRecord offset).
+    - FENCED: WantShutDown -> shut down now; not WantFence and caught up -> UnfenceBrokerRecord
+      (plus leader elections for leaderless partitions it is in the ISR of); else stays fenced.
+    - UNFENCED: WantFence -> FenceBrokerRecord (shut down now if WantShutDown too); WantShutDown ->
+      controlled shutdown if it leads partitions (BrokerRegistrationChangeRecord
+      InControlledShutdown=1, then leaderships and ISR membership moved away), else fenced and
+      shut down now.
+    - CONTROLLED_SHUTDOWN: once it leads nothing, fenced and shut down now. (Kafka also waits for
+      every active broker to pass the shutdown offset; this core does not track broker offsets.)
+    - Response: IsCaughtUp, IsFenced, ShouldShutDown of the next state. The caller records
+      ``now`` as the broker's last heartbeat.
+    """
+    Resp = _R("BrokerHeartbeatResponse")
+    reg = image.brokers.get(request.broker_id)
+    if reg is None or reg.epoch != request.broker_epoch:
+        return ControllerResult([], Resp(error_code=ErrorCode.STALE_BROKER_EPOCH))
+    bid = request.broker_id
+    caught_up = request.current_metadata_offset >= reg.epoch
+    current = cluster.broker_state(reg)
+    leads = bool(image.leaderships(bid))
+    nxt = cluster.calculate_next_broker_state(current, request, caught_up, leads)
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    if nxt != current:
+        if nxt in ("FENCED", "SHUTDOWN_NOW"):
+            if not reg.fenced:
+                _fence(b, bid)
+        elif nxt == "UNFENCED":
+            _unfence(b, bid, reg.epoch)
+        elif nxt == "CONTROLLED_SHUTDOWN":
+            b.add(
+                _R("BrokerRegistrationChangeRecord")(
+                    broker_id=bid, broker_epoch=reg.epoch, fenced=0, in_controlled_shutdown=1
+                )
+            )
+            _remove_from_isrs(b, bid)
+    resp = Resp(
+        error_code=0,
+        is_caught_up=caught_up,
+        is_fenced=nxt in ("FENCED", "SHUTDOWN_NOW"),
+        should_shut_down=nxt == "SHUTDOWN_NOW",
+    )
+    return ControllerResult(b.records, resp)
+
+
+def unregister_broker(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """UnregisterBroker (ReplicationControlManager.unregisterBroker, run by
+    QuorumController.unregisterBroker as a write event; ``kafka-cluster.sh unregister``).
+
+    - BrokerId has no registration: BROKER_ID_NOT_REGISTERED with "Broker ID N is not currently
+      registered" (no records).
+    - Otherwise, fenced or not, alive or not (Kafka does not refuse a live broker): as
+      ``handleBrokerUnregistered``, the broker leaves every ISR and its leaderships move to
+      another active ISR member (PartitionChangeRecords; the last ISR member stays with leader
+      -1, as for fencing), then one UnregisterBrokerRecord{BrokerId, BrokerEpoch = the current
+      registration's epoch}, all in one atomic batch. The response (ErrorCode 0) is sent once
+      they are committed; the caller drops the broker's session (``heartbeatManager.remove``).
+      A live broker that heartbeats afterwards gets STALE_BROKER_EPOCH and registers again.
+    """
+    Resp = _R("UnregisterBrokerResponse")
+    reg = image.brokers.get(request.broker_id)
+    if reg is None:
+        return ControllerResult(
+            [],
+            Resp(
+                error_code=ErrorCode.BROKER_ID_NOT_REGISTERED,
+                error_message=f"Broker ID {request.broker_id} is not currently registered",
+            ),
+        )
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    _remove_from_isrs(b, request.broker_id)
+    b.add(_R("UnregisterBrokerRecord")(broker_id=request.broker_id, broker_epoch=reg.epoch))
+    return ControllerResult(b.records, Resp(error_code=0, error_message=None))
+
+
+def fence_stale_brokers(
+    image: MetadataImage,
+    last_heartbeat_ms: Mapping[int, int],
+    now_ms: int,
+    session_timeout_ms: int,
+    next_offset: int | None = None,
+) -> ControllerResult:
+    """Session expiry (ReplicationControlManager.maybeFenceOneStaleBroker, all at once): every
+    unfenced broker (in controlled shutdown or not) whose last heartbeat is older than
+    ``session_timeout_ms`` before ``now_ms``, or unknown, is fenced: its ISR memberships and
+    leaderships move away, then a FenceBrokerRecord. Brokers are handled in id order, each seeing
+    the previous ones' effect. The response is the sorted list of fenced broker ids."""
+    b = Batch(image, image.last_offset + 1 if next_offset is None else next_offset, _BATCH_RULES)
+    fenced = []
+    for bid in sorted(image.brokers):
+        reg = b.image.brokers[bid]
+        last = last_heartbeat_ms.get(bid)
+        if reg.fenced or (last is not None and last + session_timeout_ms >= now_ms):
+            continue
+        _fence(b, bid)
+        fenced.append(bid)
+    return ControllerResult(b.records, fenced)
+
+
+# ============================================================================ topics
+def validate_topic_name(name: str) -> str | None:
+    """Kafka's ``Topic.validate``: None if legal, else the INVALID_TOPIC_EXCEPTION message."""
+    if not name:
+        return "Topic name is illegal, it can't be empty"
+    if name in (".", ".."):
+        return 'Topic name cannot be "." or ".."'
+    if len(name) > MAX_TOPIC_NAME_LENGTH:
+        return (
+            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
+            f"characters, topic name: {name}"
+        )
+    if not _LEGAL_TOPIC.fullmatch(name):
+        return (
+            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
+            "alphanumerics, '.', '_' and '-'"
+        )
+    return None
+
+
+def new_topic_id(image: MetadataImage, rng: random.Random) -> UUID:
+    """A random v4 uuid that is not zero, not the metadata topic's, not in use, and whose
+    base64 form does not start with '-' (Kafka's ``Uuid.randomUuid`` rules)."""
+    while True:
+        tid = UUID(int=rng.getrandbits(128), version=4)
+        if tid.int in (0, 1) or tid in image.topics:
+            continue
+        if base64.urlsafe_b64encode(tid.bytes).startswith(b"-"):
+            continue
+        return tid
+
+
+def _check_manual(image: MetadataImage, topic: Any) -> list[tuple[int, ...]]:
+    """ReplicationControlManager.createTopic + validateManualPartitionAssignment."""
+    if topic.num_partitions != -1:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but numPartitions was not set to -1.",
+        )
+    if topic.replication_factor != -1:
+        raise ApiError(
+            ErrorCode.INVALID_REQUEST,
+            "A manual partition assignment was specified, but replicationFactor was not set to -1.",
+        )
+    by_index = {a.partition_index: tuple(a.broker_ids) for a in topic.assignments}
+    if sorted(by_index) != list(range(len(topic.assignments))):
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "partitions should be a consecutive 0-based integer sequence",
+        )
+    rf = None
+    out = []
+    for i in range(len(by_index)):
+        brokers = by_index[i]
+        if not brokers:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "The manual partition assignment includes an empty replica list.",
+            )
+        seen = set()
+        for bid in sorted(brokers):
+            if bid not in image.brokers:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes broker {bid}, but no such "
+                    "broker is registered.",
+                )
+            if bid in seen:
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The manual partition assignment includes the broker {bid} more than once.",
+                )
+            seen.add(bid)
+        if rf is not None and len(brokers) != rf:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes a partition with {len(brokers)} "
+                f"replica(s), but this is not consistent with previous partitions, which have "
+                f"{rf} replica(s).",
+            )
+        rf = len(brokers)
+        if not any(image.is_active(bid) for bid in brokers):
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"All brokers specified in the manual partition assignment for partition {i} "
+                "are fenced or in controlled shutdown.",
+            )
+        out.append(brokers)
+    return out
+
+
+_COLLISION_VARIANTS_MAX = 10  # '.'/'_' positions up to which the variants are enumerated
+
+
+def colliding_topic(topics_by_name: Any, name: str) -> str | None:
+    """An existing topic other than ``name`` that differs from it only by '.' vs '_' (Kafka's
+    ``Topic.hasCollision``: the two would share metric names), or None; the smallest when
+    several do. With k such characters in ``name`` the 2^k spellings are looked up (k <= 10);
+    beyond that every topic is compared, as before. Kafka keeps an index of the names with
+    these characters instead (``ReplicationControlManager.topicsWithCollisionChars``)."""
+    spots = [i for i, c in enumerate(name) if c in "._"]
+    if not spots:
+        return None  # only `name` itself normalizes to `name`
+    if len(spots) > _COLLISION_VARIANTS_MAX:
+        norm = name.replace(".", "_")
+        found = [o for o in topics_by_name if o != name and o.replace(".", "_") == norm]
+        return min(found) if found else None
+    chars = list(name)
+    found = []
+    for mask in range(1 << len(spots)):
+        for bit, i in enumerate(spots):
+            chars[i] = "." if mask >> bit & 1 else "_"
+        cand = "".join(chars)
+        if cand != name and cand in topics_by_name:
+            found.append(cand)
+    return min(found) if found else None
+
+
+def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
+    """CreateTopics (ControllerApis.createTopics + ReplicationControlManager.createTopics).
+
+    Per topic, in this order: a name given twice -> INVALID_REQUEST "Duplicate topic name."; an
+    illegal name (``[a-zA-Z0-9._-]``, 1-249 chars, not "." / "..") -> INVALID_TOPIC_EXCEPTION;
+    an existing name -> TOPIC_ALREADY_EXISTS; a name equal to an existing one once '.' and '_'
+    are identified -> INVALID_TOPIC_EXCEPTION (collision); manual Assignments ->
+    INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT as Kafka; otherwise NumPartitions /
+    ReplicationFactor (-1 = ctx defaults) -> INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR (more
+    than the active brokers); configs -> INVALID_REQUEST (null) / INVALID_CONFIG (unknown name or
+    bad value, see ``configuration.TOPIC_CONFIGS``). Every error entry has an ErrorMessage and
+    contributes no records.
+
+    A created topic gets a random v4 id, and records TopicRecord, ConfigRecords (resource type 2),
+    then one PartitionRecord per partition (leader = first replica, ISR = the replicas that are
+    active, leader epoch 0, partition epoch 0). All records of the request form one atomic
+    batch. ``validateOnly``: the same answers (TopicId left zero: no topic exists) and no
+    records. Successful entries carry TopicId, NumPartitions, ReplicationFactor and the configs
+    set (ConfigSource 1 = DYNAMIC_TOPIC_CONFIG).
+    """
+    mod = codec.module("CreateTopicsResponse")
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    names = [t.name for t in request.topics]
+    dupes = {n for n in names if names.count(n) > 1}
+    results = []
+    done_dupes: set[str] = set()
+    for topic in request.topics:
+        name = topic.name
+        try:
+            if name in dupes:
+                if name in done_dupes:
+                    continue
+                done_dupes.add(name)
+                raise ApiError(ErrorCode.INVALID_REQUEST, "Duplicate topic name.")
+            msg = validate_topic_name(name)
+            if msg is not None:
+                raise ApiError(ErrorCode.INVALID_TOPIC_EXCEPTION, msg)
+            if name in b.image.topics_by_name:
+                raise ApiError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            other = colliding_topic(b.image.topics_by_name, name)
+            if other is not None:
+                raise ApiError(
+                    ErrorCode.INVALID_TOPIC_EXCEPTION,
+                    f"Topic '{name}' collides with existing topic: {other}",
+                )
+            if topic.assignments:
+                assignment = _check_manual(b.image, topic)
+            else:
+                n = ctx.num_partitions if topic.num_partitions == -1 else topic.num_partitions
+                rf = (
+                    ctx.default_replication_factor
+                    if topic.replication_factor == -1
+                    else topic.replication_factor
+                )
+                assignment = place_replicas(b.image, n, rf, ctx.rng)
+            configs = configuration.check_topic_configs(topic)
+        except ApiError as e:
+            results.append(
+                mod.CreatableTopicResult(name=name, error_code=e.code, error_message=e.message)
+            )
+            continue
+        tid = new_topic_id(b.image, ctx.rng)
+        if not request.validate_only:
+            b.add(_R("TopicRecord")(name=name, topic_id=tid))
+            for k in sorted(configs):
+                b.add(
+                    _R("ConfigRecord")(
+                        resource_type=RESOURCE_TOPIC, resource_name=name, name=k, value=configs[k]
+                    )
+                )
+            for i, replicas in enumerate(assignment):
+                isr = tuple(r for r in replicas if b.image.is_active(r))
+                b.add(
+                    _R("PartitionRecord")(
+                        partition_id=i,
+                        topic_id=tid,
+                        replicas=replicas,
+                        isr=isr,
+                        leader=isr[0],
+                        leader_epoch=0,
+                        partition_epoch=0,
+                    )
+                )
+        results.append(
+            mod.CreatableTopicResult(
+                name=name,
+                topic_id=UUID(int=0) if request.validate_only else tid,
+                error_code=0,
+                error_message=None,
+                num_partitions=len(assignment),
+                replication_factor=len(assignment[0]),
+                configs=tuple(
+                    mod.CreatableTopicConfigs(
+                        name=k, value=v, read_only=False, config_source=1, is_sensitive=False
+                    )
+                    for k, v in sorted(configs.items())
+                ),
+            )
+        )
+    return ControllerResult(b.records, mod.CreateTopicsResponse(topics=tuple(results)))
+
+
+def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
+    """DeleteTopics (ControllerApis.deleteTopics + ReplicationControlManager.deleteTopics).
+
+    Topics come from ``TopicNames`` (v1-5) or ``Topics`` (v6: a name, or an id with a null
+    name). Errors per entry: neither name nor id -> INVALID_REQUEST "Neither topic name nor id
+    were specified."; both -> INVALID_REQUEST "You may not specify both topic name and topic
+    id."; a name or id given twice -> INVALID_REQUEST "Duplicate topic name." / "Duplicate topic
+    id."; unknown name -> UNKNOWN_TOPIC_OR_PARTITION; unknown id -> UNKNOWN_TOPIC_ID. Each
+    deleted topic gets one RemoveTopicRecord (all in one atomic batch); the delete is immediate
+    (KIP-516): once committed the name can be created again, with a new id. A successful entry
+    carries both the name and the id.
+    """
+    mod = codec.module("DeleteTopicsResponse")
+    R = mod.DeletableTopicResult
+    results = []
+    names: list[str] = list(request.topic_names)
+    ids: list[UUID] = []
+    for t in request.topics:
+        if t.name is None:
+            if t.topic_id.int == 0:
+                results.append(
+                    R(
+                        name=None,
+                        topic_id=UUID(int=0),
+                        error_code=ErrorCode.INVALID_REQUEST,
+                        error_message="Neither topic name nor id were specified.",
+                    )
+                )
+            else:
+                ids.append(t.topic_id)
+        elif t.topic_id.int == 0:
+            names.append(t.name)
+        else:
+            results.append(
+                R(
+                    name=t.name,
+                    topic_id=t.topic_id,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="You may not specify both topic name and topic id.",
+                )
+            )
+    to_delete: list[UUID] = []
+    for n in dict.fromkeys(names):
+        if names.count(n) > 1:
+            results.append(
+                R(
+                    name=n,
+                    topic_id=UUID(int=0),
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Duplicate topic name.",
+                )
+            )
+            continue
+        tid = image.topics_by_name.get(n)
+        if tid is None:
+            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            results.append(
+                R(name=n, topic_id=UUID(int=0), error_code=code, error_message=ERROR_MESSAGES[code])
+            )
+            continue
+        results.append(R(name=n, topic_id=tid, error_code=0, error_message=None))
+        to_delete.append(tid)
+    for tid in dict.fromkeys(ids):
+        if ids.count(tid) > 1:
+            results.append(
+                R(
+                    name=None,
+                    topic_id=tid,
+                    error_code=ErrorCode.INVALID_REQUEST,
+                    error_message="Duplicate topic id.",
+                )
+            )
+            continue
+        t = image.topics.get(tid)
+        if t is None:
+            code = ErrorCode.UNKNOWN_TOPIC_ID
+            results.append(
+                R(name=None, topic_id=tid, error_code=code, error_message=ERROR_MESSAGES[code])
+            )
+            continue
+        results.append(R(name=t.name, topic_id=tid, error_code=0, error_message=None))
+        to_delete.append(tid)
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    for tid in dict.fromkeys(to_delete):
+        b.add(_R("RemoveTopicRecord")(topic_id=tid))
+    return ControllerResult(b.records, mod.DeleteTopicsResponse(responses=tuple(results)))
+
+
+# ============================================================================ replay
+def _topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ReplicationControlManager.replay(TopicRecord). A topic id or name already present is a
+    ReplayError (the controller never writes one: CreateTopics checks both)."""
+    if r.topic_id in img.topics:
+        raise ReplayError(f"Unable to replay {r}: topic id {r.topic_id} already exists")
+    if r.name in img.topics_by_name:
+        raise ReplayError(f"Unable to replay {r}: topic name {r.name!r} already exists")
+    return evolve(
+        img,
+        topics=img.topics.set(r.topic_id, TopicImage(r.name, r.topic_id)),
+        topics_by_name=img.topics_by_name.set(r.name, r.topic_id),
+    )
+
+
+def topic_of(img: MetadataImage, r: Any, what: str) -> TopicImage:
+    t = img.topics.get(r.topic_id)
+    if t is None:
+        raise ReplayError(
+            f"Tried to {what} partition {r.topic_id}:{r.partition_id}, but no topic "
+            f"with that ID was found."
+        )
+    return t
+
+
+def _with_partition(
+    img: MetadataImage, t: TopicImage, index: int, part: PartitionRegistration
+) -> MetadataImage:
+    return evolve(
+        img, topics=img.topics.set(t.topic_id, replace(t, partitions=t.partitions.set(index, part)))
+    )
+
+
+def _partition(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ReplicationControlManager.replay(PartitionRecord): the record is the partition's whole
+    state (it replaces an existing one, as Kafka does)."""
+    t = topic_of(img, r, "create")
+    part = PartitionRegistration(
+        replicas=tuple(r.replicas),
+        isr=tuple(r.isr),
+        leader=r.leader,
+        leader_epoch=r.leader_epoch,
+        partition_epoch=r.partition_epoch,
+        removing_replicas=tuple(r.removing_replicas),
+        adding_replicas=tuple(r.adding_replicas),
+        leader_recovery_state=r.leader_recovery_state,
+        directories=tuple(r.directories),
+        elr=None if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
+        last_known_elr=None if r.last_known_elr is None else tuple(r.last_known_elr),
+        start_offset=r.start_offset,
+        start_timestamp=r.start_timestamp,
+    )
+    return _with_partition(img, t, r.partition_id, part)
+
+
+def _partition_change(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """PartitionRegistration.merge(PartitionChangeRecord): a null list / Leader -2 /
+    LeaderRecoveryState -1 / StartOffset -1 leaves the field unchanged; Leader -1 means no leader.
+    ``partition_epoch`` always goes up by 1; ``leader_epoch`` goes up by 1 iff Leader != -2 (even
+    when the leader id is the same). When Replicas changes without Directories, each kept replica
+    keeps its directory and a new one gets the zero (unassigned) id. A record that sets StartOffset
+    (KIP-1114: a new active chunk) sets StartTimestamp with it, -1 (unknown) included."""
+    t = topic_of(img, r, "change")
+    p = t.partitions.get(r.partition_id)
+    if p is None:
+        raise ReplayError(f"Unable to replay {r}: no partition {r.partition_id} in topic {t.name}")
+    replicas = p.replicas if r.replicas is None else tuple(r.replicas)
+    if r.directories is not None:
+        directories = tuple(r.directories)
+    elif r.replicas is not None and p.directories:
+        old = dict(zip(p.replicas, p.directories, strict=False))
+        directories = tuple(old.get(b, UUID(int=0)) for b in replicas)
+    else:
+        directories = p.directories
+    if r.leader == NO_LEADER_CHANGE:
+        leader, leader_epoch = p.leader, p.leader_epoch
+    else:
+        leader, leader_epoch = r.leader, p.leader_epoch + 1
+    new = PartitionRegistration(
+        replicas=replicas,
+        isr=p.isr if r.isr is None else tuple(r.isr),
+        leader=leader,
+        leader_epoch=leader_epoch,
+        partition_epoch=p.partition_epoch + 1,
+        removing_replicas=p.removing_replicas
+        if r.removing_replicas is None
+        else tuple(r.removing_replicas),
+        adding_replicas=p.adding_replicas
+        if r.adding_replicas is None
+        else tuple(r.adding_replicas),
+        leader_recovery_state=p.leader_recovery_state
+        if r.leader_recovery_state == -1
+        else r.leader_recovery_state,
+        directories=directories,
+        elr=p.elr if r.eligible_leader_replicas is None else tuple(r.eligible_leader_replicas),
+        last_known_elr=p.last_known_elr if r.last_known_elr is None else tuple(r.last_known_elr),
+        start_offset=p.start_offset if r.start_offset == -1 else r.start_offset,
+        start_timestamp=r.start_timestamp
+        if r.start_offset != -1 or r.start_timestamp != -1
+        else p.start_timestamp,
+    )
+    return _with_partition(img, t, r.partition_id, new)
+
+
+def _remove_topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ReplicationControlManager.replay(RemoveTopicRecord): the topic, its partitions, its
+    inactive chunks and its configs go (``ConfigurationControlManager.deleteTopicConfigs``); the
+    name is free at once (KIP-516 immediate delete). An unknown id is a ReplayError."""
+    t = img.topics.get(r.topic_id)
+    if t is None:
+        raise ReplayError(f"Unable to replay {r}: no topic with id {r.topic_id}")
+    return evolve(
+        img,
+        topics=img.topics.remove(r.topic_id),
+        topics_by_name=img.topics_by_name.remove(t.name),
+        configs=configuration.delete_topic_configs(img, t.name),
+    )
+
+
+REPLAY = {
+    "TopicRecord": _topic,
+    "PartitionRecord": _partition,
+    "PartitionChangeRecord": _partition_change,
+    "RemoveTopicRecord": _remove_topic,
+}
+
+_BATCH_RULES = {**cluster.REPLAY, **configuration.REPLAY, **REPLAY}
+"""What this manager's commands write: broker state changes, topic configs, topics."""
+
+
+# ============================================================================ snapshot
+def topic_records(image: MetadataImage) -> list:
+    """Per topic by name: its TopicRecord, then one PartitionRecord per partition (ascending)
+    holding its current state, epochs included (no PartitionChangeRecords needed)."""
+    out: list = []
+    for t in sorted(image.topics.values(), key=lambda t: t.name):
+        out.append(_R("TopicRecord")(name=t.name, topic_id=t.topic_id))
+        for i in sorted(t.partitions):
+            p = t.partitions[i]
+            out.append(
+                _R("PartitionRecord")(
+                    partition_id=i,
+                    topic_id=t.topic_id,
+                    replicas=p.replicas,
+                    isr=p.isr,
+                    removing_replicas=p.removing_replicas,
+                    adding_replicas=p.adding_replicas,
+                    leader=p.leader,
+                    leader_recovery_state=p.leader_recovery_state,
+                    leader_epoch=p.leader_epoch,
+                    partition_epoch=p.partition_epoch,
+                    directories=p.directories,
+                    eligible_leader_replicas=p.elr,
+                    last_known_elr=p.last_known_elr,
+                    start_offset=p.start_offset,
+                    start_timestamp=p.start_timestamp,
+                )
+            )
+    return out
+
+
+# ============================================================================ error answers
+def create_topics_error_response(request: Any, code: int, message: str | None) -> Any:
+    """Every topic of a CreateTopics request answered with ``code`` and ``message``
+    (NOT_CONTROLLER ...)."""
+    mod = codec.module("CreateTopicsResponse")
+    return mod.CreateTopicsResponse(
+        topics=tuple(
+            mod.CreatableTopicResult(name=t.name, error_code=code, error_message=message)
+            for t in request.topics
+        )
+    )
+
+
+def delete_topics_error_response(request: Any, code: int, message: str | None) -> Any:
+    """Every entry of a DeleteTopics request (``TopicNames``, then ``Topics``) answered with
+    ``code`` and ``message`` (NOT_CONTROLLER ...)."""
+    mod = codec.module("DeleteTopicsResponse")
+    entries = [(n, None) for n in request.topic_names]
+    entries += [(t.name, t.topic_id) for t in request.topics]
+    return mod.DeleteTopicsResponse(
+        responses=tuple(
+            mod.DeletableTopicResult(
+                name=n,
+                **({} if tid is None else {"topic_id": tid}),
+                error_code=code,
+                error_message=message,
+            )
+            for n, tid in entries
+        )
+    )
