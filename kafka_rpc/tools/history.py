@@ -13,11 +13,13 @@ which node answered, and its outcome:
   not have taken effect.
 
 A write is a CommitBatches request of one object (:class:`Entry` per batch). An entry is named by
-its ``key``, ``<object key>/<byte offset>``: an idempotent producer's retry of an indeterminate
-request sends the same object again (Inkless's broker commits one uploaded object), so every
-attempt of one logical batch carries the same key and several ops may share it. A read is a
-FindDisklessBatches (or ListDisklessOffsets) answer per topic-partition (:class:`Read`): its high
-watermark and the batches it returned.
+its ``key``, the batch's identity: for an idempotent producer's batch its partition, producer id,
+producer epoch and base sequence (``<tp>/<producer id>/<epoch>/<base sequence>``). A retry of an
+indeterminate request carries the same batches in a new object (a known object key is rejected)
+with the same sequences, so every attempt of one logical batch has the same key and several ops
+may share it; the coordinator answers a retry of a committed batch IsDuplicate with its offsets.
+A read is a FindDisklessBatches (or ListDisklessOffsets) answer per topic-partition
+(:class:`Read`): its high watermark and the batches it returned.
 
 After the faults heal, the final state of every partition is read on the leader
 (:class:`FinalPartition`: log start offset, high watermark and every batch, in offset order), and
@@ -103,7 +105,7 @@ RULES = (
 @dataclass
 class Entry:
     """One batch of a CommitBatches request: ``tp`` (``<topic id>:<partition>``), ``records``
-    (its record count), ``key`` (``<object key>/<byte offset>``), the producer fields, and the
+    (its record count), ``key`` (its identity, module docstring), the producer fields, and the
     answer: ``base_offset`` (AssignedBaseOffset, -1 unless acknowledged), ``error`` (its error
     code), ``duplicate`` (IsDuplicate)."""
 
