@@ -18,7 +18,7 @@ and of ``bench/nemesis.py`` (``docs/network-faults.md``).
   alternating FindDisklessBatches from where it left off and ListDisklessOffsets (LATEST) for
   every partition, each an ``ok`` read with the high watermarks (and batches) the node answered.
 * :class:`QuorumPoller`: DescribeQuorum of the metadata log and of ``__diskless-metadata``
-  partition 0 on every node, as :class:`~kafka_rpc.tools.history.LeaderObservation`.
+  partition 0 on nodes, as :class:`~kafka_rpc.tools.history.LeaderObservation`.
 * :func:`final_state`: every batch of every partition, read on the leader after the heal.
 
 Times are ``time.monotonic()`` seconds. Every request is bounded by a timeout.
@@ -58,6 +58,8 @@ __all__ = [
     "coordinator_of",
     "final_state",
     "init_topic",
+    "last_leader",
+    "max_high_watermark",
     "tp_name",
 ]
 
@@ -393,7 +395,8 @@ class Reader:
 
 
 class QuorumPoller:
-    """DescribeQuorum of both logs on every node every ``interval_s`` (module docstring)."""
+    """DescribeQuorum of both logs on every node of ``addresses`` every ``interval_s``
+    (module docstring); each answer appended to :attr:`observations`."""
 
     def __init__(self, addresses: dict[int, str], interval_s: float = 0.2,
                  timeout: float = 1.0) -> None:  # fmt: skip
@@ -403,8 +406,8 @@ class QuorumPoller:
         self.observations: list[LeaderObservation] = []
 
     async def ask(self, node: int, log: str) -> LeaderObservation | None:
-        req = _DQ.DescribeQuorumRequest(topics=(_DQ.TopicData(
-            topic_name=log, partitions=(_DQ.PartitionData(partition_index=0),)),))  # fmt: skip
+        part = _DQ.PartitionData(partition_index=0)
+        req = _DQ.DescribeQuorumRequest(topics=(_DQ.TopicData(topic_name=log, partitions=(part,)),))
         clients = self.clients[node]
         address = self.addresses[node]
         try:
@@ -422,10 +425,11 @@ class QuorumPoller:
         return o
 
     async def poll_once(self) -> list[LeaderObservation | None]:
-        return list(await asyncio.gather(*(self.ask(n, log) for n in self.addresses
-                                           for log in LOGS)))  # fmt: skip
+        asks = [self.ask(n, log) for n in self.addresses for log in LOGS]
+        return list(await asyncio.gather(*asks))
 
-    async def run(self, stop: asyncio.Event) -> None:
+    async def run(self, stop) -> None:
+        """Poll until ``stop.is_set()`` (an ``asyncio.Event`` or a ``threading.Event``)."""
         try:
             while not stop.is_set():
                 await self.poll_once()
@@ -434,18 +438,23 @@ class QuorumPoller:
             for c in self.clients.values():
                 await c.close()
 
-    def leader(self, log: str, since: float = 0.0) -> int | None:
-        """The node that last answered as ``log``'s leader after ``since``."""
-        for o in reversed(self.observations):
-            if o.t < since:
-                break
-            if o.log == log and o.is_leader:
-                return o.observer
-        return None
 
-    def max_high_watermark(self, log: str) -> int:
-        return max((o.high_watermark for o in self.observations
-                    if o.log == log and o.is_leader), default=-1)  # fmt: skip
+def last_leader(observations: Sequence[LeaderObservation], log: str,
+                since: float = 0.0) -> int | None:  # fmt: skip
+    """The node that last answered as ``log``'s leader at or after ``since`` (observations in
+    time order)."""
+    for o in reversed(observations):
+        if o.t < since:
+            break
+        if o.log == log and o.is_leader:
+            return o.observer
+    return None
+
+
+def max_high_watermark(observations: Sequence[LeaderObservation], log: str) -> int:
+    """The highest high watermark a leader of ``log`` reported (-1: none)."""
+    return max((o.high_watermark for o in observations if o.log == log and o.is_leader),
+               default=-1)  # fmt: skip
 
 
 def _found_identity(tp: str, e) -> str:

@@ -3,11 +3,13 @@ scenarios (``tests/netns``) and of the soak (``bench/nemesis.py``); ``docs/netwo
 
 A :class:`Run` owns a three-node :class:`~kafka_rpc.tools.netns_cluster.NetnsCluster` on a
 :class:`~kafka_rpc.tools.netns.NetBed` and the workload of
-``kafka_rpc.tools.coordinator_workload`` (writers, a reader on every node, a DescribeQuorum
-poller), all run from the client namespace. A scenario (or the soak's random schedule,
-:func:`random_schedule`) calls :meth:`Run.fault` / :meth:`Run.heal`; :meth:`Run.finish` heals,
-waits for one coordinator leader, stops the load, waits until every replica's SQLite state is the
-same row by row, reads the final state on the leader and checks:
+``kafka_rpc.tools.coordinator_workload`` (writers and a reader on every node, run from the
+client namespace), and a :class:`QuorumWatch`: DescribeQuorum polled from inside every node's
+namespace, on the node's own local listener, so the node's view is seen whatever the faults.
+A scenario (or the soak's random schedule, :func:`random_schedule`) calls :meth:`Run.fault` /
+:meth:`Run.heal`; :meth:`Run.finish` heals, waits for one coordinator leader, stops the load,
+waits until every replica's SQLite state is the same row by row, reads the final state on the
+leader and checks:
 
 * the history (``kafka_rpc.tools.history.check``);
 * one leader per epoch, for the metadata log and the coordinator partition, from every node's
@@ -27,8 +29,11 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
+import dataclasses
 import itertools
+import json
 import random
+import threading
 import time
 import uuid
 from collections import defaultdict
@@ -46,12 +51,29 @@ from kafka_rpc.tools.coordinator_workload import (
     coordinator_of,
     final_state,
     init_topic,
+    last_leader,
+    max_high_watermark,
 )
-from kafka_rpc.tools.history import OK, CheckResult, check, check_leaders, dump_history
-from kafka_rpc.tools.netns import CLIENT_HOST, NetBed, partition_pairs
-from kafka_rpc.tools.netns_cluster import NetnsCluster, log_batches
+from kafka_rpc.tools.history import (
+    OK,
+    CheckResult,
+    LeaderObservation,
+    check,
+    check_leaders,
+    dump_history,
+)
+from kafka_rpc.tools.netns import NetBed, enter_netns, partition_pairs
+from kafka_rpc.tools.netns_cluster import LOCAL_BROKER_PORT, NetnsCluster, log_batches
 
-__all__ = ["FAULT_KINDS", "Fault", "Run", "compare_logs", "random_schedule", "unavailability"]
+__all__ = [
+    "FAULT_KINDS",
+    "Fault",
+    "Outcome",
+    "Run",
+    "compare_logs",
+    "random_schedule",
+    "unavailability",
+]
 
 COORD = DISKLESS_METADATA_TOPIC_NAME
 META = METADATA_TOPIC_NAME
@@ -123,6 +145,48 @@ def unavailability(ops, faults: list[Fault], end: float) -> dict[str, float]:
     return dict(out)
 
 
+class QuorumWatch:
+    """A :class:`~kafka_rpc.tools.coordinator_workload.QuorumPoller` per node, each on a thread
+    inside that node's namespace (``netns.enter_netns``) asking the node's local broker
+    listener. :attr:`observations`: every answer of every node, in time order."""
+
+    def __init__(self, bed: NetBed, nodes: list[int]) -> None:
+        self.bed = bed
+        self.stop = threading.Event()
+        self.pollers = {i: QuorumPoller({i: f"127.0.0.1:{LOCAL_BROKER_PORT}"}) for i in nodes}
+        self.threads: list[threading.Thread] = []
+        self.errors: list[str] = []
+
+    def start(self) -> None:
+        for i, p in self.pollers.items():
+            t = threading.Thread(target=self._run, args=(i, p), name=f"quorum-{i}", daemon=True)
+            t.start()
+            self.threads.append(t)
+
+    def _run(self, node: int, poller: QuorumPoller) -> None:
+        try:
+            enter_netns(self.bed.ns(node))
+            asyncio.run(poller.run(self.stop))
+        except Exception as exc:  # noqa: BLE001 - reported by Run.report
+            self.errors.append(f"poller of node {node}: {type(exc).__name__}: {exc}")
+
+    def close(self, timeout: float = 5.0) -> None:
+        self.stop.set()
+        for t in self.threads:
+            t.join(timeout)
+
+    @property
+    def observations(self) -> list[LeaderObservation]:
+        return sorted((o for p in self.pollers.values() for o in list(p.observations)),
+                      key=lambda o: o.t)  # fmt: skip
+
+    def leader(self, log: str, since: float = 0.0) -> int | None:
+        return last_leader(self.observations, log, since)
+
+    def max_high_watermark(self, log: str) -> int:
+        return max_high_watermark(self.observations, log)
+
+
 class Run:
     """One cluster, its workload and its faults (module docstring). Call :meth:`start`,
     faults, then :meth:`finish`, from the client namespace (``netns.run_in_netns``)."""
@@ -140,7 +204,7 @@ class Run:
         self.partitions = partitions
         self.rec = Recorder()
         self.stop = asyncio.Event()
-        self.poller = QuorumPoller(self.addresses)
+        self.poller = QuorumWatch(bed, list(self.addresses))
         self.writers = [
             Writer(f"w{k}", self.rec, self.addresses, self.topic_id, partitions,
                    random.Random(f"{seed}/w{k}"), producer_id_base=(k + 1) * 1_000_000)
@@ -161,7 +225,7 @@ class Run:
         await self.cluster.start()
         await init_topic(self.addresses, self.topic_id, self.partitions)
         self.bed.note("topic initialized; load starts")
-        self.tasks.append(asyncio.create_task(self.poller.run(self.stop)))
+        self.poller.start()
         if load:
             for w in self.writers:
                 self.tasks.append(asyncio.create_task(w.run(self.stop)))
@@ -267,6 +331,7 @@ class Run:
     # ------------------------------------------------------------------ end
     async def stop_load(self) -> None:
         self.stop.set()
+        await asyncio.to_thread(self.poller.close)
         if self.tasks:
             done, pending = await asyncio.wait(self.tasks, timeout=15.0)
             for t in pending:
@@ -278,8 +343,9 @@ class Run:
     async def abort(self) -> None:
         """Stop the workload whatever state it is in (for a ``finally``): the stop flag first,
         so a task that missed a cancellation still ends at its next step, then cancellation
-        of what is left after 10 s."""
+        of what is left after 10 s; the pollers' threads (bounded joins)."""
         self.stop.set()
+        await asyncio.to_thread(self.poller.close)
         for w in self.writers:
             w.aborted = True
         pending = [t for t in self.tasks if not t.done()]
@@ -330,6 +396,9 @@ class Run:
         final = await final_state(self.addresses[leader], self.topic_id,
                                   list(range(self.partitions)))  # fmt: skip
         dump_history(self.rec.ops, self.root / "history.jsonl")
+        with (self.root / "quorum.jsonl").open("w") as f:
+            for o in self.poller.observations:
+                f.write(json.dumps(dataclasses.asdict(o)) + "\n")
         history = check(self.rec.ops, final)
         leaders = check_leaders(self.poller.observations)
         log_problems: list[str] = []
@@ -362,7 +431,7 @@ class Run:
             + (f" to +{f.end - self.t0:.3f}s" if f.end else "")
             for f in self.faults
         ]
-        parts += self.notes
+        parts += self.notes + self.poller.errors
         parts.append(f"== operations: {self.counts()} ==")
         o = self.outcome
         if o is not None:
@@ -394,6 +463,3 @@ def random_schedule(rng: random.Random, seconds: float, kinds=FAULT_KINDS,
         out.append((min(t, seconds), "heal"))
         t += rng.uniform(*calm_s)
     return out
-
-
-__all__ += ["CLIENT_HOST", "Outcome"]

@@ -165,9 +165,10 @@ def test_leader_isolated(tmp_path, netns_ready):
 def test_leader_isolation_catches_a_leader_without_check_quorum(tmp_path, netns_ready):
     """The same scenario against nodes whose Raft leaders never resign on check quorum
     (``tests/netns/no_check_quorum.py``): its check-quorum assertion fails."""
-    with pytest.raises(AssertionError, match="check quorum: the isolated leader"):
+    with pytest.raises(AssertionError, match="check quorum: the isolated leader") as caught:
         scenario(tmp_path, isolate_leader, old_leader_truncated, seed=1,
                  module="tests.netns.no_check_quorum")  # fmt: skip
+    print("caught:", str(caught.value).splitlines()[0])
 
 
 async def one_way_leader(run: Run) -> None:
