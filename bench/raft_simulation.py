@@ -4,11 +4,18 @@
 
 Each seed is one run of ``tests/raft/simulation.py`` (real RaftCores on memory logs; drops,
 delays, duplicates, partitions, crashes losing unflushed writes; Kafka's RaftEventSimulationTest
-invariants checked after every event). The mix per seed: 7 in 10 are 3 voters, 2 in 10 are 5
-voters with 2 observers, 1 in 10 sends every message through the codec at its negotiated
-version with one observer. 15 s of faults then up to 20 s to heal. A failure prints its seed
-and the violated invariant; ``tests/raft/simulation.py``'s ``run_seed`` replays it exactly. The
-exit status is 1 if any seed failed.
+invariants and the Kafka 4.x rules of ``KafkaRules`` checked after every event). The mix per
+20 seeds (``kind``): 10 are 3 voters; 2 are 5 voters with 2 observers; 1 sends every message
+through the codec at our versions with one observer; 1 through the codec at Kafka 4.4's versions
+(Vote 2, BeginQuorumEpoch 1, EndQuorumEpoch 1); 1 cuts half of the leaders' Fetch answers
+inside a batch (as Kafka's byte-sliced reads do) and requires every replica to catch up; 1 gives
+the voters different controller listener names; 2 are "churn" (5 voters, a crash every second
+or so with short downtimes, 20 % drops, 30 % duplicates, delays up to 200 ms: Resigned and
+Prospective voters meet pre-votes and votes); 1 combines Kafka's versions, sliced answers and
+listener names; 1 is 5 voters with observers, sliced answers and every replica caught up. 15 s
+of faults then up to 20 s to heal. A failure prints its seed and the violated invariant;
+``tests/raft/simulation.py``'s ``run_seed(seed, **kind(seed))`` replays it exactly. The exit
+status is 1 if any seed failed.
 """
 
 from __future__ import annotations
@@ -22,13 +29,31 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+CHURN = {
+    "voters": 5, "crash_every_ms": 1000, "down_ms": (100, 800), "drop": 0.2, "duplicate": 0.3,
+    "max_delay_ms": 200,
+}  # fmt: skip
+
 
 def kind(seed: int) -> dict:
-    k = seed % 10
-    if k in (7, 8):
+    k = seed % 20
+    if k in (10, 11):
         return {"voters": 5, "observers": 2}
-    if k == 9:
+    if k == 12:
         return {"wire": True, "observers": 1}
+    if k == 13:
+        return {"wire": True, "kafka_versions": True, "observers": 1}
+    if k == 14:
+        return {"slice_fetch": 0.5, "followers_converge": True}
+    if k == 15:
+        return {"listener_names": True}
+    if k in (16, 17):
+        return dict(CHURN)
+    if k == 18:
+        return {"wire": True, "kafka_versions": True, "slice_fetch": 0.5,
+                "listener_names": True, "followers_converge": True}  # fmt: skip
+    if k == 19:
+        return {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True}
     return {}
 
 

@@ -1,8 +1,10 @@
 """The metadata quorum's RPCs: Vote (52), BeginQuorumEpoch (53), EndQuorumEpoch (54), Fetch (1),
-FetchSnapshot (59), DescribeQuorum (55).
+FetchSnapshot (59), DescribeQuorum (55), UpdateRaftVoter (82).
 
 API: the versions of our specs, on the listeners each spec names: Vote, BeginQuorumEpoch,
-EndQuorumEpoch and FetchSnapshot on the controller listener; Fetch and DescribeQuorum on both.
+EndQuorumEpoch, FetchSnapshot and UpdateRaftVoter on the controller listener; Fetch and
+DescribeQuorum on both. UpdateRaftVoter names no partition: it always goes to the metadata log's
+replica, which answers it as a static quorum's leader does (``RaftCore._on_update_voter``).
 Behavior: each handler passes the decoded request to the node's Raft driver
 (``ctx.server.raft``, :class:`kafka_rpc.raft.driver.RaftDriver`), which answers as Kafka's
 ``KafkaRaftClient`` does (``reference/kraft.md`` 1.4-1.13) at the request's version. A node in
@@ -98,7 +100,8 @@ async def _to_raft(ctx, request):
 # Every Raft RPC of the controller listener goes to the replica as it is (Fetch is below: the
 # broker listener also serves it).
 for _name in ("VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest",
-              "FetchSnapshotRequest", "DescribeQuorumRequest"):  # fmt: skip
+              "FetchSnapshotRequest", "DescribeQuorumRequest",
+              "UpdateRaftVoterRequest"):  # fmt: skip
     default_registry.register(_name, _to_raft)
 
 

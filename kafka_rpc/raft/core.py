@@ -81,17 +81,17 @@ __all__ = ["NotLeaderError", "Outbound", "RaftConfig", "RaftCore"]
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = (
     52, 53, 54, 1, 59, 55,
 )  # fmt: skip
+UPDATE_RAFT_VOTER = 82
 MiB = 1 << 20
 _LONG_MAX = (1 << 63) - 1
 #: Kafka's ``LeaderState.OBSERVER_SESSION_TIMEOUT_MS``.
 OBSERVER_SESSION_TIMEOUT_MS = 300_000
-#: Kafka's ``RETRY_BACKOFF_BASE_MS`` (binary exponential election backoff unit).
-RETRY_BACKOFF_BASE_MS = 100
 #: Records per snapshot batch (Kafka ``SnapshotEmitter.DEFAULT_BATCH_SIZE``).
 SNAPSHOT_BATCH_RECORDS = 1024
 
 _E = ErrorCode
 _NONE = int(_E.NONE)
+_ZERO_UUID = UUID(int=0)
 
 
 def _m(name: str):
@@ -104,6 +104,7 @@ _EndReq, _EndResp = _m("EndQuorumEpochRequest"), _m("EndQuorumEpochResponse")
 _FetchReq, _FetchResp = _m("FetchRequest"), _m("FetchResponse")
 _SnapReq, _SnapResp = _m("FetchSnapshotRequest"), _m("FetchSnapshotResponse")
 _DescResp = _m("DescribeQuorumResponse")
+_UpdateVoterResp = _m("UpdateRaftVoterResponse")
 _LeaderChange = _m("LeaderChangeMessage")
 _SnapHeader = codec.message_class("SnapshotHeaderRecord")
 _SnapFooter = codec.message_class("SnapshotFooterRecord")
@@ -139,7 +140,12 @@ class RaftConfig:
     max_retention_ms: int = 7 * 24 * 3_600_000  # metadata.max.retention.ms
     retention_check_interval_ms: int = 60_000  # metadata.log.retention.check.interval.ms
     max_replication_lag_ms: int = 30_000  # max.replication.lag.ms (KIP-630 seed rule)
-    listener_name: str = "CONTROLLER"  # for LeaderEndpoints / NodeEndpoints
+    listener_name: str = "CONTROLLER"  # controller.listener.names[0]: NodeEndpoints, describe
+    #: This replica's directory id (the ``directory.id`` of its metadata log directory's
+    #: ``meta.properties``; Kafka's ``ReplicaKey`` directory): sent as ReplicaDirectoryId in
+    #: Vote, Fetch and FetchSnapshot, and checked against a non-zero VoterDirectoryId in Vote and
+    #: BeginQuorumEpoch (INVALID_VOTER_KEY). The zero UUID: none (tests, the simulator's default).
+    directory_id: UUID = _ZERO_UUID
 
     @property
     def is_voter(self) -> bool:
@@ -246,14 +252,11 @@ class RaftCore:
         # timers (absolute ms; None = not running)
         self._election_deadline: int | None = None
         self._fetch_deadline: int | None = None
-        self._backoff_deadline: int | None = None
         self._check_quorum_deadline: int | None = None
         self._begin_epoch_deadline: int | None = None
         # candidate / prospective
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
-        self._retries = 0
-        self._prospective_from_follower = False
         # leader
         self._replicas: dict[int, _ReplicaState] = {}
         self._epoch_start_offset = -1
@@ -294,6 +297,14 @@ class RaftCore:
         self._retention_deadline = now_ms + config.retention_check_interval_ms
         self._last_delivered_epoch = 0
         self._last_delivered_ts = -1
+        #: The directory id of the candidate voted for (memory only: ``quorum-state`` v0 keeps
+        #: no directory); None = none sent, so any directory of ``voted_id`` matches (Kafka
+        #: ``ReplicaKey`` without a directory).
+        self._voted_dir: UUID | None = None
+        #: Called with this core after every state transition once it is complete (state,
+        #: epoch, leader and vote set); the simulator's checkers of Kafka's transition rules
+        #: (``QuorumState``) listen here. None: nobody listens.
+        self.on_transition: Callable[[RaftCore], None] | None = None
         self._initialize(now_ms)
 
     # ================================================================== start-up
@@ -323,7 +334,6 @@ class RaftCore:
             self.epoch = st.epoch
             self.state = CANDIDATE
             self.voted_id = self.node_id
-            self._retries = 1
             self._granted, self._rejected = {self.node_id}, set()
             self._election_deadline = now + self._random_election_timeout()
         elif st.voted_id != -1:
@@ -338,7 +348,12 @@ class RaftCore:
         # state machine never loads one, kraft.md 2.5)
         self._deliver(now)
         if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
-            self._to_candidate(now)
+            # Kafka ``KafkaRaftClient.initialize``: the only voter goes Prospective, which wins
+            # its own pre-vote, stands and wins at once (a Candidate at start-up stands on)
+            if self.state == CANDIDATE:
+                self._to_leader(now)
+            else:
+                self._to_prospective(now)
         self._notify_leader_change()
         self._deliver(now)
 
@@ -375,7 +390,6 @@ class RaftCore:
             for d in (
                 self._election_deadline,
                 self._fetch_deadline,
-                self._backoff_deadline,
                 self._check_quorum_deadline,
                 self._begin_epoch_deadline,
                 self._retention_deadline,
@@ -405,19 +419,10 @@ class RaftCore:
         t = self.config.election_timeout_ms
         return t + self.rng.randrange(t) if t > 0 else 0
 
-    def _binary_backoff(self) -> int:
-        """Kafka ``binaryExponentialElectionBackoffMs``."""
-        r = min(self._retries, 20)
-        return min(
-            RETRY_BACKOFF_BASE_MS * self.rng.randrange(1 << max(r, 0) or 1),
-            self.config.election_backoff_max_ms,
-        )
-
     def _strict_backoff(self, position: int, n: int) -> int:
-        """Kafka ``strictExponentialElectionBackoffMs`` by position in the successor list."""
+        """Kafka ``strictExponentialElectionBackoffMs`` by position in the successor list (the
+        list's length ``n`` when this node is not in it)."""
         mx = self.config.election_backoff_max_ms
-        if position < 0:
-            return mx
         if position == 0:
             return 0
         return min(mx, (mx >> (n - 1)) << (position - 1))
@@ -455,8 +460,16 @@ class RaftCore:
         return True
 
     # ================================================================== transitions
+    # Kafka ``QuorumState``'s transitions (kraft.md 1.1; Kafka 4.x with KIP-996 pre-vote):
+    # Unattached/Follower/Candidate -> Prospective (same epoch, memory only) -> Candidate
+    # (epoch + 1) -> Leader -> Resigned; Unattached at the same epoch only from Prospective;
+    # the epoch never goes down. Each transition ends in :meth:`_transitioned`.
+    def _transitioned(self) -> None:
+        if self.on_transition is not None:
+            self.on_transition(self)
+
     def _clear_role_state(self) -> None:
-        self._election_deadline = self._fetch_deadline = self._backoff_deadline = None
+        self._election_deadline = self._fetch_deadline = None
         self._check_quorum_deadline = self._begin_epoch_deadline = None
         self._granted, self._rejected = set(), set()
         self._fetched_from_leader = False
@@ -476,14 +489,23 @@ class RaftCore:
         # uncommitted records of our epoch stay in the log: a new leader truncates them away
         # or commits them (Kafka keeps them too).
 
+    def _vote_lost(self) -> bool:
+        """The election (pre-vote or vote) can no longer be won (Kafka ``isVoteRejected``)."""
+        return len(self.voters) - len(self._rejected) < self._majority()
+
     def _to_unattached(self, now: int, epoch: int, persist: bool = True, leader: int = -1) -> None:
-        """Kafka ``transitionToUnattached`` (epoch > current, or equal from Prospective)."""
+        """Kafka ``transitionToUnattached``: ``epoch`` > the current one, or equal from
+        Prospective (a lost pre-election); the vote is kept only in the same epoch. The
+        election timer runs on from a Candidate, an Unattached, a Resigned and a Prospective
+        whose election was not lost; anyone else draws a new one (observers have none)."""
         keep = None
-        if self.state in (CANDIDATE, UNATTACHED) and self._election_deadline is not None:
+        if self.state in (CANDIDATE, UNATTACHED, RESIGNED) or (
+            self.state == PROSPECTIVE and not self._vote_lost()
+        ):
             keep = self._election_deadline
         self._clear_role_state()
         if epoch > self.epoch:
-            self.voted_id = -1
+            self.voted_id, self._voted_dir = -1, None
         self.epoch, self.state, self.leader_id = epoch, UNATTACHED, leader
         if self.config.is_voter:
             self._election_deadline = (
@@ -492,13 +514,21 @@ class RaftCore:
         if persist:
             self._persist()
         self._reset_connections()
+        self._transitioned()
         self._notify_leader_change()
 
-    def _vote_for(self, now: int, epoch: int, candidate: int) -> None:
-        self._clear_role_state()
-        self.epoch, self.state, self.leader_id, self.voted_id = epoch, UNATTACHED, -1, candidate
+    def _vote_for(self, now: int, epoch: int, candidate: int, directory: UUID | None) -> None:
+        """Kafka ``unattachedAddVotedState`` / ``prospectiveAddVotedState``: grant a standard
+        vote in the current epoch (persisted before the answer); an Unattached stays
+        Unattached, a Prospective stays Prospective with a fresh pre-election. Both draw a new
+        election timeout."""
+        prospective = self.state == PROSPECTIVE
+        self.voted_id, self._voted_dir = candidate, directory
         self._election_deadline = now + self._random_election_timeout()
+        if prospective:
+            self._granted, self._rejected = {self.node_id}, set()
         self._persist()
+        self._transitioned()
 
     def _set_follower(self, now: int, leader: int) -> None:
         self._clear_role_state()
@@ -507,37 +537,50 @@ class RaftCore:
         self._reset_connections()
 
     def _to_follower(self, now: int, epoch: int, leader: int) -> None:
+        """Kafka ``transitionToFollower`` (durable): a higher epoch, or the current one when
+        no leader is known here or from Prospective (a lost pre-election)."""
         if epoch > self.epoch:
-            self.voted_id = -1
+            self.voted_id, self._voted_dir = -1, None
         self.epoch = epoch
         self.leader_id = leader
         self._persist()
         self._set_follower(now, leader)
+        self._transitioned()
         self._notify_leader_change()
 
     def _to_prospective(self, now: int) -> None:
-        """KIP-996: ask for pre-votes at the current epoch; nothing is persisted."""
-        self._prospective_from_follower = self.state == FOLLOWER
-        prev_leader = self.leader_id
+        """KIP-996 (Kafka ``transitionToProspective``, from Unattached, Follower or Candidate):
+        ask for pre-votes at the current epoch, keeping the known leader and the vote cast in
+        it; nothing is persisted. Wins at once when this node alone is a majority."""
         self._clear_role_state()
         self.state = PROSPECTIVE
-        self.leader_id = prev_leader if self._prospective_from_follower else -1
         self._granted, self._rejected = {self.node_id}, set()
         self._election_deadline = now + self._random_election_timeout()
         self._reset_connections()
+        self._transitioned()
         if len(self._granted) >= self._majority():
             self._to_candidate(now)
 
+    def _prospective_lost(self, now: int) -> None:
+        """Kafka ``prospectiveTransitionAfterElectionLoss``: back to Follower of the known
+        leader, else Unattached at the same epoch."""
+        if self.leader_id >= 0 and self.leader_id in self.voters:
+            self._to_follower(now, self.epoch, self.leader_id)
+        else:
+            self._to_unattached(now, self.epoch, leader=self.leader_id)
+
     def _to_candidate(self, now: int) -> None:
-        retries = self._retries + 1 if self.state == CANDIDATE else 1
+        """Kafka ``transitionToCandidate``: only a Prospective that won its pre-election (or
+        the only voter) stands, at epoch + 1, voting for itself (persisted)."""
         self._clear_role_state()
         self.epoch += 1
         self.state, self.leader_id, self.voted_id = CANDIDATE, -1, self.node_id
-        self._retries = retries
+        self._voted_dir = None
         self._granted, self._rejected = {self.node_id}, set()
         self._election_deadline = now + self._random_election_timeout()
         self._persist()
         self._reset_connections()
+        self._transitioned()
         self._notify_leader_change()
         if len(self._granted) >= self._majority():
             self._to_leader(now)
@@ -572,6 +615,7 @@ class RaftCore:
         self.log.append([batch])
         log.info("node %d: leader of epoch %d from offset %d", self.node_id, self.epoch,
                  self._epoch_start_offset)  # fmt: skip
+        self._transitioned()
         self._notify_leader_change()
 
     def _to_resigned(self, now: int, persist: bool = False) -> None:
@@ -590,18 +634,35 @@ class RaftCore:
         self._end_epoch_unacked = set(successors)
         self._election_deadline = now + self._random_election_timeout()
         self._reset_connections()
+        self._transitioned()
+
+    def _consistent_leader(self, leader: int, epoch: int) -> bool:
+        """Kafka ``hasConsistentLeader``: a message naming this node as leader is consistent
+        only while it leads; one naming another leader of our epoch only if that is the leader
+        we know (or we know none)."""
+        if leader >= 0 and leader == self.node_id:
+            return self.state == LEADER
+        return epoch != self.epoch or leader < 0 or self.leader_id < 0 or leader == self.leader_id
 
     def _maybe_transition(self, now: int, leader: int, epoch: int) -> None:
-        """Kafka ``maybeTransition``: follow a named leader, or go Unattached at a new epoch."""
+        """Kafka ``maybeTransition``: a higher epoch makes this node follow the named leader
+        (or go Unattached without one); the current epoch makes it follow a named leader only
+        when it knows none. A claim inconsistent with what this node knows (Kafka throws
+        IllegalStateException) is logged and changes nothing."""
         if epoch < self.epoch:
             return
-        if leader >= 0 and leader != self.node_id:
-            if epoch > self.epoch or self.state != FOLLOWER or self.leader_id != leader:
-                if epoch == self.epoch and self.state == LEADER:
-                    return  # another leader in our epoch: impossible unless a peer lies
+        if not self._consistent_leader(leader, epoch):
+            log.error("node %d: leader %d of epoch %d contradicts our state %s (leader %d, "
+                      "epoch %d); ignored", self.node_id, leader, epoch, self.state,
+                      self.leader_id, self.epoch)  # fmt: skip
+            return
+        if epoch > self.epoch:
+            if leader >= 0:
                 self._to_follower(now, epoch, leader)
-        elif epoch > self.epoch:
-            self._to_unattached(now, epoch)
+            else:
+                self._to_unattached(now, epoch)
+        elif leader >= 0 and self.leader_id < 0 and leader != self.node_id:
+            self._to_follower(now, epoch, leader)
 
     # ================================================================== poll
     def poll(self, now: int) -> None:
@@ -655,15 +716,18 @@ class RaftCore:
             return
         self._flush_pending(now, force=False)
         if self._begin_epoch_deadline is not None and now >= self._begin_epoch_deadline:
+            # Kafka ``LeaderState.needToSendBeginQuorumRequests``: every fetch.timeout/2, to the
+            # voters that have not fetched (validly) within that time, and only to those
             self._begin_epoch_deadline = now + self.config.fetch_timeout_ms // 2
             for v in self.voters:
-                if v != self.node_id and self._can_send(now, v):
-                    self._send(now, v, BEGIN_QUORUM_EPOCH, self._begin_request())
+                if v != self.node_id and self._needs_begin(now, v) and self._can_send(now, v):
+                    self._send(now, v, BEGIN_QUORUM_EPOCH, self._begin_request(v))
         if self._parked:
             keep = []
             for p in self._parked:
                 if now >= p.deadline_ms:
-                    p.reply(self._fetch_response_valid(now, p.version, p.request, p.replica_id))
+                    p.reply(self._fetch_response_valid(now, p.version, p.request, p.replica_id,
+                                                       touch=True))  # fmt: skip
                 else:
                     keep.append(p)
             self._parked = keep
@@ -672,31 +736,48 @@ class RaftCore:
         for r in stale:
             del self._replicas[r]
 
+    def _needs_begin(self, now: int, voter: int) -> bool:
+        """Whether the leader sends ``voter`` a BeginQuorumEpoch now: no valid Fetch from it
+        within fetch.timeout/2 (never one counts as none)."""
+        rs = self._replicas.get(voter)
+        if rs is None or rs.last_fetch_ms < 0:
+            return True
+        return now - rs.last_fetch_ms >= self.config.fetch_timeout_ms // 2
+
     def _poll_candidate(self, now: int) -> None:
-        if self._election_deadline is not None and now >= self._election_deadline:
-            # the election timed out undecided: back off, then stand again at epoch + 1
-            self._backoff_deadline = now + self._binary_backoff()
-            self._election_deadline = None
-        if self._backoff_deadline is not None:
-            if now < self._backoff_deadline:
-                return
-            self._to_candidate(now)  # a backoff of 0 ms stands again in this same poll
-            if self.state != CANDIDATE:
-                return
-        self._send_votes(now, pre_vote=False)
+        """Kafka 4.x ``pollCandidate``: votes go to the voters not heard from while the
+        election can still be won; when the election timer runs out (a lost election waits for
+        it too) the node goes back to Prospective at the same epoch, never straight to a new
+        candidacy. While shutting down it campaigns on."""
+        if (
+            self._shutdown_deadline is None
+            and self._election_deadline is not None
+            and now >= self._election_deadline
+        ):
+            log.info("node %d: election of epoch %d not won in time; pre-vote again",
+                     self.node_id, self.epoch)  # fmt: skip
+            self._to_prospective(now)
+            self._poll_prospective(now)
+            return
+        if not self._vote_lost():
+            self._send_votes(now, pre_vote=False)
 
     def _poll_prospective(self, now: int) -> None:
-        if self._election_deadline is not None and now >= self._election_deadline:
-            # the pre-election did not win in time: back to Unattached and try again later
-            # (Kafka ``ProspectiveState`` expiry)
-            self._clear_role_state()
-            self.state, self.leader_id = UNATTACHED, -1
-            self._election_deadline = now + self._binary_backoff_or_timeout()
+        """Kafka ``pollProspective``: pre-votes go out while the pre-election can be won; when
+        its timer runs out the node returns to Follower of the leader it knew, else to
+        Unattached at the same epoch (``prospectiveTransitionAfterElectionLoss``). While
+        shutting down it asks on."""
+        if (
+            self._shutdown_deadline is None
+            and self._election_deadline is not None
+            and now >= self._election_deadline
+        ):
+            self._prospective_lost(now)
+            if self.state == UNATTACHED:
+                self._poll_unattached(now)
             return
-        self._send_votes(now, pre_vote=True)
-
-    def _binary_backoff_or_timeout(self) -> int:
-        return self._random_election_timeout()
+        if not self._vote_lost():
+            self._send_votes(now, pre_vote=True)
 
     def _send_votes(self, now: int, pre_vote: bool) -> None:
         end = self._log_end()
@@ -708,16 +789,22 @@ class RaftCore:
 
     def _poll_follower(self, now: int) -> None:
         if self._fetch_deadline is not None and now >= self._fetch_deadline:
-            if self.config.is_voter and self._shutdown_deadline is None:
-                log.info("node %d: no fetch response from leader %d for %d ms; pre-vote",
-                         self.node_id, self.leader_id, self.config.fetch_timeout_ms)  # fmt: skip
-                self._to_prospective(now)
-                self._poll_prospective(now)
+            if self.config.is_voter:
+                if self._shutdown_deadline is None:
+                    log.info("node %d: no fetch response from leader %d for %d ms; pre-vote",
+                             self.node_id, self.leader_id,
+                             self.config.fetch_timeout_ms)  # fmt: skip
+                    self._to_prospective(now)
+                    self._poll_prospective(now)
+                    return
             else:
+                # an observer stays a Follower (Kafka ``pollFollowerAsObserver``) and asks
+                # another voter, whose answer names the leader if it changed
                 self._fetch_deadline = now + self.config.fetch_timeout_ms
-                self._to_unattached(now, self.epoch, persist=False)
-                self._poll_unattached(now)
-            return
+                others = sorted(v for v in self.voters if v != self.leader_id)
+                if others and not self._inflight:
+                    self._send_fetch(now, self.rng.choice(others))
+                    return
         self._send_fetch(now, self.leader_id)
 
     def _send_fetch(self, now: int, dest: int) -> None:
@@ -743,15 +830,15 @@ class RaftCore:
                 self._send_fetch(now, self.rng.choice(voters))
 
     def _poll_resigned(self, now: int) -> None:
+        """Kafka ``pollResigned``: EndQuorumEpoch to the voters that have not acknowledged it;
+        after the election timeout, Unattached at epoch + 1 (so that nobody keeps naming this
+        node as the leader), unless shutting down."""
         if self._election_deadline is not None and now >= self._election_deadline:
             if self._shutdown_deadline is not None:
                 self._election_deadline = None
-            elif self.config.is_voter:
-                self._to_prospective(now)
-                self._poll_prospective(now)
-                return
             else:
                 self._to_unattached(now, self.epoch + 1)
+                self._poll_unattached(now)
                 return
         for v in sorted(self._end_epoch_unacked):
             if self._can_send(now, v):
@@ -762,6 +849,9 @@ class RaftCore:
         return {"topic_name": self.config.topic_name, "topic_id": self.config.topic_id}
 
     def _vote_request(self, dest: int, end: OffsetAndEpoch, pre_vote: bool) -> Any:
+        """Kafka ``RaftUtil.singletonVoteRequest`` at kraft.version 0: VoterId = the
+        destination, VoterDirectoryId zero (a static voter has none), ReplicaDirectoryId =
+        this replica's directory id."""
         return _VoteReq.VoteRequest(
             cluster_id=self.config.cluster_id,
             voter_id=dest,
@@ -773,6 +863,7 @@ class RaftCore:
                             partition_index=self.config.partition,
                             replica_epoch=self.epoch,
                             replica_id=self.node_id,
+                            replica_directory_id=self.config.directory_id,
                             last_offset_epoch=end.epoch,
                             last_offset=end.offset,
                             pre_vote=pre_vote,
@@ -782,15 +873,16 @@ class RaftCore:
             ),
         )
 
-    def _leader_endpoints(self, mod: Any, leader: int) -> tuple:
-        addr = self.voters.get(leader)
-        if addr is None:
-            return ()
-        return (mod.LeaderEndpoint(name=self.config.listener_name, host=addr[0], port=addr[1]),)
-
-    def _begin_request(self) -> Any:
+    def _begin_request(self, dest: int) -> Any:
+        """BeginQuorumEpoch to voter ``dest``: VoterId = ``dest``, VoterDirectoryId zero, and
+        LeaderEndpoints EMPTY. A Kafka voter that gets a non-empty list follows the endpoint
+        named by its own ``controller.listener.names[0]`` and halts
+        (``FollowerState.leaderNode``) when the list lacks that name; an empty list makes it
+        use the address of its static ``controller.quorum.voters``, whatever our listener is
+        called."""
         return _BeginReq.BeginQuorumEpochRequest(
             cluster_id=self.config.cluster_id,
+            voter_id=dest,
             topics=(
                 _BeginReq.TopicData(
                     **self._topic_fields(),
@@ -803,10 +895,12 @@ class RaftCore:
                     ),
                 ),
             ),
-            leader_endpoints=self._leader_endpoints(_BeginReq, self.node_id),
         )
 
     def _end_request(self) -> Any:
+        """EndQuorumEpoch of a resigned leader: the successors by descending fetch offset, as
+        v0 PreferredSuccessors and v1 PreferredCandidates (directory ids zero, static voters),
+        and LeaderEndpoints empty (see :meth:`_begin_request`)."""
         return _EndReq.EndQuorumEpochRequest(
             cluster_id=self.config.cluster_id,
             topics=(
@@ -825,10 +919,12 @@ class RaftCore:
                     ),
                 ),
             ),
-            leader_endpoints=self._leader_endpoints(_EndReq, self.node_id),
         )
 
     def _fetch_request(self) -> Any:
+        """Kafka ``KafkaRaftClient.buildFetchRequest``: MaxBytes ``max_fetch_bytes``,
+        PartitionMaxBytes 0 (Kafka's followers leave it unset; leaders ignore it), MaxWaitMs
+        500, this replica's id (v15+ in ReplicaState) and directory id, its high watermark."""
         return _FetchReq.FetchRequest(
             cluster_id=self.config.cluster_id,
             replica_id=self.node_id,
@@ -846,9 +942,10 @@ class RaftCore:
                             current_leader_epoch=self.epoch,
                             fetch_offset=self.log.end_offset,
                             last_fetched_epoch=self.log.last_fetched_epoch(),
-                            partition_max_bytes=self.config.max_fetch_bytes,
+                            partition_max_bytes=0,
                             # KIP-1166: -1 when unknown (INT64_MAX means "not supported")
                             high_watermark=self.high_watermark,
+                            replica_directory_id=self.config.directory_id,
                         ),
                     ),
                 ),
@@ -873,6 +970,7 @@ class RaftCore:
                                 end_offset=d.snapshot_id.offset, epoch=d.snapshot_id.epoch
                             ),
                             position=d.writer.size,
+                            replica_directory_id=self.config.directory_id,
                         ),
                     ),
                 ),
@@ -901,6 +999,8 @@ class RaftCore:
                 reply(self._on_fetch_snapshot(now, version, request))
             elif api_key == DESCRIBE_QUORUM:
                 reply(self._on_describe(now, version, request))
+            elif api_key == UPDATE_RAFT_VOTER:
+                reply(self._on_update_voter(now, version, request))
             else:
                 raise ValueError(f"api key {api_key} is not a Raft request")
         except Exception:
@@ -991,7 +1091,19 @@ class RaftCore:
         return self._epoch_resp(_VoteResp, "VoteResponse", 3, version, top, code,
                                 vote_granted=granted)  # fmt: skip
 
+    def _voter_key_ok(self, voter_id: int, voter_dir: UUID) -> bool:
+        """Kafka ``isValidVoterKey``: a VoterId other than -1 must be this node's id, and a
+        non-zero VoterDirectoryId this node's directory id."""
+        if voter_id < 0:
+            return True
+        if voter_id != self.node_id:
+            return False
+        return voter_dir.int == 0 or voter_dir == self.config.directory_id
+
     def _on_vote(self, now: int, version: int, req: Any) -> Any:
+        """Kafka ``handleVoteRequest`` (kraft.md 1.5, KIP-996): a higher epoch is adopted
+        (Unattached, persisted) for a pre-vote too, before the voter key is checked; a granted
+        standard vote is persisted before the answer."""
         if not self._cluster_ok(req.cluster_id):
             return self._vote_resp(version, top=int(_E.INCONSISTENT_CLUSTER_ID))
         p = self._single_partition(req, version, 3)
@@ -1005,34 +1117,40 @@ class RaftCore:
         err = self._validate_voter_only(cand, cepoch)
         if err is not None:
             return self._vote_resp(version, top=err[0], code=err[1])
-        if not pre and cepoch > self.epoch:
+        if cepoch > self.epoch:
             self._to_unattached(now, cepoch)
-        if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
+        if version >= 1 and not self._voter_key_ok(req.voter_id, p.voter_directory_id):
             return self._vote_resp(version, code=int(_E.INVALID_VOTER_KEY))
         end = self._log_end()
         up_to_date = (p.last_offset_epoch, p.last_offset) >= (end.epoch, end.offset)
-        granted = self._can_grant(cand, up_to_date, pre, cepoch)
-        if granted and not pre and self.state == UNATTACHED and self.voted_id == -1:
-            self._vote_for(now, cepoch, cand)
+        cand_dir = p.replica_directory_id if version >= 1 and p.replica_directory_id.int else None
+        granted = self._can_grant(cand, cand_dir, up_to_date, pre)
+        if granted and not pre and self.state in (UNATTACHED, PROSPECTIVE) and self.voted_id < 0:
+            self._vote_for(now, cepoch, cand, cand_dir)
         return self._vote_resp(version, granted=granted)
 
-    def _can_grant(self, cand: int, up_to_date: bool, pre: bool, cepoch: int) -> bool:
+    def _can_grant(self, cand: int, cand_dir: UUID | None, up_to_date: bool, pre: bool) -> bool:
+        """Kafka's ``canGrantVote`` of each state: a Leader never grants; a Candidate and a
+        Resigned grant up-to-date pre-votes only; a Follower grants an up-to-date pre-vote
+        only before it has fetched from its leader, never a standard vote; an Unattached or a
+        Prospective grants an up-to-date pre-vote, and a standard vote to the candidate it
+        already voted for (same directory when one was recorded), or, with no vote and no
+        known leader, to an up-to-date candidate."""
         st = self.state
-        if pre:
-            if st in (LEADER, RESIGNED):
-                return False
-            if st == FOLLOWER:
-                return up_to_date and not self._fetched_from_leader
-            return up_to_date
-        if cepoch != self.epoch:
+        if st == LEADER:
             return False
-        if st == UNATTACHED:
-            if self.voted_id != -1:
-                return self.voted_id == cand
-            if self.leader_id != -1:
-                return False
+        if st in (CANDIDATE, RESIGNED):
+            return pre and up_to_date
+        if st == FOLLOWER:
+            return pre and up_to_date and not self._fetched_from_leader
+        if pre:
             return up_to_date
-        return False
+        if self.voted_id >= 0:
+            same_dir = self._voted_dir is None or self._voted_dir == cand_dir
+            return self.voted_id == cand and same_dir
+        if self.leader_id >= 0:
+            return False
+        return up_to_date
 
     # -- BeginQuorumEpoch (kraft.md 1.7)
     def _begin_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
@@ -1050,7 +1168,7 @@ class RaftCore:
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
             return self._begin_resp(version, top=self._contradicted("BeginQuorumEpoch", p))
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
-        if version >= 1 and req.voter_id >= 0 and req.voter_id != self.node_id:
+        if version >= 1 and not self._voter_key_ok(req.voter_id, p.voter_directory_id):
             return self._begin_resp(version, code=int(_E.INVALID_VOTER_KEY))
         return self._begin_resp(version)
 
@@ -1097,11 +1215,17 @@ class RaftCore:
             return self._end_resp(version, top=self._contradicted("EndQuorumEpoch", p))
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if self.state == FOLLOWER and self.leader_id == p.leader_id:
+            # Kafka ``endEpochElectionBackoff``: our position in the list (a candidate with a
+            # directory id is us only with ours), the list's length when absent
             if version >= 1:
-                succ = [c.candidate_id for c in p.preferred_candidates]
+                succ = [(c.candidate_id, c.candidate_directory_id) for c in p.preferred_candidates]
             else:
-                succ = list(p.preferred_successors)
-            pos = succ.index(self.node_id) if self.node_id in succ else -1
+                succ = [(c, _ZERO_UUID) for c in p.preferred_successors]
+            pos = next(
+                (i for i, (c, d) in enumerate(succ)
+                 if c == self.node_id and (d.int == 0 or d == self.config.directory_id)),
+                len(succ),
+            )  # fmt: skip
             self._fetch_deadline = now + self._strict_backoff(pos, len(succ))
         return self._end_resp(version)
 
@@ -1213,8 +1337,14 @@ class RaftCore:
         return "valid", None
 
     def _fetch_response_valid(
-        self, now: int, version: int, req: Any, replica: int, update: bool = False
+        self, now: int, version: int, req: Any, replica: int, update: bool = False,
+        touch: bool = False,
     ) -> Any:
+        """The answer to a Fetch the leader validated: a SnapshotId, a DivergingEpoch, or the
+        records from the fetch offset. ``update``: the replica's fetch offset counts (end
+        offset, high watermark, check quorum, last fetch time); ``touch`` (a parked Fetch
+        answered later, as Kafka's purgatory completion calls ``updateReplicaState`` again):
+        only its last fetch time and check quorum."""
         if self.state != LEADER:
             return self._fetch_resp(version, code=int(_E.NOT_LEADER_OR_FOLLOWER))
         p = req.topics[0].partitions[0]
@@ -1225,9 +1355,26 @@ class RaftCore:
             return self._fetch_resp(version, hw=self.high_watermark, diverging=oe)
         if update and replica >= 0:
             self._update_replica(now, replica, p.fetch_offset)
-        max_bytes = min(p.partition_max_bytes, req.max_bytes, self.config.max_fetch_bytes)
-        data = self.log.read(p.fetch_offset, max(max_bytes, 1))
+        elif touch and replica >= 0:
+            rs = self._replicas.get(replica)
+            if rs is not None:
+                rs.last_fetch_ms = now
+                if p.fetch_offset >= self.log.end_offset:
+                    rs.last_caught_up_ms = now
+            if replica in self.voters:
+                self._voter_seen(now, replica)
+        data = self.log.read(p.fetch_offset, self._read_size(req.max_bytes))
         return self._fetch_resp(version, hw=self.high_watermark, records=data)
+
+    def _read_size(self, max_bytes: int) -> int:
+        """Bytes a Raft Fetch reads from the log (whole batches, at least one): the request's
+        MaxBytes, at most ``max_fetch_bytes`` (8 MiB). PartitionMaxBytes is ignored, as Kafka's
+        leaders do (its followers send 0): Kafka 4.0 reads
+        ``internal.metadata.max.fetch.size.in.bytes`` (8 MiB, what its followers ask as
+        MaxBytes), Kafka 4.3+ reads the request's MaxBytes (``controller.quorum.fetch.max.bytes``,
+        1 MiB by default); a MaxBytes of 0 or less reads the cap."""
+        cap = self.config.max_fetch_bytes
+        return min(max_bytes, cap) if max_bytes > 0 else cap
 
     def _update_replica(self, now: int, replica: int, offset: int) -> None:
         rs = self._replicas.get(replica)
@@ -1270,7 +1417,8 @@ class RaftCore:
         keep = []
         for pk in self._parked:
             if leo > pk.fetch_offset or (hw_changed and pk.follower_hw < self.high_watermark):
-                pk.reply(self._fetch_response_valid(now, pk.version, pk.request, pk.replica_id))
+                pk.reply(self._fetch_response_valid(now, pk.version, pk.request, pk.replica_id,
+                                                    touch=True))  # fmt: skip
             else:
                 keep.append(pk)
         self._parked = keep
@@ -1339,6 +1487,29 @@ class RaftCore:
             size=reader.size,
             position=p.position,
             unaligned_records=data,
+        )
+
+    # -- UpdateRaftVoter (KIP-853; kraft.version 0)
+    def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
+        """Kafka ``handleUpdateVoterRequest`` for a static quorum (``reference/
+        kafka-mixed-quorum.md`` 2.4): a Kafka follower voter sends it to every new leader until
+        it is answered NONE or UNSUPPORTED_VERSION with that leader as CurrentLeader. The
+        voter set here is static (no kraft.version upgrade), so the leader answers
+        UNSUPPORTED_VERSION with CurrentLeader {this node, epoch, its controller host and
+        port}; a wrong cluster id INCONSISTENT_CLUSTER_ID, a wrong epoch or a non-leader the
+        leader-only errors, shutting down BROKER_NOT_AVAILABLE. Never INVALID_REQUEST (a
+        Kafka voter halts on it); nothing changes."""
+        if not self._cluster_ok(req.cluster_id):
+            code = int(_E.INCONSISTENT_CLUSTER_ID)
+        else:
+            err = self._validate_leader_only(req.current_leader_epoch)
+            code = err if err is not None else int(_E.UNSUPPORTED_VERSION)
+        host, port = self.voters.get(self.leader_id, ("", 0))
+        return _UpdateVoterResp.UpdateRaftVoterResponse(
+            error_code=code,
+            current_leader=_UpdateVoterResp.CurrentLeader(
+                leader_id=self.leader_id, leader_epoch=self.epoch, host=host, port=port
+            ),
         )
 
     # -- DescribeQuorum (leader only)
@@ -1472,21 +1643,15 @@ class RaftCore:
             or code == _E.FENCED_LEADER_EPOCH
             or code == _E.NOT_LEADER_OR_FOLLOWER
         ):
-            if leader == self.node_id and epoch >= self.epoch and self.state != LEADER:
-                # our own leadership in an epoch we do not hold (we restarted): do not follow
-                # ourselves; move to that epoch without a leader.
-                if epoch > self.epoch:
-                    self._to_unattached(now, epoch)
-                return True
             self._maybe_transition(now, leader, epoch)
             return True
-        if (
-            epoch == self.epoch
-            and leader >= 0
-            and leader != self.node_id
-            and self.leader_id != leader
-            and self.state not in (LEADER, RESIGNED)
-        ):
+        if epoch == self.epoch and leader >= 0 and self.leader_id < 0:
+            if leader == self.node_id:
+                log.error("node %d: a peer names us leader of epoch %d, which we do not lead",
+                          self.node_id, epoch)  # fmt: skip
+                return True
+            # the leader of our epoch, learnt from any answer; a NONE answer goes on to its
+            # handler (an observer takes the data of the Fetch that found the leader)
             self._to_follower(now, epoch, leader)
             return None if code == _NONE else True
         if code == _E.BROKER_NOT_AVAILABLE:
@@ -1499,8 +1664,18 @@ class RaftCore:
         return None
 
     def _on_vote_response(self, now: int, dest: int, resp: Any) -> bool:
+        """Kafka ``handleVoteResponse``: a grant counts toward the pre-election (Prospective ->
+        Candidate) or the election (Candidate -> Leader); a rejection that makes the
+        pre-election unwinnable ends it (``prospectiveTransitionAfterElectionLoss``), while a
+        Candidate waits for its election timer. A Prospective whose pre-vote the peer cannot
+        take (top-level UNSUPPORTED_VERSION: Vote below v2) stands at once."""
         if resp.error_code:
-            return resp.error_code == _E.BROKER_NOT_AVAILABLE and False
+            if resp.error_code == _E.UNSUPPORTED_VERSION and self.state == PROSPECTIVE:
+                log.info("node %d: voter %d takes no pre-votes; standing at once",
+                         self.node_id, dest)  # fmt: skip
+                self._to_candidate(now)
+                return True
+            return False
         if not resp.topics or not resp.topics[0].partitions:
             return False
         p = resp.topics[0].partitions[0]
@@ -1509,8 +1684,10 @@ class RaftCore:
             return r
         if self.state not in (CANDIDATE, PROSPECTIVE):
             return True
-        granted = p.error_code == _NONE and p.vote_granted
-        if granted:
+        if p.error_code not in (_NONE, _E.INCONSISTENT_VOTER_SET):
+            return False
+        if p.error_code == _NONE and p.vote_granted:
+            self._rejected.discard(dest)
             self._granted.add(dest)
             if len(self._granted) >= self._majority():
                 if self.state == PROSPECTIVE:
@@ -1518,18 +1695,10 @@ class RaftCore:
                 else:
                     self._to_leader(now)
         else:
+            self._granted.discard(dest)
             self._rejected.add(dest)
-            if len(self.voters) - len(self._rejected) < self._majority():
-                if self.state == CANDIDATE:
-                    if self._backoff_deadline is None:
-                        self._backoff_deadline = now + self._binary_backoff()
-                        self._election_deadline = None
-                else:
-                    # lost the pre-election
-                    prev = self.leader_id if self._prospective_from_follower else -1
-                    self._clear_role_state()
-                    self.state, self.leader_id = UNATTACHED, prev
-                    self._election_deadline = now + self._random_election_timeout()
+            if self.state == PROSPECTIVE and self._vote_lost():
+                self._prospective_lost(now)
         return True
 
     def _on_simple_response(self, now: int, dest: int, resp: Any, kind: str) -> bool:
@@ -1581,7 +1750,9 @@ class RaftCore:
             self._download = _Download(sid, self.log.create_snapshot(sid))
             return True
         if p.records:
-            batches = decode_batches(p.records)
+            # whole batches; a partial batch at the end (Kafka's leader slices its log by bytes)
+            # is dropped and fetched again (Kafka ``UnifiedLog.trimInvalidBytes``)
+            batches = decode_batches(p.records, allow_partial_tail=True)
             batches = [b for b in batches if b.base_offset >= self.log.end_offset]
             if batches and batches[0].base_offset != self.log.end_offset:
                 log.warning("node %d: fetched batches start at %d, log ends at %d",

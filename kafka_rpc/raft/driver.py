@@ -69,6 +69,26 @@ def _wake_up(fut: asyncio.Future) -> None:
         fut.set_result(None)
 
 
+_VOTE = 52
+_PRE_VOTE_FROM_VERSION = 2  # Vote v2 carries PreVote (KIP-996), not ignorable
+
+
+def _local_answer(out: Any, version: int) -> Any:
+    """The answer to ``out`` made here without sending it, when the peer's versions cannot
+    carry it (Kafka's ``NetworkClient.doSend`` does the same): a pre-vote to a peer whose Vote
+    stops below v2 gets a top-level UNSUPPORTED_VERSION, on which the core stands at once as
+    Kafka's ``handleVoteResponse`` does. None: send it."""
+    if out.api_key != _VOTE or version >= _PRE_VOTE_FROM_VERSION:
+        return None
+    if not any(p.pre_vote for t in out.request.topics for p in t.partitions):
+        return None
+    from kafka_rpc.protocol import codec
+
+    return codec.module("VoteResponse").VoteResponse(
+        error_code=int(ErrorCode.UNSUPPORTED_VERSION)
+    )
+
+
 def monotonic_ms() -> int:
     """The driver's clock: ``time.monotonic()`` in whole ms."""
     return int(time.monotonic() * 1000)
@@ -405,6 +425,10 @@ class RaftDriver:
         if client is not None and out.destination in self.voters:
             try:
                 version = client.version_for(out.api_key)
+                local = _local_answer(out, version)
+                if local is not None:
+                    asyncio.get_running_loop().call_soon(self._local_response, out, local)
+                    return
                 request = for_version(out.api_key, version, out.request)
                 started = client.request_nowait(request, version)
             except Exception:  # noqa: BLE001 - the task path retries and reports the failure
@@ -420,6 +444,12 @@ class RaftDriver:
         timer = loop.call_later(self.request_timeout_ms / 1000, self._out_expired, client, corr,
                                 fut)  # fmt: skip
         fut.add_done_callback(functools.partial(self._out_done, out, timer))
+
+    def _local_response(self, out: Any, resp: Any) -> None:
+        if self._stopping:
+            return
+        self._response(out, resp)
+        self._step_inline()
 
     @staticmethod
     def _out_expired(client: KafkaRpcClient, corr: int, fut: asyncio.Future) -> None:
@@ -465,13 +495,17 @@ class RaftDriver:
         client = self._client(out.destination)
         await client._ensure_connected()  # lazy connect + ApiVersions, so the version is known
         version = client.version_for(out.api_key)
+        local = _local_answer(out, version)
+        if local is not None:
+            return local
         request = for_version(out.api_key, version, out.request)
         return await client.request(request, version=version)
 
     # ------------------------------------------------------------------ inbound
     async def handle(self, api_key: int, version: int, request: Any) -> Any:
         """Answer a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch, FetchSnapshot,
-        DescribeQuorum) received at ``version``; returns the response, ready to encode at it."""
+        DescribeQuorum, UpdateRaftVoter) received at ``version``; returns the response, ready
+        to encode at it."""
         fut = asyncio.get_running_loop().create_future()
 
         def reply(response: Any) -> None:

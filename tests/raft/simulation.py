@@ -13,28 +13,55 @@ simulated by one event queue driven by ``random.Random(seed)``, so a seed replay
 
 After every event the invariant checkers of :class:`Invariants` run (Kafka's
 ``MonotonicHighWatermark``, ``SingleLeader``, ``ConsistentCommittedData``, ``SnapshotAtLogStart``
-plus our ``CommittedDataNeverLost``, checked at the end after the network heals). A checker
-raises :class:`InvariantViolation` naming the seed.
+plus our ``CommittedDataNeverLost``, checked at the end after the network heals). Beside them,
+:class:`KafkaRules` checks every transition, message and vote against what Apache Kafka 4.x's
+``KafkaRaftClient`` does or tolerates, as a Kafka voter in the quorum would see them: the legal
+transitions of ``QuorumState``, ``canGrantVote`` of each state, leader claims a Kafka receiver
+would halt on, what a leader's Fetch answer holds, BeginQuorumEpoch only to voters that do not
+fetch, check quorum, LeaderEndpoints and directory ids. A checker raises
+:class:`InvariantViolation` naming the seed.
+
+Scenario knobs make some of Kafka's ways happen on every message: ``slice_fetch`` cuts a
+leader's Fetch answer inside a batch as Kafka's byte-sliced log reads do; ``listener_names``
+gives the voters different controller listener names; ``kafka_versions`` negotiates Kafka
+4.4's Raft versions (Vote 2, BeginQuorumEpoch 1, EndQuorumEpoch 1) instead of ours;
+``followers_converge`` also requires every replica to apply everything committed by the end.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import heapq
 import random
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.record_batch import decode_batches
 from kafka_rpc.raft.api import OffsetAndEpoch
-from kafka_rpc.raft.core import LEADER, NotLeaderError, RaftConfig, RaftCore
+from kafka_rpc.raft.core import (
+    CANDIDATE,
+    FOLLOWER,
+    LEADER,
+    PROSPECTIVE,
+    RESIGNED,
+    UNATTACHED,
+    NotLeaderError,
+    RaftConfig,
+    RaftCore,
+)
 from kafka_rpc.raft.memory import MemoryLog, MemoryQuorumStateStore
 from kafka_rpc.raft.wire import for_version
 from tests.raft.conftest import partition_invalid_requests
 
 #: Versions two of our nodes negotiate (the newest of each spec).
 VERSIONS = {52: 3, 53: 2, 54: 2, 1: 18, 59: 1, 55: 2}
+#: Versions one of our nodes and an Apache Kafka 4.4 voter negotiate (Kafka's maxima).
+KAFKA_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2}
 
 
 class InvariantViolation(AssertionError):
@@ -96,6 +123,11 @@ class SimConfig:
     replication_lag_ms: int = 1_000
     core_factory: Callable[..., RaftCore] = RaftCore
     check_every_event: bool = True
+    kafka_versions: bool = False  # negotiate KAFKA_VERSIONS instead of VERSIONS
+    listener_names: bool = False  # even voters name their controller listener CTRL, odd CONTROLLER
+    slice_fetch: float = 0.0  # chance a leader's Fetch answer of 2+ batches ends inside a batch
+    followers_converge: bool = False  # at the end every running replica applied all committed
+    kafka_rules: bool = True  # False: only Kafka's RaftEventSimulationTest invariants are checked
 
 
 @dataclass
@@ -135,6 +167,11 @@ class Cluster:
         # its own too
         self.snap_rng = random.Random(f"snapshot-{seed}")
         self.inv = Invariants(self)
+        self.kafka = KafkaRules(self) if cfg.kafka_rules else _NoRules()
+        # each node's directory id (a stream of its own, so the other draws stay as they were)
+        dir_rng = random.Random(f"dirs-{seed}")
+        self.dirs = {i: uuid.UUID(int=dir_rng.getrandbits(128) | (1 << 100)) for i in self.nodes}
+        self.versions = KAFKA_VERSIONS if cfg.kafka_versions else VERSIONS
         self.appended = 0
         self.events = 0
         for n in self.nodes.values():
@@ -156,6 +193,8 @@ class Cluster:
             max_retention_bytes=c.retention_bytes,
             retention_check_interval_ms=c.retention_check_ms,
             max_replication_lag_ms=c.replication_lag_ms,
+            directory_id=self.dirs[node_id],
+            listener_name="CTRL" if c.listener_names and node_id % 2 == 0 else "CONTROLLER",
         )
 
     def _start(self, n: Node) -> None:
@@ -174,6 +213,9 @@ class Cluster:
         if self.snap_rng.random() < 0.5:
             n.core.snapshot_writer = functools.partial(self._background_snapshot, n, n.incarnation)
         n.delivering = False
+        n.poll_at = -1  # a poll the last incarnation scheduled is void (_poll checks it)
+        n.core.on_transition = functools.partial(self.kafka.on_transition, n)
+        self.kafka.on_start(n)
         self.inv.on_restart(n)
         self._after(n)
 
@@ -255,12 +297,13 @@ class Cluster:
         return codec.decode(name, version, data)
 
     def _send_request(self, src: int, ob: Any) -> None:
+        self.kafka.on_request_sent(self.nodes[src], ob)
         if not self._deliverable(src, ob.destination):
             return  # a partition: silence, the sender times out
         if self.rng.random() < self.cfg.drop:
             self._reset(src, ob)
             return
-        version = VERSIONS[ob.api_key]
+        version = self.versions[ob.api_key]
         req = for_version(ob.api_key, version, ob.request)
         req = self._wire(codec.REQUESTS_BY_KEY[ob.api_key], version, req)
         copies = 2 if self.rng.random() < self.cfg.duplicate else 1
@@ -273,11 +316,24 @@ class Cluster:
         if dst.core is None or not self._deliverable(src, ob.destination):
             return
         src_inc = self.nodes[src].incarnation
+        self.kafka.on_request_received(dst, src, ob.api_key, version, req)
+        expected = None
+        if ob.api_key == 52:
+            expected = self.kafka.expect_vote(dst.core, version, req)
+        kind = None
+        if ob.api_key in (1, 59):
+            kind = self.kafka.on_fetch_arrival(dst, src, ob.api_key, version, req)
+        arriving = [True]
 
         def reply(resp: Any) -> None:
-            self._send_response(ob.destination, src, src_inc, ob, version, resp)
+            if expected is not None:
+                self.kafka.check_vote(dst, expected, req, version, resp)
+            if kind is not None:
+                self.kafka.on_fetch_answered(dst, src, ob.api_key, kind, arriving[0], resp)
+            self._send_response(ob.destination, src, src_inc, ob, version, resp, req)
 
         dst.core.handle_request(self.now, ob.api_key, version, req, reply)
+        arriving[0] = False
         self._after(dst)
         self.inv.check()
 
@@ -294,8 +350,13 @@ class Cluster:
 
         self.at(self.now + self.rng.randint(1, self.cfg.max_delay_ms), fail)
 
-    def _send_response(self, src, dst, dst_inc, ob, version, resp) -> None:
+    def _send_response(self, src, dst, dst_inc, ob, version, resp, req=None) -> None:
         self.inv.check_response(src, resp)
+        responder = self.nodes[src]
+        if responder.core is not None:
+            self.kafka.on_response_sent(responder, ob.api_key, req, resp)
+            if ob.api_key == 1 and self.cfg.slice_fetch and responder.core.state == LEADER:
+                resp = self._slice(resp)
         if not self._deliverable(src, dst):
             return
         if self.rng.random() < self.cfg.drop:
@@ -305,10 +366,37 @@ class Cluster:
         delay = self.rng.randint(1, self.cfg.max_delay_ms)
         self.at(self.now + delay, lambda: self._recv_response(src, dst, dst_inc, ob, resp))
 
+    def _slice(self, resp: Any) -> Any:
+        """With probability ``slice_fetch``, cut a Fetch answer holding two or more batches
+        inside one of its batches after the first, as Kafka's leader reads its log by bytes
+        (``LogSegment.read`` slices at MaxBytes)."""
+        p = resp.responses[0].partitions[0]
+        data = p.records
+        if not data or self.rng.random() >= self.cfg.slice_fetch:
+            return resp
+        bounds = []
+        pos = 0
+        while pos + 12 <= len(data):
+            size = 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
+            bounds.append((pos, size))
+            pos += size
+        if len(bounds) < 2:
+            return resp
+        start, size = bounds[self.rng.randrange(1, len(bounds))]
+        cut = start + self.rng.randint(1, size - 1)
+        t = resp.responses[0]
+        p = dataclasses.replace(p, records=data[:cut])
+        return dataclasses.replace(
+            resp, responses=(dataclasses.replace(t, partitions=(p,)),) + resp.responses[1:]
+        )
+
     def _recv_response(self, src, dst, dst_inc, ob, resp) -> None:
         n = self.nodes[dst]
         if n.core is None or n.incarnation != dst_inc or not self._deliverable(src, dst):
             return
+        f = n.core._inflight.get(src)
+        if f is not None and f.correlation == ob.correlation:
+            self.kafka.on_response_received(n, src, ob.api_key, resp)
         n.core.handle_response(self.now, src, ob.correlation, resp)
         self._after(n)
         self.inv.check()
@@ -404,11 +492,16 @@ class Cluster:
 
     def _converged(self) -> bool:
         leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
-        return (
+        done = (
             len(leaders) == 1
             and leaders[0].core.high_watermark >= max(self.inv.max_committed, 1)
             and leaders[0].core.committed_offset >= self.inv.max_committed
         )
+        if done and self.cfg.followers_converge:
+            target = leaders[0].core.committed_offset
+            done = all(n.core is None or n.core.committed_offset >= target
+                       for n in self.nodes.values())  # fmt: skip
+        return done
 
     def _heal(self) -> None:
         self.blocked = set()
@@ -448,6 +541,7 @@ class Invariants:
             self.check_committed(n)
             self.check_log_start(n)
             self.check_state_machine(n)
+        self.c.kafka.check()
 
     def check_response(self, src: int, resp: Any) -> None:
         """No response carries a partition-level INVALID_REQUEST (a Kafka node halts on one:
@@ -544,10 +638,465 @@ class Invariants:
             self.fail(f"leader's state machine lacks committed offsets {missing[:5]}")
         if leader.core.committed_offset <= 0:
             self.fail("nothing was committed")
+        if self.c.cfg.followers_converge:
+            for n in self.c.nodes.values():
+                if n.core is not None and n.core.committed_offset < leader.core.committed_offset:
+                    self.fail(f"node {n.node_id} stuck at offset {n.core.committed_offset}, the "
+                              f"leader committed {leader.core.committed_offset}")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ Kafka's rules
+
+_E = ErrorCode
+_MiB8 = 8 << 20
+_VOTE, _BEGIN, _END, _FETCH, _SNAP = 52, 53, 54, 1, 59
+
+
+def _leader_claim(api_key: int, msg: Any, response: bool) -> tuple[int, int, int] | None:
+    """(error code, leader id, epoch) a Raft message states, None when it states none (a
+    request other than Begin/EndQuorumEpoch, a top-level error, no partition)."""
+    if response:
+        if msg.error_code:
+            return None
+        if api_key == _FETCH:
+            parts = msg.responses[0].partitions if msg.responses else ()
+        else:
+            parts = msg.topics[0].partitions if msg.topics else ()
+        if not parts:
+            return None
+        p = parts[0]
+        if api_key in (_FETCH, _SNAP):
+            return p.error_code, p.current_leader.leader_id, p.current_leader.leader_epoch
+        return p.error_code, p.leader_id, p.leader_epoch
+    if api_key in (_BEGIN, _END) and msg.topics and msg.topics[0].partitions:
+        p = msg.topics[0].partitions[0]
+        return 0, p.leader_id, p.leader_epoch
+    return None
+
+
+class _NoRules:
+    """:class:`KafkaRules` switched off (``SimConfig.kafka_rules=False``): every hook does
+    nothing, so the base invariants can be tested alone."""
+
+    def __getattr__(self, name: str) -> Callable[..., None]:
+        return lambda *a, **k: None
+
+
+@dataclass
+class _LeaderTerm:
+    """What :class:`KafkaRules` saw of one node's leadership of one epoch."""
+
+    epoch: int
+    start_ms: int
+    check_deadline_ms: int
+    fetched: set[int] = field(default_factory=set)
+    last_fetch_ms: dict[int, int] = field(default_factory=dict)
+
+
+class KafkaRules:
+    """Apache Kafka 4.x's rules, checked on our cores as a Kafka voter beside them would see
+    them (``reference/kafka-mixed-quorum.md`` 5, ``reference/kraft.md`` 1). Each check names
+    the Kafka class or method it reproduces; a breach raises through :meth:`Invariants.fail`."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.c = cluster
+        self.prev: dict[int, tuple[str, int, int, int]] = {}
+        self.terms: dict[int, _LeaderTerm] = {}  # node -> its current leadership
+
+    def fail(self, what: str) -> None:
+        self.c.inv.fail(what)
+
+    @staticmethod
+    def _snap(core: RaftCore) -> tuple[str, int, int, int]:
+        return (core.state, core.epoch, core.leader_id, core.voted_id)
+
+    # -------------------------------------------------------------- transitions (QuorumState)
+    def on_start(self, n: Node) -> None:
+        core = n.core
+        self.prev[n.node_id] = self._snap(core)
+        self.terms.pop(n.node_id, None)
+        if core.state == LEADER:
+            self._new_term(n)
+
+    def _new_term(self, n: Node) -> None:
+        core = n.core
+        prev = self.c.inv.leaders.setdefault(core.epoch, n.node_id)
+        if prev != n.node_id:
+            self.fail(f"two leaders in epoch {core.epoch}: {prev} and {n.node_id}")
+        f = core.config.fetch_timeout_ms
+        self.terms[n.node_id] = _LeaderTerm(core.epoch, self.c.now, self.c.now + f * 3 // 2)
+
+    def on_transition(self, n: Node, core: RaftCore) -> None:
+        """Kafka ``QuorumState``'s legal transitions (it throws IllegalStateException on any
+        other): Candidate only from a Prospective, at epoch + 1; Leader only from Candidate;
+        Prospective from Unattached, Follower or Candidate at the same epoch (or a Prospective
+        adding its vote); Unattached at the same epoch only from a Prospective (a lost
+        pre-election without a known leader) or to add a vote; Follower at the same epoch only
+        when no leader was known or from a Prospective back to its leader; Resigned only from
+        Leader, and left only for a higher epoch; never a lower epoch."""
+        old = self.prev.get(n.node_id)
+        new = self._snap(core)
+        self.prev[n.node_id] = new
+        if new[0] == LEADER:
+            self._new_term(n)
+        elif self.terms.get(n.node_id) is not None and new[0] != LEADER:
+            self.terms.pop(n.node_id, None)
+        if old is None:
+            return
+        os_, oe, ol, ov = old
+        ns, ne, nl, nv = new
+        me = n.node_id
+        why = None
+        same = ne == oe
+        if ne < oe:
+            why = "the epoch went down"
+        elif ns == CANDIDATE:
+            if os_ != PROSPECTIVE or ne != oe + 1 or nv != me:
+                why = "a Candidate only comes from a Prospective, at epoch + 1"
+        elif ns == LEADER:
+            if os_ != CANDIDATE or not same:
+                why = "a Leader only comes from a Candidate of its epoch"
+        elif ns == PROSPECTIVE:
+            if os_ == PROSPECTIVE:
+                if not (same and ov < 0 <= nv and nl == ol):
+                    why = "a Prospective only changes by adding its vote"
+            elif os_ not in (UNATTACHED, FOLLOWER, CANDIDATE) or not same:
+                why = "a Prospective comes from Unattached, Follower or Candidate, same epoch"
+            elif nl != ol or nv != ov:
+                why = "a Prospective keeps the leader and vote it had"
+        elif ns == RESIGNED:
+            if os_ != LEADER or not same:
+                why = "Resigned only comes from Leader"
+        elif ns == UNATTACHED and same:
+            if os_ == PROSPECTIVE:
+                if ol >= 0 and ol in self.c.voters:
+                    why = "a lost pre-election with a known leader goes back to Follower"
+                elif nv != ov:
+                    why = "Unattached from Prospective keeps the vote"
+            elif not (os_ == UNATTACHED and ov < 0 <= nv and nl == ol):
+                why = "Unattached at the same epoch only from Prospective or to add a vote"
+        elif ns == FOLLOWER:
+            if nl < 0 or nl == me:
+                why = f"following leader {nl}"
+            elif same and not (
+                (ol < 0 and os_ not in (LEADER, FOLLOWER, RESIGNED))
+                or (os_ == PROSPECTIVE and nl == ol)
+            ):
+                why = "Follower in the same epoch only when no leader was known"
+        if why is None and os_ == RESIGNED and same:
+            why = "Resigned is left only for a higher epoch"
+        if why is not None:
+            self.fail(f"node {me}: transition {old} -> {new}: {why} (Kafka QuorumState)")
+
+    # -------------------------------------------------------------- votes (canGrantVote)
+    def expect_vote(self, core: RaftCore, version: int, req: Any) -> tuple:
+        """Kafka ``handleVoteRequest`` on ``core``'s state before it: (top-level code, error
+        code, granted, response epoch, response leader). A malformed request (Kafka answers
+        partition-level INVALID_REQUEST, on which a Kafka sender halts) is answered at the top
+        level here, as our core does."""
+        p = req.topics[0].partitions[0]
+        pre = version >= 2 and p.pre_vote
+        cand, cepoch = p.replica_id, p.replica_epoch
+        st, epoch, leader, voted = core.state, core.epoch, core.leader_id, core.voted_id
+        vdir, fetched = core._voted_dir, core._fetched_from_leader
+        illegal = p.last_offset_epoch > cepoch if pre else p.last_offset_epoch >= cepoch
+        if p.last_offset < 0 or p.last_offset_epoch < 0 or illegal:
+            return int(_E.INVALID_REQUEST), 0, False, epoch, leader
+        if cepoch < epoch:
+            return 0, int(_E.FENCED_LEADER_EPOCH), False, epoch, leader
+        if cand < 0:
+            return int(_E.INVALID_REQUEST), 0, False, epoch, leader
+        if cepoch > epoch:
+            st, epoch, leader, voted, vdir = UNATTACHED, cepoch, -1, -1, None
+        me, mydir = core.node_id, core.config.directory_id
+        if version >= 1 and req.voter_id >= 0 and (
+            req.voter_id != me or (p.voter_directory_id.int and p.voter_directory_id != mydir)
+        ):
+            return 0, int(_E.INVALID_VOTER_KEY), False, epoch, leader
+        up = (p.last_offset_epoch, p.last_offset) >= (
+            core.log.last_fetched_epoch(), core.log.end_offset)  # fmt: skip
+        cdir = p.replica_directory_id if version >= 1 and p.replica_directory_id.int else None
+        if st == LEADER:
+            g = False
+        elif st in (CANDIDATE, RESIGNED):
+            g = pre and up
+        elif st == FOLLOWER:
+            g = pre and up and not fetched
+        elif pre:
+            g = up
+        elif voted >= 0:
+            g = voted == cand and (vdir is None or vdir == cdir)
+        elif leader >= 0:
+            g = False
+        else:
+            g = up
+        return 0, 0, g, epoch, leader
+
+    def check_vote(self, n: Node, expected: tuple, req: Any, version: int, resp: Any) -> None:
+        top, code, granted, epoch, leader = expected
+        rp = req.topics[0].partitions[0]
+        if top or resp.error_code:
+            if resp.error_code != top:
+                self.fail(f"node {n.node_id}: Vote from {rp.replica_id} answered top-level "
+                          f"{resp.error_code}, expected {top}")  # fmt: skip
+            return
+        p = resp.topics[0].partitions[0]
+        got = (p.error_code, p.vote_granted, p.leader_epoch, p.leader_id)
+        if got != (code, granted, epoch, leader):
+            self.fail(
+                f"node {n.node_id} ({self.prev.get(n.node_id)}): Vote from {rp.replica_id} "
+                f"(epoch {rp.replica_epoch}, pre-vote {version >= 2 and rp.pre_vote}, last "
+                f"{rp.last_offset_epoch}/{rp.last_offset}) answered (code, granted, epoch, "
+                f"leader) {got}, Kafka's handleVoteRequest: {(code, granted, epoch, leader)}"
+            )
+        pre = version >= 2 and rp.pre_vote
+        if granted and not pre and n.core.voted_id != rp.replica_id:
+            self.fail(f"node {n.node_id}: granted a vote it did not record")
+
+    # -------------------------------------------------------------- what is sent
+    def on_request_sent(self, src: Node, ob: Any) -> None:
+        core = src.core
+        req = ob.request
+        mydir = core.config.directory_id
+        if ob.api_key == _VOTE:
+            p = req.topics[0].partitions[0]
+            if req.voter_id != ob.destination or p.voter_directory_id.int != 0:
+                self.fail(f"node {src.node_id}: Vote to {ob.destination} with VoterId "
+                          f"{req.voter_id} / VoterDirectoryId {p.voter_directory_id}")  # fmt: skip
+            if p.replica_directory_id != mydir:
+                self.fail(f"node {src.node_id}: Vote without its directory id")
+        elif ob.api_key == _FETCH:
+            if req.topics[0].partitions[0].replica_directory_id != mydir:
+                self.fail(f"node {src.node_id}: Fetch without its directory id")
+        elif ob.api_key == _SNAP:
+            if req.topics[0].partitions[0].replica_directory_id != mydir:
+                self.fail(f"node {src.node_id}: FetchSnapshot without its directory id")
+        elif ob.api_key == _BEGIN and core.state == LEADER:
+            # Kafka LeaderState.needToSendBeginQuorumRequests
+            term = self.terms.get(src.node_id)
+            last = term.last_fetch_ms.get(ob.destination) if term is not None else None
+            half = core.config.fetch_timeout_ms // 2
+            if last is not None and self.c.now - last < half:
+                self.fail(f"leader {src.node_id}: BeginQuorumEpoch to {ob.destination}, which "
+                          f"fetched {self.c.now - last} ms ago (< {half})")  # fmt: skip
+        claim = _leader_claim(ob.api_key, req, response=False)
+        if claim is not None:
+            self._claim_known(src.node_id, claim[1], claim[2], "request")
+
+    def _claim_known(self, who: int, leader: int, epoch: int, what: str) -> None:
+        """Never a leader inconsistent with the epoch: a message naming leader L of epoch E
+        means L led E."""
+        if leader < 0:
+            return
+        actual = self.c.inv.leaders.get(epoch)
+        if actual != leader:
+            self.fail(f"node {who}: a {what} names {leader} leader of epoch {epoch}, "
+                      f"which {'nobody' if actual is None else actual} led")  # fmt: skip
+
+    def on_request_received(self, dst: Node, src: int, api_key: int, version: int,
+                            req: Any) -> None:  # fmt: skip
+        """A Begin/EndQuorumEpoch that gets past the voter checks makes a Kafka receiver run
+        ``maybeTransition``, which halts it on a leader claim inconsistent with its state; a
+        non-empty LeaderEndpoints without its own listener name halts it later
+        (``FollowerState.leaderNode``)."""
+        if api_key not in (_BEGIN, _END):
+            return
+        core = dst.core
+        if req.leader_endpoints:
+            names = {e.name.upper() for e in req.leader_endpoints}
+            if core.config.listener_name.upper() not in names:
+                self.fail(f"node {src} sent {dst.node_id} LeaderEndpoints {sorted(names)} "
+                          f"without its listener {core.config.listener_name}: a Kafka voter "
+                          f"halts (FollowerState.leaderNode)")  # fmt: skip
+        p = req.topics[0].partitions[0]
+        if p.leader_epoch >= core.epoch and p.leader_id >= 0:
+            self._consistent(dst, p.leader_id, p.leader_epoch, f"request {api_key} from {src}")
+
+    def _consistent(self, n: Node, leader: int, epoch: int, what: str) -> None:
+        core = n.core
+        if leader >= 0 and leader == core.node_id:
+            ok = core.state == LEADER
+        else:
+            ok = epoch != core.epoch or leader < 0 or core.leader_id < 0 or leader == core.leader_id
+        if not ok:
+            self.fail(f"node {n.node_id} ({core.state}, leader {core.leader_id}, epoch "
+                      f"{core.epoch}): {what} names leader {leader} of epoch {epoch}: a Kafka "
+                      f"node halts (KafkaRaftClient.hasConsistentLeader)")  # fmt: skip
+
+    def _fetch_kind(self, core: RaftCore, version: int, req: Any) -> tuple[str, Any]:
+        """Kafka's leader on a Fetch (``handleFetchRequest`` validation, then
+        ``tryCompleteFetchRequest`` with ``ReplicatedLog.validateOffsetAndEpoch``): ('error',
+        None), ('snapshot', latest snapshot id), ('diverging', (epoch, end offset)) or
+        ('valid', None)."""
+        t = req.topics[0]
+        p = t.partitions[0]
+        if (
+            core.state != LEADER
+            or core._shutdown_deadline is not None
+            or req.max_wait_ms < 0
+            or p.fetch_offset < 0
+            or not 0 <= p.last_fetched_epoch <= p.current_leader_epoch
+            or p.current_leader_epoch != core.epoch
+        ):
+            return "error", None
+        log, offset, epoch = core.log, p.fetch_offset, p.last_fetched_epoch
+        latest = log.latest_snapshot_id()
+        if offset == 0 and latest is not None and (latest.offset, latest.epoch) != (0, 0):
+            return "snapshot", latest
+        earliest, start = log.earliest_snapshot_id(), log.start_offset
+        if start == 0 and offset == 0:
+            return "valid", None
+        if earliest is not None and (
+            offset < start or (offset == start and epoch != earliest.epoch)
+            or epoch < earliest.epoch
+        ):  # fmt: skip
+            return "snapshot", latest
+        e = log.end_offset_for_epoch(epoch)
+        if e.epoch != epoch or e.offset < offset:
+            return "diverging", (e.epoch, e.offset)
+        return "valid", None
+
+    def _count_fetch(self, leader: Node, src: int, api_key: int) -> None:
+        """A voter's valid Fetch or FetchSnapshot, in the order the leader handles them: check
+        quorum (Kafka ``updateCheckQuorumForFollowingVoter``) and, for a Fetch, its last
+        fetch time (``updateReplicaState``, BeginQuorumEpoch)."""
+        core = leader.core
+        term = self.terms.get(leader.node_id)
+        if core.state != LEADER or term is None or src not in self.c.voters:
+            return
+        term.fetched.add(src)
+        if api_key == _FETCH:
+            term.last_fetch_ms[src] = self.c.now
+        if len(term.fetched) >= len(self.c.voters) // 2:  # a majority counting the leader
+            term.fetched = set()
+            term.check_deadline_ms = self.c.now + core.config.fetch_timeout_ms * 3 // 2
+
+    def on_fetch_arrival(self, leader: Node, src: int, api_key: int, version: int,
+                         req: Any) -> Any:  # fmt: skip
+        """Before the leader handles a Fetch or FetchSnapshot: what Kafka would make of it
+        (counted at once when valid); the token :meth:`on_fetch_answered` checks the answer
+        against."""
+        core = leader.core
+        if api_key == _FETCH:
+            kind = self._fetch_kind(core, version, req)
+        else:
+            p = req.topics[0].partitions[0]
+            sid = (p.snapshot_id.end_offset, p.snapshot_id.epoch)
+            r = None if sid == (0, 0) else core.log.read_snapshot(
+                OffsetAndEpoch(sid[0], sid[1]))  # fmt: skip
+            ok = (core.state == LEADER and core._shutdown_deadline is None
+                  and p.current_leader_epoch == core.epoch and r is not None
+                  and 0 <= p.position < r.size)  # fmt: skip
+            kind = ("valid", None) if ok else ("error", None)
+        if kind[0] == "valid":
+            self._count_fetch(leader, src, api_key)
+        return kind
+
+    def on_fetch_answered(self, leader: Node, src: int, api_key: int, kind: Any, arriving: bool,
+                          resp: Any) -> None:  # fmt: skip
+        """The leader's answer to a Fetch: at arrival it must be what Kafka's validation says
+        (a SnapshotId naming the latest snapshot, a DivergingEpoch from
+        ``validateOffsetAndEpoch``, or records); a parked Fetch answered later counts again
+        (Kafka's purgatory completion calls ``updateReplicaState``)."""
+        if resp.error_code or api_key != _FETCH:
+            return
+        p = resp.responses[0].partitions[0]
+        if arriving:
+            k, v = kind
+            if k == "valid" and (p.error_code or p.diverging_epoch.epoch >= 0
+                                 or p.snapshot_id.epoch >= 0):  # fmt: skip
+                self.fail(f"leader {leader.node_id}: a valid Fetch from {src} answered {p}")
+            if k == "diverging" and (p.diverging_epoch.epoch, p.diverging_epoch.end_offset) != v:
+                self.fail(f"leader {leader.node_id}: Fetch from {src} answered DivergingEpoch "
+                          f"{p.diverging_epoch}, Kafka's validateOffsetAndEpoch {v}")  # fmt: skip
+            if k == "snapshot" and (p.snapshot_id.end_offset, p.snapshot_id.epoch) != (
+                v.offset, v.epoch
+            ):
+                self.fail(f"leader {leader.node_id}: Fetch from {src} answered SnapshotId "
+                          f"{p.snapshot_id}, the latest snapshot is {v}")  # fmt: skip
+            return
+        if not (p.error_code or p.diverging_epoch.epoch >= 0 or p.snapshot_id.epoch >= 0):
+            self._count_fetch(leader, src, api_key)
+
+    def on_response_sent(self, src: Node, api_key: int, req: Any, resp: Any) -> None:
+        """What a response may state (a partition-level INVALID_REQUEST is
+        :meth:`Invariants.check_response`'s): a Fetch answer names the responder's leader and
+        epoch (the CurrentLeader tag); a leader's Fetch answer starts at the batch holding the
+        fetch offset and reads on to its log end, unless MaxBytes stops it (Kafka
+        ``tryCompleteFetchRequest``)."""
+        core = src.core
+        claim = _leader_claim(api_key, resp, response=True)
+        if claim is None:
+            return
+        code, leader, epoch = claim
+        self._claim_known(src.node_id, leader, epoch, f"{api_key} answer")
+        if api_key != _FETCH:
+            return
+        if (leader, epoch) != (core.leader_id, core.epoch):
+            self.fail(f"node {src.node_id}: Fetch answer names leader {leader} epoch {epoch}, "
+                      f"its state is {core.leader_id} / {core.epoch}")  # fmt: skip
+        p = resp.responses[0].partitions[0]
+        if core.state != LEADER or not p.records:
+            return
+        fp = req.topics[0].partitions[0]
+        batches = decode_batches(p.records, allow_partial_tail=True)
+        if not batches or not batches[0].base_offset <= fp.fetch_offset <= batches[0].last_offset:
+            self.fail(f"leader {src.node_id}: Fetch at {fp.fetch_offset} answered from "
+                      f"{batches[0].base_offset if batches else None}")  # fmt: skip
+        end = batches[-1].last_offset + 1
+        if end < core.log.end_offset:
+            cap = min(req.max_bytes, _MiB8) if req.max_bytes > 0 else _MiB8
+            nxt = len(core.log.read(end, 1))
+            if len(p.records) + nxt <= cap:
+                self.fail(f"leader {src.node_id}: Fetch at {fp.fetch_offset} answered up to "
+                          f"{end}, its log ends at {core.log.end_offset} ({len(p.records)} "
+                          f"bytes, MaxBytes {req.max_bytes})")  # fmt: skip
+
+    def on_response_received(self, n: Node, src: int, api_key: int, resp: Any) -> None:
+        """Kafka ``maybeHandleCommonResponse``: an answer with a higher epoch, or
+        FENCED_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER, runs ``maybeTransition`` (which halts on
+        an inconsistent leader); a DivergingEpoch below the follower's high watermark halts it
+        (``handleFetchResponse``)."""
+        core = n.core
+        claim = _leader_claim(api_key, resp, response=True)
+        if claim is None:
+            return
+        code, leader, epoch = claim
+        if epoch > core.epoch or code in (_E.FENCED_LEADER_EPOCH, _E.NOT_LEADER_OR_FOLLOWER):
+            if epoch >= core.epoch:
+                self._consistent(n, leader, epoch, f"{api_key} answer from {src}")
+            return
+        if api_key == _FETCH and epoch == core.epoch and code == 0 and core.state == FOLLOWER:
+            d = resp.responses[0].partitions[0].diverging_epoch
+            if d.epoch >= 0 and core.leader_id == src:
+                target = min(core.log.end_offset_for_epoch(d.epoch).offset, d.end_offset)
+                if target < core.high_watermark:
+                    self.fail(f"node {n.node_id}: DivergingEpoch {d} from {src} truncates to "
+                              f"{target}, below its high watermark {core.high_watermark}: a "
+                              f"Kafka follower halts")  # fmt: skip
+
+    # -------------------------------------------------------------- timers
+    def check(self) -> None:
+        """Check quorum (Kafka ``LeaderState.timeUntilCheckQuorumExpires``): a leader of
+        several voters that heard no Fetch/FetchSnapshot from a majority (counting itself) for
+        1.5 x fetch.timeout.ms resigns."""
+        if len(self.c.voters) < 2:
+            return
+        for nid, term in self.terms.items():
+            core = self.c.nodes[nid].core
+            if core is None or core.state != LEADER or core.epoch != term.epoch:
+                continue
+            if self.c.now > term.check_deadline_ms and core._shutdown_deadline is None:
+                self.fail(f"leader {nid} of epoch {term.epoch} still leads at {self.c.now} "
+                          f"ms, past its check-quorum deadline {term.check_deadline_ms} "
+                          "ms")  # fmt: skip
 
 
 def run_seed(seed: int, **kw: Any) -> Cluster:
     return Cluster(seed, SimConfig(**kw)).run()
 
 
-__all__ = ["Cluster", "InvariantViolation", "Invariants", "OffsetAndEpoch", "SimConfig", "run_seed"]
+__all__ = [
+    "Cluster", "InvariantViolation", "Invariants", "KafkaRules", "OffsetAndEpoch", "SimConfig",
+    "run_seed",
+]  # fmt: skip

@@ -178,10 +178,12 @@ def test_pre_vote_granted_without_epoch_change_or_persistence():
     assert p.error_code == 0 and p.vote_granted is True and p.leader_epoch == 4
     assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", 4, -1)
     assert n.store.writes == 0
-    # a pre-vote at a higher epoch does not bump ours either
+    # a pre-vote at a higher epoch makes the receiver adopt that epoch (Kafka 4.x
+    # ``handleVoteRequest`` bumps before it looks at PreVote): Unattached, persisted, no vote
     p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, 6, 4, 0, pre_vote=True)))
-    assert p.vote_granted is True
-    assert (n.core.epoch, n.core.voted_id) == (4, -1) and n.store.writes == 0
+    assert p.vote_granted is True and p.leader_epoch == 6
+    assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", 6, -1)
+    assert n.store.writes == 1 and n.store.read().epoch == 6
 
 
 def test_pre_vote_last_epoch_above_replica_epoch_is_invalid_request():
@@ -257,7 +259,9 @@ def test_lost_pre_vote_does_not_bump_epoch():
     out = n.outbound()
     for o in out:
         n.core.handle_response(2001, o.destination, o.correlation, vote_response(0, False))
-    assert n.core.state == "Unattached" and n.core.epoch == 0 and n.store.writes == 0
+    # no leader known: Unattached at the same epoch (durable, as Kafka's transitionToUnattached)
+    assert n.core.state == "Unattached" and n.core.epoch == 0 and n.core.voted_id == -1
+    assert n.store.read().epoch == 0
 
 
 def test_single_voter_is_leader_right_after_construction():
@@ -739,16 +743,25 @@ def test_candidate_follows_leader_announced_in_its_epoch():
     assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 4, 2)
 
 
-def test_candidate_loses_election_then_retries_at_next_epoch():
+def test_candidate_loses_election_waits_its_timer_then_pre_votes_at_the_same_epoch():
+    """Kafka 4.x ``pollCandidate``/``maybeHandleElectionLoss``: a rejected Candidate waits out
+    its election timeout and goes back to Prospective at the same epoch; it never stands again
+    at epoch + 1 without winning a pre-election first."""
     n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    deadline = n.core.next_deadline_ms()
     n.core.poll(0)
     out = n.outbound()
     for o in out:
         n.core.handle_response(1, o.destination, o.correlation, vote_response(4, False))
     assert n.core.state == "Candidate" and n.core.epoch == 4
-    # binary exponential backoff: at most election.backoff.max.ms 1000
-    n.core.poll(1 + 1000)
-    assert n.core.epoch == 5 and n.store.read().voted_id == 1 and n.store.read().epoch == 5
+    n.core.poll(deadline - 1)
+    assert n.core.state == "Candidate" and n.outbound() == []  # no more votes: it has lost
+    n.core.poll(deadline)
+    assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Prospective", 4, 1)
+    out = n.outbound()
+    assert sorted(o.destination for o in out) == [2, 3]
+    assert all(o.request.topics[0].partitions[0].pre_vote for o in out)
+    assert n.store.read().epoch == 4
 
 
 def test_follower_moves_on_fetch_response_naming_new_leader():

@@ -535,6 +535,16 @@ SPECS = {
     ),
     "UpdateMetadataRequest": ("update_metadata_request", "request", 6, (0, 8), 6, (), False),
     "UpdateMetadataResponse": ("update_metadata_response", "response", 6, (0, 8), 6, (), False),
+    "UpdateRaftVoterRequest": (
+        "update_raft_voter_request",
+        "request",
+        82,
+        (0, 0),
+        0,
+        ("controller",),
+        False,
+    ),
+    "UpdateRaftVoterResponse": ("update_raft_voter_response", "response", 82, (0, 0), 0, (), False),
     "UserScramCredentialRecord": (
         "user_scram_credential_record",
         "metadata",
