@@ -563,6 +563,22 @@ class Config:
         """Listeners whose role this process plays."""
         return tuple(e for e in self.listeners if self.role_of(e.name) in self.process_roles)
 
+    def directory_ids(self) -> tuple[uuid.UUID, ...]:
+        """The ``directory.id`` of each ``log.dirs`` entry that has one in its ``meta.properties``
+        (Kafka's ``LogManager.directoryIdsSet``), sorted: what a broker registers as LogDirs."""
+        out = []
+        for d in self.log_dirs:
+            meta = Path(d) / "meta.properties"
+            if not meta.exists():
+                continue
+            p = Properties()
+            with meta.open("rb") as f:
+                p.load(f, "utf-8")
+            text = p.properties.get("directory.id")
+            if text:
+                out.append(uuid.UUID(bytes=base64.urlsafe_b64decode(text.strip() + "==")))
+        return tuple(sorted(out))
+
     def storage_dirs(self) -> list[Path]:
         """Every directory ``kafka-rpc storage format`` writes ``meta.properties`` into: each of
         ``log.dirs``, then ``metadata.log.dir`` when it is not one of them."""

@@ -107,6 +107,7 @@ class BrokerLifecycleManager:
                 ),
             ),
             rack=None,
+            log_dirs=cfg.directory_ids(),
         )
 
     def _metadata_offset(self) -> int:

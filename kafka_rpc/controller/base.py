@@ -78,7 +78,10 @@ class ControllerContext:
       (Kafka's ``default.replication.factor`` / ``num.partitions``);
     - ``last_heartbeat_ms``: broker id -> ms of its last registration or heartbeat, as the active
       controller's ``BrokerHeartbeatManager`` tracks it (not in the log); ``session_timeout_ms``
-      is ``broker.session.timeout.ms``.
+      is ``broker.session.timeout.ms``;
+    - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
+      ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
+      controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only).
     """
 
     now_ms: int
@@ -89,6 +92,8 @@ class ControllerContext:
     num_partitions: int = 1
     last_heartbeat_ms: Mapping[int, int] = field(default_factory=dict)
     session_timeout_ms: int = 9000
+    metadata_offsets: Mapping[int, int] = field(default_factory=dict)
+    controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

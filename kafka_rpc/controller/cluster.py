@@ -15,40 +15,57 @@ session rule of Kafka's ``BrokerHeartbeatManager``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
+from uuid import UUID
 
 from kafka_rpc.controller.base import ControllerContext, ControllerResult, ReplayError
-from kafka_rpc.controller.features import supports_finalized_levels
+from kafka_rpc.controller.features import METADATA_VERSION, supports_finalized_levels
 from kafka_rpc.controller.image import BrokerRegistration, Endpoint, MetadataImage, evolve
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
+    "DIR_LOST",
+    "DIR_MIGRATING",
+    "DIR_UNASSIGNED",
+    "KAFKA_RPC_FEATURE_PREFIX",
     "REPLAY",
     "broker_records",
     "broker_state",
     "calculate_next_broker_state",
+    "default_dir",
+    "directory_owner",
+    "directory_supported",
     "has_valid_session",
+    "is_kafka_rpc_broker",
+    "is_reserved_dir",
+    "lowest_active_offset",
     "next_session_expiry_ms",
     "register_broker",
 ]
 
+log = logging.getLogger("kafka_rpc.controller")
+
 _R = codec.message_class
+MV_DIRECTORY_ASSIGNMENT = 17
+"""metadata.version 3.7-IV2: directory assignment (JBOD), RegisterBrokerRecord v3 LogDirs."""
 NEVER_MS = 1 << 62
 """ms: no session to expire."""
 
 
 # ============================================================================ sessions
 def has_valid_session(image: MetadataImage, broker_id: int, ctx: ControllerContext) -> bool:
-    """BrokerHeartbeatManager.hasValidSession: the broker is registered, unfenced, and was heard
-    from within ``session_timeout_ms``. A broker with no entry in ``last_heartbeat_ms`` has no
-    valid session (the caller must seed every registered broker with the activation time when
-    it becomes the active controller, as ``ClusterControlManager.activate`` touches them all)."""
+    """BrokerHeartbeatTracker.hasValidSession (Kafka 4.x): the broker is registered and was
+    heard from (registration or heartbeat) within ``session_timeout_ms``, **fenced or not**. A
+    broker with no entry in ``last_heartbeat_ms`` has no valid session: the active controller
+    seeds only the unfenced brokers with its activation time (``ClusterControlManager.activate``,
+    KAFKA-18138), so a fenced broker that stays silent can be replaced at once."""
     reg = image.brokers.get(broker_id)
     last = ctx.last_heartbeat_ms.get(broker_id)
-    if reg is None or reg.fenced or last is None:
+    if reg is None or last is None:
         return False
     return last + ctx.session_timeout_ms >= ctx.now_ms
 
@@ -69,41 +86,166 @@ def next_session_expiry_ms(
     return due
 
 
-# ============================================================================ registration
-def register_broker(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
-    """BrokerRegistration (ClusterControlManager.registerBroker).
+# ============================================================================ directories
+DIR_MIGRATING = UUID(int=0)
+"""Kafka's ``DirectoryId.MIGRATING``: the replica's directory is not known (a broker that
+registered no LogDirs, or a record without Directories)."""
+DIR_UNASSIGNED = UUID(int=1)
+"""Kafka's ``DirectoryId.UNASSIGNED``: the broker has several directories and has not said
+which one holds the replica yet (it sends AssignReplicasToDirs)."""
+DIR_LOST = UUID(int=2)
+"""Kafka's ``DirectoryId.LOST``: the directory is gone."""
+_RESERVED_DIRS = 100
 
-    - ClusterId != ours: INCONSISTENT_CLUSTER_ID.
-    - The id is registered with **another** incarnation that has a valid session (unfenced and
-      heard from within the session timeout): DUPLICATE_BROKER_REGISTRATION.
-    - The broker's supported ``metadata.version`` range excludes the finalized level:
-      UNSUPPORTED_VERSION.
-    - Otherwise one RegisterBrokerRecord, **fenced**, BrokerEpoch = ``ctx.next_offset`` (its own
-      offset), and the response carries that epoch. This holds for the same incarnation
-      re-registering too: Kafka accepts it (no DUPLICATE error) but writes a new record with a new
-      epoch and the broker is fenced again until it catches up; a retried registration is thus
-      idempotent in outcome, not in epoch. The caller must record ``now`` as the broker's last
-      heartbeat (``heartbeatManager.register``).
-    """
+
+def is_reserved_dir(d: UUID) -> bool:
+    """Kafka's ``DirectoryId.reserved``: the first 100 ids (most significant 64 bits zero, least
+    significant below 100) are reserved and never a real directory."""
+    return d.int < _RESERVED_DIRS
+
+
+def directory_supported(image: MetadataImage) -> bool:
+    """``MetadataVersion.isDirectoryAssignmentSupported``: metadata.version >= 17 (3.7-IV2)."""
+    return image.features.get(METADATA_VERSION, 0) >= MV_DIRECTORY_ASSIGNMENT
+
+
+def default_dir(image: MetadataImage, broker_id: int) -> UUID:
+    """ClusterControlManager.defaultDir: the directory a new replica on ``broker_id`` is given in
+    PartitionRecord.Directories: its single log directory; UNASSIGNED when it has several (or is
+    not registered: the caller reports that); MIGRATING when it registered none."""
+    reg = image.brokers.get(broker_id)
+    if reg is None:
+        return DIR_UNASSIGNED
+    if not reg.log_dirs:
+        return DIR_MIGRATING
+    if len(reg.log_dirs) == 1:
+        return reg.log_dirs[0]
+    return DIR_UNASSIGNED
+
+
+def directory_owner(image: MetadataImage, directory: UUID) -> int | None:
+    """The broker that registered ``directory`` (ClusterControlManager's ``directoryToBroker``),
+    or None."""
+    for bid, reg in image.brokers.items():
+        if directory in reg.log_dirs:
+            return bid
+    return None
+
+
+KAFKA_RPC_FEATURE_PREFIX = "kafka_rpc."
+"""The name prefix of the features only kafka-rpc nodes implement (DESIGN section 11)."""
+
+
+def is_kafka_rpc_broker(reg: BrokerRegistration) -> bool:
+    """Whether a registered broker is a kafka-rpc broker role (which hosts the Batch Coordinator
+    and ``__diskless-metadata`` but serves no classic Produce / Fetch) rather than an Apache Kafka
+    broker: it registered with at least one feature under :data:`KAFKA_RPC_FEATURE_PREFIX`.
+    The one test both classic placement and ``__diskless-metadata`` placement use."""
+    return any(name.startswith(KAFKA_RPC_FEATURE_PREFIX) for name, _lo, _hi in reg.features)
+
+
+# ============================================================================ registration
+ShutdownRecords = Callable[[MetadataImage, int, int], list]
+"""``(image, broker_id, next_offset) -> records``: the leader/ISR clean-up of a broker's old
+incarnation (Kafka's ``BrokerUncleanShutdownHandler.addRecordsForShutdown``, i.e.
+``ReplicationControlManager.handleBrokerUncleanShutdown``)."""
+
+
+def register_broker(
+    image: MetadataImage,
+    request: Any,
+    ctx: ControllerContext,
+    shutdown_records: ShutdownRecords | None = None,
+) -> ControllerResult:
+    """BrokerRegistration v0-4 (ClusterControlManager.registerBroker), in Kafka's order:
+
+    1. ClusterId != ours: INCONSISTENT_CLUSTER_ID ("Expected cluster ID ..., but got ...").
+    2. The id is registered with **another** incarnation whose session is still valid, fenced or
+       not (:func:`has_valid_session`): DUPLICATE_BROKER_REGISTRATION.
+    3. IsMigratingZkBroker: BROKER_ID_NOT_REGISTERED.
+    4. metadata.version >= 17 (3.7-IV2): LogDirs must be non-empty, hold no reserved id
+       (:func:`is_reserved_dir`), no duplicate, and no directory another broker registered;
+       else INVALID_REGISTRATION with Kafka's message.
+    5. The finalized features (:func:`~kafka_rpc.controller.features.supports_finalized_levels`):
+       UNSUPPORTED_VERSION.
+    6. A new incarnation (or a first registration): broker epoch = ``ctx.next_offset`` (where the
+       batch starts); ``shutdown_records`` first (the old incarnation leaves ISRs and
+       leaderships), then the RegisterBrokerRecord, fenced. The same incarnation again ("amend",
+       e.g. a resent registration): the epoch, fenced and InControlledShutdown flags are kept
+       and only the record is rewritten.
+    The response carries the epoch. LogDirs go into the record only at metadata.version >= 17.
+    The caller records ``now`` as the broker's last contact (``heartbeatManager.register``) and,
+    for a new incarnation, forgets the old one's session state."""
     Resp = _R("BrokerRegistrationResponse")
+
+    def fail(code: int, message: str) -> ControllerResult:
+        log.info("broker %d registration refused: %s (%s)", request.broker_id,
+                 ErrorCode.for_code(code).name, message)  # fmt: skip
+        return ControllerResult([], Resp(error_code=code))
+
     if request.cluster_id != ctx.cluster_id:
-        return ControllerResult([], Resp(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID))
-    existing = image.brokers.get(request.broker_id)
+        return fail(
+            ErrorCode.INCONSISTENT_CLUSTER_ID,
+            f"Expected cluster ID {ctx.cluster_id}, but got cluster ID {request.cluster_id}",
+        )
+    bid = request.broker_id
+    existing = image.brokers.get(bid)
+    prev_incarnation = None if existing is None else existing.incarnation_id
     if (
         existing is not None
-        and existing.incarnation_id != request.incarnation_id
-        and has_valid_session(image, request.broker_id, ctx)
+        and prev_incarnation != request.incarnation_id
+        and has_valid_session(image, bid, ctx)
     ):
-        return ControllerResult([], Resp(error_code=ErrorCode.DUPLICATE_BROKER_REGISTRATION))
+        return fail(
+            ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+            "Another broker is registered with that broker id.",
+        )
+    if request.is_migrating_zk_broker:
+        return fail(
+            ErrorCode.BROKER_ID_NOT_REGISTERED,
+            "Controller does not support registering ZK brokers.",
+        )
+    dirs = tuple(request.log_dirs)
+    with_dirs = directory_supported(image)
+    if with_dirs:
+        problem = None
+        if not dirs:
+            problem = "No directories specified in request"
+        elif any(is_reserved_dir(d) for d in dirs):
+            problem = "Reserved directory ID in request"
+        elif len(set(dirs)) != len(dirs):
+            problem = "Duplicate directory ID in request"
+        else:
+            for d in dirs:
+                owner = directory_owner(image, d)
+                if owner is not None and owner != bid:
+                    problem = f"Broker {owner} is already registered with directory {d}"
+                    break
+        if problem is not None:
+            return fail(ErrorCode.INVALID_REGISTRATION, problem)
     if not supports_finalized_levels(image, request.features):
-        return ControllerResult([], Resp(error_code=ErrorCode.UNSUPPORTED_VERSION))
+        return fail(ErrorCode.UNSUPPORTED_VERSION, "unsupported finalized feature level")
+    records: list = []
+    if prev_incarnation != request.incarnation_id:
+        epoch = ctx.next_offset
+        fenced, in_shutdown = True, False
+        if existing is not None and shutdown_records is not None:
+            records.extend(shutdown_records(image, bid, ctx.next_offset))
+        log.info("broker %d: registering incarnation %s (previous %s), broker epoch %d, "
+                 "%d clean-up record(s)", bid, request.incarnation_id, prev_incarnation,
+                 epoch, len(records))  # fmt: skip
+    else:
+        epoch = existing.epoch
+        fenced, in_shutdown = existing.fenced, existing.in_controlled_shutdown
+        log.info("broker %d: amending the registration of incarnation %s, broker epoch stays %d",
+                 bid, request.incarnation_id, epoch)  # fmt: skip
     Rec = _R("RegisterBrokerRecord")
     mod = codec.module("RegisterBrokerRecord")
     rec = Rec(
-        broker_id=request.broker_id,
+        broker_id=bid,
         is_migrating_zk_broker=request.is_migrating_zk_broker,
         incarnation_id=request.incarnation_id,
-        broker_epoch=ctx.next_offset,
+        broker_epoch=epoch,
         end_points=tuple(
             mod.BrokerEndpoint(
                 name=lst.name, host=lst.host, port=lst.port, security_protocol=lst.security_protocol
@@ -119,11 +261,12 @@ def register_broker(image: MetadataImage, request: Any, ctx: ControllerContext) 
             for f in request.features
         ),
         rack=request.rack,
-        fenced=True,
-        in_controlled_shutdown=False,
-        log_dirs=tuple(request.log_dirs),
+        fenced=fenced,
+        in_controlled_shutdown=in_shutdown,
+        log_dirs=dirs if with_dirs else (),
     )
-    return ControllerResult([rec], Resp(error_code=0, broker_epoch=ctx.next_offset))
+    records.append(rec)
+    return ControllerResult(records, Resp(error_code=0, broker_epoch=epoch))
 
 
 # ============================================================================ broker states
@@ -136,17 +279,20 @@ def broker_state(reg: BrokerRegistration) -> str:
     return "UNFENCED"
 
 
-def calculate_next_broker_state(current: str, request: Any, caught_up: bool, leads: bool) -> str:
+def calculate_next_broker_state(
+    current: str, request: Any, caught_up: bool, leads: bool, shutdown_offset_passed: bool = True
+) -> str:
     """BrokerHeartbeatManager.calculateNextBrokerState: the state after a heartbeat (fields
     ``want_fence``, ``want_shut_down``) of a broker in state ``current`` (:func:`broker_state`)
-    that is ``caught_up`` (CurrentMetadataOffset >= its broker epoch) and ``leads`` partitions.
+    that is ``caught_up`` (CurrentMetadataOffset >= the offset of its RegisterBrokerRecord) and
+    ``leads`` partitions.
 
     - FENCED: WantShutDown -> SHUTDOWN_NOW; not WantFence and caught up -> UNFENCED; else FENCED.
     - UNFENCED: WantFence -> FENCED (SHUTDOWN_NOW with WantShutDown too); WantShutDown ->
       CONTROLLED_SHUTDOWN if it leads partitions, else SHUTDOWN_NOW; else UNFENCED.
-    - CONTROLLED_SHUTDOWN: stays while it leads partitions, then SHUTDOWN_NOW. (Kafka also waits
-      for every active broker to pass the shutdown offset; this core does not track broker
-      offsets.)
+    - CONTROLLED_SHUTDOWN: stays while it leads partitions or while ``shutdown_offset_passed``
+      is false (its controlled shutdown offset is above the lowest metadata offset an active
+      broker reported, :func:`lowest_active_offset`), then SHUTDOWN_NOW.
     """
     if current == "FENCED":
         if request.want_shut_down:
@@ -160,13 +306,27 @@ def calculate_next_broker_state(current: str, request: Any, caught_up: bool, lea
         if request.want_shut_down:
             return "CONTROLLED_SHUTDOWN" if leads else "SHUTDOWN_NOW"
         return "UNFENCED"
-    return "CONTROLLED_SHUTDOWN" if leads else "SHUTDOWN_NOW"
+    if leads or not shutdown_offset_passed:
+        return "CONTROLLED_SHUTDOWN"
+    return "SHUTDOWN_NOW"
+
+
+LONG_MAX = (1 << 63) - 1
+
+
+def lowest_active_offset(image: MetadataImage, metadata_offsets: Mapping[int, int]) -> int:
+    """BrokerHeartbeatManager.lowestActiveOffset: the lowest CurrentMetadataOffset reported by
+    an active broker (unfenced, not in controlled shutdown; -1 for one that has not reported
+    yet), ``Long.MAX_VALUE`` when there is none."""
+    active = [metadata_offsets.get(bid, -1) for bid in image.unfenced_brokers()]
+    return min(active) if active else LONG_MAX
 
 
 # ============================================================================ replay
 def _register_broker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     """ClusterControlManager.replay(RegisterBrokerRecord): the record replaces any earlier
-    registration of that id (an older incarnation, or the same one re-registering)."""
+    registration of that id (an older incarnation, or the same one re-registering); ``offset``
+    becomes its ``registration_offset`` (``registerBrokerRecordOffsets``)."""
     reg = BrokerRegistration(
         broker_id=r.broker_id,
         incarnation_id=r.incarnation_id,
@@ -182,6 +342,7 @@ def _register_broker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
         in_controlled_shutdown=r.in_controlled_shutdown,
         is_migrating_zk_broker=r.is_migrating_zk_broker,
         log_dirs=tuple(r.log_dirs),
+        registration_offset=offset,
     )
     return evolve(img, brokers=img.brokers.set(r.broker_id, reg))
 

@@ -66,10 +66,17 @@ class Endpoint:
 class BrokerRegistration:
     """A registered broker (Kafka's ``org.apache.kafka.metadata.BrokerRegistration``).
 
-    ``epoch`` is the broker epoch: the offset of the RegisterBrokerRecord that created this
-    registration (``QuorumController.registerBroker`` passes ``nextWriteOffset``). The broker
-    counts as caught up once its heartbeat's ``CurrentMetadataOffset`` reaches it.
-    ``features`` holds the supported ranges ``(name, min, max)`` in record order."""
+    ``epoch`` is the broker epoch: the offset where the batch that registered this incarnation
+    starts (``QuorumController.registerBroker`` passes ``nextWriteOffset``; an amended
+    registration keeps it). ``registration_offset`` is the offset of the RegisterBrokerRecord
+    itself (Kafka's ``ClusterControlManager.registerBrokerRecordOffsets``, controller
+    bookkeeping, not part of Kafka's image): the broker counts as caught up once its heartbeat's
+    ``CurrentMetadataOffset`` reaches it. A snapshot cannot carry it, so a registration loaded
+    from a snapshot has the snapshot's last contained offset (Kafka replays snapshot records at
+    ``lastContainedLogOffset``); it is left out of equality so an image and its snapshot round
+    trip compare equal. ``features`` holds the supported ranges ``(name, min, max)`` in record
+    order; ``log_dirs`` the broker's online log directory ids (RegisterBrokerRecord v3 LogDirs,
+    replaced by a BrokerRegistrationChangeRecord v2)."""
 
     broker_id: int
     incarnation_id: UUID
@@ -81,6 +88,7 @@ class BrokerRegistration:
     in_controlled_shutdown: bool = False
     is_migrating_zk_broker: bool = False
     log_dirs: tuple[UUID, ...] = ()
+    registration_offset: int = field(default=-1, compare=False)
 
     def endpoint(self, listener: str) -> Endpoint | None:
         """The endpoint for ``listener`` (a listener name), or None."""

@@ -105,6 +105,8 @@ def not_controller_response(request: Any) -> Any:
         return M.assign_error_response(request, 0, code)
     if name in ("CreateAclsRequest", "DeleteAclsRequest"):
         return acl_error_response(request, code, msg)
+    if name == "AssignReplicasToDirsRequest":
+        return replication.assign_replicas_to_dirs_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
 
@@ -172,6 +174,11 @@ class QuorumController:
         self._last_written = -1  # last offset this controller appended (inclusive)
         self._deferred: list[tuple[int, asyncio.Future]] = []
         self._heartbeats: dict[int, int] = {}
+        #: BrokerHeartbeatManager state besides the session clock: each broker's last reported
+        #: CurrentMetadataOffset and, while in controlled shutdown, the end offset of the batch
+        #: that put it there (in memory on the active controller only)
+        self._metadata_offsets: dict[int, int] = {}
+        self._shutdown_offsets: dict[int, int] = {}
         self._pid_throttle = producer_ids.AllocationThrottle()
         self._last_write_ms = 0
         self._last_fence_check_ms = 0
@@ -307,7 +314,12 @@ class QuorumController:
         self._active_epoch = epoch
         self._uncommitted = self.image
         self._last_written = self.committed_offset
-        self._heartbeats = dict.fromkeys(self.image.brokers, now)
+        # ClusterControlManager.activate (KAFKA-18138): only unfenced brokers get a session now
+        self._heartbeats = dict.fromkeys(
+            (b for b, reg in self.image.brokers.items() if not reg.fenced), now
+        )
+        self._metadata_offsets = {}
+        self._shutdown_offsets = {}
         self._pid_throttle.clear()
         self._last_write_ms = now
         self._last_fence_check_ms = now
@@ -326,6 +338,8 @@ class QuorumController:
         self._uncommitted = self.image
         self._last_written = self.committed_offset
         self._heartbeats = {}
+        self._metadata_offsets = {}
+        self._shutdown_offsets = {}
         self._pid_throttle.clear()
         self._need_bootstrap = False
         deferred, self._deferred = self._deferred, []
@@ -360,6 +374,8 @@ class QuorumController:
             num_partitions=self.num_partitions,
             last_heartbeat_ms=self._heartbeats,
             session_timeout_ms=self.session_timeout_ms,
+            metadata_offsets=self._metadata_offsets,
+            controlled_shutdown_offsets=self._shutdown_offsets,
         )
 
     def _write(self, fn: Callable[[MetadataImage, ControllerContext], ControllerResult]):
@@ -418,21 +434,55 @@ class QuorumController:
 
     # ================================================================== commands
     async def register_broker(self, request: Any, version: int) -> Any:
+        """BrokerRegistration (:func:`~kafka_rpc.controller.cluster.register_broker`, with
+        :func:`~kafka_rpc.controller.replication.broker_shutdown_records` cleaning up an old
+        incarnation). On success the broker's session starts now; a new incarnation's old
+        heartbeat state (metadata offset, controlled shutdown offset) is dropped."""
+        bid = request.broker_id
+        prev = self._uncommitted.brokers.get(bid) if self.is_active else None
+
         def after(resp: Any, now: int) -> None:
             if resp.error_code == 0:
-                self._heartbeats[request.broker_id] = now
+                self._heartbeats[bid] = now
+                if prev is None or prev.incarnation_id != request.incarnation_id:
+                    self._metadata_offsets.pop(bid, None)
+                    self._shutdown_offsets.pop(bid, None)
 
         return await self._submit(
-            lambda img, ctx: cluster.register_broker(img, request, ctx), request, after
+            lambda img, ctx: cluster.register_broker(
+                img, request, ctx, replication.broker_shutdown_records
+            ),
+            request,
+            after,
         )
 
     async def broker_heartbeat(self, request: Any, version: int) -> Any:
+        """BrokerHeartbeat (:func:`~kafka_rpc.controller.replication.broker_heartbeat`): the
+        session clock and the reported metadata offset are updated (Kafka's ``touch``), and a
+        broker that has just entered controlled shutdown gets its controlled shutdown offset (the
+        end of the batch that put it there, ``maybeUpdateControlledShutdownOffset``)."""
+        bid = request.broker_id
+
         def after(resp: Any, now: int) -> None:
-            if resp.error_code == 0:
-                self._heartbeats[request.broker_id] = now
+            if resp.error_code != 0:
+                return
+            self._heartbeats[bid] = now
+            self._metadata_offsets[bid] = request.current_metadata_offset
+            reg = self._uncommitted.brokers.get(bid)
+            if reg is not None and reg.in_controlled_shutdown and not reg.fenced:
+                self._shutdown_offsets.setdefault(bid, self._last_written)
+            else:
+                self._shutdown_offsets.pop(bid, None)
 
         return await self._submit(
             lambda img, ctx: replication.broker_heartbeat(img, request, ctx), request, after
+        )
+
+    async def assign_replicas_to_dirs(self, request: Any, version: int) -> Any:
+        """AssignReplicasToDirs (:func:`~kafka_rpc.controller.replication.
+        assign_replicas_to_dirs`), answered once the PartitionChangeRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: replication.assign_replicas_to_dirs(img, request, ctx), request
         )
 
     async def allocate_producer_ids(self, request: Any, version: int) -> Any:
@@ -461,6 +511,8 @@ class QuorumController:
         def after(resp: Any, now: int) -> None:
             if resp.error_code == 0:
                 self._heartbeats.pop(request.broker_id, None)
+                self._metadata_offsets.pop(request.broker_id, None)
+                self._shutdown_offsets.pop(request.broker_id, None)
 
         return await self._submit(
             lambda img, ctx: replication.unregister_broker(img, request, ctx), request, after

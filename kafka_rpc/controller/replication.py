@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import random
 import re
 from collections.abc import Mapping
@@ -50,7 +51,10 @@ from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
+    "assign_replicas_to_dirs",
+    "assign_replicas_to_dirs_error_response",
     "broker_heartbeat",
+    "broker_shutdown_records",
     "colliding_topic",
     "create_topics",
     "create_topics_error_response",
@@ -63,6 +67,8 @@ __all__ = [
     "unregister_broker",
     "validate_topic_name",
 ]
+
+log = logging.getLogger("kafka_rpc.controller")
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]+")
@@ -86,12 +92,15 @@ def _partitions_sorted(image: MetadataImage):
             yield t, i, t.partitions[i]
 
 
-def _remove_from_isrs(b: Batch, broker_id: int) -> None:
+def _remove_from_isrs(b: Batch, broker_id: int, only: set | None = None) -> None:
     """ReplicationControlManager.generateLeaderAndIsrUpdates(brokerToRemove=broker_id): take the
-    broker out of every ISR and move its leaderships. The last ISR member stays in the ISR (a
-    partition always keeps one, so it can come back cleanly) with the leader set to -1."""
+    broker out of every ISR (of the partitions ``(topic id, index)`` in ``only``, when given) and
+    move its leaderships. The last ISR member stays in the ISR (a partition always keeps one, so
+    it can come back cleanly) with the leader set to -1."""
     PCR = _R("PartitionChangeRecord")
     for t, i, p in list(_partitions_sorted(b.image)):
+        if only is not None and (t.topic_id, i) not in only:
+            continue
         if broker_id not in p.isr and p.leader != broker_id:
             continue
         isr = tuple(r for r in p.isr if r != broker_id) or p.isr
@@ -110,17 +119,24 @@ def _remove_from_isrs(b: Batch, broker_id: int) -> None:
         )
 
 
+def _registration_change(broker_id: int, epoch: int, **fields: Any) -> Any:
+    """A BrokerRegistrationChangeRecord (Kafka 4.x writes fencing, unfencing, controlled
+    shutdown and LogDirs changes with it, not with Fence/UnfenceBrokerRecord)."""
+    return _R("BrokerRegistrationChangeRecord")(broker_id=broker_id, broker_epoch=epoch, **fields)
+
+
 def _fence(b: Batch, broker_id: int) -> None:
-    """ReplicationControlManager.handleBrokerFenced: ISR/leader updates, then FenceBrokerRecord."""
+    """ReplicationControlManager.handleBrokerFenced: ISR/leader updates, then
+    BrokerRegistrationChangeRecord Fenced=1."""
     reg = b.image.brokers[broker_id]
     _remove_from_isrs(b, broker_id)
-    b.add(_R("FenceBrokerRecord")(id=broker_id, epoch=reg.epoch))
+    b.add(_registration_change(broker_id, reg.epoch, fenced=1))
 
 
 def _unfence(b: Batch, broker_id: int, epoch: int) -> None:
-    """ReplicationControlManager.handleBrokerUnfenced: UnfenceBrokerRecord, then elect a leader
-    for every leaderless partition whose ISR holds the broker."""
-    b.add(_R("UnfenceBrokerRecord")(id=broker_id, epoch=epoch))
+    """ReplicationControlManager.handleBrokerUnfenced: BrokerRegistrationChangeRecord Fenced=-1,
+    then elect a leader for every leaderless partition whose ISR holds the broker."""
+    b.add(_registration_change(broker_id, epoch, fenced=-1))
     PCR = _R("PartitionChangeRecord")
     for t, i, p in list(_partitions_sorted(b.image)):
         if p.leader == NO_LEADER and broker_id in p.isr:
@@ -129,36 +145,83 @@ def _unfence(b: Batch, broker_id: int, epoch: int) -> None:
                 b.add(PCR(partition_id=i, topic_id=t.topic_id, leader=leader))
 
 
+def _partitions_in_dirs(image: MetadataImage, broker_id: int, dirs: set) -> set:
+    """(topic id, index) of the partitions whose replica on ``broker_id`` is assigned to one of
+    ``dirs`` (ReplicationControlManager's ``directoriesToPartitions``)."""
+    out = set()
+    for t in image.topics.values():
+        for i, p in t.partitions.items():
+            for r, d in zip(p.replicas, p.directories, strict=False):
+                if r == broker_id and d in dirs:
+                    out.add((t.topic_id, i))
+    return out
+
+
+def _directories_offline(b: Batch, broker_id: int, epoch: int, offline: Any) -> None:
+    """ReplicationControlManager.handleDirectoriesOffline: for the registered directories of the
+    broker that it now reports offline, the broker leaves the ISR and leadership of the
+    partitions in them, then a BrokerRegistrationChangeRecord (v2) carries the directories left
+    online."""
+    reg = b.image.brokers[broker_id]
+    newly = [d for d in reg.log_dirs if d in set(offline)]
+    if not newly:
+        return
+    _remove_from_isrs(b, broker_id, _partitions_in_dirs(b.image, broker_id, set(newly)))
+    online = tuple(d for d in reg.log_dirs if d not in set(offline))
+    b.add(_registration_change(broker_id, epoch, log_dirs=online))
+    log.warning("directories %s of broker %d marked offline, remaining directories: %s",
+                [str(d) for d in newly], broker_id, [str(d) for d in online])  # fmt: skip
+
+
+def broker_shutdown_records(image: MetadataImage, broker_id: int, next_offset: int) -> list:
+    """ReplicationControlManager.handleBrokerUncleanShutdown (without ELR): the records that take
+    a broker's previous incarnation out of every ISR and leadership, written before the
+    RegisterBrokerRecord of its new incarnation (:func:`~kafka_rpc.controller.cluster.
+    register_broker`'s ``shutdown_records``)."""
+    b = Batch(image, next_offset, _BATCH_RULES)
+    _remove_from_isrs(b, broker_id)
+    return b.records
+
+
 def broker_heartbeat(
     image: MetadataImage, request: Any, ctx: ControllerContext
 ) -> ControllerResult:
-    """BrokerHeartbeat (ReplicationControlManager.processBrokerHeartbeat and
+    """BrokerHeartbeat v0-1 (ReplicationControlManager.processBrokerHeartbeat and
     BrokerHeartbeatManager.calculateNextBrokerState).
 
     - Not registered, or BrokerEpoch != the registration's: STALE_BROKER_EPOCH (Kafka's
       ``checkBrokerEpoch`` and the "heartbeat before registration" check both raise
       StaleBrokerEpochException; BROKER_ID_NOT_REGISTERED is only UnregisterBroker's error).
-    - Caught up = ``CurrentMetadataOffset >= broker epoch`` (= its RegisterBrokerRecord offset).
-    - FENCED: WantShutDown -> shut down now; not WantFence and caught up -> UnfenceBrokerRecord
-      (plus leader elections for leaderless partitions it is in the ISR of); else stays fenced.
-    - UNFENCED: WantFence -> FenceBrokerRecord (shut down now if WantShutDown too); WantShutDown ->
-      controlled shutdown if it leads partitions (BrokerRegistrationChangeRecord
-      InControlledShutdown=1, then leaderships and ISR membership moved away), else fenced and
-      shut down now.
-    - CONTROLLED_SHUTDOWN: once it leads nothing, fenced and shut down now. (Kafka also waits for
-      every active broker to pass the shutdown offset; this core does not track broker offsets.)
+    - Caught up = ``CurrentMetadataOffset >=`` the offset of its RegisterBrokerRecord
+      (``registration_offset``; not the log end, which NoOps keep moving).
+    - FENCED: WantShutDown -> shut down now; not WantFence and caught up ->
+      BrokerRegistrationChangeRecord Fenced=-1 (plus leader elections for leaderless partitions
+      it is in the ISR of); else stays fenced.
+    - UNFENCED: WantFence -> fenced (Fenced=1 after its ISR memberships and leaderships moved
+      away; shut down now if WantShutDown too); WantShutDown -> controlled shutdown if it leads
+      partitions (BrokerRegistrationChangeRecord InControlledShutdown=1, then leaderships and ISR
+      membership moved away), else fenced and shut down now.
+    - CONTROLLED_SHUTDOWN: once it leads nothing **and** its controlled shutdown offset
+      (``ctx.controlled_shutdown_offsets``) is at or below the lowest metadata offset an active
+      broker reported (``ctx.metadata_offsets``,
+      :func:`~kafka_rpc.controller.cluster.lowest_active_offset`), fenced and shut down now.
+    - OfflineLogDirs (v1) at metadata.version >= 17: ``handleDirectoriesOffline``.
     - Response: IsCaughtUp, IsFenced, ShouldShutDown of the next state. The caller records
-      ``now`` as the broker's last heartbeat.
+      ``now`` and CurrentMetadataOffset for the broker, and the controlled shutdown offset.
     """
     Resp = _R("BrokerHeartbeatResponse")
     reg = image.brokers.get(request.broker_id)
     if reg is None or reg.epoch != request.broker_epoch:
         return ControllerResult([], Resp(error_code=ErrorCode.STALE_BROKER_EPOCH))
     bid = request.broker_id
-    caught_up = request.current_metadata_offset >= reg.epoch
+    caught_up = request.current_metadata_offset >= reg.registration_offset
     current = cluster.broker_state(reg)
     leads = bool(image.leaderships(bid))
-    nxt = cluster.calculate_next_broker_state(current, request, caught_up, leads)
+    passed = True
+    if current == "CONTROLLED_SHUTDOWN":
+        shutdown_offset = ctx.controlled_shutdown_offsets.get(bid, -1)
+        passed = shutdown_offset <= cluster.lowest_active_offset(image, ctx.metadata_offsets)
+    nxt = cluster.calculate_next_broker_state(current, request, caught_up, leads, passed)
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
     if nxt != current:
         if nxt in ("FENCED", "SHUTDOWN_NOW"):
@@ -167,12 +230,11 @@ def broker_heartbeat(
         elif nxt == "UNFENCED":
             _unfence(b, bid, reg.epoch)
         elif nxt == "CONTROLLED_SHUTDOWN":
-            b.add(
-                _R("BrokerRegistrationChangeRecord")(
-                    broker_id=bid, broker_epoch=reg.epoch, fenced=0, in_controlled_shutdown=1
-                )
-            )
+            if not reg.in_controlled_shutdown:
+                b.add(_registration_change(bid, reg.epoch, in_controlled_shutdown=1))
             _remove_from_isrs(b, bid)
+    if request.offline_log_dirs and cluster.directory_supported(image):
+        _directories_offline(b, bid, reg.epoch, request.offline_log_dirs)
     resp = Resp(
         error_code=0,
         is_caught_up=caught_up,
@@ -180,6 +242,74 @@ def broker_heartbeat(
         should_shut_down=nxt == "SHUTDOWN_NOW",
     )
     return ControllerResult(b.records, resp)
+
+
+def assign_replicas_to_dirs(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """AssignReplicasToDirs v0 (ReplicationControlManager.handleAssignReplicasToDirs): a broker
+    says which of its log directories holds each of its replicas.
+
+    - metadata.version < 17 (3.7-IV2): top-level UNSUPPORTED_VERSION.
+    - Broker not registered or BrokerEpoch not its epoch: top-level STALE_BROKER_EPOCH.
+    - Per partition: unknown topic id -> UNKNOWN_TOPIC_ID; unknown partition ->
+      UNKNOWN_TOPIC_OR_PARTITION; the broker holds no replica of it -> NOT_LEADER_OR_FOLLOWER
+      (the broker then stops asking); else a PartitionChangeRecord that only sets Directories,
+      when the directory differs (``PartitionChangeBuilder.setDirectory``; none when equal).
+    - A directory the broker's registration does not list as online: the broker also leaves
+      the ISR and leadership of those partitions (``generateLeaderAndIsrUpdates``).
+    """
+    mod = codec.module("AssignReplicasToDirsResponse")
+    Resp = mod.AssignReplicasToDirsResponse
+    if not cluster.directory_supported(image):
+        return ControllerResult([], Resp(error_code=ErrorCode.UNSUPPORTED_VERSION))
+    bid = request.broker_id
+    reg = image.brokers.get(bid)
+    if reg is None or reg.epoch != request.broker_epoch:
+        return ControllerResult([], Resp(error_code=ErrorCode.STALE_BROKER_EPOCH))
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    offline_parts: set = set()
+    dirs_out = []
+    PCR = _R("PartitionChangeRecord")
+    for d in request.directories:
+        offline = d.id not in reg.log_dirs
+        topics_out = []
+        for t in d.topics:
+            topic = b.image.topics.get(t.topic_id)
+            parts_out = []
+            for p in t.partitions:
+                idx = p.partition_index
+                code = 0
+                if topic is None:
+                    code = ErrorCode.UNKNOWN_TOPIC_ID
+                else:
+                    part = topic.partitions.get(idx)
+                    if part is None:
+                        code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    elif bid not in part.replicas:
+                        code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    else:
+                        dirs = list(part.directories) or [cluster.DIR_MIGRATING] * len(
+                            part.replicas
+                        )
+                        pos = part.replicas.index(bid)
+                        if dirs[pos] != d.id:
+                            dirs[pos] = d.id
+                            b.add(PCR(partition_id=idx, topic_id=t.topic_id,
+                                      directories=tuple(dirs)))  # fmt: skip
+                        if offline:
+                            offline_parts.add((t.topic_id, idx))
+                parts_out.append(mod.PartitionData(partition_index=idx, error_code=code))
+            topics_out.append(mod.TopicData(topic_id=t.topic_id, partitions=tuple(parts_out)))
+        dirs_out.append(mod.DirectoryData(id=d.id, topics=tuple(topics_out)))
+    if offline_parts:
+        _remove_from_isrs(b, bid, offline_parts)
+    return ControllerResult(b.records, Resp(error_code=0, directories=tuple(dirs_out)))
+
+
+def assign_replicas_to_dirs_error_response(request: Any, code: int, message: str | None) -> Any:
+    """A top-level ``code`` answer to AssignReplicasToDirs (NOT_CONTROLLER ...)."""
+    return codec.message_class("AssignReplicasToDirsResponse")(error_code=code)
 
 
 def unregister_broker(
@@ -224,8 +354,9 @@ def fence_stale_brokers(
     """Session expiry (ReplicationControlManager.maybeFenceOneStaleBroker, all at once): every
     unfenced broker (in controlled shutdown or not) whose last heartbeat is older than
     ``session_timeout_ms`` before ``now_ms``, or unknown, is fenced: its ISR memberships and
-    leaderships move away, then a FenceBrokerRecord. Brokers are handled in id order, each seeing
-    the previous ones' effect. The response is the sorted list of fenced broker ids."""
+    leaderships move away, then a BrokerRegistrationChangeRecord Fenced=1. Brokers are handled
+    in id order, each seeing the previous ones' effect. The response is the sorted list of
+    fenced broker ids."""
     b = Batch(image, image.last_offset + 1 if next_offset is None else next_offset, _BATCH_RULES)
     fenced = []
     for bid in sorted(image.brokers):
@@ -426,6 +557,7 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                         resource_type=RESOURCE_TOPIC, resource_name=name, name=k, value=configs[k]
                     )
                 )
+            with_dirs = cluster.directory_supported(b.image)
             for i, replicas in enumerate(assignment):
                 isr = tuple(r for r in replicas if b.image.is_active(r))
                 b.add(
@@ -437,6 +569,9 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                         leader=isr[0],
                         leader_epoch=0,
                         partition_epoch=0,
+                        directories=tuple(cluster.default_dir(b.image, r) for r in replicas)
+                        if with_dirs
+                        else (),
                     )
                 )
         results.append(

@@ -1,5 +1,5 @@
 """The controller listener's broker-lifecycle RPCs: BrokerRegistration (62), BrokerHeartbeat (63),
-AllocateProducerIds (67).
+AllocateProducerIds (67), AssignReplicasToDirs (73).
 
 API: the versions of our specs, on the controller listener only (the specs name it).
 Behavior: each handler passes the decoded request to the node's
@@ -8,8 +8,10 @@ which runs it as a write event on the active controller and answers once its rec
 committed (DESIGN.md section 7, ``reference/kraft.md`` 3).
 Errors: NOT_CONTROLLER (41) when this node runs no controller or is not the active one (also
 when leadership is lost before the records commit); the commands' own codes otherwise
-(INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, UNSUPPORTED_VERSION,
-STALE_BROKER_EPOCH, UNKNOWN_SERVER_ERROR); AllocateProducerIds over
+(INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, BROKER_ID_NOT_REGISTERED,
+INVALID_REGISTRATION, UNSUPPORTED_VERSION, STALE_BROKER_EPOCH, per-partition
+UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, UNKNOWN_SERVER_ERROR);
+AllocateProducerIds over
 ``producer.ids.allocation.max.per.second`` gets THROTTLING_QUOTA_EXCEEDED with ThrottleTimeMs.
 """
 
@@ -34,5 +36,6 @@ for _name, _method in (
     ("BrokerRegistrationRequest", "register_broker"),
     ("BrokerHeartbeatRequest", "broker_heartbeat"),
     ("AllocateProducerIdsRequest", "allocate_producer_ids"),
+    ("AssignReplicasToDirsRequest", "assign_replicas_to_dirs"),
 ):
     default_registry.register(_name, _to_active_controller(_method))

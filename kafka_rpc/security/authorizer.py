@@ -156,6 +156,7 @@ API_RULES: dict[int, tuple | None] = {
     62: _CLUSTER_ACTION,
     63: _CLUSTER_ACTION,
     67: _CLUSTER_ACTION,
+    73: _CLUSTER_ACTION,  # AssignReplicasToDirs
     93: _CLUSTER_ACTION,
     94: _CLUSTER_ACTION,
     95: _CLUSTER_ACTION,

@@ -420,6 +420,7 @@ async def test_against_a_single_node_server(tmp_path):
         Listener = mod.Listener
         reg = await client.request(Reg(
             broker_id=100, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+            log_dirs=(uuid.UUID(int=(100 + 1) << 64),),
             listeners=(Listener(name="PLAINTEXT", host="127.0.0.1", port=1,
                                 security_protocol=0),),
         ), timeout=10)  # fmt: skip

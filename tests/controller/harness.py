@@ -73,9 +73,15 @@ class Cluster:
             listeners=(
                 BR.Listener(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0),
             ),
+            log_dirs=kw.pop("log_dirs", (uuid.UUID(int=(broker_id + 1) << 64),)),
             rack=None,
         )
-        res = self.run(cluster.register_broker, req)
+        res = self.run(
+            lambda img, r, ctx: cluster.register_broker(
+                img, r, ctx, replication.broker_shutdown_records
+            ),
+            req,
+        )
         if res.response.error_code == 0:
             self.heartbeats[broker_id] = self.now
         return res

@@ -754,6 +754,7 @@ def build_request(
             broker_id=op.broker,
             cluster_id=CLUSTER if op.cluster_ok else "another-cluster",
             incarnation_id=incarnation_id(op.broker, op.incarnation),
+            log_dirs=(uuid.UUID(int=(op.broker + 1) << 64),),
             listeners=(
                 BR.Listener(name="PLAINTEXT", host=f"b{op.broker}", port=9092, security_protocol=0),
             ),

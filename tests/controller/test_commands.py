@@ -51,13 +51,19 @@ def test_duplicate_registration_of_live_broker_and_takeover_after_timeout():
     assert res.response.error_code == 0 and c.image.brokers[1].incarnation_id == other
 
 
-def test_same_incarnation_reregisters_with_new_epoch_and_is_fenced_again():
+def test_same_incarnation_amends_keeping_epoch_and_state():
+    """ClusterControlManager.registerBroker: the same incarnation again is an amendment: the
+    epoch, fenced and controlled-shutdown flags are kept, only the record is rewritten (and its
+    offset becomes the registration offset the catch-up rule uses)."""
     c = Cluster()
     c.live(1)
     e1 = c.image.brokers[1].epoch
     res = c.register(1)  # same incarnation (harness remembers it)
-    assert res.response.error_code == 0 and res.response.broker_epoch > e1
-    assert c.image.brokers[1].epoch == res.response.broker_epoch and c.image.brokers[1].fenced
+    assert res.response.error_code == 0 and res.response.broker_epoch == e1
+    [rec] = res.records
+    assert (rec.broker_epoch, rec.fenced, rec.in_controlled_shutdown) == (e1, False, False)
+    reg = c.image.brokers[1]
+    assert reg.epoch == e1 and not reg.fenced and reg.registration_offset > e1
 
 
 def test_heartbeat_errors_and_unfencing_on_catch_up():
@@ -80,7 +86,8 @@ def test_heartbeat_errors_and_unfencing_on_catch_up():
     assert res.response.is_fenced and c.image.brokers[1].fenced
     res = c.heartbeat(1, offset=epoch)
     assert res.response.is_caught_up and not res.response.is_fenced
-    assert [type(x).__name__ for x in res.records] == ["UnfenceBrokerRecord"]
+    assert [type(x).__name__ for x in res.records] == ["BrokerRegistrationChangeRecord"]
+    assert res.records[0].fenced == -1
     assert not c.image.brokers[1].fenced
     res = c.heartbeat(1, want_fence=True)
     assert res.response.is_fenced and c.image.brokers[1].fenced
@@ -118,7 +125,8 @@ def test_fence_stale_brokers_moves_leaders_and_keeps_last_isr_member():
     c.now = 9500  # broker 1 last heard at 0: stale; broker 2 at 5000: fine
     res = c.fence_stale()
     assert res.response == [1]
-    assert type(res.records[-1]).__name__ == "FenceBrokerRecord"
+    assert type(res.records[-1]).__name__ == "BrokerRegistrationChangeRecord"
+    assert res.records[-1].fenced == 1
     assert c.image.brokers[1].fenced and not c.image.brokers[2].fenced
     for p in c.image.topic_by_name("two").partitions.values():
         assert p.isr == (2,) and p.leader == 2

@@ -68,6 +68,7 @@ def registration(broker_id: int = 1, cluster_id: str = CLUSTER):
         broker_id=broker_id,
         cluster_id=cluster_id,
         incarnation_id=uuid.uuid4(),
+        log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0),),
         rack=None,
     )

@@ -66,7 +66,8 @@ def test_unregister_uses_the_current_epoch_after_a_reregistration():
     c = Cluster()
     c.live(1)
     first = c.image.brokers[1].epoch
-    c.register(1)  # same incarnation again: a new record, a new epoch
+    c.now += c.session_timeout_ms + 1  # the old incarnation's session has expired
+    c.register(1, incarnation=uuid.uuid4())  # a new incarnation: a new epoch
     second = c.image.brokers[1].epoch
     assert second > first
     [rec] = unregister(c, 1).records

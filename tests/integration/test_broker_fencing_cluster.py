@@ -11,7 +11,8 @@ its partition.
 
 1. All four nodes' Metadata lists brokers 1-4; the topic's partition is led by 4.
 2. SIGSTOP node 4: not earlier than a session timeout later (less the time since its last
-   heartbeat, at most about one interval), the controller writes a FenceBrokerRecord and every
+   heartbeat, at most about one interval), the controller fences it (a
+   BrokerRegistrationChangeRecord Fenced=1, as Kafka 4.x) and every
    voter's Metadata (each answers from its own committed image) stops listing broker 4; the
    partition has no leader (LEADER_NOT_AVAILABLE) and names 4 offline. SIGCONT: broker 4
    heartbeats with the same broker epoch, is unfenced, leads its partition again and is listed
@@ -23,8 +24,8 @@ its partition.
    step timeout). SIGCONT brings it back once more; the killed voter restarts and its broker
    registers again.
 4. The committed metadata log (read back with observer Fetches) holds exactly two
-   FenceBrokerRecords and two UnfenceBrokerRecords for broker 4 after its first unfencing, all
-   with the epoch of its one registration.
+   fencing and two unfencing BrokerRegistrationChangeRecords for broker 4 after its first
+   unfencing, all with the epoch of its one registration.
 """
 
 from __future__ import annotations
@@ -258,10 +259,10 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
             # (4) the log: broker 4 fenced twice and unfenced twice, always in its one epoch
             final = await until(cluster.agreed_leader, "a leader at the end")
             assert await until(lambda: log.catch_up(final.high_watermark), "the whole log")
-            mine = [(type(r).__spec_name__, r.epoch) for _, r in log.records[first_fence:]
-                    if type(r).__spec_name__ in ("FenceBrokerRecord", "UnfenceBrokerRecord")
-                    and r.id == B4]  # fmt: skip
-            assert mine == [("FenceBrokerRecord", epoch4), ("UnfenceBrokerRecord", epoch4)] * 2
+            mine = [(r.fenced, r.broker_epoch) for _, r in log.records[first_fence:]
+                    if type(r).__spec_name__ == "BrokerRegistrationChangeRecord"
+                    and r.broker_id == B4 and r.fenced != 0]  # fmt: skip
+            assert mine == [(1, epoch4), (-1, epoch4)] * 2  # fence, unfence (Kafka 4.x records)
             regs = [r.broker_epoch for _, r in log.of("RegisterBrokerRecord") if r.broker_id == B4]
             assert regs == [epoch4], regs  # never registered again: SIGSTOP is no restart
             print(f"\nbroker 4 left Metadata {gone_after:.2f} s after SIGSTOP (session "

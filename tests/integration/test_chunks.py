@@ -135,6 +135,7 @@ async def register(ctl: KafkaRpcClient, broker_id: int) -> int:
     returns its broker epoch."""
     reg = R("BrokerRegistrationRequest")(
         broker_id=broker_id, cluster_id=CLUSTER, incarnation_id=uuid.uuid4(),
+log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=1000 + broker_id,
                                security_protocol=0),),
         features=(BR.Feature(name="metadata.version", min_supported_version=1,

@@ -48,6 +48,7 @@ def registration(broker_id: int, cluster_id: str, port: int):
         broker_id=broker_id,
         cluster_id=cluster_id,
         incarnation_id=uuid.uuid4(),
+        log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(
             BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=port, security_protocol=0),
         ),

@@ -141,12 +141,12 @@ async def test_requests_started_before_the_mute_are_answered(node):
                 alloc_frame(node, corr)
                 + api_versions_frame(corr + 1)
                 + frames.frame(
-                    frames.request_header_bytes(62, 0, corr + 2, "t") + codec.encode(reg, 0)
+                    frames.request_header_bytes(62, 2, corr + 2, "t") + codec.encode(reg, 2)
                 )
             )
             alloc = await read(a, "AllocateProducerIdsResponse", 0, corr)
             assert (await read(a, "ApiVersionsResponse", 3, corr + 1)).error_code == 0
-            assert (await read(a, "BrokerRegistrationResponse", 0, corr + 2)).error_code == 0
+            assert (await read(a, "BrokerRegistrationResponse", 2, corr + 2)).error_code == 0
             if alloc.error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED:
                 break
             assert alloc.error_code == 0, alloc

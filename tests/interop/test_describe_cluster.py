@@ -42,6 +42,7 @@ def register(srv, cid: str, broker_id: int) -> None:
         broker_id=broker_id,
         cluster_id=cid,
         incarnation_id=uuid.uuid4(),
+        log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(
             BR.Listener(
                 name="PLAINTEXT", host="127.0.0.1", port=19000 + broker_id, security_protocol=0

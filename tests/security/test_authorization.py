@@ -34,6 +34,7 @@ AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 def _registration(cluster_id: str, broker_id: int):
     return codec.message_class("BrokerRegistrationRequest")(
         broker_id=broker_id, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
+        log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092,
                                security_protocol=0),),
         features=(BR.Feature(name="metadata.version", min_supported_version=1,

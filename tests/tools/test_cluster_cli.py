@@ -46,6 +46,7 @@ async def register(address: str, cluster_id: str, *broker_ids: int) -> None:
                 broker_id=bid,
                 cluster_id=cluster_id,
                 incarnation_id=uuid.uuid4(),
+                log_dirs=(uuid.UUID(int=(bid + 1) << 64),),
                 listeners=(
                     BR.Listener(
                         name="PLAINTEXT", host="127.0.0.1", port=19000 + bid, security_protocol=0
