@@ -157,6 +157,7 @@ API_RULES: dict[int, tuple | None] = {
     63: _CLUSTER_ACTION,
     67: _CLUSTER_ACTION,
     73: _CLUSTER_ACTION,  # AssignReplicasToDirs
+    58: _CLUSTER_ACTION,  # Envelope: the forwarding broker; the inner request is checked too
     93: _CLUSTER_ACTION,
     94: _CLUSTER_ACTION,
     95: _CLUSTER_ACTION,

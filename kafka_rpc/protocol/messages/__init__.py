@@ -193,6 +193,7 @@ SPECS = {
         False,
     ),
     "CreateTopicsResponse": ("create_topics_response", "response", 19, (2, 7), 5, (), False),
+    "DefaultPrincipalData": ("default_principal_data", "data", None, (0, 0), 0, (), False),
     "DeleteAclsRequest": (
         "delete_acls_request",
         "request",
@@ -370,6 +371,8 @@ SPECS = {
         False,
     ),
     "EndQuorumEpochResponse": ("end_quorum_epoch_response", "response", 54, (0, 2), 1, (), False),
+    "EnvelopeRequest": ("envelope_request", "request", 58, (0, 0), 0, ("controller",), False),
+    "EnvelopeResponse": ("envelope_response", "response", 58, (0, 0), 0, (), False),
     "FeatureLevelRecord": ("feature_level_record", "metadata", 12, (0, 0), 0, (), False),
     "FenceBrokerRecord": ("fence_broker_record", "metadata", 7, (0, 0), 0, (), False),
     "FetchRequest": ("fetch_request", "request", 1, (4, 18), 12, ("broker", "controller"), False),
