@@ -27,8 +27,6 @@ from typing import Any
 
 from jproperties import Properties
 
-from kafka_rpc.durable import atomic_write
-
 __all__ = [
     "SETTINGS",
     "Config",
@@ -550,6 +548,7 @@ class Config:
             retention_check_interval_ms=self.metadata_retention_check_interval_ms,
             max_replication_lag_ms=self.max_replication_lag_ms,
             listener_name=self.controller_listener_names[0],
+            directory_id=self.metadata_directory_id(),
         )
 
     @property
@@ -621,34 +620,48 @@ class Config:
 
     def ensure_cluster_id(self) -> str:
         """Format the storage on first start (the embedded default: :meth:`format_storage` with
-        ``cluster.id`` or a new id, into the directories that have no ``meta.properties``) and
-        return the cluster id, checking ``cluster.id`` and ``node.id`` against what the first
-        data directory holds."""
-        meta = self.data_dir / "meta.properties"
-        if meta.exists():
-            p = Properties()
-            with meta.open("rb") as f:
-                p.load(f, "utf-8")
-            stored = p.properties.get("cluster.id")
-            if not stored:
-                raise ConfigError(f"{meta}: no cluster.id")
-            if self.cluster_id and self.cluster_id != stored:
+        ``cluster.id`` or a new id when no directory holds ``meta.properties``; a formatted
+        node's other, empty directories get its ``meta.properties``), check every directory as
+        Kafka does at start-up (``kafka_rpc.meta_properties.verify``: one cluster id, equal to
+        ``cluster.id`` when configured, ``node.id``, directory ids, a ``directory.id`` written
+        back where missing) and return the cluster id. Raises ConfigError."""
+        from kafka_rpc import meta_properties
+
+        dirs = self.storage_dirs()
+        stored = {d: meta_properties.read(d) for d in dirs}
+        present = [(d, m) for d, m in stored.items() if m is not None]
+        if not present:
+            cid = self.cluster_id or random_uuid_text()
+            self.format_storage(cid, ignore_formatted=True)
+        else:
+            d0, m0 = present[0]
+            meta = d0 / "meta.properties"
+            if self.cluster_id and m0.cluster_id and self.cluster_id != m0.cluster_id:
                 raise ConfigError(
-                    f"cluster.id: configured {self.cluster_id!r} but {meta} holds {stored!r}"
+                    f"cluster.id: configured {self.cluster_id!r} but {meta} holds "
+                    f"{m0.cluster_id!r}"
                 )
-            stored_node = p.properties.get("node.id")
-            if stored_node is not None and stored_node.strip() != str(self.node_id):
-                raise ConfigError(
-                    f"node.id: configured {self.node_id} but {meta} holds {stored_node}"
-                )
-            for d in self.storage_dirs()[1:]:
-                if not (d / "meta.properties").exists():
-                    _write_meta(d, stored, self.node_id)
-            self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
-            return stored
-        cid = self.cluster_id or random_uuid_text()
-        self.format_storage(cid, ignore_formatted=True)
-        return cid
+            if m0.node_id is not None and m0.node_id != self.node_id:
+                raise ConfigError(f"node.id: configured {self.node_id} but {meta} holds "
+                                  f"{m0.node_id}")  # fmt: skip
+            cid = m0.cluster_id or self.cluster_id or random_uuid_text()
+            for d, m in stored.items():
+                if m is None:
+                    _write_meta(d, cid, self.node_id)
+        metas = meta_properties.verify(dirs, Path(self.metadata_log_dir), self.node_id,
+                                       self.cluster_id)  # fmt: skip
+        self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
+        return metas[Path(self.metadata_log_dir)].cluster_id or cid
+
+    def metadata_directory_id(self) -> uuid.UUID:
+        """The ``directory.id`` of ``metadata.log.dir``'s ``meta.properties`` (the Raft
+        replica's directory id; Kafka ``SharedServer``); the zero UUID when it has none."""
+        from kafka_rpc import meta_properties
+
+        m = meta_properties.read(Path(self.metadata_log_dir))
+        if m is None or m.directory_id is None:
+            return uuid.UUID(int=0)
+        return meta_properties.uuid_from_text(m.directory_id)
 
 
 class StorageFormattedError(ConfigError):
@@ -656,12 +669,12 @@ class StorageFormattedError(ConfigError):
 
 
 def _write_meta(d: Path, cluster_id: str, node_id: int) -> None:
-    """``<d>/meta.properties`` as Kafka 3.7+ writes it, atomically (temp file, fsync, rename, fsync
-    of the directory, as Kafka's ``PropertiesUtils.writePropertiesFile``)."""
-    d.mkdir(parents=True, exist_ok=True)
-    meta = d / "meta.properties"
-    atomic_write(meta, f"#\nnode.id={node_id}\ndirectory.id={random_uuid_text()}\n"
-                       f"version=1\ncluster.id={cluster_id}\n")  # fmt: skip
+    """``<d>/meta.properties`` as Kafka 3.7+ writes it, with a new non-reserved ``directory.id``
+    (``kafka_rpc.meta_properties``), atomically (temp file, fsync, rename, fsync of the
+    directory, as Kafka's ``PropertiesUtils.writePropertiesFile``)."""
+    from kafka_rpc import meta_properties as mp
+
+    mp.write(d, mp.MetaProperties(1, cluster_id, node_id, mp.random_directory_id()))
 
 
 def check_uuid_text(what: str, text: str) -> None:

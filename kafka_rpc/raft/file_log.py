@@ -8,7 +8,12 @@ One directory (``<log.dir>/__cluster_metadata-0/``) holds:
   the positions of the batches are indexed in memory when the log is opened. As in Kafka there is
   always an active (last) segment, possibly empty;
 - snapshots ``%020d-%010d.checkpoint`` (end offset exclusive, epoch), written as
-  ``%020d-%010d-<random>.checkpoint.part`` and renamed when frozen.
+  ``%020d-%010d-<random>.checkpoint.part`` and renamed when frozen;
+- ``leader-epoch-checkpoint``: the leader-epoch cache in Kafka's ``LeaderEpochCheckpointFile``
+  format (a version line ``0``, a count line, then one ``<epoch> <start offset>`` line per
+  entry), rewritten atomically (temp file, fsync, rename) whenever the cache changes: a new
+  epoch appended, a truncation at either end. It is for Kafka's tools and for a Kafka process
+  opening the directory: this log rebuilds the cache from the batches when it opens.
 
 Appends are written to the page cache at once (no fsync); :meth:`FileLog.flush` makes them
 durable. The batches appended last (up to ``tail_cache_bytes``) are also kept decoded in memory,
@@ -42,6 +47,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from kafka_rpc.durable import atomic_write as _atomic_write
 from kafka_rpc.durable import fsync_dir as _fsync_dir
 from kafka_rpc.protocol.record_batch import BATCH_OVERHEAD, Batch, decode_batches
 from kafka_rpc.raft.api import OffsetAndEpoch
@@ -68,6 +74,7 @@ DEFAULT_SEGMENT_BYTES = 1 << 30  # metadata.log.segment.bytes
 DEFAULT_TAIL_CACHE_BYTES = 8 << 20  # decoded batches kept after an append (bytes of batch data)
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
+EPOCH_CHECKPOINT_NAME = "leader-epoch-checkpoint"  # LeaderEpochCheckpointFile
 _SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
 _PART_SUFFIX = ".checkpoint.part"
 _DELETED_SUFFIX = ".deleted"
@@ -348,6 +355,7 @@ class FileLog:
         self._seg_bases: list[int] = []
         self._snapshots: list[OffsetAndEpoch] = []  # sorted by (offset, epoch)
         self._cache = EpochCache()
+        self._epoch_file: list[tuple[int, int]] | None = None  # entries last written
         self._dirty: set[int] = set()  # base offsets of segments written since the last flush
         self._dir_dirty = False
         self._truncations = 0  # bumped by every truncation: an fsync begun before is stale
@@ -396,6 +404,18 @@ class FileLog:
         self._snapshots = keep
         self.truncate_to_latest_snapshot()
         self.flush()
+        self._write_epoch_checkpoint()
+
+    def _write_epoch_checkpoint(self) -> None:
+        """Rewrite ``leader-epoch-checkpoint`` (Kafka's format, see the module docstring) when
+        the cache's entries differ from what the file holds."""
+        entries = self._cache.entries
+        if entries == self._epoch_file:
+            return
+        lines = [f"{e} {s}\n" for e, s in entries]
+        _atomic_write(self.directory / EPOCH_CHECKPOINT_NAME,
+                      f"0\n{len(entries)}\n" + "".join(lines))  # fmt: skip
+        self._epoch_file = entries
 
     # ---- recovery
 
@@ -539,6 +559,7 @@ class FileLog:
         if not batches:
             return
         expected = check_append(batches, self.end_offset, self._cache)
+        epoch_before = self._cache.latest_epoch()
 
         seg = self._segments[-1]
         chunks: list[bytes] = []
@@ -559,6 +580,8 @@ class FileLog:
             _pwrite_all(seg.fd, b"".join(chunks), write_pos)
             self._dirty.add(seg.base)
         self.end_offset = expected
+        if self._cache.latest_epoch() != epoch_before:
+            self._write_epoch_checkpoint()
         if self.tail_cache_bytes > 0:
             tail = self._tail
             for b in batches:
@@ -671,6 +694,7 @@ class FileLog:
         self.start_offset = min(self.start_offset, new_end)
         self.flushed_offset = min(self.flushed_offset, new_end)
         self._truncations += 1
+        self._write_epoch_checkpoint()
 
     def flush(self) -> None:
         """fsync every segment written or truncated since the last flush, and the directory
@@ -799,6 +823,8 @@ class FileLog:
         _fsync_dir(self.directory)
         self._dir_dirty = False
         self.flushed_offset = self.end_offset
+        if not self._closed and self._epoch_file is not None:
+            self._write_epoch_checkpoint()
         return True
 
     def delete_before_snapshot(self, snapshot_id: OffsetAndEpoch) -> bool:
@@ -836,6 +862,7 @@ class FileLog:
             del self._segments[:n], self._seg_bases[:n]
             self._dir_dirty = True
         self._delete_snapshots([s for s in self._snapshots if _skey(s) < _skey(snapshot_id)])
+        self._write_epoch_checkpoint()
         return True
 
     def size_in_bytes(self) -> int:

@@ -119,6 +119,8 @@ class Server:
         #: process has the controller role, an observer when it is broker-only; None until
         #: started.
         self.raft = None
+        #: the ``.lock`` files this node holds (``_lock_dirs``)
+        self._dir_locks: list[Any] = []
         #: The state machine on the metadata log
         #: (``kafka_rpc.controller.quorum_controller.QuorumController``): the committed image on
         #: every node, the active controller's write path on the leader; None until started.
@@ -178,6 +180,7 @@ class Server:
     async def start(self) -> None:
         if self.cluster_id is None:
             self.cluster_id = self.config.ensure_cluster_id()
+        self._lock_dirs()
         reqs = errs = lat = None
         if self.config.metrics_port >= 0:
             import prometheus_client as prom
@@ -255,8 +258,37 @@ class Server:
             await self._stop_raft()
             await self._close_listeners()
             await self._close_coordinator()
+            self._unlock_dirs()
             raise
         self.started.set()
+
+    def _lock_dirs(self) -> None:
+        """Hold ``<dir>/.lock`` (``kafka_rpc.meta_properties.DirectoryLock``, a POSIX lock as
+        Kafka's) on the metadata log directory, as Kafka's ``KafkaRaftManager`` does, and with
+        the broker role on every ``log.dirs`` entry too, as its ``LogManager`` does; released at
+        shutdown. Another process holding one (Kafka or ours) stops the start with Kafka's
+        message (ConfigError)."""
+        from kafka_rpc.meta_properties import DirectoryLock
+
+        cfg = self.config
+        dirs = [Path(cfg.metadata_log_dir)]
+        if "broker" in cfg.process_roles:
+            dirs += [Path(d) for d in cfg.log_dirs]
+        seen: set[Path] = set()
+        try:
+            for d in dirs:
+                key = d.resolve()
+                if key not in seen:
+                    seen.add(key)
+                    self._dir_locks.append(DirectoryLock(d).acquire())
+        except BaseException:
+            self._unlock_dirs()
+            raise
+
+    def _unlock_dirs(self) -> None:
+        locks, self._dir_locks = self._dir_locks, []
+        for lock in locks:
+            lock.release()
 
     def _setup_security(self) -> None:
         """The authorizer (``authorizer.class.name``), the SCRAM credentials written at format
@@ -533,6 +565,7 @@ class Server:
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None
+        self._unlock_dirs()
 
 
 def handlers_registry() -> Registry:

@@ -311,7 +311,7 @@ def test_snapshot_abort_and_leftovers_removed_at_open(tmp_path: Path) -> None:
     (tmp_path / "00000000000000000000.log.deleted").write_bytes(b"x")
     log = FileLog(tmp_path)
     left = sorted(p.name for p in tmp_path.iterdir())
-    assert left == ["00000000000000000000.log"]
+    assert left == ["00000000000000000000.log", "leader-epoch-checkpoint"]
     assert log.snapshot_ids() == []
 
 
@@ -610,4 +610,31 @@ def test_a_split_flush_survives_its_segment_being_deleted(tmp_path: Path) -> Non
     log.end_flush(ticket, True)
     assert log.flushed_offset == 8
     assert len(os.listdir("/proc/self/fd")) <= n_open  # the ticket closed its duplicates
+    log.close()
+
+
+def test_leader_epoch_checkpoint_is_kafkas_format_and_follows_the_cache(tmp_path):
+    """``leader-epoch-checkpoint`` as Kafka's ``LeaderEpochCheckpointFile`` writes it (version
+    0, the count, ``<epoch> <start offset>`` lines), rewritten on a new epoch and on truncations
+    at either end."""
+    path = tmp_path / "leader-epoch-checkpoint"
+    log = FileLog(tmp_path)
+    assert path.read_text() == "0\n0\n"
+    log.append([encode_batch(0, 1, [b"a", b"b"], 0)])
+    log.append([encode_batch(2, 1, [b"c"], 0), encode_batch(3, 3, [b"d", b"e"], 0)])
+    assert path.read_text() == "0\n2\n1 0\n3 3\n"
+    log.truncate_to(3)
+    assert path.read_text() == "0\n1\n1 0\n"
+    log.append([encode_batch(3, 4, [b"f"], 0)])
+    log.flush()
+    w = log.create_snapshot(OE(3, 1))
+    w.append(b"x")
+    w.freeze()
+    assert log.delete_before_snapshot(OE(3, 1))
+    assert path.read_text() == "0\n1\n4 3\n"
+    log.close()
+    # reopened: the log starts at its first segment again (as Kafka's), the cache and the file
+    # are rebuilt from the batches
+    log = FileLog(tmp_path)
+    assert log.start_offset == 0 and path.read_text() == "0\n2\n1 0\n4 3\n"
     log.close()
