@@ -81,7 +81,8 @@ class ControllerContext:
       is ``broker.session.timeout.ms``;
     - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
       ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
-      controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only).
+      controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only);
+    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one).
     """
 
     now_ms: int
@@ -92,6 +93,7 @@ class ControllerContext:
     num_partitions: int = 1
     last_heartbeat_ms: Mapping[int, int] = field(default_factory=dict)
     session_timeout_ms: int = 9000
+    controller_ids: frozenset[int] = frozenset()
     metadata_offsets: Mapping[int, int] = field(default_factory=dict)
     controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
 

@@ -58,6 +58,7 @@ from kafka_rpc.controller import (
     acls,
     chunks,
     cluster,
+    configuration,
     features,
     producer_ids,
     replication,
@@ -105,6 +106,8 @@ def not_controller_response(request: Any) -> Any:
         return M.assign_error_response(request, 0, code)
     if name in ("CreateAclsRequest", "DeleteAclsRequest"):
         return acl_error_response(request, code, msg)
+    if name in ("IncrementalAlterConfigsRequest", "AlterConfigsRequest"):
+        return configuration.alter_configs_error_response(request, code, msg)
     if name == "AssignReplicasToDirsRequest":
         return replication.assign_replicas_to_dirs_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
@@ -374,9 +377,14 @@ class QuorumController:
             num_partitions=self.num_partitions,
             last_heartbeat_ms=self._heartbeats,
             session_timeout_ms=self.session_timeout_ms,
+            controller_ids=self._controller_ids(),
             metadata_offsets=self._metadata_offsets,
             controlled_shutdown_offsets=self._shutdown_offsets,
         )
+
+    def _controller_ids(self) -> frozenset[int]:
+        voters = getattr(getattr(self.driver, "core", None), "voters", None)
+        return frozenset(voters) if voters else frozenset({self.node_id})
 
     def _write(self, fn: Callable[[MetadataImage, ControllerContext], ControllerResult]):
         """One write event, synchronously: run ``fn`` on the uncommitted image, append its records
@@ -526,6 +534,26 @@ class QuorumController:
     async def delete_topics(self, request: Any, version: int) -> Any:
         return await self._submit(
             lambda img, ctx: replication.delete_topics(img, request, ctx), request
+        )
+
+    async def incremental_alter_configs(self, request: Any, version: int) -> Any:
+        """IncrementalAlterConfigs (:func:`~kafka_rpc.controller.configuration.
+        incremental_alter_configs`), answered once the ConfigRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: configuration.incremental_alter_configs(
+                img, request, ctx, replication.validate_topic_name
+            ),
+            request,
+        )
+
+    async def legacy_alter_configs(self, request: Any, version: int) -> Any:
+        """AlterConfigs (:func:`~kafka_rpc.controller.configuration.legacy_alter_configs`),
+        answered once the ConfigRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: configuration.legacy_alter_configs(
+                img, request, ctx, replication.validate_topic_name
+            ),
+            request,
         )
 
     async def create_acls(self, request: Any, version: int) -> Any:

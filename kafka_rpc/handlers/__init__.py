@@ -2,6 +2,7 @@
 ``kafka_rpc.server.registry.default_registry``."""
 
 from kafka_rpc.handlers import acls as acls  # CreateAcls, DeleteAcls, DescribeAcls (issue 15)
+from kafka_rpc.handlers import alter_configs as alter_configs  # (Incremental)AlterConfigs
 from kafka_rpc.handlers import api_versions, controller, diskless, find_coordinator, metadata, raft
 from kafka_rpc.handlers import chunks as chunks  # CreateChunks, AlterChunkAssignments (KIP-1114)
 from kafka_rpc.handlers import cluster as cluster  # UnregisterBroker, DescribeCluster

@@ -143,6 +143,10 @@ API_RULES: dict[int, tuple | None] = {
     20: ("topics", AclOperation.DELETE, None),  # DeleteTopics
     55: ("cluster", AclOperation.DESCRIBE),  # DescribeQuorum
     64: ("cluster", AclOperation.ALTER),  # UnregisterBroker
+    # (Incremental)AlterConfigs: Kafka checks ALTER_CONFIGS per resource (the cluster for
+    # brokers, the topic for topics); here the cluster's ALTER_CONFIGS covers both
+    33: ("cluster", AclOperation.ALTER_CONFIGS),
+    44: ("cluster", AclOperation.ALTER_CONFIGS),
     29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
     30: ("cluster", AclOperation.ALTER),  # CreateAcls
     31: ("cluster", AclOperation.ALTER),  # DeleteAcls
