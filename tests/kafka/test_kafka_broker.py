@@ -1,0 +1,330 @@
+"""An unmodified Apache Kafka broker (``process.roles=broker``) on a kafka-rpc controller
+(``process.roles=controller``), with real clients (``reference/kafka-broker-contract.md``
+section 7, scenarios (a) and (c)).
+
+One kafka-rpc controller and one Kafka 4.4.0 broker for the whole module, started once; the
+tests run in file order and each leaves the cluster usable for the next:
+
+1. the broker registers with our controller and is unfenced; nothing fails in its log;
+2. ``kafka-topics --bootstrap-server <the Kafka broker>`` creates a topic through Envelope;
+   the broker hosts it under our topic id (``partition.metadata``);
+3. confluent-kafka and kafka-python produce with ``acks=all`` and idempotence (the broker's
+   producer ids come from our AllocateProducerIds) and a consumer group reads everything
+   (``__consumer_offsets`` is created through our CreateTopics);
+4. a transactional producer commits one transaction and aborts another; a ``read_committed``
+   consumer sees only the committed one (``__transaction_state`` through us);
+5. ``kafka-configs --alter`` on the topic and on the cluster-wide broker default take effect on
+   the broker (its DescribeConfigs answers from its own metadata image); an unknown topic
+   config is refused with INVALID_CONFIG;
+6. topic deletion removes the broker's partition directories;
+7. the broker, restarted with an empty metadata log after our controller snapshotted and
+   deleted the log's head, loads our snapshot through FetchSnapshot and serves the same topics
+   under the same ids with the same data.
+
+At the end the RPCs the broker sent are read from our controller's request metrics and checked
+(and printed, for the record)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.kafka import peer
+
+pytestmark = pytest.mark.kafka
+
+STEP = 60.0  # s: the bound of every wait
+BROKER_ID = 2
+
+
+def _until(pred, what: str, timeout: float = STEP, interval: float = 0.2):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = pred()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class Cluster:
+    def __init__(self, root: Path, version: str) -> None:
+        self.root = root
+        self.version = version
+        self.ctrl_port = peer.free_port()
+        self.broker_port = peer.free_port()
+        self.metrics_port = peer.free_port()
+        self.cluster_id = peer.random_cluster_id()
+        self.bootstrap = f"127.0.0.1:{self.broker_port}"
+        self.ctrl = peer.RpcNode("ctrl", root / "ctrl", {
+            "process.roles": "controller", "node.id": 1,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.ctrl_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"CONTROLLER://127.0.0.1:{self.ctrl_port}",
+            "log.dirs": root / "ctrl" / "data",
+            "metrics.port": self.metrics_port,
+            # small segments and frequent snapshots, so the log's head can go (test 7)
+            "metadata.log.segment.bytes": 16384,
+            "metadata.log.max.record.bytes.between.snapshots": 4096,
+            "metadata.max.retention.bytes": 0,
+            "metadata.log.retention.check.interval.ms": 500,
+            "max.replication.lag.ms": 2000,
+        })  # fmt: skip
+        self.data = root / "broker" / "data"
+        self.broker = peer.KafkaNode("broker", version, root / "broker", {
+            "process.roles": "broker", "node.id": BROKER_ID,
+            "controller.quorum.voters": f"1@127.0.0.1:{self.ctrl_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listeners": f"PLAINTEXT://{self.bootstrap}",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": self.data,
+            "offsets.topic.replication.factor": 1, "offsets.topic.num.partitions": 3,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.num.partitions": 3, "transaction.state.log.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "log.retention.check.interval.ms": 1000, "file.delete.delay.ms": 1000,
+        })  # fmt: skip
+
+    def metrics(self) -> dict[str, float]:
+        """Our controller's ``kafka_rpc_requests_total`` per API on its CONTROLLER listener."""
+        text = urllib.request.urlopen(
+            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
+        ).read().decode()
+        out = {}
+        for m in re.finditer(
+            r'^kafka_rpc_requests_total\{api="(\w+)",listener="CONTROLLER"\} ([0-9.e+]+)$',
+            text, re.M,
+        ):  # fmt: skip
+            out[m.group(1)] = float(m.group(2))
+        return out
+
+    def tool(self, name: str, *args: str, check: bool = True):
+        return peer.run_tool(self.version, name, "--bootstrap-server", self.bootstrap, *args,
+                             timeout=STEP, check=check)  # fmt: skip
+
+    def topic_id(self, topic: str) -> str:
+        out = self.tool("kafka-topics", "--describe", "--topic", topic).stdout
+        return re.search(r"TopicId:\s*(\S+)", out).group(1)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, kafka_newest):
+    c = Cluster(tmp_path_factory.mktemp("kafka-broker"), kafka_newest)
+    try:
+        c.ctrl.format(c.cluster_id)
+        c.ctrl.start()
+        c.ctrl.wait_started(STEP)
+        c.broker.format(c.cluster_id)
+        c.broker.start()
+        c.broker.wait_for_log(r"Transitioning from RECOVERY to RUNNING", STEP)
+        c.broker.wait_for_log(r"Kafka Server started", STEP)
+        yield c
+    except BaseException:
+        print(f"\n----- broker -----\n{c.broker.tail(60)}\n----- ctrl -----\n{c.ctrl.tail(40)}")
+        raise
+    finally:
+        c.broker.kill()
+        c.ctrl.kill()
+
+
+def _admin(c: Cluster):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient({"bootstrap.servers": c.bootstrap})
+
+
+def test_1_registered_and_unfenced(cluster):
+    log = cluster.broker.log_text()
+    assert "The broker has been unfenced" in log
+    # no endless retries of anything we do not serve (AssignReplicasToDirs, Envelope...)
+    assert "UnsupportedVersionException" not in log, cluster.broker.tail(40)
+    md = _admin(cluster).list_topics(timeout=10)
+    assert list(md.brokers) == [BROKER_ID]
+
+
+def test_2_create_topic_through_envelope(cluster):
+    out = cluster.tool("kafka-topics", "--create", "--topic", "orders", "--partitions", "3",
+                       "--replication-factor", "1", "--config", "retention.ms=3600000").stdout
+    assert "Created topic orders" in out, out
+    tid = cluster.topic_id("orders")
+    for p in range(3):
+        meta = _until(lambda p=p: _read(cluster.data / f"orders-{p}" / "partition.metadata"),
+                      f"orders-{p} on the broker's disk")  # fmt: skip
+        assert f"topic_id: {tid}" in meta
+    # an existing topic again: TOPIC_ALREADY_EXISTS from our controller, through the broker
+    res = cluster.tool("kafka-topics", "--create", "--topic", "orders", "--partitions", "1",
+                       check=False)  # fmt: skip
+    assert res.returncode != 0 and "already exists" in res.stdout + res.stderr
+
+
+def _read(p: Path) -> str | None:
+    return p.read_text() if p.exists() else None
+
+
+def test_3_idempotent_producers_and_a_consumer_group(cluster):
+    from confluent_kafka import Consumer, Producer
+    from kafka import KafkaProducer
+
+    before = cluster.metrics().get("AllocateProducerIds", 0)
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all",
+                  "enable.idempotence": True})  # fmt: skip
+    for i in range(30):
+        p.produce("orders", key=str(i % 3).encode(), value=f"ck-{i}".encode())
+    assert p.flush(STEP) == 0
+    kp = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", enable_idempotence=True)
+    try:
+        for i in range(20):
+            kp.send("orders", key=str(i % 3).encode(), value=f"kp-{i}".encode())
+        kp.flush(timeout=STEP)
+    finally:
+        kp.close(timeout=10)
+    assert cluster.metrics().get("AllocateProducerIds", 0) > before
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g1",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    try:
+        c.subscribe(["orders"])
+        seen: list[str] = []
+        deadline = time.monotonic() + STEP
+        while len(seen) < 50 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+        assert sorted(seen) == sorted([f"ck-{i}" for i in range(30)] +
+                                      [f"kp-{i}" for i in range(20)])  # fmt: skip
+        c.commit(asynchronous=False)
+    finally:
+        c.close()
+    assert (cluster.data / "__consumer_offsets-0").is_dir()
+
+
+def test_4_transactions_commit_and_abort(cluster):
+    from confluent_kafka import Consumer, Producer
+
+    cluster.tool("kafka-topics", "--create", "--topic", "tx", "--partitions", "1")
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "transactional.id": "tx-1"})
+    p.init_transactions(STEP)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("tx", value=f"committed-{i}".encode())
+    p.commit_transaction(STEP)
+    p.begin_transaction()
+    for i in range(5):
+        p.produce("tx", value=f"aborted-{i}".encode())
+    p.flush(STEP)
+    p.abort_transaction(STEP)
+    p.begin_transaction()
+    p.produce("tx", value=b"last")
+    p.commit_transaction(STEP)
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "g-tx",
+                  "auto.offset.reset": "earliest",
+                  "isolation.level": "read_committed"})  # fmt: skip
+    try:
+        c.subscribe(["tx"])
+        seen: list[str] = []
+        deadline = time.monotonic() + STEP
+        while "last" not in seen and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                seen.append(m.value().decode())
+    finally:
+        c.close()
+    assert seen == [f"committed-{i}" for i in range(5)] + ["last"]
+    assert (cluster.data / "__transaction_state-0").is_dir()
+
+
+def _describe(cluster: Cluster, kind: str, name: str) -> dict[str, str]:
+    out = cluster.tool("kafka-configs", "--describe", "--entity-type", kind,
+                       "--entity-name", name).stdout  # fmt: skip
+    return dict(re.findall(r"(\S+)=(\S*) sensitive", out))
+
+
+def test_5_configs_take_effect_on_the_broker(cluster):
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
+                 "orders", "--add-config", "retention.ms=123456,cleanup.policy=compact")
+    _until(lambda: _describe(cluster, "topics", "orders").get("retention.ms") == "123456",
+           "the topic config on the broker")  # fmt: skip
+    assert _describe(cluster, "topics", "orders")["cleanup.policy"] == "compact"
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
+                 "orders", "--delete-config", "cleanup.policy")
+    _until(lambda: "cleanup.policy" not in _describe(cluster, "topics", "orders"),
+           "the deleted topic config gone on the broker")  # fmt: skip
+    # the cluster-wide broker default: the broker reconfigures its log cleaner
+    since = len(cluster.broker.log_text())
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "brokers", "--entity-default",
+                 "--add-config", "log.cleaner.threads=2")
+    cluster.broker.wait_for_log(r"Updating cluster configuration : log\.cleaner\.threads -> 2",
+                                STEP, since=since)  # fmt: skip
+    cluster.broker.wait_for_log(r"Shutting down the log cleaner", STEP, since=since)
+    out = cluster.tool("kafka-configs", "--describe", "--entity-type", "brokers",
+                       "--entity-default").stdout  # fmt: skip
+    assert "log.cleaner.threads=2" in out, out
+    # refused: an unknown topic config (our controller's INVALID_CONFIG, through the broker)
+    res = cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
+                       "orders", "--add-config", "no.such.config=1", check=False)  # fmt: skip
+    assert res.returncode != 0
+    assert "no.such.config" in res.stdout + res.stderr
+
+
+def test_6_delete_topic_removes_partition_directories(cluster):
+    cluster.tool("kafka-topics", "--create", "--topic", "doomed", "--partitions", "2")
+    _until(lambda: (cluster.data / "doomed-1").is_dir(), "doomed-1 on disk")
+    cluster.tool("kafka-topics", "--delete", "--topic", "doomed")
+    _until(lambda: not any(d.name.startswith("doomed-") for d in cluster.data.iterdir()),
+           "doomed's partition directories removed")  # fmt: skip
+    out = cluster.tool("kafka-topics", "--list").stdout.split()
+    assert "doomed" not in out and "orders" in out
+
+
+def test_7_restart_from_our_snapshot(cluster):
+    from confluent_kafka import Consumer
+
+    ids = {t: cluster.topic_id(t) for t in ("orders", "tx")}
+    cluster.broker.stop()
+    ctrl_log = cluster.root / "ctrl" / "data" / "__cluster_metadata-0"
+
+    def head_gone():
+        segs = sorted(int(p.stem) for p in ctrl_log.glob("*.log"))
+        snaps = list(ctrl_log.glob("*.checkpoint"))
+        return snaps and segs and segs[0] > 0
+
+    _until(head_gone, "a snapshot and the metadata log's head deleted on our controller")
+    # the broker forgets its metadata log: it can only catch up through FetchSnapshot
+    shutil.rmtree(cluster.data / "__cluster_metadata-0")
+    before = cluster.metrics().get("FetchSnapshot", 0)
+    since = len(cluster.broker.log_text())
+    cluster.broker.start()
+    cluster.broker.wait_for_log(r"Transitioning from RECOVERY to RUNNING", STEP, since=since)
+    assert cluster.metrics().get("FetchSnapshot", 0) > before
+    assert {t: cluster.topic_id(t) for t in ids} == ids
+    c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{uuid.uuid4()}",
+                  "auto.offset.reset": "earliest"})  # fmt: skip
+    try:
+        c.subscribe(["orders"])
+        n = 0
+        deadline = time.monotonic() + STEP
+        while n < 50 and time.monotonic() < deadline:
+            m = c.poll(1.0)
+            if m is not None and m.error() is None:
+                n += 1
+        assert n == 50
+    finally:
+        c.close()
+
+
+def test_8_what_the_broker_sent(cluster):
+    """The RPCs our controller answered (its request metrics): the life cycle, Raft, forwarded
+    admin requests (counted under their own names) and producer ids."""
+    m = cluster.metrics()
+    print("\nrequests answered on our CONTROLLER listener:",
+          ", ".join(f"{k}={int(v)}" for k, v in sorted(m.items()) if v))  # fmt: skip
+    for api in ("ApiVersions", "BrokerRegistration", "BrokerHeartbeat", "Fetch",
+                "FetchSnapshot", "Envelope", "CreateTopics", "DeleteTopics",
+                "IncrementalAlterConfigs", "AllocateProducerIds"):  # fmt: skip
+        assert m.get(api, 0) > 0, (api, m)
