@@ -556,6 +556,14 @@ class QuorumController:
             request,
         )
 
+    async def list_partition_reassignments(self, request: Any, version: int) -> Any:
+        """ListPartitionReassignments (:func:`~kafka_rpc.controller.replication.
+        list_partition_reassignments`), read from the committed image, as Kafka's read events;
+        NOT_CONTROLLER when not active."""
+        if not self.is_active:
+            return not_controller_response(request)
+        return replication.list_partition_reassignments(self.image, request)
+
     async def create_acls(self, request: Any, version: int) -> Any:
         """CreateAcls (:func:`kafka_rpc.controller.acls.create_acls`), answered after commit."""
         return await self._submit(lambda img, ctx: acls.create_acls(img, request, ctx), request)

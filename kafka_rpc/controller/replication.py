@@ -61,6 +61,7 @@ __all__ = [
     "delete_topics",
     "delete_topics_error_response",
     "fence_stale_brokers",
+    "list_partition_reassignments",
     "new_topic_id",
     "topic_of",
     "topic_records",
@@ -679,6 +680,32 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     for tid in dict.fromkeys(to_delete):
         b.add(_R("RemoveTopicRecord")(topic_id=tid))
     return ControllerResult(b.records, mod.DeleteTopicsResponse(responses=tuple(results)))
+
+
+def list_partition_reassignments(image: MetadataImage, request: Any) -> Any:
+    """ListPartitionReassignments v0 (ReplicationControlManager.listPartitionReassignments, a
+    read of the committed image): the partitions with replicas being added or removed, of every
+    topic (Topics null) or of the listed ones (unknown topics and partitions, and partitions not
+    being reassigned, are left out). Topics by name, partitions ascending when listing all."""
+    mod = codec.module("ListPartitionReassignmentsResponse")
+
+    def ongoing(t: TopicImage, indexes) -> Any:
+        parts = []
+        for i in indexes:
+            p = t.partitions.get(i)
+            if p is not None and (p.adding_replicas or p.removing_replicas):
+                parts.append(mod.OngoingPartitionReassignment(
+                    partition_index=i, replicas=p.replicas, adding_replicas=p.adding_replicas,
+                    removing_replicas=p.removing_replicas))  # fmt: skip
+        return mod.OngoingTopicReassignment(name=t.name, partitions=tuple(parts)) if parts else None
+
+    if request.topics is None:
+        wanted = [(t, sorted(t.partitions)) for t in
+                  sorted(image.topics.values(), key=lambda t: t.name)]  # fmt: skip
+    else:
+        wanted = [(image.topic_by_name(x.name), x.partition_indexes) for x in request.topics]
+    topics = [o for t, idx in wanted if t is not None and (o := ongoing(t, idx)) is not None]
+    return mod.ListPartitionReassignmentsResponse(error_code=0, topics=tuple(topics))
 
 
 # ============================================================================ replay

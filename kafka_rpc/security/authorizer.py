@@ -147,6 +147,7 @@ API_RULES: dict[int, tuple | None] = {
     # brokers, the topic for topics); here the cluster's ALTER_CONFIGS covers both
     33: ("cluster", AclOperation.ALTER_CONFIGS),
     44: ("cluster", AclOperation.ALTER_CONFIGS),
+    46: ("cluster", AclOperation.DESCRIBE),  # ListPartitionReassignments
     29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
     30: ("cluster", AclOperation.ALTER),  # CreateAcls
     31: ("cluster", AclOperation.ALTER),  # DeleteAcls
