@@ -1,0 +1,154 @@
+"""A mixed KRaft quorum: Apache Kafka controllers and a kafka-rpc node vote in one static metadata
+quorum (``controller.quorum.voters``, kraft.version 0; ``reference/kafka-mixed-quorum.md``).
+
+``test_ours_follows_a_kafka_leader_then_leads_kafka_followers`` (Kafka 4.4 and 4.0): two Kafka
+controllers elect a leader, our node joins and replicates its batches (`kafka-metadata-quorum
+describe --replication` against the Kafka leader shows every voter caught up); Kafka leaders are
+SIGKILLed (and restarted) until our node wins an election; then the Kafka followers replicate our
+leader's batches without halting. Throughout, DescribeQuorum is polled on every voter: no epoch
+ever has two leaders. At the end every batch the voters share below the high watermark is
+byte-identical on all of them (compared from the segment files).
+
+Who wins after a leader dies: under Kafka 4.x's pre-vote rules the follower whose fetch timer
+expires first is refused (the other follower has fetched from the leader) and goes back to
+following; the one that expires last then wins (``prospectiveTransitionAfterElectionLoss``,
+``FollowerState.canGrantVote``). With equal ``controller.quorum.fetch.timeout.ms`` our node's
+timer fires some ms before a loaded JVM's, so a Kafka controller wins nearly every time; our
+node runs with a longer fetch timeout here (``OUR_FETCH_TIMEOUT_MS``) so that it is the last.
+
+CI bound: two runs of about a minute each, at most ``MAX_KILLS`` SIGKILLs per run (usually one);
+``bench/mixed_quorum.py`` makes the long runs (20 SIGKILLs of whichever node leads).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.kafka import peer
+from tests.kafka.mixed import (
+    MixedQuorum,
+    QuorumWatch,
+    compare_logs,
+    describe_all,
+    describe_partition,
+    fatal_lines,
+)
+
+pytestmark = pytest.mark.kafka
+
+MAX_KILLS = 4
+OUR_FETCH_TIMEOUT_MS = 3000  # Kafka's default is 2000: ours expires last and wins
+CATCH_UP_S = 60.0
+
+# Raft versions a Kafka release negotiates with us (its maxima; ours are above them for Vote,
+# BeginQuorumEpoch and EndQuorumEpoch, whose newer versions carry a TopicId: KIP-516 as seed 003)
+KAFKA_RAFT_MAX = {"4.4.0": {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2, 82: 0},
+                  "4.0.2": {52: 2, 53: 1, 54: 1, 1: 17, 59: 1, 55: 2, 82: 0}}  # fmt: skip
+
+
+def _caught_up(q: MixedQuorum, leader: int, timeout: float = CATCH_UP_S) -> int:
+    """Wait until the leader's DescribeQuorum shows every voter at the leader's log end offset,
+    with the high watermark there; returns that offset (TimeoutError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = describe_partition(q.address(leader))
+        if p is not None and p.error_code == 0:
+            ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
+            mine = ends.get(leader, -1)
+            if len(ends) == len(q.ids) and set(ends.values()) == {mine} == {p.high_watermark}:
+                return mine
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"voters not caught up with leader {leader}: {p}")
+        time.sleep(0.5)
+
+
+def _replication(q: MixedQuorum, node: int) -> dict[int, dict]:
+    out = peer.run_tool(q.version, "kafka-metadata-quorum", "--bootstrap-controller",
+                        q.address(node), "describe", "--replication",
+                        timeout=90).stdout  # fmt: skip
+    rows = {}
+    lines = [ln.split() for ln in out.strip().splitlines()]
+    head = lines[0]
+    for cells in lines[1:]:
+        row = dict(zip(head, cells, strict=False))
+        rows[int(row["NodeId"])] = row
+    return rows
+
+
+@pytest.mark.parametrize("version", [peer.NEWEST, peer.OLDEST])
+def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_path, procs,
+                                                                request):  # fmt: skip
+    request.getfixturevalue("kafka_newest" if version == peer.NEWEST else "kafka_oldest")
+    q = MixedQuorum(tmp_path, ["kafka", "kafka", "ours"], version=version,
+                    our_props={"controller.quorum.fetch.timeout.ms": OUR_FETCH_TIMEOUT_MS})
+    procs.extend(q.nodes.values())
+    q.format()
+    ours = 3
+    with QuorumWatch(q) as watch:
+        # the two Kafka controllers are a majority: one of them leads before our node starts
+        q.start(1, 2)
+        q.wait_listening(1, 2)
+        leader, epoch = q.leader(timeout=120)
+        assert q.kind[leader] == "kafka"
+        q.start(ours)
+        q.wait_listening(ours)
+        end = _caught_up(q, leader)
+        rows = _replication(q, leader)
+        assert rows[ours]["Status"] == "Follower" and rows[ours]["Lag"] == "0", rows
+        assert int(rows[ours]["LogEndOffset"]) >= end
+
+        kills = 0
+        while q.kind[leader] != "ours":
+            assert kills < MAX_KILLS, f"our node never won in {kills} elections"
+            q.kill(leader)
+            kills += 1
+            killed = leader
+            leader, epoch = q.leader(timeout=90, exclude=(killed,))
+            q.start(killed)
+            q.wait_listening(killed)
+        # our leader's batches reach the Kafka followers
+        time.sleep(3)
+        end = _caught_up(q, leader)
+        assert end > 0
+        obs = describe_all({i: q.address(i) for i in q.ids})
+        assert [(o.node, o.epoch) for o in obs if o.leading] == [(ours, epoch)]
+    assert watch.two_leaders() == {}, watch.two_leaders()
+    assert ours in watch.leaders().values()
+    for i in q.ids:
+        assert not fatal_lines(q.nodes[i]), (i, fatal_lines(q.nodes[i])[:5])
+    c = compare_logs({i: q.metadata_dir(i) for i in q.ids}, end)
+    assert not c.mismatches, c.mismatches[:5]
+    # nearly the whole log is on all three voters (the restarted ones too)
+    assert c.batches > 10 and c.pairs >= 2 * c.batches - 2, c
+
+
+def test_our_raft_versions_stay_above_kafkas(kafka_newest, kafka_oldest):
+    """Our private Vote v3 / BeginQuorumEpoch v2 / EndQuorumEpoch v2 (TopicId) are above the
+    maxima of both pinned Kafka releases (read from the specs inside their kafka-clients jars),
+    so a Kafka peer and our node negotiate Kafka's version; and we serve every Raft version
+    Kafka sends, UpdateRaftVoter included."""
+    import json
+    import re
+    import zipfile
+
+    from kafka_rpc.handlers import raft as _raft  # noqa: F401 - registers the Raft handlers
+    from kafka_rpc.raft.wire import TOPIC_ID_FROM_VERSION
+    from kafka_rpc.server.server import handlers_registry
+
+    names = {52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 1: "Fetch",
+             59: "FetchSnapshot", 55: "DescribeQuorum", 82: "UpdateRaftVoter"}  # fmt: skip
+    table = {e[0]: (e[1], e[2]) for e in handlers_registry().api_versions("controller")}
+    for version in (kafka_newest, kafka_oldest):
+        jar = next(peer.resolve(version).glob(f"kafka-clients-{version}.jar"))
+        with zipfile.ZipFile(jar) as z:
+            for key, name in names.items():
+                text = z.read(f"common/message/{name}Request.json").decode()
+                spec = json.loads(re.sub(r"^\s*//.*$", "", text, flags=re.M))
+                kmax = int(spec["validVersions"].split("-")[-1])
+                assert kmax == KAFKA_RAFT_MAX[version][key], (version, name, kmax)
+                lo, hi = table[key]
+                assert lo <= kmax <= hi, (name, (lo, hi), kmax)
+                if key in TOPIC_ID_FROM_VERSION:
+                    assert TOPIC_ID_FROM_VERSION[key] == kmax + 1 == hi, (name, hi, kmax)
