@@ -342,6 +342,13 @@ class KafkaRpcClient:
             return None
         return self._start(proto, msg, type(msg).__api_key__, version)
 
+    def disconnect(self) -> None:
+        """Abort the connection now: the requests in flight on it fail with
+        :class:`KafkaConnectionError` and the next request connects again. What Kafka's
+        ``NetworkClient`` does after a request timeout (``handleTimedOutRequests``), so that no
+        later request queues behind bytes a stalled TCP connection may still be retransmitting."""
+        self._drop()
+
     def abandon(self, corr: int) -> None:
         """Forget the request ``corr`` of :meth:`request_nowait` (a late answer is dropped)."""
         if self._proto is not None:

@@ -15,9 +15,11 @@ the core directly, on the loop thread, and then wake the task:
   the voter's controller listener from ``controller.quorum.voters``; the client negotiates
   versions with ApiVersions), with the version's topic field fixed by ``for_version`` and a
   timeout of ``controller.quorum.request.timeout.ms``; any failure (connect, timeout, decode,
-  unsupported API) is fed back as ``handle_response(..., None)``. On an open connection the
-  request is written at once (``KafkaRpcClient.request_nowait``) and the response handled in the
-  future's done callback, bounded by a timer; only a connection still to be made takes a task;
+  unsupported API) is fed back as ``handle_response(..., None)``. A request timeout also closes
+  that voter's connection (Kafka's ``NetworkClient``), so the next request connects again. On an
+  open connection the request is written at once (``KafkaRpcClient.request_nowait``) and the
+  response handled in the future's done callback, bounded by a timer; only a connection still to
+  be made takes a task;
 * appends (:meth:`RaftDriver.append`) from the state machine side.
 
 An inbound request, a response and a finished fsync step the core at once, in the callback that
@@ -453,9 +455,14 @@ class RaftDriver:
 
     @staticmethod
     def _out_expired(client: KafkaRpcClient, corr: int, fut: asyncio.Future) -> None:
+        """The request timeout: fail the request and close its connection, as Kafka's
+        ``NetworkClient`` does, so the next request to that voter goes on a new connection
+        rather than behind a stalled one (after a link was down, TCP may not retransmit for
+        seconds)."""
         client.abandon(corr)
         if not fut.done():
             fut.set_exception(TimeoutError("no response within the request timeout"))
+        client.disconnect()
 
     def _out_done(self, out: Any, timer: asyncio.TimerHandle, fut: asyncio.Future) -> None:
         timer.cancel()
@@ -481,6 +488,12 @@ class RaftDriver:
             resp = await asyncio.wait_for(self._exchange(out), self.request_timeout_ms / 1000)
         except asyncio.CancelledError:
             raise
+        except TimeoutError as e:  # as in _out_expired: the next request gets a new connection
+            log.debug("raft: request %d to node %d timed out: %r", out.api_key, out.destination, e)
+            client = self._clients.get(out.destination)
+            if client is not None:
+                client.disconnect()
+            resp = None
         except Exception as e:  # noqa: BLE001 - any failure is a failed response to the core
             log.debug("raft: request %d to node %d failed: %r", out.api_key, out.destination, e)
             resp = None

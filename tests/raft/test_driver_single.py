@@ -307,3 +307,52 @@ async def test_wait_committed_a_shorter_timeout_after_a_longer_one(single):
         long_wait.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await long_wait
+
+
+async def test_a_request_timeout_closes_the_connection(tmp_path):
+    """Voter 2 answers ApiVersions (relayed from node 1's own listener) and then nothing: every
+    Vote request times out. As Kafka's NetworkClient, the driver closes the connection after a
+    request timeout, so the next request goes on a new connection, not queued behind a stalled
+    one (after a link was down, TCP may not retransmit for seconds: seen in the netns soak)."""
+
+    connections = []
+    port = free_port()
+
+    async def read_frame(reader):
+        size = await reader.readexactly(4)
+        return size + await reader.readexactly(int.from_bytes(size, "big"))
+
+    async def answers_api_versions_only(reader, writer):
+        connections.append(writer)
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", port)
+            up_w.write(await read_frame(reader))  # ApiVersions
+            writer.write(await read_frame(up_r))
+            up_w.close()
+            while await reader.read(65536):  # every later request: no answer
+                pass
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    peer = await asyncio.start_server(answers_api_versions_only, "127.0.0.1", 0)
+    peer_port = peer.sockets[0].getsockname()[1]
+    running = await start_server(
+        tmp_path,
+        **{
+            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+            "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{peer_port}",
+            "controller.quorum.election.timeout.ms": "100",
+            "controller.quorum.request.timeout.ms": "200",
+            "shutdown.timeout.ms": "500",
+        },
+    )
+    try:
+        await until(lambda: asyncio.sleep(0, len(connections) >= 3), 5.0,
+                    "three connections to voter 2")  # fmt: skip
+        assert not running.server.raft.core.is_leader
+    finally:
+        await running.stop()
+        peer.close()
+        await peer.wait_closed()
