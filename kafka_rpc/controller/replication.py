@@ -38,6 +38,7 @@ from kafka_rpc.controller.base import (
     ReplayError,
 )
 from kafka_rpc.controller.image import (
+    DISKLESS_ENABLE_CONFIG,
     NO_LEADER,
     RESOURCE_TOPIC,
     MetadataImage,
@@ -45,7 +46,7 @@ from kafka_rpc.controller.image import (
     TopicImage,
     evolve,
 )
-from kafka_rpc.controller.placement import place_replicas
+from kafka_rpc.controller.placement import classic_brokers, place_replicas
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -542,7 +543,13 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                     if topic.replication_factor == -1
                     else topic.replication_factor
                 )
-                assignment = place_replicas(b.image, n, rf, ctx.rng)
+                diskless = any(
+                    c.name == DISKLESS_ENABLE_CONFIG and (c.value or "").lower() == "true"
+                    for c in topic.configs
+                )
+                assignment = place_replicas(
+                    b.image, n, rf, ctx.rng, None if diskless else classic_brokers(b.image)
+                )
             configs = configuration.check_topic_configs(topic)
         except ApiError as e:
             results.append(

@@ -179,7 +179,8 @@ def test_create_topics_records_match_response():
         (topic("p", n=0), E.INVALID_PARTITIONS),
         (topic("p", n=-5), E.INVALID_PARTITIONS),
         (topic("p", rf=0), E.INVALID_REPLICATION_FACTOR),
-        (topic("p", rf=3), E.INVALID_REPLICATION_FACTOR),  # only 2 unfenced brokers
+        # 3 registered brokers (one fenced, usable as a follower as in Kafka's placer)
+        (topic("p", rf=4), E.INVALID_REPLICATION_FACTOR),
         (topic("p", configs=[("no.such.config", "1")]), E.INVALID_CONFIG),
         (topic("p", configs=[("retention.ms", "soon")]), E.INVALID_CONFIG),
         (topic("p", n=-1, rf=-1, assignments=[(0, [1, 1])]), E.INVALID_REPLICA_ASSIGNMENT),
