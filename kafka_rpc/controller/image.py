@@ -210,6 +210,9 @@ class MetadataImage:
     #: (mechanism id, user) -> ``kafka_rpc.security.sasl.ScramCredential``
     #: (UserScramCredentialRecords)
     scram: PMap = field(default_factory=pmap)
+    #: client quota entity (a sorted tuple of (entity type, entity name or None)) -> PMap[quota
+    #: key, float value] (ClientQuotaRecords)
+    client_quotas: PMap = field(default_factory=pmap)
 
     # ------------------------------------------------------------------ read helpers
     def topic_by_name(self, name: str) -> TopicImage | None:
@@ -353,6 +356,7 @@ def evolve(
     last_epoch: int = _KEEP,
     acls: PMap = _KEEP,
     scram: PMap = _KEEP,
+    client_quotas: PMap = _KEEP,
 ) -> Any:
     """``dataclasses.replace(img, ...)`` for a MetadataImage through the positional constructor
     (cheaper than ``replace``'s field walk); on an :class:`ImageDraft`, the fields are set in
@@ -380,6 +384,8 @@ def evolve(
             img.acls = acls
         if scram is not k:
             img.scram = scram
+        if client_quotas is not k:
+            img.client_quotas = client_quotas
         return img
     return MetadataImage(
         img.features if features is k else features,
@@ -392,6 +398,7 @@ def evolve(
         img.last_epoch if last_epoch is k else last_epoch,
         img.acls if acls is k else acls,
         img.scram if scram is k else scram,
+        img.client_quotas if client_quotas is k else client_quotas,
     )
 
 

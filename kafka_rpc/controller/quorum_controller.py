@@ -57,11 +57,13 @@ from typing import Any
 from kafka_rpc.controller import (
     acls,
     chunks,
+    client_quotas,
     cluster,
     configuration,
     features,
     producer_ids,
     replication,
+    scram,
     snapshot,
 )
 from kafka_rpc.controller import coordinator_mapping as M
@@ -108,6 +110,12 @@ def not_controller_response(request: Any) -> Any:
         return acl_error_response(request, code, msg)
     if name in ("IncrementalAlterConfigsRequest", "AlterConfigsRequest"):
         return configuration.alter_configs_error_response(request, code, msg)
+    if name == "AlterClientQuotasRequest":
+        return client_quotas.alter_client_quotas_error_response(request, code, msg)
+    if name == "AlterUserScramCredentialsRequest":
+        return scram.alter_user_scram_credentials_error_response(request, code, msg)
+    if name == "ElectLeadersRequest":
+        return replication.elect_leaders_error_response(request, code, msg)
     if name == "AssignReplicasToDirsRequest":
         return replication.assign_replicas_to_dirs_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
@@ -554,6 +562,27 @@ class QuorumController:
                 img, request, ctx, replication.validate_topic_name
             ),
             request,
+        )
+
+    async def alter_client_quotas(self, request: Any, version: int) -> Any:
+        """AlterClientQuotas (:func:`~kafka_rpc.controller.client_quotas.alter_client_quotas`),
+        answered once the ClientQuotaRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: client_quotas.alter_client_quotas(img, request, ctx), request
+        )
+
+    async def alter_user_scram_credentials(self, request: Any, version: int) -> Any:
+        """AlterUserScramCredentials (:func:`~kafka_rpc.controller.scram.
+        alter_user_scram_credentials`), answered once the records are committed."""
+        return await self._submit(
+            lambda img, ctx: scram.alter_user_scram_credentials(img, request, ctx), request
+        )
+
+    async def elect_leaders(self, request: Any, version: int) -> Any:
+        """ElectLeaders (:func:`~kafka_rpc.controller.replication.elect_leaders`), answered
+        once the PartitionChangeRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: replication.elect_leaders(img, request, ctx, version), request
         )
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any:

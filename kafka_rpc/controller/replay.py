@@ -21,6 +21,7 @@ from typing import Any
 from kafka_rpc.controller import (
     acls,
     chunks,
+    client_quotas,
     cluster,
     configuration,
     coordinator_mapping,
@@ -50,6 +51,7 @@ _HANDLERS = {
     "NoOpRecord": _noop,
     **acls.REPLAY,
     **scram.REPLAY,
+    **client_quotas.REPLAY,
     **coordinator_mapping.REPLAY,
 }
 """Record type name -> replay rule, over every manager."""

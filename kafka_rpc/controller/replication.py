@@ -61,6 +61,8 @@ __all__ = [
     "create_topics_error_response",
     "delete_topics",
     "delete_topics_error_response",
+    "elect_leaders",
+    "elect_leaders_error_response",
     "fence_stale_brokers",
     "list_partition_reassignments",
     "new_topic_id",
@@ -687,6 +689,111 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     for tid in dict.fromkeys(to_delete):
         b.add(_R("RemoveTopicRecord")(topic_id=tid))
     return ControllerResult(b.records, mod.DeleteTopicsResponse(responses=tuple(results)))
+
+
+_ELECTION_MESSAGES = {
+    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
+    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
+    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
+}
+PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
+
+
+def _elect_one(b: Batch, name: str, index: int, election: int) -> tuple[int, str | None]:
+    """ReplicationControlManager.electLeader + PartitionChangeBuilder's PREFERRED / UNCLEAN
+    election for one partition: (error code, message); a successful election adds its
+    PartitionChangeRecord to ``b``."""
+    t = b.image.topic_by_name(name)
+    if t is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
+    p = t.partitions.get(index)
+    if p is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{index}"
+    if election == PREFERRED_ELECTION:
+        preferred = p.replicas[0] if p.replicas else NO_LEADER
+        if p.leader == preferred:
+            code = ErrorCode.ELECTION_NOT_NEEDED
+            return code, _ELECTION_MESSAGES[code]
+        if preferred in p.isr and b.image.is_active(preferred):
+            b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id,
+                                              leader=preferred))  # fmt: skip
+            return 0, None
+        code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        return code, _ELECTION_MESSAGES[code]
+    if p.leader != NO_LEADER:
+        code = ErrorCode.ELECTION_NOT_NEEDED
+        return code, _ELECTION_MESSAGES[code]
+    leader = _elect(b.image, p.replicas, p.isr, exclude=-3)
+    if leader != NO_LEADER:  # a clean choice exists: it wins
+        b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id, leader=leader))
+        return 0, None
+    for r in p.replicas:  # unclean: the first live replica, the ISR just it, RECOVERING
+        if b.image.is_active(r):
+            b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id,
+                                              leader=r, isr=(r,),
+                                              leader_recovery_state=1))  # fmt: skip
+            return 0, None
+    code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    return code, _ELECTION_MESSAGES[code]
+
+
+def elect_leaders(
+    image: MetadataImage, request: Any, ctx: ControllerContext, version: int = 2
+) -> ControllerResult:
+    """ElectLeaders v0-2 (ReplicationControlManager.electLeaders).
+
+    - ElectionType (v0: preferred) other than 0 / 1: top-level INVALID_REQUEST, nothing written.
+    - Preferred (0): the first replica becomes leader if it is in the ISR and active; already
+      leader -> ELECTION_NOT_NEEDED; else PREFERRED_LEADER_NOT_AVAILABLE.
+    - Unclean (1): only leaderless partitions (else ELECTION_NOT_NEEDED): the first active ISR
+      member if any, else the first active replica with ISR = [it] and LeaderRecoveryState
+      RECOVERING (Kafka's ``Election.UNCLEAN``; as in Kafka, the admin's request is the
+      permission, whatever ``unclean.leader.election.enable`` says); none ->
+      ELIGIBLE_LEADERS_NOT_AVAILABLE.
+    - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION "No such topic as T" / "No such
+      partition as T-P".
+    - TopicPartitions null: every partition of every topic (topics by name), leaving out those
+      answered ELECTION_NOT_NEEDED.
+    All records in one batch; the leader epoch goes up with each new leader."""
+    mod = codec.module("ElectLeadersResponse")
+    election = request.election_type if version >= 1 else PREFERRED_ELECTION
+    if election not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
+        return ControllerResult([], elect_leaders_error_response(request, ErrorCode.INVALID_REQUEST,
+                                                                 None))  # fmt: skip
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    results = []
+    if request.topic_partitions is None:
+        for t in sorted(image.topics.values(), key=lambda t: t.name):
+            parts = []
+            for i in sorted(t.partitions):
+                code, msg = _elect_one(b, t.name, i, election)
+                if code != ErrorCode.ELECTION_NOT_NEEDED:
+                    parts.append(mod.PartitionResult(partition_id=i, error_code=code,
+                                                     error_message=msg))  # fmt: skip
+            results.append(mod.ReplicaElectionResult(topic=t.name, partition_result=tuple(parts)))
+    else:
+        for tp in request.topic_partitions:
+            parts = []
+            for i in tp.partitions:
+                code, msg = _elect_one(b, tp.topic, i, election)
+                parts.append(mod.PartitionResult(partition_id=i, error_code=code,
+                                                 error_message=msg))  # fmt: skip
+            results.append(mod.ReplicaElectionResult(topic=tp.topic, partition_result=tuple(parts)))
+    resp = mod.ElectLeadersResponse(error_code=0, replica_election_results=tuple(results))
+    return ControllerResult(b.records, resp)
+
+
+def elect_leaders_error_response(request: Any, code: int, message: str | None) -> Any:
+    """``code`` at the top and for every listed partition (Kafka's
+    ``ElectLeadersRequest.getErrorResponse``)."""
+    mod = codec.module("ElectLeadersResponse")
+    results = tuple(
+        mod.ReplicaElectionResult(topic=tp.topic, partition_result=tuple(
+            mod.PartitionResult(partition_id=i, error_code=code, error_message=message)
+            for i in tp.partitions))
+        for tp in (request.topic_partitions or ())
+    )  # fmt: skip
+    return mod.ElectLeadersResponse(error_code=code, replica_election_results=results)
 
 
 def list_partition_reassignments(image: MetadataImage, request: Any) -> Any:

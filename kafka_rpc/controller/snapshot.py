@@ -6,8 +6,8 @@ writes its part, in Kafka's ``MetadataImage.write`` order: features
 (:func:`~kafka_rpc.controller.features.feature_records`), brokers with their fencing and
 controlled-shutdown state (:func:`~kafka_rpc.controller.cluster.broker_records`), topics
 (TopicRecord, then one PartitionRecord per partition holding its current state, epochs
-included; :func:`~kafka_rpc.controller.replication.topic_records`), configs, producer ids,
-ACLs, SCRAM credentials (Kafka's quotas and delegation tokens we do not have); then our own
+included; :func:`~kafka_rpc.controller.replication.topic_records`), configs, client quotas,
+producer ids, ACLs, SCRAM credentials (Kafka's delegation tokens we do not have); then our own
 records, which need the topics: the topics' Batch Coordinator mappings (KIP-1164) and one
 ChunkRecord per inactive chunk (KIP-1114), holding the chunk's current state and epoch.
 ``load(records, last_offset, last_epoch)`` replays them, every record at the snapshot's last
@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from kafka_rpc.controller import (
     acls,
     chunks,
+    client_quotas,
     cluster,
     configuration,
     coordinator_mapping,
@@ -46,6 +47,7 @@ _WRITERS = (
     cluster.broker_records,
     replication.topic_records,
     configuration.config_records,
+    client_quotas.client_quota_records,
     producer_ids.producer_ids_records,
     acls.acl_records,
     scram.image_scram_records,

@@ -9,6 +9,7 @@ from kafka_rpc.handlers import cluster as cluster  # UnregisterBroker, DescribeC
 from kafka_rpc.handlers import envelope as envelope  # Envelope (forwarded admin requests)
 from kafka_rpc.handlers import reassignments as reassignments  # ListPartitionReassignments
 from kafka_rpc.handlers import sasl as sasl  # SaslHandshake, SaslAuthenticate (issue 15)
+from kafka_rpc.handlers import scram_credentials as scram_credentials  # AlterUserScramCreds
 from kafka_rpc.handlers import topics as topics  # CreateTopics, DeleteTopics
 
 __all__ = ["api_versions", "controller", "diskless", "find_coordinator", "metadata", "raft"]

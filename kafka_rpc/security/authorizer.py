@@ -148,6 +148,9 @@ API_RULES: dict[int, tuple | None] = {
     33: ("cluster", AclOperation.ALTER_CONFIGS),
     44: ("cluster", AclOperation.ALTER_CONFIGS),
     46: ("cluster", AclOperation.DESCRIBE),  # ListPartitionReassignments
+    43: ("cluster", AclOperation.ALTER),  # ElectLeaders
+    51: ("cluster", AclOperation.ALTER),  # AlterUserScramCredentials
+    49: ("cluster", AclOperation.ALTER_CONFIGS),  # AlterClientQuotas
     29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
     30: ("cluster", AclOperation.ALTER),  # CreateAcls
     31: ("cluster", AclOperation.ALTER),  # DeleteAcls

@@ -244,6 +244,8 @@ WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "AccessControlEntryRecord",
     "RemoveAccessControlEntryRecord",
     "UserScramCredentialRecord",
+    "RemoveUserScramCredentialRecord",
+    "ClientQuotaRecord",
 }
 
 SCRIPT = [

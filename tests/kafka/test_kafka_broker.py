@@ -15,8 +15,10 @@ tests run in file order and each leaves the cluster usable for the next:
    consumer sees only the committed one (``__transaction_state`` through us);
 5. ``kafka-configs --alter`` on the topic and on the cluster-wide broker default take effect on
    the broker (its DescribeConfigs answers from its own metadata image); an unknown topic
-   config is refused with INVALID_CONFIG;
-6. topic deletion removes the broker's partition directories;
+   config is refused with INVALID_CONFIG; SCRAM credentials and a client quota set for a user
+   show in the broker's DescribeUserScramCredentials / DescribeClientQuotas;
+6. topic deletion removes the broker's partition directories; ElectLeaders is answered per
+   partition through the broker;
 7. the broker, restarted with an empty metadata log after our controller snapshotted and
    deleted the log's head, loads our snapshot through FetchSnapshot and serves the same topics
    under the same ids with the same data.
@@ -247,8 +249,8 @@ def _describe(cluster: Cluster, kind: str, name: str) -> dict[str, str]:
 
 def test_5_configs_take_effect_on_the_broker(cluster):
     cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
-                 "orders", "--add-config", "retention.ms=123456,cleanup.policy=compact")
-    _until(lambda: _describe(cluster, "topics", "orders").get("retention.ms") == "123456",
+                 "orders", "--add-config", "retention.ms=86400123,cleanup.policy=compact")
+    _until(lambda: _describe(cluster, "topics", "orders").get("retention.ms") == "86400123",
            "the topic config on the broker")  # fmt: skip
     assert _describe(cluster, "topics", "orders")["cleanup.policy"] == "compact"
     cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
@@ -272,6 +274,29 @@ def test_5_configs_take_effect_on_the_broker(cluster):
     assert "no.such.config" in res.stdout + res.stderr
 
 
+def test_5b_scram_credentials_and_quotas(cluster):
+    """kafka-configs on users: AlterUserScramCredentials and AlterClientQuotas through the
+    broker; the broker's own Describe* (from its metadata image) show what our records say."""
+
+    def described() -> str:
+        return cluster.tool("kafka-configs", "--describe", "--entity-type", "users",
+                            "--entity-name", "alice").stdout  # fmt: skip
+
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+                 "--add-config", "SCRAM-SHA-256=[iterations=8192,password=alice-secret]")
+    _until(lambda: "SCRAM-SHA-256=iterations=8192" in described(), "alice's credential")
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+                 "--delete-config", "SCRAM-SHA-256")
+    _until(lambda: "SCRAM-SHA-256" not in described(), "alice's credential deleted")
+    # a client quota (AlterClientQuotas); the broker's DescribeClientQuotas answers from its image
+    cluster.tool("kafka-configs", "--alter", "--entity-type", "users", "--entity-name", "alice",
+                 "--add-config", "producer_byte_rate=1048576")
+    _until(lambda: "producer_byte_rate=1048576" in described(), "alice's quota")
+    res = cluster.tool("kafka-configs", "--alter", "--entity-type", "users", "--entity-name",
+                       "alice", "--add-config", "producer_byte_rate=1.5", check=False)
+    assert res.returncode != 0 and "fractional" in res.stdout + res.stderr
+
+
 def test_6_delete_topic_removes_partition_directories(cluster):
     cluster.tool("kafka-topics", "--create", "--topic", "doomed", "--partitions", "2")
     _until(lambda: (cluster.data / "doomed-1").is_dir(), "doomed-1 on disk")
@@ -280,6 +305,19 @@ def test_6_delete_topic_removes_partition_directories(cluster):
            "doomed's partition directories removed")  # fmt: skip
     out = cluster.tool("kafka-topics", "--list").stdout.split()
     assert "doomed" not in out and "orders" in out
+
+
+def test_6b_elect_leaders(cluster):
+    """ElectLeaders through the broker (confluent-kafka's admin): our controller answers per
+    partition; with one broker every partition already has its preferred leader."""
+    from confluent_kafka import ElectionType, KafkaError, TopicPartition
+
+    admin = _admin(cluster)  # kept: a collected client cancels its futures
+    fut = admin.elect_leaders(ElectionType.PREFERRED,
+                              [TopicPartition("orders", 0), TopicPartition("orders", 9)])
+    res = fut.result(timeout=STEP)
+    codes = {tp.partition: (err.code() if err is not None else 0) for tp, err in res.items()}
+    assert codes == {0: KafkaError.ELECTION_NOT_NEEDED, 9: KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
 def test_7_restart_from_our_snapshot(cluster):
@@ -327,7 +365,8 @@ def test_8_what_the_broker_sent(cluster):
     for api in ("ApiVersions", "BrokerRegistration", "BrokerHeartbeat", "Fetch",
                 "FetchSnapshot", "Envelope", "CreateTopics", "DeleteTopics",
                 "IncrementalAlterConfigs", "AllocateProducerIds",
-                "ListPartitionReassignments"):  # fmt: skip
+                "ListPartitionReassignments", "ElectLeaders",
+                "AlterUserScramCredentials", "AlterClientQuotas"):  # fmt: skip
         assert m.get(api, 0) > 0, (api, m)
     # every forwarded request was one we serve (else the broker closes its client's connection)
     assert "controller responded unsupported version" not in cluster.broker.log_text()
