@@ -9,8 +9,10 @@ session rule of Kafka's ``BrokerHeartbeatManager``.
   (broker id -> last heartbeat ms) is in memory on the active controller
   (``QuorumController``), handed to commands as ``ControllerContext.last_heartbeat_ms``.
 * Replay: RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
-  BrokerRegistrationChangeRecord (:data:`REPLAY`).
-* Snapshot part: :func:`broker_records` (``ClusterImage.write``).
+  BrokerRegistrationChangeRecord, RegisterControllerRecord (:data:`REPLAY`).
+* Controllers (KIP-919): :func:`register_controller` (ControllerRegistration) writes a
+  RegisterControllerRecord; the image keeps the last one per controller.
+* Snapshot part: :func:`broker_records` then :func:`controller_records` (``ClusterImage.write``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,13 @@ from uuid import UUID
 
 from kafka_rpc.controller.base import ControllerContext, ControllerResult, ReplayError
 from kafka_rpc.controller.features import METADATA_VERSION, supports_finalized_levels
-from kafka_rpc.controller.image import BrokerRegistration, Endpoint, MetadataImage, evolve
+from kafka_rpc.controller.image import (
+    BrokerRegistration,
+    ControllerRegistration,
+    Endpoint,
+    MetadataImage,
+    evolve,
+)
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -36,6 +44,8 @@ __all__ = [
     "broker_records",
     "broker_state",
     "calculate_next_broker_state",
+    "controller_records",
+    "controller_registration_supported",
     "default_dir",
     "directory_owner",
     "directory_supported",
@@ -45,6 +55,7 @@ __all__ = [
     "lowest_active_offset",
     "next_session_expiry_ms",
     "register_broker",
+    "register_controller",
 ]
 
 log = logging.getLogger("kafka_rpc.controller")
@@ -414,7 +425,65 @@ def _broker_registration_change(img: MetadataImage, r: Any, offset: int) -> Meta
     return img
 
 
+#: ``MetadataVersion.IBP_3_7_IV0``: controller registrations (KIP-919) from this level on
+CONTROLLER_REGISTRATION_MIN_MV = 15
+
+
+def controller_registration_supported(image: MetadataImage) -> bool:
+    """``MetadataVersion.isControllerRegistrationSupported``: metadata.version >= 3.7-IV0."""
+    return image.features.get(METADATA_VERSION, 0) >= CONTROLLER_REGISTRATION_MIN_MV
+
+
+def register_controller(image: MetadataImage, request: Any, ctx: ControllerContext) -> Any:
+    """ControllerRegistration (``ClusterControlManager.registerController``): one
+    RegisterControllerRecord v0 with the request's controller id, incarnation, listeners and
+    features (ZkMigrationReady false); nothing else is checked, as Kafka does. Below
+    metadata.version 3.7-IV0 the answer is UNSUPPORTED_VERSION and nothing is written."""
+    resp = _R("ControllerRegistrationResponse")
+    if not controller_registration_supported(image):
+        return ControllerResult([], resp(
+            error_code=int(ErrorCode.UNSUPPORTED_VERSION),
+            error_message="The current MetadataVersion is too old to support controller "
+                          "registrations."))  # fmt: skip
+    m = codec.module("RegisterControllerRecord")
+    record = _R("RegisterControllerRecord")(
+        controller_id=request.controller_id,
+        incarnation_id=request.incarnation_id,
+        zk_migration_ready=False,
+        end_points=tuple(
+            m.ControllerEndpoint(name=ln.name, host=ln.host, port=ln.port,
+                                 security_protocol=ln.security_protocol)
+            for ln in request.listeners
+        ),
+        features=tuple(
+            m.ControllerFeature(name=f.name, min_supported_version=f.min_supported_version,
+                                max_supported_version=f.max_supported_version)
+            for f in request.features
+        ),
+    )  # fmt: skip
+    return ControllerResult([record], resp())
+
+
+def _register_controller(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ClusterControlManager.replay(RegisterControllerRecord): the registration replaces any
+    earlier one of that controller."""
+    reg = ControllerRegistration(
+        controller_id=r.controller_id,
+        incarnation_id=r.incarnation_id,
+        zk_migration_ready=r.zk_migration_ready,
+        endpoints=tuple(Endpoint(e.name, e.host, e.port, e.security_protocol)
+                        for e in r.end_points),
+        features=tuple((f.name, f.min_supported_version, f.max_supported_version)
+                       for f in r.features),
+    )  # fmt: skip
+    if r.controller_id in img.controllers and img.controllers[r.controller_id] != reg:
+        log.info("controller %d registered again (incarnation %s)", r.controller_id,
+                 r.incarnation_id)  # fmt: skip
+    return evolve(img, controllers=img.controllers.set(r.controller_id, reg))
+
+
 REPLAY = {
+    "RegisterControllerRecord": _register_controller,
     "RegisterBrokerRecord": _register_broker,
     "UnregisterBrokerRecord": _unregister_broker,
     "FenceBrokerRecord": _fence_broker,
@@ -424,6 +493,28 @@ REPLAY = {
 
 
 # ============================================================================ snapshot
+def controller_records(image: MetadataImage) -> list:
+    """One RegisterControllerRecord per registered controller, by id (``ClusterImage.write``
+    writes them after the brokers, from metadata.version 3.7-IV0)."""
+    if not image.controllers or not controller_registration_supported(image):
+        return []
+    m = codec.module("RegisterControllerRecord")
+    return [
+        _R("RegisterControllerRecord")(
+            controller_id=c.controller_id,
+            incarnation_id=c.incarnation_id,
+            zk_migration_ready=c.zk_migration_ready,
+            end_points=tuple(m.ControllerEndpoint(name=e.name, host=e.host, port=e.port,
+                                                  security_protocol=e.security_protocol)
+                             for e in c.endpoints),
+            features=tuple(m.ControllerFeature(name=n, min_supported_version=lo,
+                                               max_supported_version=hi)
+                           for n, lo, hi in c.features),
+        )
+        for _, c in sorted(image.controllers.items())
+    ]  # fmt: skip
+
+
 def broker_records(image: MetadataImage) -> list:
     """One RegisterBrokerRecord per broker, by id, holding its current fencing and
     controlled-shutdown state (so no change records are needed)."""

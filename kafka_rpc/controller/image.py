@@ -30,6 +30,8 @@ __all__ = [
     "RESOURCE_TOPIC",
     "BrokerRegistration",
     "ChunkRegistration",
+    "ControllerRegistration",
+    "DelegationToken",
     "Endpoint",
     "ImageDraft",
     "MapDraft",
@@ -60,6 +62,33 @@ class Endpoint:
     host: str
     port: int
     security_protocol: int
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """A registered controller (Kafka's ``org.apache.kafka.metadata.ControllerRegistration``,
+    KIP-919), from its last RegisterControllerRecord: its process run (``incarnation_id``), its
+    listeners and its supported feature ranges ``(name, min, max)`` in record order."""
+
+    controller_id: int
+    incarnation_id: UUID
+    zk_migration_ready: bool = False
+    endpoints: tuple[Endpoint, ...] = ()
+    features: tuple[tuple[str, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationToken:
+    """A delegation token as the image keeps it (Kafka's ``DelegationTokenData``): the fields of
+    its last DelegationTokenRecord; times are wall-clock ms."""
+
+    token_id: str
+    owner: str
+    requester: str
+    renewers: tuple[str, ...]
+    issue_timestamp: int
+    max_timestamp: int
+    expiration_timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +223,11 @@ class MetadataImage:
       topic (name = topic name), 4 a broker (name = id as decimal, "" = cluster default);
     - ``producer_ids``: ProducerIdsImage;
     - ``acls``: PMap[UUID, AclBinding], the ACLs; ``scram``: PMap[(mechanism id, user),
-      ScramCredential], the salted SCRAM credentials (issue 15).
+      ScramCredential], the salted SCRAM credentials (issue 15);
+    - ``controllers``: PMap[int, ControllerRegistration], the registered controllers (KIP-919);
+    - ``client_quotas``: PMap[entity, PMap[key, float]], an entity being a sorted tuple of
+      ``(entity type, name or None)`` (ClientQuotaRecords);
+    - ``delegation_tokens``: PMap[token id, DelegationToken].
     """
 
     features: PMap = field(default_factory=pmap)
@@ -213,6 +246,8 @@ class MetadataImage:
     #: client quota entity (a sorted tuple of (entity type, entity name or None)) -> PMap[quota
     #: key, float value] (ClientQuotaRecords)
     client_quotas: PMap = field(default_factory=pmap)
+    controllers: PMap = field(default_factory=pmap)
+    delegation_tokens: PMap = field(default_factory=pmap)
 
     # ------------------------------------------------------------------ read helpers
     def topic_by_name(self, name: str) -> TopicImage | None:
@@ -357,6 +392,8 @@ def evolve(
     acls: PMap = _KEEP,
     scram: PMap = _KEEP,
     client_quotas: PMap = _KEEP,
+    controllers: PMap = _KEEP,
+    delegation_tokens: PMap = _KEEP,
 ) -> Any:
     """``dataclasses.replace(img, ...)`` for a MetadataImage through the positional constructor
     (cheaper than ``replace``'s field walk); on an :class:`ImageDraft`, the fields are set in
@@ -386,6 +423,10 @@ def evolve(
             img.scram = scram
         if client_quotas is not k:
             img.client_quotas = client_quotas
+        if controllers is not k:
+            img.controllers = controllers
+        if delegation_tokens is not k:
+            img.delegation_tokens = delegation_tokens
         return img
     return MetadataImage(
         img.features if features is k else features,
@@ -399,6 +440,8 @@ def evolve(
         img.acls if acls is k else acls,
         img.scram if scram is k else scram,
         img.client_quotas if client_quotas is k else client_quotas,
+        img.controllers if controllers is k else controllers,
+        img.delegation_tokens if delegation_tokens is k else delegation_tokens,
     )
 
 

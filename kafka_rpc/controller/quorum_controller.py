@@ -449,6 +449,13 @@ class QuorumController:
             return None
 
     # ================================================================== commands
+    async def register_controller(self, request: Any, version: int) -> Any:
+        """ControllerRegistration (KIP-919; :func:`~kafka_rpc.controller.cluster.
+        register_controller`): a RegisterControllerRecord, answered once committed."""
+        return await self._submit(
+            lambda img, ctx: cluster.register_controller(img, request, ctx), request
+        )
+
     async def register_broker(self, request: Any, version: int) -> Any:
         """BrokerRegistration (:func:`~kafka_rpc.controller.cluster.register_broker`, with
         :func:`~kafka_rpc.controller.replication.broker_shutdown_records` cleaning up an old

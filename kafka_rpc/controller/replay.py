@@ -4,7 +4,8 @@ A thin dispatcher: each record type's rule is the ``REPLAY`` table of the contro
 owns it (:mod:`~kafka_rpc.controller.features`, :mod:`~kafka_rpc.controller.cluster`,
 :mod:`~kafka_rpc.controller.replication`, :mod:`~kafka_rpc.controller.configuration`,
 :mod:`~kafka_rpc.controller.producer_ids`, :mod:`~kafka_rpc.controller.acls`,
-:mod:`~kafka_rpc.controller.scram`, :mod:`~kafka_rpc.controller.chunks`,
+:mod:`~kafka_rpc.controller.scram`, :mod:`~kafka_rpc.controller.client_quotas`,
+:mod:`~kafka_rpc.controller.delegation_tokens`, :mod:`~kafka_rpc.controller.chunks`,
 :mod:`~kafka_rpc.controller.coordinator_mapping`), each the ``replay`` method of the Kafka class
 named in its docstring. A record that contradicts the image raises
 :class:`~kafka_rpc.controller.base.ReplayError`, which Kafka treats as a fatal fault (the node
@@ -25,6 +26,7 @@ from kafka_rpc.controller import (
     cluster,
     configuration,
     coordinator_mapping,
+    delegation_tokens,
     features,
     producer_ids,
     replication,
@@ -37,7 +39,9 @@ __all__ = ["ReplayError", "replay", "replay_all"]
 
 
 def _noop(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
-    """NoOpRecord: only moves the image's offset."""
+    """NoOpRecord, and ZkMigrationStateRecord (Kafka 4.x replays it as a no-op: migration from
+    ZooKeeper is gone, the record only survives in logs begun on 3.x): only moves the image's
+    offset."""
     return img
 
 
@@ -49,9 +53,11 @@ _HANDLERS = {
     **features.REPLAY,
     **producer_ids.REPLAY,
     "NoOpRecord": _noop,
+    "ZkMigrationStateRecord": _noop,
     **acls.REPLAY,
     **scram.REPLAY,
     **client_quotas.REPLAY,
+    **delegation_tokens.REPLAY,
     **coordinator_mapping.REPLAY,
 }
 """Record type name -> replay rule, over every manager."""

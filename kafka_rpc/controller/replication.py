@@ -941,7 +941,31 @@ def _remove_topic(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
     )
 
 
+def _clear_elr(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """ReplicationControlManager.replay(ClearElrRecord): every partition of the named topic (of
+    every topic when the name is empty) that has an ELR or a last known ELR loses both, as a
+    PartitionChangeRecord setting them empty would (the partition epoch goes up by one). An
+    unknown topic name is a ReplayError, as Kafka's "Unable to find a topic named"."""
+    if r.topic_name:
+        tid = img.topics_by_name.get(r.topic_name)
+        if tid is None:
+            raise ReplayError(f"Unable to find a topic named {r.topic_name} in order to clear "
+                              "its ELRs.")  # fmt: skip
+        tids = [tid]
+    else:
+        tids = list(img.topics)
+    for tid in tids:
+        t = img.topics[tid]
+        for index, p in t.partitions.items():
+            if p.elr or p.last_known_elr:
+                new = replace(p, elr=(), last_known_elr=(), partition_epoch=p.partition_epoch + 1)
+                img = _with_partition(img, t, index, new)
+                t = img.topics[tid]
+    return img
+
+
 REPLAY = {
+    "ClearElrRecord": _clear_elr,
     "TopicRecord": _topic,
     "PartitionRecord": _partition,
     "PartitionChangeRecord": _partition_change,

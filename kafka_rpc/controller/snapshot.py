@@ -4,10 +4,10 @@
 ``codec.encode_record``) that rebuild ``image`` from the empty image: each control manager
 writes its part, in Kafka's ``MetadataImage.write`` order: features
 (:func:`~kafka_rpc.controller.features.feature_records`), brokers with their fencing and
-controlled-shutdown state (:func:`~kafka_rpc.controller.cluster.broker_records`), topics
-(TopicRecord, then one PartitionRecord per partition holding its current state, epochs
-included; :func:`~kafka_rpc.controller.replication.topic_records`), configs, client quotas,
-producer ids, ACLs, SCRAM credentials (Kafka's delegation tokens we do not have); then our own
+controlled-shutdown state (:func:`~kafka_rpc.controller.cluster.broker_records`), registered
+controllers, topics (TopicRecord, then one PartitionRecord per partition holding its current
+state, epochs included; :func:`~kafka_rpc.controller.replication.topic_records`), configs,
+client quotas, producer ids, ACLs, SCRAM credentials, delegation tokens; then our own
 records, which need the topics: the topics' Batch Coordinator mappings (KIP-1164) and one
 ChunkRecord per inactive chunk (KIP-1114), holding the chunk's current state and epoch.
 ``load(records, last_offset, last_epoch)`` replays them, every record at the snapshot's last
@@ -31,6 +31,7 @@ from kafka_rpc.controller import (
     cluster,
     configuration,
     coordinator_mapping,
+    delegation_tokens,
     features,
     producer_ids,
     replication,
@@ -45,12 +46,14 @@ __all__ = ["image_records", "image_to_records", "load"]
 _WRITERS = (
     features.feature_records,
     cluster.broker_records,
+    cluster.controller_records,
     replication.topic_records,
     configuration.config_records,
     client_quotas.client_quota_records,
     producer_ids.producer_ids_records,
     acls.acl_records,
     scram.image_scram_records,
+    delegation_tokens.delegation_token_records,
     coordinator_mapping.mapping_records,
     chunks.chunk_records,
 )

@@ -34,11 +34,12 @@ KIP-919 and KIP-1073), answered from this node's committed image without a write
   controller when it is a listed broker, else this node or the lowest listed id). With
   IncludeFencedBrokers (v2+) the fenced registered brokers that have the listener are listed
   too, with IsFenced true.
-- Controller listener (EndpointType 2): the voters of ``controller.quorum.voters`` by id at the
-  address configured there (this node at the address its listener is bound to), Rack null;
-  ControllerId = the Raft leader (-1 unknown). Kafka lists the registered controllers
-  (ControllerRegistration, KIP-919), which this server does not keep; the static voter set is
-  the same set of nodes here.
+- Controller listener (EndpointType 2): the registered controllers of the committed image
+  (RegisterControllerRecords, KIP-919) that have an endpoint of the listener's name, by id, at
+  that endpoint, Rack null, as Kafka's ``ControllerRegistrationsPublisher.
+  describeClusterControllers``; ControllerId = the Raft leader when it is listed, else -1. While
+  no controller has registered yet (a fresh cluster), the voters of ``controller.quorum.voters``
+  at the address configured there (this node at the address its listener is bound to).
 - ClusterAuthorizedOperations: -2147483648 unless IncludeClusterAuthorizedOperations; then every
   operation Kafka defines on the CLUSTER resource (there is no authorizer, and Kafka without one
   reports all of them: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
@@ -140,6 +141,16 @@ def _broker_nodes(image, request, version, listener, **metadata_kw) -> tuple[lis
 
 
 def _controller_nodes(server: Any, listener: str) -> list:
+    ctl = getattr(server, "controller", None)
+    image = getattr(ctl, "image", None) or EMPTY
+    if image.controllers:
+        out = []
+        for cid, reg in sorted(image.controllers.items()):
+            ep = next((e for e in reg.endpoints if e.name == listener), None)
+            if ep is not None:
+                out.append(_Describe.DescribeClusterBroker(broker_id=cid, host=ep.host,
+                                                           port=ep.port))  # fmt: skip
+        return out
     voters = server.config.voters()
     out = []
     for vid in sorted(voters):
@@ -163,7 +174,8 @@ def describe_cluster_response(server: Any, request: Any, version: int, listener:
     ctl = getattr(server, "controller", None)
     leader = getattr(ctl, "active_controller_id", -1) if ctl is not None else -1
     if expected == ENDPOINT_CONTROLLER:
-        nodes, controller_id = _controller_nodes(server, listener.name), leader
+        nodes = _controller_nodes(server, listener.name)
+        controller_id = leader if any(n.broker_id == leader for n in nodes) else -1
     else:
         image = getattr(ctl, "image", None) or EMPTY
         ep = server.advertised(listener.name)

@@ -1,5 +1,5 @@
-"""The controller listener's broker-lifecycle RPCs: BrokerRegistration (62), BrokerHeartbeat (63),
-AllocateProducerIds (67), AssignReplicasToDirs (73).
+"""The controller listener's lifecycle RPCs: BrokerRegistration (62), BrokerHeartbeat (63),
+AllocateProducerIds (67), ControllerRegistration (70), AssignReplicasToDirs (73).
 
 API: the versions of our specs, on the controller listener only (the specs name it).
 Behavior: each handler passes the decoded request to the node's
@@ -36,6 +36,7 @@ for _name, _method in (
     ("BrokerRegistrationRequest", "register_broker"),
     ("BrokerHeartbeatRequest", "broker_heartbeat"),
     ("AllocateProducerIdsRequest", "allocate_producer_ids"),
+    ("ControllerRegistrationRequest", "register_controller"),
     ("AssignReplicasToDirsRequest", "assign_replicas_to_dirs"),
 ):
     default_registry.register(_name, _to_active_controller(_method))

@@ -237,6 +237,10 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 #: snapshots are checked by tests/security/test_acls.py and test_sasl_clients.py.
 #: Fence/UnfenceBrokerRecord are replayed (a Kafka 3.x log has them) but Kafka 4.x, as we,
 #: writes BrokerRegistrationChangeRecord instead.
+#: Records a Kafka controller writes and we only replay (quotas, delegation tokens, SCRAM
+#: removals, ELR clears, a 3.x migration state) and RegisterControllerRecord (written on a
+#: ControllerRegistration, which this script does not send) are covered by
+#: tests/controller/test_kafka_records.py.
 WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "UnregisterBrokerRecord",
     "FenceBrokerRecord",
@@ -246,6 +250,11 @@ WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "UserScramCredentialRecord",
     "RemoveUserScramCredentialRecord",
     "ClientQuotaRecord",
+    "DelegationTokenRecord",
+    "RemoveDelegationTokenRecord",
+    "ClearElrRecord",
+    "ZkMigrationStateRecord",
+    "RegisterControllerRecord",
 }
 
 SCRIPT = [
