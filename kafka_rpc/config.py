@@ -296,6 +296,29 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "1",
         "Replication factor of a topic created without one.",
     ),
+    # ---- leader elections by the active controller (Kafka's QuorumController periodic tasks)
+    "unclean.leader.election.enable": (
+        _bool,
+        "false",
+        "Whether a partition with no live ISR member may elect a replica outside the ISR (data "
+        "may be lost); the default of the topic config of that name.",
+    ),
+    "auto.leader.rebalance.enable": (
+        _bool,
+        "true",
+        "The active controller moves leadership back to each partition's first replica every "
+        "leader.imbalance.check.interval.seconds.",
+    ),
+    "leader.imbalance.check.interval.seconds": (
+        _int,
+        "300",
+        "Period of the preferred-leader rebalance, s.",
+    ),
+    "unclean.leader.election.interval.ms": (
+        _int,
+        "300000",
+        "Period of the unclean election of leaderless partitions whose topic allows it, ms.",
+    ),
     # ---- the Batch Coordinators' internal topic (KIP-1164; DESIGN section 9, issue 14)
     "diskless.metadata.topic.num.partitions": (
         _int,
@@ -440,6 +463,8 @@ _POSITIVE = (
     "broker.session.timeout.ms",
     "num.partitions",
     "default.replication.factor",
+    "leader.imbalance.check.interval.seconds",
+    "unclean.leader.election.interval.ms",
     "diskless.metadata.topic.num.partitions",
     "diskless.metadata.topic.replication.factor",
 )
@@ -490,6 +515,10 @@ class Config:
     auto_create_topics_enable: bool = True
     num_partitions: int = 1
     default_replication_factor: int = 1
+    unclean_leader_election_enable: bool = False
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_check_interval_seconds: int = 300
+    unclean_leader_election_interval_ms: int = 300000
     diskless_metadata_topic_num_partitions: int = 1
     diskless_metadata_topic_replication_factor: int = 3
     #: listener name -> security protocol (every listener of ``listeners`` has one)
@@ -853,6 +882,10 @@ def load_config(
         auto_create_topics_enable=vals["auto.create.topics.enable"],
         num_partitions=vals["num.partitions"],
         default_replication_factor=vals["default.replication.factor"],
+        unclean_leader_election_enable=vals["unclean.leader.election.enable"],
+        auto_leader_rebalance_enable=vals["auto.leader.rebalance.enable"],
+        leader_imbalance_check_interval_seconds=vals["leader.imbalance.check.interval.seconds"],
+        unclean_leader_election_interval_ms=vals["unclean.leader.election.interval.ms"],
         diskless_metadata_topic_num_partitions=vals["diskless.metadata.topic.num.partitions"],
         diskless_metadata_topic_replication_factor=vals[
             "diskless.metadata.topic.replication.factor"

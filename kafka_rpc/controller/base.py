@@ -82,7 +82,11 @@ class ControllerContext:
     - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
       ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
       controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only);
-    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one).
+    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one);
+    - ``controller_id``: this controller's node id (its dynamic broker configs count for
+      topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
+    - ``unclean_leader_election_enable``: the controller's static
+      ``unclean.leader.election.enable`` (the last fallback of a topic's config).
     """
 
     now_ms: int
@@ -96,6 +100,8 @@ class ControllerContext:
     controller_ids: frozenset[int] = frozenset()
     metadata_offsets: Mapping[int, int] = field(default_factory=dict)
     controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
+    controller_id: int = -1
+    unclean_leader_election_enable: bool = False
 
 
 @dataclass(frozen=True)

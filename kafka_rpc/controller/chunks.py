@@ -29,6 +29,7 @@ from kafka_rpc.controller.base import (
     ReplayError,
 )
 from kafka_rpc.controller.image import ChunkRegistration, MetadataImage, TopicImage, evolve
+from kafka_rpc.controller.partition_change import complete_reassignment, reassignment_replicas
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -257,12 +258,14 @@ def alter_chunk_assignments(
       replicas, or a strict subset of the chunk's current replicas (replicas dropping
       themselves, the seed's automatic deletion); anything else INVALID_REPLICA_ASSIGNMENT.
 
-    Then, as Kafka computes a reassignment (an in-progress one is first reverted: current =
-    replicas - adding, ISR - adding): ``removing = current - target`` and ``adding = target -
-    current`` (sorted), replicas = target ++ removing. The target ISR is the ISR, plus the adding
+    Then, with Kafka's reassignment arithmetic (:func:`~kafka_rpc.controller.partition_change.
+    reassignment_replicas`; an in-progress one is first reverted: current = replicas - adding,
+    ISR - adding): ``removing = current - target`` and ``adding = target - current`` (sorted),
+    replicas = target ++ removing. The target ISR is the ISR, plus the adding
     replicas when the topic is diskless (its chunk data is in object storage, which every
     broker reads, so an added replica holds the full data at once). As
-    ``PartitionChangeBuilder.completeReassignmentIfNeeded``: when ``ISR - removing`` covers the
+    ``PartitionChangeBuilder.completeReassignmentIfNeeded`` (:func:`~kafka_rpc.controller.
+    partition_change.complete_reassignment`): when ``ISR - removing`` covers the
     target, the reassignment completes in the same record (Replicas = target, Isr = ISR -
     removing in ISR order, no adding / removing); otherwise the record carries the
     union with the adding / removing lists and the ISR unchanged. An empty target writes
@@ -315,8 +318,7 @@ def alter_chunk_assignments(
                 )
             )
             continue
-        removing = tuple(sorted(set(current) - set(target)))
-        adding = tuple(sorted(set(target) - set(current)))
+        replicas, removing, adding = reassignment_replicas(current, target)
         rec = None
         CCR = _R("ChunkChangeRecord")
         if not target:
@@ -331,14 +333,16 @@ def alter_chunk_assignments(
             isr = [r for r in c.isr if r not in c.adding_replicas]
             if b.image.is_diskless(e.topic_name):
                 isr += [r for r in adding if r not in isr]
-            new_isr = tuple(r for r in isr if r not in removing)
-            if set(new_isr) >= set(target):  # complete at once
+            done = complete_reassignment(replicas, removing, adding, isr)
+            if done is None and not removing and not adding:  # a reordering
+                done = (target, tuple(isr))
+            if done is not None:  # complete at once
                 rec = CCR(
                     partition_id=e.partition_id,
                     topic_id=t.topic_id,
                     start_offset=e.start_offset,
-                    replicas=target,
-                    isr=new_isr,
+                    replicas=done[0],
+                    isr=done[1],
                     epoch=c.epoch + 1,
                 )
             else:
@@ -346,7 +350,7 @@ def alter_chunk_assignments(
                     partition_id=e.partition_id,
                     topic_id=t.topic_id,
                     start_offset=e.start_offset,
-                    replicas=target + removing,
+                    replicas=replicas,
                     isr=tuple(isr) if tuple(isr) != c.isr else (),
                     removing_replicas=removing,
                     adding_replicas=adding,

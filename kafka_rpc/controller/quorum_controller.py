@@ -31,6 +31,10 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   ``broker.session.timeout.ms``)
   when the first unfenced broker's session expires and at least every
   ``fence_check_interval_ms``, each as a write event.
+* **Periodic elections** (Kafka's ``electPreferred`` / ``electUnclean`` tasks, timers of the
+  same task): the preferred-leader rebalance every ``leader.imbalance.check.interval.seconds``
+  when ``auto.leader.rebalance.enable``, the unclean election of leaderless partitions whose
+  topic allows it every ``unclean.leader.election.interval.ms``.
 * **Broker sessions**: the last heartbeat (or registration) per broker, in memory on the active
   controller only, seeded with "now" for every registered broker when it becomes active
   (``ClusterControlManager.activate``).
@@ -61,6 +65,7 @@ from kafka_rpc.controller import (
     cluster,
     configuration,
     features,
+    partitions,
     producer_ids,
     replication,
     scram,
@@ -114,10 +119,14 @@ def not_controller_response(request: Any) -> Any:
         return client_quotas.alter_client_quotas_error_response(request, code, msg)
     if name == "AlterUserScramCredentialsRequest":
         return scram.alter_user_scram_credentials_error_response(request, code, msg)
-    if name == "ElectLeadersRequest":
-        return replication.elect_leaders_error_response(request, code, msg)
     if name == "AssignReplicasToDirsRequest":
         return replication.assign_replicas_to_dirs_error_response(request, code, msg)
+    if name == "ElectLeadersRequest":
+        return partitions.elect_leaders_error_response(request, code, msg)
+    if name == "AlterPartitionReassignmentsRequest":
+        return partitions.alter_partition_reassignments_error_response(request, code, msg)
+    if name == "ListPartitionReassignmentsRequest":
+        return partitions.list_partition_reassignments_error_response(request, code, msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
 
@@ -143,6 +152,9 @@ class QuorumController:
         diskless_metadata_replication_factor: int = 3,
         diskless_metadata_expected_brokers: int = 1,
         diskless_metadata_grace_ms: int = 9000,
+        unclean_leader_election_enable: bool = False,
+        leader_imbalance_check_interval_ms: int | None = 300_000,
+        unclean_leader_election_interval_ms: int = 300_000,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -160,6 +172,15 @@ class QuorumController:
         self.diskless_metadata_replication_factor = diskless_metadata_replication_factor
         self.diskless_metadata_expected_brokers = diskless_metadata_expected_brokers
         self.diskless_metadata_grace_ms = diskless_metadata_grace_ms
+        #: ``unclean.leader.election.enable`` of this node's static config (the last fallback)
+        self.unclean_leader_election_enable = unclean_leader_election_enable
+        #: the periodic preferred-leader election (``auto.leader.rebalance.enable`` with
+        #: ``leader.imbalance.check.interval.seconds``; None = off) and the periodic unclean
+        #: election (``unclean.leader.election.interval.ms``), in ms
+        self.leader_imbalance_check_interval_ms = leader_imbalance_check_interval_ms
+        self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
+        self._last_balance_ms = 0
+        self._last_unclean_ms = 0
         self._activated_ms = 0
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
@@ -334,6 +355,8 @@ class QuorumController:
         self._pid_throttle.clear()
         self._last_write_ms = now
         self._last_fence_check_ms = now
+        self._last_balance_ms = now
+        self._last_unclean_ms = now
         self._activated_ms = now
         self._need_bootstrap = True
         log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
@@ -388,6 +411,8 @@ class QuorumController:
             controller_ids=self._controller_ids(),
             metadata_offsets=self._metadata_offsets,
             controlled_shutdown_offsets=self._shutdown_offsets,
+            controller_id=self.node_id,
+            unclean_leader_election_enable=self.unclean_leader_election_enable,
         )
 
     def _controller_ids(self) -> frozenset[int]:
@@ -473,7 +498,10 @@ class QuorumController:
 
         return await self._submit(
             lambda img, ctx: cluster.register_broker(
-                img, request, ctx, replication.broker_shutdown_records
+                img,
+                request,
+                ctx,
+                lambda i, bid, off: replication.broker_shutdown_records(i, bid, off, ctx),
             ),
             request,
             after,
@@ -541,6 +569,36 @@ class QuorumController:
             lambda img, ctx: replication.unregister_broker(img, request, ctx), request, after
         )
 
+    async def alter_partition(self, request: Any, version: int) -> Any:
+        """AlterPartition (:func:`~kafka_rpc.controller.partitions.alter_partition`), answered
+        once its PartitionChangeRecords are committed; no topics: an empty answer at once
+        (``QuorumController.alterPartition``)."""
+        if not request.topics and self.is_active:
+            return _R("AlterPartitionResponse")()
+        return await self._submit(
+            lambda img, ctx: partitions.alter_partition(img, request, ctx, version), request
+        )
+
+    async def elect_leaders(self, request: Any, version: int) -> Any:
+        """ElectLeaders (:func:`~kafka_rpc.controller.partitions.elect_leaders`), answered after
+        commit; an empty (not null) TopicPartitions gets an empty answer at once."""
+        if request.topic_partitions is not None and not request.topic_partitions and self.is_active:
+            return _R("ElectLeadersResponse")()
+        return await self._submit(
+            lambda img, ctx: partitions.elect_leaders(img, request, ctx, version), request
+        )
+
+    async def alter_partition_reassignments(self, request: Any, version: int) -> Any:
+        """AlterPartitionReassignments (:func:`~kafka_rpc.controller.partitions.
+        alter_partition_reassignments`), answered after commit; no topics: an empty answer at
+        once."""
+        if not request.topics and self.is_active:
+            return _R("AlterPartitionReassignmentsResponse")(error_message=None)
+        return await self._submit(
+            lambda img, ctx: partitions.alter_partition_reassignments(img, request, ctx, version),
+            request,
+        )
+
     async def create_topics(self, request: Any, version: int) -> Any:
         return await self._submit(
             lambda img, ctx: replication.create_topics(img, request, ctx), request
@@ -583,13 +641,6 @@ class QuorumController:
         alter_user_scram_credentials`), answered once the records are committed."""
         return await self._submit(
             lambda img, ctx: scram.alter_user_scram_credentials(img, request, ctx), request
-        )
-
-    async def elect_leaders(self, request: Any, version: int) -> Any:
-        """ElectLeaders (:func:`~kafka_rpc.controller.replication.elect_leaders`), answered
-        once the PartitionChangeRecords are committed."""
-        return await self._submit(
-            lambda img, ctx: replication.elect_leaders(img, request, ctx, version), request
         )
 
     async def list_partition_reassignments(self, request: Any, version: int) -> Any:
@@ -647,7 +698,8 @@ class QuorumController:
             self._last_fence_check_ms = now
             fenced = self._internal_write(
                 lambda img, ctx: replication.fence_stale_brokers(
-                    img, self._heartbeats, ctx.now_ms, self.session_timeout_ms, ctx.next_offset
+                    img, self._heartbeats, ctx.now_ms, self.session_timeout_ms, ctx.next_offset,
+                    ctx,
                 ),
                 "fencing stale brokers",
             )
@@ -656,9 +708,33 @@ class QuorumController:
                          self.session_timeout_ms)  # fmt: skip
         if self.diskless_metadata_partitions > 0:
             self._maybe_create_diskless_metadata(now)
+        self._periodic_elections(now)
         if self.idle_interval_ms > 0 and now - self._last_write_ms >= self.idle_interval_ms:
             rec = _R("NoOpRecord")()
             self._internal_write(lambda img, ctx: ControllerResult([rec], None), "NoOp")
+
+    def _periodic_elections(self, now: int) -> None:
+        """Kafka's ``electPreferred`` and ``electUnclean`` periodic tasks, each a write event:
+        every ``leader_imbalance_check_interval_ms`` (when set) a preferred election for the
+        partitions not led by their first replica
+        (:func:`~kafka_rpc.controller.partitions.balance_partition_leaders`), and every
+        ``unclean_leader_election_interval_ms`` an unclean election for the leaderless
+        partitions of topics that allow it (:func:`~kafka_rpc.controller.partitions.
+        elect_unclean_leaders`). A run that hit the per-run bound is due again at once."""
+        iv = self.leader_imbalance_check_interval_ms
+        if iv is not None and now - self._last_balance_ms >= iv:
+            more = self._internal_write(
+                lambda img, ctx: partitions.balance_partition_leaders(img, ctx),
+                "preferred leader election",
+            )
+            self._last_balance_ms = now - iv if more else now
+        iv = self.unclean_leader_election_interval_ms
+        if now - self._last_unclean_ms >= iv:
+            more = self._internal_write(
+                lambda img, ctx: partitions.elect_unclean_leaders(img, ctx),
+                "unclean leader election",
+            )
+            self._last_unclean_ms = now - iv if more else now
 
     def _maybe_create_diskless_metadata(self, now: int) -> None:
         """KIP-1164: create ``__diskless-metadata`` once brokers are registered (a write event
@@ -705,6 +781,9 @@ class QuorumController:
         )
         if self.idle_interval_ms > 0:
             due = min(due, self._last_write_ms + self.idle_interval_ms)
+        if self.leader_imbalance_check_interval_ms is not None:
+            due = min(due, self._last_balance_ms + self.leader_imbalance_check_interval_ms)
+        due = min(due, self._last_unclean_ms + self.unclean_leader_election_interval_ms)
         return max(0.0, min(due - now, 1000)) / 1000
 
     async def _run(self) -> None:

@@ -46,6 +46,12 @@ from kafka_rpc.controller.image import (
     TopicImage,
     evolve,
 )
+from kafka_rpc.controller.partition_change import (
+    builder,
+    generate_leader_and_isr_updates,
+    partitions_with_broker_in_isr,
+    partitions_with_no_leader,
+)
 from kafka_rpc.controller.placement import classic_brokers, place_replicas
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
@@ -61,8 +67,6 @@ __all__ = [
     "create_topics_error_response",
     "delete_topics",
     "delete_topics_error_response",
-    "elect_leaders",
-    "elect_leaders_error_response",
     "fence_stale_brokers",
     "list_partition_reassignments",
     "new_topic_id",
@@ -81,46 +85,39 @@ _R = codec.message_class
 
 
 # ============================================================================ elections, fencing
-def _elect(image: MetadataImage, replicas, isr, exclude: int) -> int:
-    """PartitionChangeBuilder's clean election: the first replica (in replica order) that is in
-    the ISR, is not ``exclude`` and is active (unfenced, not in controlled shutdown); -1 if none."""
-    for r in replicas:
-        if r in isr and r != exclude and image.is_active(r):
-            return r
-    return NO_LEADER
+def _leader_updates(
+    b: Batch,
+    partitions: Any,
+    ctx: ControllerContext | None,
+    *,
+    remove: int = NO_LEADER,
+    add: int = NO_LEADER,
+) -> None:
+    """``generateLeaderAndIsrUpdates`` over ``partitions`` (``(topic id, index)``), with the
+    topic config fallbacks of ``ctx`` (:func:`~kafka_rpc.controller.partition_change.
+    generate_leader_and_isr_updates`)."""
+    generate_leader_and_isr_updates(
+        b,
+        partitions,
+        remove=remove,
+        add=add,
+        controller_id=-1 if ctx is None else ctx.controller_id,
+        unclean_default=False if ctx is None else ctx.unclean_leader_election_enable,
+    )
 
 
-def _partitions_sorted(image: MetadataImage):
-    for t in sorted(image.topics.values(), key=lambda t: t.name):
-        for i in sorted(t.partitions):
-            yield t, i, t.partitions[i]
-
-
-def _remove_from_isrs(b: Batch, broker_id: int, only: set | None = None) -> None:
-    """ReplicationControlManager.generateLeaderAndIsrUpdates(brokerToRemove=broker_id): take the
-    broker out of every ISR (of the partitions ``(topic id, index)`` in ``only``, when given) and
-    move its leaderships. The last ISR member stays in the ISR (a partition always keeps one, so
-    it can come back cleanly) with the leader set to -1."""
-    PCR = _R("PartitionChangeRecord")
-    for t, i, p in list(_partitions_sorted(b.image)):
-        if only is not None and (t.topic_id, i) not in only:
-            continue
-        if broker_id not in p.isr and p.leader != broker_id:
-            continue
-        isr = tuple(r for r in p.isr if r != broker_id) or p.isr
-        leader = p.leader
-        if leader == broker_id or (leader != NO_LEADER and leader not in isr):
-            leader = _elect(b.image, p.replicas, isr, broker_id)
-        if isr == p.isr and leader == p.leader:
-            continue
-        b.add(
-            PCR(
-                partition_id=i,
-                topic_id=t.topic_id,
-                isr=None if isr == p.isr else isr,
-                leader=NO_LEADER_CHANGE if leader == p.leader else leader,
-            )
-        )
+def _remove_from_isrs(
+    b: Batch, broker_id: int, ctx: ControllerContext | None, only: set | None = None
+) -> None:
+    """generateLeaderAndIsrUpdates(brokerToRemove=broker_id) over the partitions whose ISR holds
+    the broker (only those ``(topic id, index)`` in ``only``, when given): it leaves each ISR and
+    never counts as an acceptable leader, so its leaderships move to another active ISR member
+    (or, where the topic allows unclean elections, any active replica). Without ELR the last ISR
+    member stays in the ISR with the leader set to -1, so it can come back cleanly."""
+    parts = partitions_with_broker_in_isr(b.image, broker_id)
+    if only is not None:
+        parts = [tp for tp in parts if tp in only]
+    _leader_updates(b, parts, ctx, remove=broker_id)
 
 
 def _registration_change(broker_id: int, epoch: int, **fields: Any) -> Any:
@@ -129,24 +126,20 @@ def _registration_change(broker_id: int, epoch: int, **fields: Any) -> Any:
     return _R("BrokerRegistrationChangeRecord")(broker_id=broker_id, broker_epoch=epoch, **fields)
 
 
-def _fence(b: Batch, broker_id: int) -> None:
+def _fence(b: Batch, broker_id: int, ctx: ControllerContext | None = None) -> None:
     """ReplicationControlManager.handleBrokerFenced: ISR/leader updates, then
     BrokerRegistrationChangeRecord Fenced=1."""
     reg = b.image.brokers[broker_id]
-    _remove_from_isrs(b, broker_id)
+    _remove_from_isrs(b, broker_id, ctx)
     b.add(_registration_change(broker_id, reg.epoch, fenced=1))
 
 
-def _unfence(b: Batch, broker_id: int, epoch: int) -> None:
+def _unfence(b: Batch, broker_id: int, epoch: int, ctx: ControllerContext | None = None) -> None:
     """ReplicationControlManager.handleBrokerUnfenced: BrokerRegistrationChangeRecord Fenced=-1,
-    then elect a leader for every leaderless partition whose ISR holds the broker."""
+    then an election for every leaderless partition with this broker counted acceptable (the
+    image still shows it fenced while the records are built)."""
     b.add(_registration_change(broker_id, epoch, fenced=-1))
-    PCR = _R("PartitionChangeRecord")
-    for t, i, p in list(_partitions_sorted(b.image)):
-        if p.leader == NO_LEADER and broker_id in p.isr:
-            leader = _elect(b.image, p.replicas, p.isr, exclude=-3)
-            if leader != NO_LEADER:
-                b.add(PCR(partition_id=i, topic_id=t.topic_id, leader=leader))
+    _leader_updates(b, partitions_with_no_leader(b.image), ctx, add=broker_id)
 
 
 def _partitions_in_dirs(image: MetadataImage, broker_id: int, dirs: set) -> set:
@@ -161,7 +154,9 @@ def _partitions_in_dirs(image: MetadataImage, broker_id: int, dirs: set) -> set:
     return out
 
 
-def _directories_offline(b: Batch, broker_id: int, epoch: int, offline: Any) -> None:
+def _directories_offline(
+    b: Batch, broker_id: int, epoch: int, offline: Any, ctx: ControllerContext | None = None
+) -> None:
     """ReplicationControlManager.handleDirectoriesOffline: for the registered directories of the
     broker that it now reports offline, the broker leaves the ISR and leadership of the
     partitions in them, then a BrokerRegistrationChangeRecord (v2) carries the directories left
@@ -170,20 +165,22 @@ def _directories_offline(b: Batch, broker_id: int, epoch: int, offline: Any) -> 
     newly = [d for d in reg.log_dirs if d in set(offline)]
     if not newly:
         return
-    _remove_from_isrs(b, broker_id, _partitions_in_dirs(b.image, broker_id, set(newly)))
+    _remove_from_isrs(b, broker_id, ctx, _partitions_in_dirs(b.image, broker_id, set(newly)))
     online = tuple(d for d in reg.log_dirs if d not in set(offline))
     b.add(_registration_change(broker_id, epoch, log_dirs=online))
     log.warning("directories %s of broker %d marked offline, remaining directories: %s",
                 [str(d) for d in newly], broker_id, [str(d) for d in online])  # fmt: skip
 
 
-def broker_shutdown_records(image: MetadataImage, broker_id: int, next_offset: int) -> list:
-    """ReplicationControlManager.handleBrokerUncleanShutdown (without ELR): the records that take
-    a broker's previous incarnation out of every ISR and leadership, written before the
-    RegisterBrokerRecord of its new incarnation (:func:`~kafka_rpc.controller.cluster.
+def broker_shutdown_records(
+    image: MetadataImage, broker_id: int, next_offset: int, ctx: ControllerContext | None = None
+) -> list:
+    """ReplicationControlManager.handleBrokerShutdown (without ELR, clean or not): the records
+    that take a broker's previous incarnation out of every ISR and leadership, written before
+    the RegisterBrokerRecord of its new incarnation (:func:`~kafka_rpc.controller.cluster.
     register_broker`'s ``shutdown_records``)."""
     b = Batch(image, next_offset, _BATCH_RULES)
-    _remove_from_isrs(b, broker_id)
+    _remove_from_isrs(b, broker_id, ctx)
     return b.records
 
 
@@ -230,15 +227,15 @@ def broker_heartbeat(
     if nxt != current:
         if nxt in ("FENCED", "SHUTDOWN_NOW"):
             if not reg.fenced:
-                _fence(b, bid)
+                _fence(b, bid, ctx)
         elif nxt == "UNFENCED":
-            _unfence(b, bid, reg.epoch)
+            _unfence(b, bid, reg.epoch, ctx)
         elif nxt == "CONTROLLED_SHUTDOWN":
             if not reg.in_controlled_shutdown:
                 b.add(_registration_change(bid, reg.epoch, in_controlled_shutdown=1))
-            _remove_from_isrs(b, bid)
+            _remove_from_isrs(b, bid, ctx)
     if request.offline_log_dirs and cluster.directory_supported(image):
-        _directories_offline(b, bid, reg.epoch, request.offline_log_dirs)
+        _directories_offline(b, bid, reg.epoch, request.offline_log_dirs, ctx)
     resp = Resp(
         error_code=0,
         is_caught_up=caught_up,
@@ -258,8 +255,9 @@ def assign_replicas_to_dirs(
     - Broker not registered or BrokerEpoch not its epoch: top-level STALE_BROKER_EPOCH.
     - Per partition: unknown topic id -> UNKNOWN_TOPIC_ID; unknown partition ->
       UNKNOWN_TOPIC_OR_PARTITION; the broker holds no replica of it -> NOT_LEADER_OR_FOLLOWER
-      (the broker then stops asking); else a PartitionChangeRecord that only sets Directories,
-      when the directory differs (``PartitionChangeBuilder.setDirectory``; none when equal).
+      (the broker then stops asking); else the builder's record with the replica's directory
+      set (``PartitionChangeBuilder.setDirectory``; none when nothing differs; like every
+      builder run it also elects a leader if the current one is no longer valid).
     - A directory the broker's registration does not list as online: the broker also leaves
       the ISR and leadership of those partitions (``generateLeaderAndIsrUpdates``).
     """
@@ -274,7 +272,6 @@ def assign_replicas_to_dirs(
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
     offline_parts: set = set()
     dirs_out = []
-    PCR = _R("PartitionChangeRecord")
     for d in request.directories:
         offline = d.id not in reg.log_dirs
         topics_out = []
@@ -293,21 +290,16 @@ def assign_replicas_to_dirs(
                     elif bid not in part.replicas:
                         code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     else:
-                        dirs = list(part.directories) or [cluster.DIR_MIGRATING] * len(
-                            part.replicas
-                        )
-                        pos = part.replicas.index(bid)
-                        if dirs[pos] != d.id:
-                            dirs[pos] = d.id
-                            b.add(PCR(partition_id=idx, topic_id=t.topic_id,
-                                      directories=tuple(dirs)))  # fmt: skip
+                        rec = builder(b.image, t.topic_id, idx).set_directory(bid, d.id).build()
+                        if rec is not None:
+                            b.add(rec)
                         if offline:
                             offline_parts.add((t.topic_id, idx))
                 parts_out.append(mod.PartitionData(partition_index=idx, error_code=code))
             topics_out.append(mod.TopicData(topic_id=t.topic_id, partitions=tuple(parts_out)))
         dirs_out.append(mod.DirectoryData(id=d.id, topics=tuple(topics_out)))
     if offline_parts:
-        _remove_from_isrs(b, bid, offline_parts)
+        _remove_from_isrs(b, bid, ctx, offline_parts)
     return ControllerResult(b.records, Resp(error_code=0, directories=tuple(dirs_out)))
 
 
@@ -343,7 +335,7 @@ def unregister_broker(
             ),
         )
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
-    _remove_from_isrs(b, request.broker_id)
+    _remove_from_isrs(b, request.broker_id, ctx)
     b.add(_R("UnregisterBrokerRecord")(broker_id=request.broker_id, broker_epoch=reg.epoch))
     return ControllerResult(b.records, Resp(error_code=0, error_message=None))
 
@@ -354,6 +346,7 @@ def fence_stale_brokers(
     now_ms: int,
     session_timeout_ms: int,
     next_offset: int | None = None,
+    ctx: ControllerContext | None = None,
 ) -> ControllerResult:
     """Session expiry (ReplicationControlManager.maybeFenceOneStaleBroker, all at once): every
     unfenced broker (in controlled shutdown or not) whose last heartbeat is older than
@@ -368,7 +361,7 @@ def fence_stale_brokers(
         last = last_heartbeat_ms.get(bid)
         if reg.fenced or (last is not None and last + session_timeout_ms >= now_ms):
             continue
-        _fence(b, bid)
+        _fence(b, bid, ctx)
         fenced.append(bid)
     return ControllerResult(b.records, fenced)
 
@@ -689,111 +682,6 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     for tid in dict.fromkeys(to_delete):
         b.add(_R("RemoveTopicRecord")(topic_id=tid))
     return ControllerResult(b.records, mod.DeleteTopicsResponse(responses=tuple(results)))
-
-
-_ELECTION_MESSAGES = {
-    ErrorCode.ELECTION_NOT_NEEDED: "Leader election not needed for topic partition.",
-    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE: "The preferred leader was not available.",
-    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE: "Eligible topic partition leaders are not available.",
-}
-PREFERRED_ELECTION, UNCLEAN_ELECTION = 0, 1
-
-
-def _elect_one(b: Batch, name: str, index: int, election: int) -> tuple[int, str | None]:
-    """ReplicationControlManager.electLeader + PartitionChangeBuilder's PREFERRED / UNCLEAN
-    election for one partition: (error code, message); a successful election adds its
-    PartitionChangeRecord to ``b``."""
-    t = b.image.topic_by_name(name)
-    if t is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such topic as {name}"
-    p = t.partitions.get(index)
-    if p is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"No such partition as {name}-{index}"
-    if election == PREFERRED_ELECTION:
-        preferred = p.replicas[0] if p.replicas else NO_LEADER
-        if p.leader == preferred:
-            code = ErrorCode.ELECTION_NOT_NEEDED
-            return code, _ELECTION_MESSAGES[code]
-        if preferred in p.isr and b.image.is_active(preferred):
-            b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id,
-                                              leader=preferred))  # fmt: skip
-            return 0, None
-        code = ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
-        return code, _ELECTION_MESSAGES[code]
-    if p.leader != NO_LEADER:
-        code = ErrorCode.ELECTION_NOT_NEEDED
-        return code, _ELECTION_MESSAGES[code]
-    leader = _elect(b.image, p.replicas, p.isr, exclude=-3)
-    if leader != NO_LEADER:  # a clean choice exists: it wins
-        b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id, leader=leader))
-        return 0, None
-    for r in p.replicas:  # unclean: the first live replica, the ISR just it, RECOVERING
-        if b.image.is_active(r):
-            b.add(_R("PartitionChangeRecord")(partition_id=index, topic_id=t.topic_id,
-                                              leader=r, isr=(r,),
-                                              leader_recovery_state=1))  # fmt: skip
-            return 0, None
-    code = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
-    return code, _ELECTION_MESSAGES[code]
-
-
-def elect_leaders(
-    image: MetadataImage, request: Any, ctx: ControllerContext, version: int = 2
-) -> ControllerResult:
-    """ElectLeaders v0-2 (ReplicationControlManager.electLeaders).
-
-    - ElectionType (v0: preferred) other than 0 / 1: top-level INVALID_REQUEST, nothing written.
-    - Preferred (0): the first replica becomes leader if it is in the ISR and active; already
-      leader -> ELECTION_NOT_NEEDED; else PREFERRED_LEADER_NOT_AVAILABLE.
-    - Unclean (1): only leaderless partitions (else ELECTION_NOT_NEEDED): the first active ISR
-      member if any, else the first active replica with ISR = [it] and LeaderRecoveryState
-      RECOVERING (Kafka's ``Election.UNCLEAN``; as in Kafka, the admin's request is the
-      permission, whatever ``unclean.leader.election.enable`` says); none ->
-      ELIGIBLE_LEADERS_NOT_AVAILABLE.
-    - Unknown topic or partition: UNKNOWN_TOPIC_OR_PARTITION "No such topic as T" / "No such
-      partition as T-P".
-    - TopicPartitions null: every partition of every topic (topics by name), leaving out those
-      answered ELECTION_NOT_NEEDED.
-    All records in one batch; the leader epoch goes up with each new leader."""
-    mod = codec.module("ElectLeadersResponse")
-    election = request.election_type if version >= 1 else PREFERRED_ELECTION
-    if election not in (PREFERRED_ELECTION, UNCLEAN_ELECTION):
-        return ControllerResult([], elect_leaders_error_response(request, ErrorCode.INVALID_REQUEST,
-                                                                 None))  # fmt: skip
-    b = Batch(image, ctx.next_offset, _BATCH_RULES)
-    results = []
-    if request.topic_partitions is None:
-        for t in sorted(image.topics.values(), key=lambda t: t.name):
-            parts = []
-            for i in sorted(t.partitions):
-                code, msg = _elect_one(b, t.name, i, election)
-                if code != ErrorCode.ELECTION_NOT_NEEDED:
-                    parts.append(mod.PartitionResult(partition_id=i, error_code=code,
-                                                     error_message=msg))  # fmt: skip
-            results.append(mod.ReplicaElectionResult(topic=t.name, partition_result=tuple(parts)))
-    else:
-        for tp in request.topic_partitions:
-            parts = []
-            for i in tp.partitions:
-                code, msg = _elect_one(b, tp.topic, i, election)
-                parts.append(mod.PartitionResult(partition_id=i, error_code=code,
-                                                 error_message=msg))  # fmt: skip
-            results.append(mod.ReplicaElectionResult(topic=tp.topic, partition_result=tuple(parts)))
-    resp = mod.ElectLeadersResponse(error_code=0, replica_election_results=tuple(results))
-    return ControllerResult(b.records, resp)
-
-
-def elect_leaders_error_response(request: Any, code: int, message: str | None) -> Any:
-    """``code`` at the top and for every listed partition (Kafka's
-    ``ElectLeadersRequest.getErrorResponse``)."""
-    mod = codec.module("ElectLeadersResponse")
-    results = tuple(
-        mod.ReplicaElectionResult(topic=tp.topic, partition_result=tuple(
-            mod.PartitionResult(partition_id=i, error_code=code, error_message=message)
-            for i in tp.partitions))
-        for tp in (request.topic_partitions or ())
-    )  # fmt: skip
-    return mod.ElectLeadersResponse(error_code=code, replica_election_results=results)
 
 
 def list_partition_reassignments(image: MetadataImage, request: Any) -> Any:

@@ -7,7 +7,7 @@ from kafka_rpc.handlers import api_versions, controller, diskless, find_coordina
 from kafka_rpc.handlers import chunks as chunks  # CreateChunks, AlterChunkAssignments (KIP-1114)
 from kafka_rpc.handlers import cluster as cluster  # UnregisterBroker, DescribeCluster
 from kafka_rpc.handlers import envelope as envelope  # Envelope (forwarded admin requests)
-from kafka_rpc.handlers import reassignments as reassignments  # ListPartitionReassignments
+from kafka_rpc.handlers import reassignments as reassignments  # ElectLeaders, reassignments
 from kafka_rpc.handlers import sasl as sasl  # SaslHandshake, SaslAuthenticate (issue 15)
 from kafka_rpc.handlers import scram_credentials as scram_credentials  # AlterUserScramCreds
 from kafka_rpc.handlers import topics as topics  # CreateTopics, DeleteTopics

@@ -1,5 +1,6 @@
 """The controller listener's lifecycle RPCs: BrokerRegistration (62), BrokerHeartbeat (63),
-AllocateProducerIds (67), ControllerRegistration (70), AssignReplicasToDirs (73).
+AllocateProducerIds (67), ControllerRegistration (70), AssignReplicasToDirs (73), and
+AlterPartition (56, a partition leader changing its ISR).
 
 API: the versions of our specs, on the controller listener only (the specs name it).
 Behavior: each handler passes the decoded request to the node's
@@ -10,7 +11,9 @@ Errors: NOT_CONTROLLER (41) when this node runs no controller or is not the acti
 when leadership is lost before the records commit); the commands' own codes otherwise
 (INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, BROKER_ID_NOT_REGISTERED,
 INVALID_REGISTRATION, UNSUPPORTED_VERSION, STALE_BROKER_EPOCH, per-partition
-UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, UNKNOWN_SERVER_ERROR);
+UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER, UNKNOWN_SERVER_ERROR;
+AlterPartition's per-partition FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, INVALID_REQUEST,
+INELIGIBLE_REPLICA, NEW_LEADER_ELECTED, :func:`kafka_rpc.controller.partitions.alter_partition`);
 AllocateProducerIds over
 ``producer.ids.allocation.max.per.second`` gets THROTTLING_QUOTA_EXCEEDED with ThrottleTimeMs.
 """
@@ -38,5 +41,6 @@ for _name, _method in (
     ("AllocateProducerIdsRequest", "allocate_producer_ids"),
     ("ControllerRegistrationRequest", "register_controller"),
     ("AssignReplicasToDirsRequest", "assign_replicas_to_dirs"),
+    ("AlterPartitionRequest", "alter_partition"),
 ):
     default_registry.register(_name, _to_active_controller(_method))

@@ -149,6 +149,7 @@ API_RULES: dict[int, tuple | None] = {
     44: ("cluster", AclOperation.ALTER_CONFIGS),
     46: ("cluster", AclOperation.DESCRIBE),  # ListPartitionReassignments
     43: ("cluster", AclOperation.ALTER),  # ElectLeaders
+    45: ("cluster", AclOperation.ALTER),  # AlterPartitionReassignments
     51: ("cluster", AclOperation.ALTER),  # AlterUserScramCredentials
     49: ("cluster", AclOperation.ALTER_CONFIGS),  # AlterClientQuotas
     29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
@@ -165,6 +166,7 @@ API_RULES: dict[int, tuple | None] = {
     63: _CLUSTER_ACTION,
     67: _CLUSTER_ACTION,
     73: _CLUSTER_ACTION,  # AssignReplicasToDirs
+    56: _CLUSTER_ACTION,  # AlterPartition
     58: _CLUSTER_ACTION,  # Envelope: the forwarding broker; the inner request is checked too
     93: _CLUSTER_ACTION,
     94: _CLUSTER_ACTION,

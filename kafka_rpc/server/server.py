@@ -370,6 +370,13 @@ class Server:
                     len(cfg.voters()) if "broker" in cfg.process_roles else 1
                 ),
                 diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
+                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+                leader_imbalance_check_interval_ms=(
+                    cfg.leader_imbalance_check_interval_seconds * 1000
+                    if cfg.auto_leader_rebalance_enable
+                    else None
+                ),
+                unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
             )
             rc = cfg.raft_config(self.cluster_id)
             now = monotonic_ms()

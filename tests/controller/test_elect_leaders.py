@@ -3,7 +3,7 @@ PartitionChangeBuilder's PREFERRED and UNCLEAN elections)."""
 
 from __future__ import annotations
 
-from kafka_rpc.controller import replication
+from kafka_rpc.controller import partitions
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
 from tests.controller.harness import Cluster, topic
@@ -18,7 +18,7 @@ def elect(c: Cluster, election: int, parts=None, version: int = 2):
         topic_partitions=None if parts is None else tuple(
             EL.TopicPartitions(topic=t, partitions=tuple(ps)) for t, ps in parts),
     )  # fmt: skip
-    return c.run(lambda img, r, ctx: replication.elect_leaders(img, r, ctx, version), req)
+    return c.run(lambda img, r, ctx: partitions.elect_leaders(img, r, ctx, version), req)
 
 
 def results(res):
