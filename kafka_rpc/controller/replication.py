@@ -217,7 +217,12 @@ def broker_heartbeat(
     bid = request.broker_id
     caught_up = request.current_metadata_offset >= reg.registration_offset
     current = cluster.broker_state(reg)
-    leads = bool(image.leaderships(bid))
+    # Kafka asks brokersToIsrs.hasLeaderships only when the answer matters (a Supplier): a walk
+    # of every partition on each heartbeat would cost O(partitions) per broker every 2 s
+    leads = (
+        current == "CONTROLLED_SHUTDOWN"
+        or (current == "UNFENCED" and request.want_shut_down and not request.want_fence)
+    ) and bool(image.leaderships(bid))
     passed = True
     if current == "CONTROLLED_SHUTDOWN":
         shutdown_offset = ctx.controlled_shutdown_offsets.get(bid, -1)
