@@ -119,6 +119,9 @@ class Server:
         #: process has the controller role, an observer when it is broker-only; None until
         #: started.
         self.raft = None
+        #: this controller's registration with the active controller (KIP-919;
+        #: ``kafka_rpc.server.controller_registration``), with the controller role
+        self.controller_registration = None
         #: the ``.lock`` files this node holds (``_lock_dirs``)
         self._dir_locks: list[Any] = []
         #: The state machine on the metadata log
@@ -402,6 +405,10 @@ class Server:
         self.raft, self.controller = driver, state
         if cfg.is_controller:
             state.start()
+            from kafka_rpc.server.controller_registration import ControllerRegistrationManager
+
+            self.controller_registration = ControllerRegistrationManager(self)
+            self.controller_registration.start()
 
     def _scram_bootstrap(self, state: Any) -> None:
         """The ``--add-scram`` credentials of ``storage format`` (salted, in the metadata log
@@ -425,6 +432,9 @@ class Server:
             self.broker_lifecycle = None
 
     async def _stop_raft(self) -> None:
+        registration, self.controller_registration = self.controller_registration, None
+        if registration is not None:
+            await registration.stop()
         controller = self.controller
         if controller is not None:
             await controller.stop()  # pending requests: NOT_CONTROLLER

@@ -47,9 +47,11 @@ CLI_TIMEOUT = 20.0
 ENV = dict(os.environ, KAFKA_RPC_NO_REEXEC="1")  # the pid is the server itself
 VOTERS = (1, 2, 3)
 NOT_LEADER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-#: what the controller writes for the brokers' registration and heartbeats
+#: what the controller writes for the brokers' registration and heartbeats, and for the
+#: controllers' registrations (KIP-919)
 BROKER_RECORDS = {"RegisterBrokerRecord", "UnfenceBrokerRecord", "FenceBrokerRecord",
-                  "BrokerRegistrationChangeRecord", "UnregisterBrokerRecord"}  # fmt: skip
+                  "BrokerRegistrationChangeRecord", "UnregisterBrokerRecord",
+                  "RegisterControllerRecord"}  # fmt: skip
 
 #: the quorum's timing for every run: half of Kafka's defaults, sane on a loaded 2-core runner
 BASE_PROPS = {
@@ -791,6 +793,9 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
         assert image[0] == ("FeatureLevelRecord", "metadata.version"), image
         n = sum(1 for r in image if r[0] == "RegisterBrokerRecord")
         assert n >= 1 and all(r[0] == "RegisterBrokerRecord" for r in image[1 : 1 + n]), image
+        # then the three controllers' registrations (ClusterImage.write)
+        assert image[1 + n : 4 + n] == [("RegisterControllerRecord", None)] * 3, image
+        n += 3
         meta_topic = [("TopicRecord", "__diskless-metadata"), ("PartitionRecord", None)]
         assert image[1 + n :] in ([], meta_topic), image
         # and the node works on: it keeps fetching what the leader commits

@@ -2,12 +2,14 @@
 quorum (``controller.quorum.voters``, kraft.version 0; ``reference/kafka-mixed-quorum.md``).
 
 ``test_ours_follows_a_kafka_leader_then_leads_kafka_followers`` (Kafka 4.4 and 4.0): two Kafka
-controllers elect a leader, our node joins and replicates its batches (`kafka-metadata-quorum
-describe --replication` against the Kafka leader shows every voter caught up); Kafka leaders are
-SIGKILLed (and restarted) until our node wins an election; then the Kafka followers replicate our
-leader's batches without halting. Throughout, DescribeQuorum is polled on every voter: no epoch
-ever has two leaders. At the end every batch the voters share below the high watermark is
-byte-identical on all of them (compared from the segment files).
+controllers elect a leader, our node joins, registers (ControllerRegistration) and replicates its
+batches (`kafka-metadata-quorum describe --replication`, asked through our node, shows every
+voter caught up); Kafka leaders are SIGKILLed (and restarted) until our node wins an election;
+then the Kafka followers replicate our leader's batches without halting (the same tool, asked
+through a Kafka controller, finds our leader among the registered controllers). Throughout,
+DescribeQuorum is polled on every voter: no epoch ever has two leaders. At the end every batch
+the voters share below the high watermark is byte-identical on all of them (compared from the
+segment files).
 
 Who wins after a leader dies: under Kafka 4.x's pre-vote rules the follower whose fetch timer
 expires first is refused (the other follower has fetched from the leader) and goes back to
@@ -95,7 +97,10 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
         q.start(ours)
         q.wait_listening(ours)
         end = _caught_up(q, leader)
-        rows = _replication(q, leader)
+        # asked through our node: its DescribeCluster lists the registered controllers (theirs
+        # and ours, KIP-919), the tool then asks the Kafka leader
+        rows = _replication(q, ours)
+        assert rows[leader]["Status"] == "Leader", rows
         assert rows[ours]["Status"] == "Follower" and rows[ours]["Lag"] == "0", rows
         assert int(rows[ours]["LogEndOffset"]) >= end
 
@@ -114,6 +119,11 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
         assert end > 0
         obs = describe_all({i: q.address(i) for i in q.ids})
         assert [(o.node, o.epoch) for o in obs if o.leading] == [(ours, epoch)]
+        # asked through a Kafka controller: it finds our leader among the registered controllers
+        kafka_node = next(i for i in q.ids if q.kind[i] == "kafka")
+        rows = _replication(q, kafka_node)
+        assert rows[ours]["Status"] == "Leader", rows
+        assert all(r["Lag"] == "0" for r in rows.values()), rows
     assert watch.two_leaders() == {}, watch.two_leaders()
     assert ours in watch.leaders().values()
     for i in q.ids:
