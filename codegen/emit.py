@@ -282,11 +282,8 @@ class ModuleEmitter:
             self._emit_programs(b, spec.struct, v, set())
         b(f"MESSAGE = {spec.name}")
         b("PY_READERS = {" + ", ".join(f"{v}: read_v{v}" for v in vv) + "}")
-        b(
-            "READERS = _p.native_readers(PY_READERS, {"
-            + ", ".join(f"{v}: _P{v}_{spec.struct.name}" for v in vv)
-            + "})"
-        )
+        b("PROGRAMS = {" + ", ".join(f"{v}: _P{v}_{spec.struct.name}" for v in vv) + "}")
+        b("READERS = _p.native_readers(PY_READERS, PROGRAMS)")
         b("WRITERS = {" + ", ".join(f"{v}: write_v{v}" for v in vv) + "}")
         b("VERSION_CLASSES = {" + ", ".join(f"{v}: {spec.name}V{v}" for v in vv) + "}")
 

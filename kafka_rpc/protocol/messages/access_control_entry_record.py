@@ -320,6 +320,7 @@ _P0_AccessControlEntryRecord = (
 )
 MESSAGE = AccessControlEntryRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AccessControlEntryRecord})
+PROGRAMS = {0: _P0_AccessControlEntryRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AccessControlEntryRecordV0}

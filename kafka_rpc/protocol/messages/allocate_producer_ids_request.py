@@ -143,6 +143,7 @@ _P0_AllocateProducerIdsRequest = (
 )
 MESSAGE = AllocateProducerIdsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AllocateProducerIdsRequest})
+PROGRAMS = {0: _P0_AllocateProducerIdsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AllocateProducerIdsRequestV0}

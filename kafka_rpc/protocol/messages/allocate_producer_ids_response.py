@@ -165,6 +165,7 @@ _P0_AllocateProducerIdsResponse = (
 )
 MESSAGE = AllocateProducerIdsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AllocateProducerIdsResponse})
+PROGRAMS = {0: _P0_AllocateProducerIdsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AllocateProducerIdsResponseV0}

@@ -315,6 +315,7 @@ _P0_AlterChunkAssignmentsRequest = (
 )
 MESSAGE = AlterChunkAssignmentsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AlterChunkAssignmentsRequest})
+PROGRAMS = {0: _P0_AlterChunkAssignmentsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterChunkAssignmentsRequestV0}

@@ -352,6 +352,7 @@ _P0_AlterChunkAssignmentsResponse = (
 )
 MESSAGE = AlterChunkAssignmentsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AlterChunkAssignmentsResponse})
+PROGRAMS = {0: _P0_AlterChunkAssignmentsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterChunkAssignmentsResponseV0}

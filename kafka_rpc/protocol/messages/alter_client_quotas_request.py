@@ -854,8 +854,7 @@ _P1_AlterClientQuotasRequest = (
 )
 MESSAGE = AlterClientQuotasRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_AlterClientQuotasRequest, 1: _P1_AlterClientQuotasRequest}
-)
+PROGRAMS = {0: _P0_AlterClientQuotasRequest, 1: _P1_AlterClientQuotasRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: AlterClientQuotasRequestV0, 1: AlterClientQuotasRequestV1}

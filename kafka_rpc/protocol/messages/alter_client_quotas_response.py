@@ -695,8 +695,7 @@ _P1_AlterClientQuotasResponse = (
 )
 MESSAGE = AlterClientQuotasResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_AlterClientQuotasResponse, 1: _P1_AlterClientQuotasResponse}
-)
+PROGRAMS = {0: _P0_AlterClientQuotasResponse, 1: _P1_AlterClientQuotasResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: AlterClientQuotasResponseV0, 1: AlterClientQuotasResponseV1}

@@ -953,8 +953,7 @@ _P2_AlterConfigsRequest = (
 )
 MESSAGE = AlterConfigsRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_AlterConfigsRequest, 1: _P1_AlterConfigsRequest, 2: _P2_AlterConfigsRequest}
-)
+PROGRAMS = {0: _P0_AlterConfigsRequest, 1: _P1_AlterConfigsRequest, 2: _P2_AlterConfigsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {0: AlterConfigsRequestV0, 1: AlterConfigsRequestV1, 2: AlterConfigsRequestV2}

@@ -709,9 +709,7 @@ _P2_AlterConfigsResponse = (
 )
 MESSAGE = AlterConfigsResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_AlterConfigsResponse, 1: _P1_AlterConfigsResponse, 2: _P2_AlterConfigsResponse},
-)
+PROGRAMS = {0: _P0_AlterConfigsResponse, 1: _P1_AlterConfigsResponse, 2: _P2_AlterConfigsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {0: AlterConfigsResponseV0, 1: AlterConfigsResponseV1, 2: AlterConfigsResponseV2}

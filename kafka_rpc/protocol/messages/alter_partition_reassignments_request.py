@@ -739,9 +739,7 @@ _P1_AlterPartitionReassignmentsRequest = (
 )
 MESSAGE = AlterPartitionReassignmentsRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_AlterPartitionReassignmentsRequest, 1: _P1_AlterPartitionReassignmentsRequest},
-)
+PROGRAMS = {0: _P0_AlterPartitionReassignmentsRequest, 1: _P1_AlterPartitionReassignmentsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: AlterPartitionReassignmentsRequestV0, 1: AlterPartitionReassignmentsRequestV1}

@@ -902,10 +902,8 @@ _P1_AlterPartitionReassignmentsResponse = (
 )
 MESSAGE = AlterPartitionReassignmentsResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_AlterPartitionReassignmentsResponse, 1: _P1_AlterPartitionReassignmentsResponse},
-)
+PROGRAMS = {0: _P0_AlterPartitionReassignmentsResponse, 1: _P1_AlterPartitionReassignmentsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {
     0: AlterPartitionReassignmentsResponseV0,

@@ -814,8 +814,7 @@ _P3_AlterPartitionRequest = (
 )
 MESSAGE = AlterPartitionRequest
 PY_READERS = {2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {2: _P2_AlterPartitionRequest, 3: _P3_AlterPartitionRequest}
-)
+PROGRAMS = {2: _P2_AlterPartitionRequest, 3: _P3_AlterPartitionRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {2: write_v2, 3: write_v3}
 VERSION_CLASSES = {2: AlterPartitionRequestV2, 3: AlterPartitionRequestV3}

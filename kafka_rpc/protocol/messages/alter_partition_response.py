@@ -739,8 +739,7 @@ _P3_AlterPartitionResponse = (
 )
 MESSAGE = AlterPartitionResponse
 PY_READERS = {2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {2: _P2_AlterPartitionResponse, 3: _P3_AlterPartitionResponse}
-)
+PROGRAMS = {2: _P2_AlterPartitionResponse, 3: _P3_AlterPartitionResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {2: write_v2, 3: write_v3}
 VERSION_CLASSES = {2: AlterPartitionResponseV2, 3: AlterPartitionResponseV3}

@@ -512,6 +512,7 @@ _P0_AlterUserScramCredentialsRequest = (
 )
 MESSAGE = AlterUserScramCredentialsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AlterUserScramCredentialsRequest})
+PROGRAMS = {0: _P0_AlterUserScramCredentialsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterUserScramCredentialsRequestV0}

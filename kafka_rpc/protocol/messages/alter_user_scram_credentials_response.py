@@ -338,6 +338,7 @@ _P0_AlterUserScramCredentialsResponse = (
 )
 MESSAGE = AlterUserScramCredentialsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AlterUserScramCredentialsResponse})
+PROGRAMS = {0: _P0_AlterUserScramCredentialsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AlterUserScramCredentialsResponseV0}

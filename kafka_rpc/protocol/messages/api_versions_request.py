@@ -531,16 +531,14 @@ _P4_ApiVersionsRequest = (
 )
 MESSAGE = ApiVersionsRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_ApiVersionsRequest,
-        1: _P1_ApiVersionsRequest,
-        2: _P2_ApiVersionsRequest,
-        3: _P3_ApiVersionsRequest,
-        4: _P4_ApiVersionsRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_ApiVersionsRequest,
+    1: _P1_ApiVersionsRequest,
+    2: _P2_ApiVersionsRequest,
+    3: _P3_ApiVersionsRequest,
+    4: _P4_ApiVersionsRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: ApiVersionsRequestV0,

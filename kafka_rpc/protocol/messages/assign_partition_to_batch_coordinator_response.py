@@ -388,6 +388,7 @@ _P0_AssignPartitionToBatchCoordinatorResponse = (
 )
 MESSAGE = AssignPartitionToBatchCoordinatorResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AssignPartitionToBatchCoordinatorResponse})
+PROGRAMS = {0: _P0_AssignPartitionToBatchCoordinatorResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AssignPartitionToBatchCoordinatorResponseV0}

@@ -468,6 +468,7 @@ _P0_AssignReplicasToDirsRequest = (
 )
 MESSAGE = AssignReplicasToDirsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AssignReplicasToDirsRequest})
+PROGRAMS = {0: _P0_AssignReplicasToDirsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AssignReplicasToDirsRequestV0}

@@ -476,6 +476,7 @@ _P0_AssignReplicasToDirsResponse = (
 )
 MESSAGE = AssignReplicasToDirsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_AssignReplicasToDirsResponse})
+PROGRAMS = {0: _P0_AssignReplicasToDirsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: AssignReplicasToDirsResponseV0}

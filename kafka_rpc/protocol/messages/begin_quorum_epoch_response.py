@@ -1181,14 +1181,12 @@ _P2_BeginQuorumEpochResponse = (
 )
 MESSAGE = BeginQuorumEpochResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_BeginQuorumEpochResponse,
-        1: _P1_BeginQuorumEpochResponse,
-        2: _P2_BeginQuorumEpochResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_BeginQuorumEpochResponse,
+    1: _P1_BeginQuorumEpochResponse,
+    2: _P2_BeginQuorumEpochResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: BeginQuorumEpochResponseV0,

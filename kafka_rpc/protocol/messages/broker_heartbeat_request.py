@@ -356,8 +356,7 @@ _P1_BrokerHeartbeatRequest = (
 )
 MESSAGE = BrokerHeartbeatRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_BrokerHeartbeatRequest, 1: _P1_BrokerHeartbeatRequest}
-)
+PROGRAMS = {0: _P0_BrokerHeartbeatRequest, 1: _P1_BrokerHeartbeatRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: BrokerHeartbeatRequestV0, 1: BrokerHeartbeatRequestV1}

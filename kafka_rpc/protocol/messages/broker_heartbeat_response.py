@@ -260,8 +260,7 @@ _P1_BrokerHeartbeatResponse = (
 )
 MESSAGE = BrokerHeartbeatResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_BrokerHeartbeatResponse, 1: _P1_BrokerHeartbeatResponse}
-)
+PROGRAMS = {0: _P0_BrokerHeartbeatResponse, 1: _P1_BrokerHeartbeatResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: BrokerHeartbeatResponseV0, 1: BrokerHeartbeatResponseV1}

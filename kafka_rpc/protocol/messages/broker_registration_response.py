@@ -482,16 +482,14 @@ _P4_BrokerRegistrationResponse = (
 )
 MESSAGE = BrokerRegistrationResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_BrokerRegistrationResponse,
-        1: _P1_BrokerRegistrationResponse,
-        2: _P2_BrokerRegistrationResponse,
-        3: _P3_BrokerRegistrationResponse,
-        4: _P4_BrokerRegistrationResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_BrokerRegistrationResponse,
+    1: _P1_BrokerRegistrationResponse,
+    2: _P2_BrokerRegistrationResponse,
+    3: _P3_BrokerRegistrationResponse,
+    4: _P4_BrokerRegistrationResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: BrokerRegistrationResponseV0,

@@ -405,6 +405,7 @@ _P0_ChunkChangeRecord = (
 )
 MESSAGE = ChunkChangeRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ChunkChangeRecord})
+PROGRAMS = {0: _P0_ChunkChangeRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ChunkChangeRecordV0}

@@ -404,6 +404,7 @@ _P0_ChunkRecord = (
 )
 MESSAGE = ChunkRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ChunkRecord})
+PROGRAMS = {0: _P0_ChunkRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ChunkRecordV0}

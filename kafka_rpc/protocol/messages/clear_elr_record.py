@@ -157,6 +157,7 @@ _P0_ClearElrRecord = (
 )
 MESSAGE = ClearElrRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ClearElrRecord})
+PROGRAMS = {0: _P0_ClearElrRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ClearElrRecordV0}

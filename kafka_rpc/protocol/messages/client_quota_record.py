@@ -346,6 +346,7 @@ _P0_ClientQuotaRecord = (
 )
 MESSAGE = ClientQuotaRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ClientQuotaRecord})
+PROGRAMS = {0: _P0_ClientQuotaRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ClientQuotaRecordV0}

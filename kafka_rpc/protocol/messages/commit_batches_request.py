@@ -644,6 +644,7 @@ _P0_CommitBatchesRequest = (
 )
 MESSAGE = CommitBatchesRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_CommitBatchesRequest})
+PROGRAMS = {0: _P0_CommitBatchesRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CommitBatchesRequestV0}

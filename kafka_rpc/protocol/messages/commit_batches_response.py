@@ -440,6 +440,7 @@ _P0_CommitBatchesResponse = (
 )
 MESSAGE = CommitBatchesResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_CommitBatchesResponse})
+PROGRAMS = {0: _P0_CommitBatchesResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CommitBatchesResponseV0}

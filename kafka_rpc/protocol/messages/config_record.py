@@ -242,6 +242,7 @@ _P0_ConfigRecord = (
 )
 MESSAGE = ConfigRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ConfigRecord})
+PROGRAMS = {0: _P0_ConfigRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ConfigRecordV0}

@@ -498,6 +498,7 @@ _P0_ControllerRegistrationRequest = (
 )
 MESSAGE = ControllerRegistrationRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ControllerRegistrationRequest})
+PROGRAMS = {0: _P0_ControllerRegistrationRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ControllerRegistrationRequestV0}

@@ -185,6 +185,7 @@ _P0_ControllerRegistrationResponse = (
 )
 MESSAGE = ControllerRegistrationResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ControllerRegistrationResponse})
+PROGRAMS = {0: _P0_ControllerRegistrationResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ControllerRegistrationResponseV0}

@@ -860,8 +860,7 @@ _P3_CreateAclsRequest = (
 )
 MESSAGE = CreateAclsRequest
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {1: _P1_CreateAclsRequest, 2: _P2_CreateAclsRequest, 3: _P3_CreateAclsRequest}
-)
+PROGRAMS = {1: _P1_CreateAclsRequest, 2: _P2_CreateAclsRequest, 3: _P3_CreateAclsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: CreateAclsRequestV1, 2: CreateAclsRequestV2, 3: CreateAclsRequestV3}

@@ -618,8 +618,7 @@ _P3_CreateAclsResponse = (
 )
 MESSAGE = CreateAclsResponse
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {1: _P1_CreateAclsResponse, 2: _P2_CreateAclsResponse, 3: _P3_CreateAclsResponse}
-)
+PROGRAMS = {1: _P1_CreateAclsResponse, 2: _P2_CreateAclsResponse, 3: _P3_CreateAclsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: CreateAclsResponseV1, 2: CreateAclsResponseV2, 3: CreateAclsResponseV3}

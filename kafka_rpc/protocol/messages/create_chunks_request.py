@@ -362,6 +362,7 @@ _P0_CreateChunksRequest = (
 )
 MESSAGE = CreateChunksRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_CreateChunksRequest})
+PROGRAMS = {0: _P0_CreateChunksRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CreateChunksRequestV0}

@@ -341,6 +341,7 @@ _P0_CreateChunksResponse = (
 )
 MESSAGE = CreateChunksResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_CreateChunksResponse})
+PROGRAMS = {0: _P0_CreateChunksResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: CreateChunksResponseV0}

@@ -2477,17 +2477,15 @@ _P7_CreateTopicsRequest = (
 )
 MESSAGE = CreateTopicsRequest
 PY_READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        2: _P2_CreateTopicsRequest,
-        3: _P3_CreateTopicsRequest,
-        4: _P4_CreateTopicsRequest,
-        5: _P5_CreateTopicsRequest,
-        6: _P6_CreateTopicsRequest,
-        7: _P7_CreateTopicsRequest,
-    },
-)
+PROGRAMS = {
+    2: _P2_CreateTopicsRequest,
+    3: _P3_CreateTopicsRequest,
+    4: _P4_CreateTopicsRequest,
+    5: _P5_CreateTopicsRequest,
+    6: _P6_CreateTopicsRequest,
+    7: _P7_CreateTopicsRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6, 7: write_v7}
 VERSION_CLASSES = {
     2: CreateTopicsRequestV2,

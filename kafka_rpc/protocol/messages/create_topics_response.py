@@ -1990,17 +1990,15 @@ _P7_CreateTopicsResponse = (
 )
 MESSAGE = CreateTopicsResponse
 PY_READERS = {2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6, 7: read_v7}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        2: _P2_CreateTopicsResponse,
-        3: _P3_CreateTopicsResponse,
-        4: _P4_CreateTopicsResponse,
-        5: _P5_CreateTopicsResponse,
-        6: _P6_CreateTopicsResponse,
-        7: _P7_CreateTopicsResponse,
-    },
-)
+PROGRAMS = {
+    2: _P2_CreateTopicsResponse,
+    3: _P3_CreateTopicsResponse,
+    4: _P4_CreateTopicsResponse,
+    5: _P5_CreateTopicsResponse,
+    6: _P6_CreateTopicsResponse,
+    7: _P7_CreateTopicsResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6, 7: write_v7}
 VERSION_CLASSES = {
     2: CreateTopicsResponseV2,

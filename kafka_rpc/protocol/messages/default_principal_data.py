@@ -208,6 +208,7 @@ _P0_DefaultPrincipalData = (
 )
 MESSAGE = DefaultPrincipalData
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DefaultPrincipalData})
+PROGRAMS = {0: _P0_DefaultPrincipalData}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DefaultPrincipalDataV0}

@@ -349,6 +349,7 @@ _P0_DelegationTokenRecord = (
 )
 MESSAGE = DelegationTokenRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DelegationTokenRecord})
+PROGRAMS = {0: _P0_DelegationTokenRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DelegationTokenRecordV0}

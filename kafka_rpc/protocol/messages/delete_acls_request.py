@@ -876,8 +876,7 @@ _P3_DeleteAclsRequest = (
 )
 MESSAGE = DeleteAclsRequest
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {1: _P1_DeleteAclsRequest, 2: _P2_DeleteAclsRequest, 3: _P3_DeleteAclsRequest}
-)
+PROGRAMS = {1: _P1_DeleteAclsRequest, 2: _P2_DeleteAclsRequest, 3: _P3_DeleteAclsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: DeleteAclsRequestV1, 2: DeleteAclsRequestV2, 3: DeleteAclsRequestV3}

@@ -1387,8 +1387,7 @@ _P3_DeleteAclsResponse = (
 )
 MESSAGE = DeleteAclsResponse
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {1: _P1_DeleteAclsResponse, 2: _P2_DeleteAclsResponse, 3: _P3_DeleteAclsResponse}
-)
+PROGRAMS = {1: _P1_DeleteAclsResponse, 2: _P2_DeleteAclsResponse, 3: _P3_DeleteAclsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: DeleteAclsResponseV1, 2: DeleteAclsResponseV2, 3: DeleteAclsResponseV3}

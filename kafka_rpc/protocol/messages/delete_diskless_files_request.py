@@ -183,6 +183,7 @@ _P0_DeleteDisklessFilesRequest = (
 )
 MESSAGE = DeleteDisklessFilesRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessFilesRequest})
+PROGRAMS = {0: _P0_DeleteDisklessFilesRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessFilesRequestV0}

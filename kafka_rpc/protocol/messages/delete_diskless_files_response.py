@@ -295,6 +295,7 @@ _P0_DeleteDisklessFilesResponse = (
 )
 MESSAGE = DeleteDisklessFilesResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessFilesResponse})
+PROGRAMS = {0: _P0_DeleteDisklessFilesResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessFilesResponseV0}

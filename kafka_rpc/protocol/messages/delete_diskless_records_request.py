@@ -364,6 +364,7 @@ _P0_DeleteDisklessRecordsRequest = (
 )
 MESSAGE = DeleteDisklessRecordsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessRecordsRequest})
+PROGRAMS = {0: _P0_DeleteDisklessRecordsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessRecordsRequestV0}

@@ -405,6 +405,7 @@ _P0_DeleteDisklessRecordsResponse = (
 )
 MESSAGE = DeleteDisklessRecordsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessRecordsResponse})
+PROGRAMS = {0: _P0_DeleteDisklessRecordsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessRecordsResponseV0}

@@ -227,6 +227,7 @@ _P0_DeleteDisklessTopicsRequest = (
 )
 MESSAGE = DeleteDisklessTopicsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessTopicsRequest})
+PROGRAMS = {0: _P0_DeleteDisklessTopicsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessTopicsRequestV0}

@@ -250,6 +250,7 @@ _P0_DeleteDisklessTopicsResponse = (
 )
 MESSAGE = DeleteDisklessTopicsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DeleteDisklessTopicsResponse})
+PROGRAMS = {0: _P0_DeleteDisklessTopicsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DeleteDisklessTopicsResponseV0}

@@ -876,17 +876,15 @@ _P6_DeleteTopicsRequest = (
 )
 MESSAGE = DeleteTopicsRequest
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        1: _P1_DeleteTopicsRequest,
-        2: _P2_DeleteTopicsRequest,
-        3: _P3_DeleteTopicsRequest,
-        4: _P4_DeleteTopicsRequest,
-        5: _P5_DeleteTopicsRequest,
-        6: _P6_DeleteTopicsRequest,
-    },
-)
+PROGRAMS = {
+    1: _P1_DeleteTopicsRequest,
+    2: _P2_DeleteTopicsRequest,
+    3: _P3_DeleteTopicsRequest,
+    4: _P4_DeleteTopicsRequest,
+    5: _P5_DeleteTopicsRequest,
+    6: _P6_DeleteTopicsRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6}
 VERSION_CLASSES = {
     1: DeleteTopicsRequestV1,

@@ -1220,17 +1220,15 @@ _P6_DeleteTopicsResponse = (
 )
 MESSAGE = DeleteTopicsResponse
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4, 5: read_v5, 6: read_v6}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        1: _P1_DeleteTopicsResponse,
-        2: _P2_DeleteTopicsResponse,
-        3: _P3_DeleteTopicsResponse,
-        4: _P4_DeleteTopicsResponse,
-        5: _P5_DeleteTopicsResponse,
-        6: _P6_DeleteTopicsResponse,
-    },
-)
+PROGRAMS = {
+    1: _P1_DeleteTopicsResponse,
+    2: _P2_DeleteTopicsResponse,
+    3: _P3_DeleteTopicsResponse,
+    4: _P4_DeleteTopicsResponse,
+    5: _P5_DeleteTopicsResponse,
+    6: _P6_DeleteTopicsResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4, 5: write_v5, 6: write_v6}
 VERSION_CLASSES = {
     1: DeleteTopicsResponseV1,

@@ -665,8 +665,7 @@ _P3_DescribeAclsRequest = (
 )
 MESSAGE = DescribeAclsRequest
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {1: _P1_DescribeAclsRequest, 2: _P2_DescribeAclsRequest, 3: _P3_DescribeAclsRequest}
-)
+PROGRAMS = {1: _P1_DescribeAclsRequest, 2: _P2_DescribeAclsRequest, 3: _P3_DescribeAclsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: DescribeAclsRequestV1, 2: DescribeAclsRequestV2, 3: DescribeAclsRequestV3}

@@ -1195,9 +1195,7 @@ _P3_DescribeAclsResponse = (
 )
 MESSAGE = DescribeAclsResponse
 PY_READERS = {1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS,
-    {1: _P1_DescribeAclsResponse, 2: _P2_DescribeAclsResponse, 3: _P3_DescribeAclsResponse},
-)
+PROGRAMS = {1: _P1_DescribeAclsResponse, 2: _P2_DescribeAclsResponse, 3: _P3_DescribeAclsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {1: DescribeAclsResponseV1, 2: DescribeAclsResponseV2, 3: DescribeAclsResponseV3}

@@ -366,10 +366,12 @@ _P2_DescribeClusterRequest = (
 )
 MESSAGE = DescribeClusterRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_DescribeClusterRequest, 1: _P1_DescribeClusterRequest, 2: _P2_DescribeClusterRequest},
-)
+PROGRAMS = {
+    0: _P0_DescribeClusterRequest,
+    1: _P1_DescribeClusterRequest,
+    2: _P2_DescribeClusterRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: DescribeClusterRequestV0,

@@ -870,10 +870,12 @@ _P2_DescribeQuorumRequest = (
 )
 MESSAGE = DescribeQuorumRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_DescribeQuorumRequest, 1: _P1_DescribeQuorumRequest, 2: _P2_DescribeQuorumRequest},
-)
+PROGRAMS = {
+    0: _P0_DescribeQuorumRequest,
+    1: _P1_DescribeQuorumRequest,
+    2: _P2_DescribeQuorumRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: DescribeQuorumRequestV0,

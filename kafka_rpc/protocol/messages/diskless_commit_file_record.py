@@ -463,6 +463,7 @@ _P0_DisklessCommitFileRecord = (
 )
 MESSAGE = DisklessCommitFileRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessCommitFileRecord})
+PROGRAMS = {0: _P0_DisklessCommitFileRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessCommitFileRecordV0}

@@ -293,6 +293,7 @@ _P0_DisklessCreateTopicsRecord = (
 )
 MESSAGE = DisklessCreateTopicsRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessCreateTopicsRecord})
+PROGRAMS = {0: _P0_DisklessCreateTopicsRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessCreateTopicsRecordV0}

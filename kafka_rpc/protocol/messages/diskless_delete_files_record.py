@@ -198,6 +198,7 @@ _P0_DisklessDeleteFilesRecord = (
 )
 MESSAGE = DisklessDeleteFilesRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessDeleteFilesRecord})
+PROGRAMS = {0: _P0_DisklessDeleteFilesRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessDeleteFilesRecordV0}

@@ -262,6 +262,7 @@ _P0_DisklessDeleteRecordsRecord = (
 )
 MESSAGE = DisklessDeleteRecordsRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessDeleteRecordsRecord})
+PROGRAMS = {0: _P0_DisklessDeleteRecordsRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessDeleteRecordsRecordV0}

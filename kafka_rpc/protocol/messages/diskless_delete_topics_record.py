@@ -174,6 +174,7 @@ _P0_DisklessDeleteTopicsRecord = (
 )
 MESSAGE = DisklessDeleteTopicsRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessDeleteTopicsRecord})
+PROGRAMS = {0: _P0_DisklessDeleteTopicsRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessDeleteTopicsRecordV0}

@@ -288,6 +288,7 @@ _P0_DisklessEnforceRetentionRecord = (
 )
 MESSAGE = DisklessEnforceRetentionRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessEnforceRetentionRecord})
+PROGRAMS = {0: _P0_DisklessEnforceRetentionRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessEnforceRetentionRecordV0}

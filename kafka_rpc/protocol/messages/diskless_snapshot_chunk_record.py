@@ -174,6 +174,7 @@ _P0_DisklessSnapshotChunkRecord = (
 )
 MESSAGE = DisklessSnapshotChunkRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_DisklessSnapshotChunkRecord})
+PROGRAMS = {0: _P0_DisklessSnapshotChunkRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: DisklessSnapshotChunkRecordV0}

@@ -642,8 +642,7 @@ _P2_ElectLeadersRequest = (
 )
 MESSAGE = ElectLeadersRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_ElectLeadersRequest, 1: _P1_ElectLeadersRequest, 2: _P2_ElectLeadersRequest}
-)
+PROGRAMS = {0: _P0_ElectLeadersRequest, 1: _P1_ElectLeadersRequest, 2: _P2_ElectLeadersRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {0: ElectLeadersRequestV0, 1: ElectLeadersRequestV1, 2: ElectLeadersRequestV2}

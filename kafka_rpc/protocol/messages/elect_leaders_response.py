@@ -926,9 +926,7 @@ _P2_ElectLeadersResponse = (
 )
 MESSAGE = ElectLeadersResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_ElectLeadersResponse, 1: _P1_ElectLeadersResponse, 2: _P2_ElectLeadersResponse},
-)
+PROGRAMS = {0: _P0_ElectLeadersResponse, 1: _P1_ElectLeadersResponse, 2: _P2_ElectLeadersResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {0: ElectLeadersResponseV0, 1: ElectLeadersResponseV1, 2: ElectLeadersResponseV2}

@@ -1506,10 +1506,12 @@ _P2_EndQuorumEpochRequest = (
 )
 MESSAGE = EndQuorumEpochRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {0: _P0_EndQuorumEpochRequest, 1: _P1_EndQuorumEpochRequest, 2: _P2_EndQuorumEpochRequest},
-)
+PROGRAMS = {
+    0: _P0_EndQuorumEpochRequest,
+    1: _P1_EndQuorumEpochRequest,
+    2: _P2_EndQuorumEpochRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: EndQuorumEpochRequestV0,

@@ -216,6 +216,7 @@ _P0_EnvelopeRequest = (
 )
 MESSAGE = EnvelopeRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_EnvelopeRequest})
+PROGRAMS = {0: _P0_EnvelopeRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: EnvelopeRequestV0}

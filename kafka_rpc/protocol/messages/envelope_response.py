@@ -165,6 +165,7 @@ _P0_EnvelopeResponse = (
 )
 MESSAGE = EnvelopeResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_EnvelopeResponse})
+PROGRAMS = {0: _P0_EnvelopeResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: EnvelopeResponseV0}

@@ -170,6 +170,7 @@ _P0_FeatureLevelRecord = (
 )
 MESSAGE = FeatureLevelRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_FeatureLevelRecord})
+PROGRAMS = {0: _P0_FeatureLevelRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FeatureLevelRecordV0}

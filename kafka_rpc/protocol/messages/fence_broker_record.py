@@ -141,6 +141,7 @@ _P0_FenceBrokerRecord = (
 )
 MESSAGE = FenceBrokerRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_FenceBrokerRecord})
+PROGRAMS = {0: _P0_FenceBrokerRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FenceBrokerRecordV0}

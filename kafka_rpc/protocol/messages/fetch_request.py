@@ -6903,26 +6903,24 @@ PY_READERS = {
     17: read_v17,
     18: read_v18,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        4: _P4_FetchRequest,
-        5: _P5_FetchRequest,
-        6: _P6_FetchRequest,
-        7: _P7_FetchRequest,
-        8: _P8_FetchRequest,
-        9: _P9_FetchRequest,
-        10: _P10_FetchRequest,
-        11: _P11_FetchRequest,
-        12: _P12_FetchRequest,
-        13: _P13_FetchRequest,
-        14: _P14_FetchRequest,
-        15: _P15_FetchRequest,
-        16: _P16_FetchRequest,
-        17: _P17_FetchRequest,
-        18: _P18_FetchRequest,
-    },
-)
+PROGRAMS = {
+    4: _P4_FetchRequest,
+    5: _P5_FetchRequest,
+    6: _P6_FetchRequest,
+    7: _P7_FetchRequest,
+    8: _P8_FetchRequest,
+    9: _P9_FetchRequest,
+    10: _P10_FetchRequest,
+    11: _P11_FetchRequest,
+    12: _P12_FetchRequest,
+    13: _P13_FetchRequest,
+    14: _P14_FetchRequest,
+    15: _P15_FetchRequest,
+    16: _P16_FetchRequest,
+    17: _P17_FetchRequest,
+    18: _P18_FetchRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     4: write_v4,
     5: write_v5,

@@ -7910,26 +7910,24 @@ PY_READERS = {
     17: read_v17,
     18: read_v18,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        4: _P4_FetchResponse,
-        5: _P5_FetchResponse,
-        6: _P6_FetchResponse,
-        7: _P7_FetchResponse,
-        8: _P8_FetchResponse,
-        9: _P9_FetchResponse,
-        10: _P10_FetchResponse,
-        11: _P11_FetchResponse,
-        12: _P12_FetchResponse,
-        13: _P13_FetchResponse,
-        14: _P14_FetchResponse,
-        15: _P15_FetchResponse,
-        16: _P16_FetchResponse,
-        17: _P17_FetchResponse,
-        18: _P18_FetchResponse,
-    },
-)
+PROGRAMS = {
+    4: _P4_FetchResponse,
+    5: _P5_FetchResponse,
+    6: _P6_FetchResponse,
+    7: _P7_FetchResponse,
+    8: _P8_FetchResponse,
+    9: _P9_FetchResponse,
+    10: _P10_FetchResponse,
+    11: _P11_FetchResponse,
+    12: _P12_FetchResponse,
+    13: _P13_FetchResponse,
+    14: _P14_FetchResponse,
+    15: _P15_FetchResponse,
+    16: _P16_FetchResponse,
+    17: _P17_FetchResponse,
+    18: _P18_FetchResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     4: write_v4,
     5: write_v5,

@@ -993,6 +993,7 @@ _P1_FetchSnapshotRequest = (
 )
 MESSAGE = FetchSnapshotRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(PY_READERS, {0: _P0_FetchSnapshotRequest, 1: _P1_FetchSnapshotRequest})
+PROGRAMS = {0: _P0_FetchSnapshotRequest, 1: _P1_FetchSnapshotRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: FetchSnapshotRequestV0, 1: FetchSnapshotRequestV1}

@@ -1292,8 +1292,7 @@ _P1_FetchSnapshotResponse = (
 )
 MESSAGE = FetchSnapshotResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_FetchSnapshotResponse, 1: _P1_FetchSnapshotResponse}
-)
+PROGRAMS = {0: _P0_FetchSnapshotResponse, 1: _P1_FetchSnapshotResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: FetchSnapshotResponseV0, 1: FetchSnapshotResponseV1}

@@ -1004,19 +1004,17 @@ PY_READERS = {
     6: read_v6,
     7: read_v7,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_FindCoordinatorRequest,
-        1: _P1_FindCoordinatorRequest,
-        2: _P2_FindCoordinatorRequest,
-        3: _P3_FindCoordinatorRequest,
-        4: _P4_FindCoordinatorRequest,
-        5: _P5_FindCoordinatorRequest,
-        6: _P6_FindCoordinatorRequest,
-        7: _P7_FindCoordinatorRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_FindCoordinatorRequest,
+    1: _P1_FindCoordinatorRequest,
+    2: _P2_FindCoordinatorRequest,
+    3: _P3_FindCoordinatorRequest,
+    4: _P4_FindCoordinatorRequest,
+    5: _P5_FindCoordinatorRequest,
+    6: _P6_FindCoordinatorRequest,
+    7: _P7_FindCoordinatorRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

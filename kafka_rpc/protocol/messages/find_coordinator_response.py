@@ -1840,19 +1840,17 @@ PY_READERS = {
     6: read_v6,
     7: read_v7,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_FindCoordinatorResponse,
-        1: _P1_FindCoordinatorResponse,
-        2: _P2_FindCoordinatorResponse,
-        3: _P3_FindCoordinatorResponse,
-        4: _P4_FindCoordinatorResponse,
-        5: _P5_FindCoordinatorResponse,
-        6: _P6_FindCoordinatorResponse,
-        7: _P7_FindCoordinatorResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_FindCoordinatorResponse,
+    1: _P1_FindCoordinatorResponse,
+    2: _P2_FindCoordinatorResponse,
+    3: _P3_FindCoordinatorResponse,
+    4: _P4_FindCoordinatorResponse,
+    5: _P5_FindCoordinatorResponse,
+    6: _P6_FindCoordinatorResponse,
+    7: _P7_FindCoordinatorResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

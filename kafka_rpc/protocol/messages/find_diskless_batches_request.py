@@ -384,6 +384,7 @@ _P0_FindDisklessBatchesRequest = (
 )
 MESSAGE = FindDisklessBatchesRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_FindDisklessBatchesRequest})
+PROGRAMS = {0: _P0_FindDisklessBatchesRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FindDisklessBatchesRequestV0}

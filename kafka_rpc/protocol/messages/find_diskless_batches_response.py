@@ -611,6 +611,7 @@ _P0_FindDisklessBatchesResponse = (
 )
 MESSAGE = FindDisklessBatchesResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_FindDisklessBatchesResponse})
+PROGRAMS = {0: _P0_FindDisklessBatchesResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: FindDisklessBatchesResponseV0}

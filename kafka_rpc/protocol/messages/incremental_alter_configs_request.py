@@ -722,8 +722,7 @@ _P1_IncrementalAlterConfigsRequest = (
 )
 MESSAGE = IncrementalAlterConfigsRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_IncrementalAlterConfigsRequest, 1: _P1_IncrementalAlterConfigsRequest}
-)
+PROGRAMS = {0: _P0_IncrementalAlterConfigsRequest, 1: _P1_IncrementalAlterConfigsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: IncrementalAlterConfigsRequestV0, 1: IncrementalAlterConfigsRequestV1}

@@ -545,8 +545,7 @@ _P1_IncrementalAlterConfigsResponse = (
 )
 MESSAGE = IncrementalAlterConfigsResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_IncrementalAlterConfigsResponse, 1: _P1_IncrementalAlterConfigsResponse}
-)
+PROGRAMS = {0: _P0_IncrementalAlterConfigsResponse, 1: _P1_IncrementalAlterConfigsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: IncrementalAlterConfigsResponseV0, 1: IncrementalAlterConfigsResponseV1}

@@ -236,6 +236,7 @@ _P0_InitDisklessTopicsRequest = (
 )
 MESSAGE = InitDisklessTopicsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_InitDisklessTopicsRequest})
+PROGRAMS = {0: _P0_InitDisklessTopicsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: InitDisklessTopicsRequestV0}

@@ -240,6 +240,7 @@ _P0_InitDisklessTopicsResponse = (
 )
 MESSAGE = InitDisklessTopicsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_InitDisklessTopicsResponse})
+PROGRAMS = {0: _P0_InitDisklessTopicsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: InitDisklessTopicsResponseV0}

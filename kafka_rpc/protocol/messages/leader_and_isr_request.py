@@ -4100,19 +4100,17 @@ PY_READERS = {
     6: read_v6,
     7: read_v7,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_LeaderAndIsrRequest,
-        1: _P1_LeaderAndIsrRequest,
-        2: _P2_LeaderAndIsrRequest,
-        3: _P3_LeaderAndIsrRequest,
-        4: _P4_LeaderAndIsrRequest,
-        5: _P5_LeaderAndIsrRequest,
-        6: _P6_LeaderAndIsrRequest,
-        7: _P7_LeaderAndIsrRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_LeaderAndIsrRequest,
+    1: _P1_LeaderAndIsrRequest,
+    2: _P2_LeaderAndIsrRequest,
+    3: _P3_LeaderAndIsrRequest,
+    4: _P4_LeaderAndIsrRequest,
+    5: _P5_LeaderAndIsrRequest,
+    6: _P6_LeaderAndIsrRequest,
+    7: _P7_LeaderAndIsrRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -1761,19 +1761,17 @@ PY_READERS = {
     6: read_v6,
     7: read_v7,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_LeaderAndIsrResponse,
-        1: _P1_LeaderAndIsrResponse,
-        2: _P2_LeaderAndIsrResponse,
-        3: _P3_LeaderAndIsrResponse,
-        4: _P4_LeaderAndIsrResponse,
-        5: _P5_LeaderAndIsrResponse,
-        6: _P6_LeaderAndIsrResponse,
-        7: _P7_LeaderAndIsrResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_LeaderAndIsrResponse,
+    1: _P1_LeaderAndIsrResponse,
+    2: _P2_LeaderAndIsrResponse,
+    3: _P3_LeaderAndIsrResponse,
+    4: _P4_LeaderAndIsrResponse,
+    5: _P5_LeaderAndIsrResponse,
+    6: _P6_LeaderAndIsrResponse,
+    7: _P7_LeaderAndIsrResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

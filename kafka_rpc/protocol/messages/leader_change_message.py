@@ -483,6 +483,7 @@ _P1_LeaderChangeMessage = (
 )
 MESSAGE = LeaderChangeMessage
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(PY_READERS, {0: _P0_LeaderChangeMessage, 1: _P1_LeaderChangeMessage})
+PROGRAMS = {0: _P0_LeaderChangeMessage, 1: _P1_LeaderChangeMessage}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: LeaderChangeMessageV0, 1: LeaderChangeMessageV1}

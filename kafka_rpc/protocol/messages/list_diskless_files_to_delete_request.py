@@ -263,6 +263,7 @@ _P0_ListDisklessFilesToDeleteRequest = (
 )
 MESSAGE = ListDisklessFilesToDeleteRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessFilesToDeleteRequest})
+PROGRAMS = {0: _P0_ListDisklessFilesToDeleteRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessFilesToDeleteRequestV0}

@@ -486,6 +486,7 @@ _P0_ListDisklessFilesToDeleteResponse = (
 )
 MESSAGE = ListDisklessFilesToDeleteResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessFilesToDeleteResponse})
+PROGRAMS = {0: _P0_ListDisklessFilesToDeleteResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessFilesToDeleteResponseV0}

@@ -362,6 +362,7 @@ _P0_ListDisklessOffsetsRequest = (
 )
 MESSAGE = ListDisklessOffsetsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessOffsetsRequest})
+PROGRAMS = {0: _P0_ListDisklessOffsetsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessOffsetsRequestV0}

@@ -398,6 +398,7 @@ _P0_ListDisklessOffsetsResponse = (
 )
 MESSAGE = ListDisklessOffsetsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListDisklessOffsetsResponse})
+PROGRAMS = {0: _P0_ListDisklessOffsetsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListDisklessOffsetsResponseV0}

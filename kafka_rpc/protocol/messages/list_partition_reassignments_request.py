@@ -319,6 +319,7 @@ _P0_ListPartitionReassignmentsRequest = (
 )
 MESSAGE = ListPartitionReassignmentsRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListPartitionReassignmentsRequest})
+PROGRAMS = {0: _P0_ListPartitionReassignmentsRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListPartitionReassignmentsRequestV0}

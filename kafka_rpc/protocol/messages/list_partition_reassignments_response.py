@@ -558,6 +558,7 @@ _P0_ListPartitionReassignmentsResponse = (
 )
 MESSAGE = ListPartitionReassignmentsResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ListPartitionReassignmentsResponse})
+PROGRAMS = {0: _P0_ListPartitionReassignmentsResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ListPartitionReassignmentsResponseV0}

@@ -2878,26 +2878,24 @@ PY_READERS = {
     13: read_v13,
     14: read_v14,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_MetadataRequest,
-        1: _P1_MetadataRequest,
-        2: _P2_MetadataRequest,
-        3: _P3_MetadataRequest,
-        4: _P4_MetadataRequest,
-        5: _P5_MetadataRequest,
-        6: _P6_MetadataRequest,
-        7: _P7_MetadataRequest,
-        8: _P8_MetadataRequest,
-        9: _P9_MetadataRequest,
-        10: _P10_MetadataRequest,
-        11: _P11_MetadataRequest,
-        12: _P12_MetadataRequest,
-        13: _P13_MetadataRequest,
-        14: _P14_MetadataRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_MetadataRequest,
+    1: _P1_MetadataRequest,
+    2: _P2_MetadataRequest,
+    3: _P3_MetadataRequest,
+    4: _P4_MetadataRequest,
+    5: _P5_MetadataRequest,
+    6: _P6_MetadataRequest,
+    7: _P7_MetadataRequest,
+    8: _P8_MetadataRequest,
+    9: _P9_MetadataRequest,
+    10: _P10_MetadataRequest,
+    11: _P11_MetadataRequest,
+    12: _P12_MetadataRequest,
+    13: _P13_MetadataRequest,
+    14: _P14_MetadataRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -8062,26 +8062,24 @@ PY_READERS = {
     13: read_v13,
     14: read_v14,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_MetadataResponse,
-        1: _P1_MetadataResponse,
-        2: _P2_MetadataResponse,
-        3: _P3_MetadataResponse,
-        4: _P4_MetadataResponse,
-        5: _P5_MetadataResponse,
-        6: _P6_MetadataResponse,
-        7: _P7_MetadataResponse,
-        8: _P8_MetadataResponse,
-        9: _P9_MetadataResponse,
-        10: _P10_MetadataResponse,
-        11: _P11_MetadataResponse,
-        12: _P12_MetadataResponse,
-        13: _P13_MetadataResponse,
-        14: _P14_MetadataResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_MetadataResponse,
+    1: _P1_MetadataResponse,
+    2: _P2_MetadataResponse,
+    3: _P3_MetadataResponse,
+    4: _P4_MetadataResponse,
+    5: _P5_MetadataResponse,
+    6: _P6_MetadataResponse,
+    7: _P7_MetadataResponse,
+    8: _P8_MetadataResponse,
+    9: _P9_MetadataResponse,
+    10: _P10_MetadataResponse,
+    11: _P11_MetadataResponse,
+    12: _P12_MetadataResponse,
+    13: _P13_MetadataResponse,
+    14: _P14_MetadataResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

@@ -122,6 +122,7 @@ _P0_NoOpRecord = (
 )
 MESSAGE = NoOpRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_NoOpRecord})
+PROGRAMS = {0: _P0_NoOpRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: NoOpRecordV0}

@@ -1631,15 +1631,13 @@ _P3_PartitionChangeRecord = (
 )
 MESSAGE = PartitionChangeRecord
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_PartitionChangeRecord,
-        1: _P1_PartitionChangeRecord,
-        2: _P2_PartitionChangeRecord,
-        3: _P3_PartitionChangeRecord,
-    },
-)
+PROGRAMS = {
+    0: _P0_PartitionChangeRecord,
+    1: _P1_PartitionChangeRecord,
+    2: _P2_PartitionChangeRecord,
+    3: _P3_PartitionChangeRecord,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {
     0: PartitionChangeRecordV0,

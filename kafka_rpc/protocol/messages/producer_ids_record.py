@@ -148,6 +148,7 @@ _P0_ProducerIdsRecord = (
 )
 MESSAGE = ProducerIdsRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ProducerIdsRecord})
+PROGRAMS = {0: _P0_ProducerIdsRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ProducerIdsRecordV0}

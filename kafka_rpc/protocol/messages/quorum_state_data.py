@@ -438,6 +438,7 @@ _P1_QuorumStateData = (
 )
 MESSAGE = QuorumStateData
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(PY_READERS, {0: _P0_QuorumStateData, 1: _P1_QuorumStateData})
+PROGRAMS = {0: _P0_QuorumStateData, 1: _P1_QuorumStateData}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: QuorumStateDataV0, 1: QuorumStateDataV1}

@@ -1838,15 +1838,13 @@ _P3_RegisterBrokerRecord = (
 )
 MESSAGE = RegisterBrokerRecord
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_RegisterBrokerRecord,
-        1: _P1_RegisterBrokerRecord,
-        2: _P2_RegisterBrokerRecord,
-        3: _P3_RegisterBrokerRecord,
-    },
-)
+PROGRAMS = {
+    0: _P0_RegisterBrokerRecord,
+    1: _P1_RegisterBrokerRecord,
+    2: _P2_RegisterBrokerRecord,
+    3: _P3_RegisterBrokerRecord,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {
     0: RegisterBrokerRecordV0,

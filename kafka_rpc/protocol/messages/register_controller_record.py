@@ -502,6 +502,7 @@ _P0_RegisterControllerRecord = (
 )
 MESSAGE = RegisterControllerRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_RegisterControllerRecord})
+PROGRAMS = {0: _P0_RegisterControllerRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: RegisterControllerRecordV0}

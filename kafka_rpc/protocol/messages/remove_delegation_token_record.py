@@ -159,6 +159,7 @@ _P0_RemoveDelegationTokenRecord = (
 )
 MESSAGE = RemoveDelegationTokenRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_RemoveDelegationTokenRecord})
+PROGRAMS = {0: _P0_RemoveDelegationTokenRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: RemoveDelegationTokenRecordV0}

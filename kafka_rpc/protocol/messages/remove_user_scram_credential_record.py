@@ -174,6 +174,7 @@ _P0_RemoveUserScramCredentialRecord = (
 )
 MESSAGE = RemoveUserScramCredentialRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_RemoveUserScramCredentialRecord})
+PROGRAMS = {0: _P0_RemoveUserScramCredentialRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: RemoveUserScramCredentialRecordV0}

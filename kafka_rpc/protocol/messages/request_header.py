@@ -268,6 +268,7 @@ _P2_RequestHeader = (
 )
 MESSAGE = RequestHeader
 PY_READERS = {1: read_v1, 2: read_v2}
-READERS = _p.native_readers(PY_READERS, {1: _P1_RequestHeader, 2: _P2_RequestHeader})
+PROGRAMS = {1: _P1_RequestHeader, 2: _P2_RequestHeader}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {1: write_v1, 2: write_v2}
 VERSION_CLASSES = {1: RequestHeaderV1, 2: RequestHeaderV2}

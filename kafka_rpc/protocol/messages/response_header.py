@@ -193,6 +193,7 @@ _P1_ResponseHeader = (
 )
 MESSAGE = ResponseHeader
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ResponseHeader, 1: _P1_ResponseHeader})
+PROGRAMS = {0: _P0_ResponseHeader, 1: _P1_ResponseHeader}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: ResponseHeaderV0, 1: ResponseHeaderV1}

@@ -302,14 +302,12 @@ _P2_SaslAuthenticateRequest = (
 )
 MESSAGE = SaslAuthenticateRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_SaslAuthenticateRequest,
-        1: _P1_SaslAuthenticateRequest,
-        2: _P2_SaslAuthenticateRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_SaslAuthenticateRequest,
+    1: _P1_SaslAuthenticateRequest,
+    2: _P2_SaslAuthenticateRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: SaslAuthenticateRequestV0,

@@ -448,14 +448,12 @@ _P2_SaslAuthenticateResponse = (
 )
 MESSAGE = SaslAuthenticateResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_SaslAuthenticateResponse,
-        1: _P1_SaslAuthenticateResponse,
-        2: _P2_SaslAuthenticateResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_SaslAuthenticateResponse,
+    1: _P1_SaslAuthenticateResponse,
+    2: _P2_SaslAuthenticateResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2}
 VERSION_CLASSES = {
     0: SaslAuthenticateResponseV0,

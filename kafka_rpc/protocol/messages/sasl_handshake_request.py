@@ -219,6 +219,7 @@ _P1_SaslHandshakeRequest = (
 )
 MESSAGE = SaslHandshakeRequest
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(PY_READERS, {0: _P0_SaslHandshakeRequest, 1: _P1_SaslHandshakeRequest})
+PROGRAMS = {0: _P0_SaslHandshakeRequest, 1: _P1_SaslHandshakeRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: SaslHandshakeRequestV0, 1: SaslHandshakeRequestV1}

@@ -269,8 +269,7 @@ _P1_SaslHandshakeResponse = (
 )
 MESSAGE = SaslHandshakeResponse
 PY_READERS = {0: read_v0, 1: read_v1}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_SaslHandshakeResponse, 1: _P1_SaslHandshakeResponse}
-)
+PROGRAMS = {0: _P0_SaslHandshakeResponse, 1: _P1_SaslHandshakeResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1}
 VERSION_CLASSES = {0: SaslHandshakeResponseV0, 1: SaslHandshakeResponseV1}

@@ -132,6 +132,7 @@ _P0_SnapshotFooterRecord = (
 )
 MESSAGE = SnapshotFooterRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_SnapshotFooterRecord})
+PROGRAMS = {0: _P0_SnapshotFooterRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: SnapshotFooterRecordV0}

@@ -149,6 +149,7 @@ _P0_SnapshotHeaderRecord = (
 )
 MESSAGE = SnapshotHeaderRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_SnapshotHeaderRecord})
+PROGRAMS = {0: _P0_SnapshotHeaderRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: SnapshotHeaderRecordV0}

@@ -1015,16 +1015,14 @@ _P4_StopReplicaResponse = (
 )
 MESSAGE = StopReplicaResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3, 4: read_v4}
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_StopReplicaResponse,
-        1: _P1_StopReplicaResponse,
-        2: _P2_StopReplicaResponse,
-        3: _P3_StopReplicaResponse,
-        4: _P4_StopReplicaResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_StopReplicaResponse,
+    1: _P1_StopReplicaResponse,
+    2: _P2_StopReplicaResponse,
+    3: _P3_StopReplicaResponse,
+    4: _P4_StopReplicaResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3, 4: write_v4}
 VERSION_CLASSES = {
     0: StopReplicaResponseV0,

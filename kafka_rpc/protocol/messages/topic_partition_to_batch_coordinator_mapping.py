@@ -164,6 +164,7 @@ _P0_TopicPartitionToBatchCoordinatorMapping = (
 )
 MESSAGE = TopicPartitionToBatchCoordinatorMapping
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_TopicPartitionToBatchCoordinatorMapping})
+PROGRAMS = {0: _P0_TopicPartitionToBatchCoordinatorMapping}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: TopicPartitionToBatchCoordinatorMappingV0}

@@ -170,6 +170,7 @@ _P0_TopicRecord = (
 )
 MESSAGE = TopicRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_TopicRecord})
+PROGRAMS = {0: _P0_TopicRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: TopicRecordV0}

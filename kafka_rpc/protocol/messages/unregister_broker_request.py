@@ -132,6 +132,7 @@ _P0_UnregisterBrokerRequest = (
 )
 MESSAGE = UnregisterBrokerRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_UnregisterBrokerRequest})
+PROGRAMS = {0: _P0_UnregisterBrokerRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UnregisterBrokerRequestV0}

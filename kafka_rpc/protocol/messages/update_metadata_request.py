@@ -5007,20 +5007,18 @@ PY_READERS = {
     7: read_v7,
     8: read_v8,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_UpdateMetadataRequest,
-        1: _P1_UpdateMetadataRequest,
-        2: _P2_UpdateMetadataRequest,
-        3: _P3_UpdateMetadataRequest,
-        4: _P4_UpdateMetadataRequest,
-        5: _P5_UpdateMetadataRequest,
-        6: _P6_UpdateMetadataRequest,
-        7: _P7_UpdateMetadataRequest,
-        8: _P8_UpdateMetadataRequest,
-    },
-)
+PROGRAMS = {
+    0: _P0_UpdateMetadataRequest,
+    1: _P1_UpdateMetadataRequest,
+    2: _P2_UpdateMetadataRequest,
+    3: _P3_UpdateMetadataRequest,
+    4: _P4_UpdateMetadataRequest,
+    5: _P5_UpdateMetadataRequest,
+    6: _P6_UpdateMetadataRequest,
+    7: _P7_UpdateMetadataRequest,
+    8: _P8_UpdateMetadataRequest,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

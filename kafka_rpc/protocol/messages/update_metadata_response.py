@@ -660,20 +660,18 @@ PY_READERS = {
     7: read_v7,
     8: read_v8,
 }
-READERS = _p.native_readers(
-    PY_READERS,
-    {
-        0: _P0_UpdateMetadataResponse,
-        1: _P1_UpdateMetadataResponse,
-        2: _P2_UpdateMetadataResponse,
-        3: _P3_UpdateMetadataResponse,
-        4: _P4_UpdateMetadataResponse,
-        5: _P5_UpdateMetadataResponse,
-        6: _P6_UpdateMetadataResponse,
-        7: _P7_UpdateMetadataResponse,
-        8: _P8_UpdateMetadataResponse,
-    },
-)
+PROGRAMS = {
+    0: _P0_UpdateMetadataResponse,
+    1: _P1_UpdateMetadataResponse,
+    2: _P2_UpdateMetadataResponse,
+    3: _P3_UpdateMetadataResponse,
+    4: _P4_UpdateMetadataResponse,
+    5: _P5_UpdateMetadataResponse,
+    6: _P6_UpdateMetadataResponse,
+    7: _P7_UpdateMetadataResponse,
+    8: _P8_UpdateMetadataResponse,
+}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {
     0: write_v0,
     1: write_v1,

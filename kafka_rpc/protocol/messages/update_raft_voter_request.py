@@ -498,6 +498,7 @@ _P0_UpdateRaftVoterRequest = (
 )
 MESSAGE = UpdateRaftVoterRequest
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_UpdateRaftVoterRequest})
+PROGRAMS = {0: _P0_UpdateRaftVoterRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UpdateRaftVoterRequestV0}

@@ -305,6 +305,7 @@ _P0_UpdateRaftVoterResponse = (
 )
 MESSAGE = UpdateRaftVoterResponse
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_UpdateRaftVoterResponse})
+PROGRAMS = {0: _P0_UpdateRaftVoterResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UpdateRaftVoterResponseV0}

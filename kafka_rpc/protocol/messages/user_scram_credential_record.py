@@ -278,6 +278,7 @@ _P0_UserScramCredentialRecord = (
 )
 MESSAGE = UserScramCredentialRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_UserScramCredentialRecord})
+PROGRAMS = {0: _P0_UserScramCredentialRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: UserScramCredentialRecordV0}

@@ -1489,8 +1489,7 @@ _P3_VoteRequest = (
 )
 MESSAGE = VoteRequest
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_VoteRequest, 1: _P1_VoteRequest, 2: _P2_VoteRequest, 3: _P3_VoteRequest}
-)
+PROGRAMS = {0: _P0_VoteRequest, 1: _P1_VoteRequest, 2: _P2_VoteRequest, 3: _P3_VoteRequest}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {0: VoteRequestV0, 1: VoteRequestV1, 2: VoteRequestV2, 3: VoteRequestV3}

@@ -1673,8 +1673,7 @@ _P3_VoteResponse = (
 )
 MESSAGE = VoteResponse
 PY_READERS = {0: read_v0, 1: read_v1, 2: read_v2, 3: read_v3}
-READERS = _p.native_readers(
-    PY_READERS, {0: _P0_VoteResponse, 1: _P1_VoteResponse, 2: _P2_VoteResponse, 3: _P3_VoteResponse}
-)
+PROGRAMS = {0: _P0_VoteResponse, 1: _P1_VoteResponse, 2: _P2_VoteResponse, 3: _P3_VoteResponse}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0, 1: write_v1, 2: write_v2, 3: write_v3}
 VERSION_CLASSES = {0: VoteResponseV0, 1: VoteResponseV1, 2: VoteResponseV2, 3: VoteResponseV3}

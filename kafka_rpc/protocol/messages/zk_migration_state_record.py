@@ -134,6 +134,7 @@ _P0_ZkMigrationStateRecord = (
 )
 MESSAGE = ZkMigrationStateRecord
 PY_READERS = {0: read_v0}
-READERS = _p.native_readers(PY_READERS, {0: _P0_ZkMigrationStateRecord})
+PROGRAMS = {0: _P0_ZkMigrationStateRecord}
+READERS = _p.native_readers(PY_READERS, PROGRAMS)
 WRITERS = {0: write_v0}
 VERSION_CLASSES = {0: ZkMigrationStateRecordV0}
