@@ -38,6 +38,29 @@ def kafka_oldest() -> str:
     return peer.OLDEST
 
 
+def _oracle(version: str, tmp_path_factory):
+    from tests.kafka.oracle import KafkaOracle
+
+    oracle = KafkaOracle.start_for(version, tmp_path_factory.mktemp(f"oracle-{version}"))
+    try:
+        yield oracle
+    finally:
+        oracle.kill()
+
+
+@pytest.fixture(scope="session")
+def kafka_oracle_newest(kafka_newest, tmp_path_factory):
+    """Kafka's generated codec of the newest release as one JVM for the whole session
+    (``tests/kafka/oracle.py``); killed at the end of the session."""
+    yield from _oracle(kafka_newest, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def kafka_oracle_oldest(kafka_oldest, tmp_path_factory):
+    """As ``kafka_oracle_newest``, for the oldest pinned release."""
+    yield from _oracle(kafka_oldest, tmp_path_factory)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
