@@ -11,7 +11,7 @@ for the metadata log).
 * **Writes** (``create_topic_and_partitions``, ``commit_file``, ``delete_records``,
   ``delete_topics``, ``delete_files``, ``enforce_retention``) are decided by the Raft leader: it
   reads its clock once (ms, never below the last recorded time) and appends the call and that time
-  as ONE record of our own family (``message_specs/Diskless*Record.json``, types 200-205). The
+  as ONE record of our own family (``message_specs/Diskless*Record.json``, types 10200-10205). The
   caller is answered once the record is committed and applied, with the result of the leader's
   own apply. Concurrent writes share one Raft batch and one fsync of the log (``append.linger.ms``
   0: every append made before the driver's next poll goes into one batch).

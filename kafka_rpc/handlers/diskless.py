@@ -1,6 +1,6 @@
-"""Wire handlers of the KIP-1164 diskless RPCs (keys 93-98) and our object-cleanup RPCs (102-103);
-AssignPartitionToBatchCoordinator (99) is registered here too (its logic is the controller's,
-``kafka_rpc.controller.coordinator_mapping``).
+"""Wire handlers of the KIP-1164 diskless RPCs (keys 10093-10098) and our object-cleanup RPCs
+(10102-10103); AssignPartitionToBatchCoordinator (10099) is registered here too (its logic is the
+controller's, ``kafka_rpc.controller.coordinator_mapping``).
 
 Each handler is a plain coroutine ``handle_x(coordinator, request, *, broker_id=None)`` that takes
 the decoded *full* request object and returns the full response object. There is no socket or
@@ -29,11 +29,11 @@ Conventions shared by every handler (DESIGN.md section 5):
   (``kafka_rpc.coordinator.assigned.AssignedBatchCoordinator``) the served set is the union of
   its replicas' and the coordinator routes each remaining entry to its own partition (one
   object's entries of two partitions are two commits, each atomic on its own); the object RPCs
-  (102, 103) follow its shared-object rule: an object is listed / forgotten only when no
+  (10102, 10103) follow its shared-object rule: an object is listed / forgotten only when no
   coordinator partition still references it, NOT_COORDINATOR when this node cannot check every
   partition.
 
-InitDisklessTopics (93)
+InitDisklessTopics (10093)
     API: version 0.
     Behavior: one ``create_topic_and_partitions`` call for all entries; partitions
     ``0 .. NumPartitions - 1`` exist afterwards, existing ones untouched. The wire carries no topic
@@ -41,7 +41,7 @@ InitDisklessTopics (93)
     Errors: the coordinator's INVALID_REQUEST is mapped to UNKNOWN_TOPIC_OR_PARTITION for the zero
     topic id and INVALID_PARTITIONS (37) for a negative NumPartitions, as the spec says.
 
-CommitBatches (94)
+CommitBatches (10094)
     API: version 0.
     Behavior: entries of all ``Batches`` / ``Topics`` are grouped by ObjectKey, one ``commit_file``
     per object, objects in order of first appearance; the object's size is the largest
@@ -55,7 +55,7 @@ CommitBatches (94)
     A rejected entry answers AssignedBaseOffset, LogAppendTime and LogStartOffset -1, IsDuplicate
     false.
 
-DeleteDisklessTopics (95)
+DeleteDisklessTopics (10095)
     API: version 0.
     Behavior: one ``delete_topics`` call (one transaction) with every non-zero id in request
     order; the coordinator reports per id whether it deleted anything.
@@ -63,7 +63,7 @@ DeleteDisklessTopics (95)
     already deleted by an earlier entry of the same request; a failing call fails every entry with
     the mapped code (KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
 
-DeleteDisklessRecords (96)
+DeleteDisklessRecords (10096)
     API: version 0.
     Behavior: one ``delete_records`` call; Offset -1 means the high watermark. LowWatermark (tagged)
     is the log start offset afterwards.
@@ -72,7 +72,7 @@ DeleteDisklessRecords (96)
     On the server, inactive chunks (KIP-1114) that end below a new LowWatermark are then removed
     in the background (``kafka_rpc.broker.chunk_deletion``).
 
-FindDisklessBatches (97)
+FindDisklessBatches (10097)
     API: version 0.
     Behavior: one ``find_batches`` call with the request's MaxBytes and each entry's MaxBytes (the
     coordinator applies Kafka's fetch budget rule). One partition entry per batch found, in offset
@@ -82,13 +82,13 @@ FindDisklessBatches (97)
     timestamp (the commit time for LogAppendTime batches).
     Errors: OFFSET_OUT_OF_RANGE (real LSO / HW), UNKNOWN_TOPIC_OR_PARTITION (-1 / -1).
 
-ListDisklessOffsets (98)
+ListDisklessOffsets (10098)
     API: version 0.
     Behavior: one ``list_offsets`` call; sentinels as the coordinator implements them.
     Errors: UNKNOWN_TOPIC_OR_PARTITION, UNKNOWN_SERVER_ERROR for an unsupported negative timestamp;
     Timestamp and Offset -1 on error.
 
-ListDisklessFilesToDelete (102)
+ListDisklessFilesToDelete (10102)
     API: version 0.
     Behavior: ``get_files_to_delete(cutoff, MaxObjects + 1, AfterObjectKey)``; the extra row only
     sets HasMore. MarkedForDeletionBeforeMs -1 means no cutoff. MaxObjects 0 lists nothing (the
@@ -98,7 +98,7 @@ ListDisklessFilesToDelete (102)
     error Files is empty, HasMore false and every SafeToDelete entry carries the code with
     IsSafeToDelete false. A key whose check fails gets its own mapped code, IsSafeToDelete false.
 
-DeleteDisklessFiles (103)
+DeleteDisklessFiles (10103)
     API: version 0.
     Behavior: one ``delete_files`` call (one transaction) with the keys in request order.
     Errors: per key as the coordinator answers: NONE when forgotten, RESOURCE_NOT_FOUND (91) for a
@@ -248,7 +248,7 @@ def _checked(results: Sequence[Any], expected: int, api: str) -> Sequence[Any]:
     return results
 
 
-# -- InitDisklessTopics (93) -------------------------------------------------------------------
+# -- InitDisklessTopics (10093) --------------------------------------------------------------------
 
 
 async def _per_entry(
@@ -300,7 +300,7 @@ async def handle_init_diskless_topics(
     return _init_resp.InitDisklessTopicsResponse(responses=tuple(results))
 
 
-# -- CommitBatches (94) ------------------------------------------------------------------------
+# -- CommitBatches (10094) -------------------------------------------------------------------------
 
 
 _new_commit_result = frozen_constructor(_commit_resp.CommitBatchesTopicPartitionResults)
@@ -414,7 +414,7 @@ object's call answers all its entries or ``_checked`` raises)."""
 _NOT_COORDINATOR_ANSWER = CommitBatchResponse.of_error(_NOT_COORDINATOR)
 
 
-# -- DeleteDisklessTopics (95) -----------------------------------------------------------------
+# -- DeleteDisklessTopics (10095) ------------------------------------------------------------------
 
 
 async def handle_delete_diskless_topics(
@@ -440,7 +440,7 @@ async def handle_delete_diskless_topics(
     return _del_topics_resp.DeleteDisklessTopicsResponse(responses=results)
 
 
-# -- DeleteDisklessRecords (96) ----------------------------------------------------------------
+# -- DeleteDisklessRecords (10096) -----------------------------------------------------------------
 
 
 async def handle_delete_diskless_records(
@@ -483,7 +483,7 @@ async def handle_delete_diskless_records(
     return _del_records_resp.DeleteDisklessRecordsResponse(responses=tuple(topics))
 
 
-# -- FindDisklessBatches (97) ------------------------------------------------------------------
+# -- FindDisklessBatches (10097) -------------------------------------------------------------------
 
 
 _new_find_result = frozen_constructor(_find_resp.FindDisklessBatchTopicPartitionResult)
@@ -556,7 +556,7 @@ async def handle_find_diskless_batches(
     return _find_resp.FindDisklessBatchesResponse(responses=tuple(topics))
 
 
-# -- ListDisklessOffsets (98) ------------------------------------------------------------------
+# -- ListDisklessOffsets (10098) -------------------------------------------------------------------
 
 
 async def handle_list_diskless_offsets(
@@ -602,7 +602,7 @@ async def handle_list_diskless_offsets(
     return _list_offsets_resp.ListDisklessOffsetsResponse(responses=tuple(topics))
 
 
-# -- ListDisklessFilesToDelete (102) -----------------------------------------------------------
+# -- ListDisklessFilesToDelete (10102) -------------------------------------------------------------
 
 
 async def handle_list_diskless_files_to_delete(
@@ -666,7 +666,7 @@ async def handle_list_diskless_files_to_delete(
     )
 
 
-# -- DeleteDisklessFiles (103) -----------------------------------------------------------------
+# -- DeleteDisklessFiles (10103) -------------------------------------------------------------------
 
 
 async def handle_delete_diskless_files(
@@ -750,7 +750,7 @@ def _register() -> None:
         default_registry.register(name, handler)
 
     async def assign_partition_to_batch_coordinator(ctx: Any, request: Any) -> Any:
-        """AssignPartitionToBatchCoordinator (99), controller listener only (DESIGN.md section
+        """AssignPartitionToBatchCoordinator (10099), controller listener only (DESIGN.md section
         3): the active controller's write event
         (:func:`kafka_rpc.controller.coordinator_mapping.assign_partition_to_batch_coordinator`),
         answered once committed; NOT_CONTROLLER (41) on every entry elsewhere."""

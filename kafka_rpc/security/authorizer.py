@@ -168,17 +168,18 @@ API_RULES: dict[int, tuple | None] = {
     73: _CLUSTER_ACTION,  # AssignReplicasToDirs
     56: _CLUSTER_ACTION,  # AlterPartition
     58: _CLUSTER_ACTION,  # Envelope: the forwarding broker; the inner request is checked too
-    93: _CLUSTER_ACTION,
-    94: _CLUSTER_ACTION,
-    95: _CLUSTER_ACTION,
-    96: _CLUSTER_ACTION,
-    97: _CLUSTER_ACTION,
-    98: _CLUSTER_ACTION,
-    99: _CLUSTER_ACTION,
-    100: _CLUSTER_ACTION,
-    101: _CLUSTER_ACTION,
-    102: _CLUSTER_ACTION,
-    103: _CLUSTER_ACTION,
+    # ours, in the private range of message_specs/README.md (10000 + the seed's key)
+    10093: _CLUSTER_ACTION,
+    10094: _CLUSTER_ACTION,
+    10095: _CLUSTER_ACTION,
+    10096: _CLUSTER_ACTION,
+    10097: _CLUSTER_ACTION,
+    10098: _CLUSTER_ACTION,
+    10099: _CLUSTER_ACTION,
+    10100: _CLUSTER_ACTION,
+    10101: _CLUSTER_ACTION,
+    10102: _CLUSTER_ACTION,
+    10103: _CLUSTER_ACTION,
 }
 
 

@@ -1,4 +1,4 @@
-"""``kafka-rpc diskless assign``: AssignPartitionToBatchCoordinator (99, KIP-1164 "Scaling the
+"""``kafka-rpc diskless assign``: AssignPartitionToBatchCoordinator (10099, KIP-1164 "Scaling the
 number of Batch Coordinators") from the command line, over
 :class:`~kafka_rpc.client.KafkaRpcClient`.
 

@@ -21,6 +21,9 @@ sys.path.insert(0, str(REPO))
 
 from bench import diskless_load as dl  # noqa: E402
 from bench import report  # noqa: E402
+from kafka_rpc.protocol import codec  # noqa: E402
+
+COMMIT_BATCHES_KEY = codec.message_class("CommitBatchesRequest").__api_key__
 
 # A tiny load: a few seconds, 2 topics x 4 partitions, small objects, many retries.
 TINY = [
@@ -430,7 +433,8 @@ class DroppingProxy:
         async def responses() -> None:
             while True:
                 f = await frame(ureader)
-                if apis.pop(int.from_bytes(f[4:8], "big", signed=True), None) == 94:
+                key = apis.pop(int.from_bytes(f[4:8], "big", signed=True), None)
+                if key == COMMIT_BATCHES_KEY:
                     self.commits += 1
                     if self.commits in self.drop:
                         self.dropped += 1

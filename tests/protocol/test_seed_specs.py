@@ -1,5 +1,5 @@
 """Checks of the message specs that come from the seed proposals (KIP-1164, KIP-1114) and of our own
-keys 102/103, against the API-key table of message_specs/README.md (DESIGN.md section 3).
+keys 10102/10103, against the API-key table of message_specs/README.md (DESIGN.md section 3).
 
 The files are read as Kafka reads them (whole-line `//` comments allowed)."""
 
@@ -15,23 +15,23 @@ SPEC_DIR = Path(__file__).resolve().parents[2] / "message_specs"
 
 # name -> (apiKey, listeners); listeners only for requests.
 APIS = {
-    "InitDisklessTopics": (93, ["broker"]),
-    "CommitBatches": (94, ["broker"]),
-    "DeleteDisklessTopics": (95, ["broker"]),
-    "DeleteDisklessRecords": (96, ["broker"]),
-    "FindDisklessBatches": (97, ["broker"]),
-    "ListDisklessOffsets": (98, ["broker"]),
-    "AssignPartitionToBatchCoordinator": (99, ["controller"]),
-    "CreateChunks": (100, ["broker", "controller"]),
-    "AlterChunkAssignments": (101, ["broker", "controller"]),  # errata: the tool goes to a broker
-    "ListDisklessFilesToDelete": (102, ["broker"]),
-    "DeleteDisklessFiles": (103, ["broker"]),
+    "InitDisklessTopics": (10093, ["broker"]),
+    "CommitBatches": (10094, ["broker"]),
+    "DeleteDisklessTopics": (10095, ["broker"]),
+    "DeleteDisklessRecords": (10096, ["broker"]),
+    "FindDisklessBatches": (10097, ["broker"]),
+    "ListDisklessOffsets": (10098, ["broker"]),
+    "AssignPartitionToBatchCoordinator": (10099, ["controller"]),
+    "CreateChunks": (10100, ["broker", "controller"]),
+    "AlterChunkAssignments": (10101, ["broker", "controller"]),  # errata: the tool goes to a broker
+    "ListDisklessFilesToDelete": (10102, ["broker"]),
+    "DeleteDisklessFiles": (10103, ["broker"]),
 }
 
 RECORDS = {
-    "TopicPartitionToBatchCoordinatorMapping": 29,
-    "ChunkRecord": 30,
-    "ChunkChangeRecord": 31,
+    "TopicPartitionToBatchCoordinatorMapping": 10029,
+    "ChunkRecord": 10030,
+    "ChunkChangeRecord": 10031,
 }
 
 FILES = sorted([f"{api}{kind}" for api in APIS for kind in ("Request", "Response")] + list(RECORDS))

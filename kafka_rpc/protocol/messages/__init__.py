@@ -34,7 +34,7 @@ SPECS = {
     "AlterChunkAssignmentsRequest": (
         "alter_chunk_assignments_request",
         "request",
-        101,
+        10101,
         (0, 0),
         0,
         ("broker", "controller"),
@@ -43,7 +43,7 @@ SPECS = {
     "AlterChunkAssignmentsResponse": (
         "alter_chunk_assignments_response",
         "response",
-        101,
+        10101,
         (0, 0),
         0,
         (),
@@ -136,7 +136,7 @@ SPECS = {
     "AssignPartitionToBatchCoordinatorRequest": (
         "assign_partition_to_batch_coordinator_request",
         "request",
-        99,
+        10099,
         (0, 0),
         0,
         ("controller",),
@@ -145,7 +145,7 @@ SPECS = {
     "AssignPartitionToBatchCoordinatorResponse": (
         "assign_partition_to_batch_coordinator_response",
         "response",
-        99,
+        10099,
         (0, 0),
         0,
         (),
@@ -224,20 +224,20 @@ SPECS = {
         (),
         False,
     ),
-    "ChunkChangeRecord": ("chunk_change_record", "metadata", 31, (0, 0), 0, (), False),
-    "ChunkRecord": ("chunk_record", "metadata", 30, (0, 0), 0, (), False),
+    "ChunkChangeRecord": ("chunk_change_record", "metadata", 10031, (0, 0), 0, (), False),
+    "ChunkRecord": ("chunk_record", "metadata", 10030, (0, 0), 0, (), False),
     "ClearElrRecord": ("clear_elr_record", "metadata", 28, (0, 0), 0, (), False),
     "ClientQuotaRecord": ("client_quota_record", "metadata", 14, (0, 0), 0, (), False),
     "CommitBatchesRequest": (
         "commit_batches_request",
         "request",
-        94,
+        10094,
         (0, 0),
         0,
         ("broker",),
         False,
     ),
-    "CommitBatchesResponse": ("commit_batches_response", "response", 94, (0, 0), 0, (), False),
+    "CommitBatchesResponse": ("commit_batches_response", "response", 10094, (0, 0), 0, (), False),
     "ConfigRecord": ("config_record", "metadata", 4, (0, 0), 0, (), False),
     "ControllerRegistrationRequest": (
         "controller_registration_request",
@@ -270,13 +270,13 @@ SPECS = {
     "CreateChunksRequest": (
         "create_chunks_request",
         "request",
-        100,
+        10100,
         (0, 0),
         0,
         ("broker", "controller"),
         False,
     ),
-    "CreateChunksResponse": ("create_chunks_response", "response", 100, (0, 0), 0, (), False),
+    "CreateChunksResponse": ("create_chunks_response", "response", 10100, (0, 0), 0, (), False),
     "CreateTopicsRequest": (
         "create_topics_request",
         "request",
@@ -302,7 +302,7 @@ SPECS = {
     "DeleteDisklessFilesRequest": (
         "delete_diskless_files_request",
         "request",
-        103,
+        10103,
         (0, 0),
         0,
         ("broker",),
@@ -311,7 +311,7 @@ SPECS = {
     "DeleteDisklessFilesResponse": (
         "delete_diskless_files_response",
         "response",
-        103,
+        10103,
         (0, 0),
         0,
         (),
@@ -320,7 +320,7 @@ SPECS = {
     "DeleteDisklessRecordsRequest": (
         "delete_diskless_records_request",
         "request",
-        96,
+        10096,
         (0, 0),
         0,
         ("broker",),
@@ -329,7 +329,7 @@ SPECS = {
     "DeleteDisklessRecordsResponse": (
         "delete_diskless_records_response",
         "response",
-        96,
+        10096,
         (0, 0),
         0,
         (),
@@ -338,7 +338,7 @@ SPECS = {
     "DeleteDisklessTopicsRequest": (
         "delete_diskless_topics_request",
         "request",
-        95,
+        10095,
         (0, 0),
         0,
         ("broker",),
@@ -347,7 +347,7 @@ SPECS = {
     "DeleteDisklessTopicsResponse": (
         "delete_diskless_topics_response",
         "response",
-        95,
+        10095,
         (0, 0),
         0,
         (),
@@ -396,7 +396,7 @@ SPECS = {
     "DisklessCommitFileRecord": (
         "diskless_commit_file_record",
         "metadata",
-        200,
+        10200,
         (0, 0),
         0,
         (),
@@ -405,7 +405,7 @@ SPECS = {
     "DisklessCreateTopicsRecord": (
         "diskless_create_topics_record",
         "metadata",
-        201,
+        10201,
         (0, 0),
         0,
         (),
@@ -414,7 +414,7 @@ SPECS = {
     "DisklessDeleteFilesRecord": (
         "diskless_delete_files_record",
         "metadata",
-        204,
+        10204,
         (0, 0),
         0,
         (),
@@ -423,7 +423,7 @@ SPECS = {
     "DisklessDeleteRecordsRecord": (
         "diskless_delete_records_record",
         "metadata",
-        202,
+        10202,
         (0, 0),
         0,
         (),
@@ -432,7 +432,7 @@ SPECS = {
     "DisklessDeleteTopicsRecord": (
         "diskless_delete_topics_record",
         "metadata",
-        203,
+        10203,
         (0, 0),
         0,
         (),
@@ -441,7 +441,7 @@ SPECS = {
     "DisklessEnforceRetentionRecord": (
         "diskless_enforce_retention_record",
         "metadata",
-        205,
+        10205,
         (0, 0),
         0,
         (),
@@ -450,7 +450,7 @@ SPECS = {
     "DisklessSnapshotChunkRecord": (
         "diskless_snapshot_chunk_record",
         "metadata",
-        206,
+        10206,
         (0, 0),
         0,
         (),
@@ -505,7 +505,7 @@ SPECS = {
     "FindDisklessBatchesRequest": (
         "find_diskless_batches_request",
         "request",
-        97,
+        10097,
         (0, 0),
         0,
         ("broker",),
@@ -514,7 +514,7 @@ SPECS = {
     "FindDisklessBatchesResponse": (
         "find_diskless_batches_response",
         "response",
-        97,
+        10097,
         (0, 0),
         0,
         (),
@@ -541,7 +541,7 @@ SPECS = {
     "InitDisklessTopicsRequest": (
         "init_diskless_topics_request",
         "request",
-        93,
+        10093,
         (0, 0),
         0,
         ("broker",),
@@ -550,7 +550,7 @@ SPECS = {
     "InitDisklessTopicsResponse": (
         "init_diskless_topics_response",
         "response",
-        93,
+        10093,
         (0, 0),
         0,
         (),
@@ -562,7 +562,7 @@ SPECS = {
     "ListDisklessFilesToDeleteRequest": (
         "list_diskless_files_to_delete_request",
         "request",
-        102,
+        10102,
         (0, 0),
         0,
         ("broker",),
@@ -571,7 +571,7 @@ SPECS = {
     "ListDisklessFilesToDeleteResponse": (
         "list_diskless_files_to_delete_response",
         "response",
-        102,
+        10102,
         (0, 0),
         0,
         (),
@@ -580,7 +580,7 @@ SPECS = {
     "ListDisklessOffsetsRequest": (
         "list_diskless_offsets_request",
         "request",
-        98,
+        10098,
         (0, 0),
         0,
         ("broker",),
@@ -589,7 +589,7 @@ SPECS = {
     "ListDisklessOffsetsResponse": (
         "list_diskless_offsets_response",
         "response",
-        98,
+        10098,
         (0, 0),
         0,
         (),
@@ -695,7 +695,7 @@ SPECS = {
     "TopicPartitionToBatchCoordinatorMapping": (
         "topic_partition_to_batch_coordinator_mapping",
         "metadata",
-        29,
+        10029,
         (0, 0),
         0,
         (),
