@@ -4,7 +4,7 @@ on: the controller side. Our own control manager (Kafka has no counterpart); the
 created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.controller.placement`,
 :func:`kafka_rpc.controller.replication.new_topic_id`).
 
-* **The mapping.** ``TopicPartitionToBatchCoordinatorMapping`` (metadata record 29) says that
+* **The mapping.** ``TopicPartitionToBatchCoordinatorMapping`` (metadata record 10029) says that
   partition ``PartitionIndex`` of topic ``TopicId`` belongs to the Batch Coordinator of
   ``__diskless-metadata`` partition ``BatchCoordinatorPartitionIndex``. Every node replays it into
   its image (:func:`replay_mapping`: ``TopicImage.batch_coordinators``, partition -> coordinator
@@ -12,7 +12,7 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
   goes with its topic (RemoveTopicRecord drops the TopicImage). A partition with no record
   belongs to coordinator partition 0 (:func:`coordinator_partition`). Snapshots carry one record
   per mapped partition (:func:`mapping_records`), after every manager's part.
-* **AssignPartitionToBatchCoordinator (99)** on the active controller
+* **AssignPartitionToBatchCoordinator (10099)** on the active controller
   (:func:`assign_partition_to_batch_coordinator`): per entry, validated against the image as left
   by the earlier entries; every accepted entry gives one mapping record, all of them one atomic
   batch, answered once committed.
@@ -131,7 +131,7 @@ def mapping_records(image: MetadataImage) -> list:
 
 # ============================================================================ the command
 def assign_partition_to_batch_coordinator(image: MetadataImage, request: Any, ctx: Any) -> Any:
-    """AssignPartitionToBatchCoordinator (key 99, KIP-1164) on the active controller:
+    """AssignPartitionToBatchCoordinator (key 10099, KIP-1164) on the active controller:
     ``(image, request, ctx) -> ControllerResult(records, response)``.
 
     Per entry, in request order: the zero topic id, a topic id the image does not have, or a

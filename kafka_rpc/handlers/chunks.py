@@ -1,4 +1,4 @@
-"""CreateChunks (key 100) and AlterChunkAssignments (key 101), KIP-1114 (DESIGN.md section 8).
+"""CreateChunks (key 10100) and AlterChunkAssignments (key 10101), KIP-1114 (DESIGN.md section 8).
 
 API: version 0 of each, on both listeners (AlterChunkAssignments on the broker listener is our
 erratum to the seed, see message_specs/README.md: the seed's tool sends it to a broker).
