@@ -710,7 +710,7 @@ class ModuleEmitter:
         with b.indent():
             b("for _ in range(count):")
             with b.indent():
-                b("tag, size, p = _p.read_tag_header(b, p)")
+                b("tag, size, p = _p.read_tag_prefix(b, p)")
                 first = True
                 for f in tagged:
                     kw = "if" if first else "elif"
@@ -743,11 +743,11 @@ class ModuleEmitter:
                     with b.indent():
                         b(f"raise _p.tag_not_valid(tag, {v})")
                 if first:
-                    b("p += size")
+                    b("p = _p.skip_tagged(b, p, size)")
                 else:
                     b("else:")
                     with b.indent():
-                        b("p += size")
+                        b("p = _p.skip_tagged(b, p, size)")
             b("return p")
 
     # -- writer

@@ -13,8 +13,9 @@
  *   - array counts are checked against the bytes remaining *before* anything is allocated
  *     (Kafka's "Tried to allocate a collection of size N, but there are only M bytes remaining");
  *   - nullable structs: int8 marker (negative = null); tagged nullable structs: uvarint marker;
- *   - tagged-field sections: known tags decoded into their field, tags valid only at other
- *     versions rejected, unknown tags skipped.
+ *   - tagged-field sections: known tags decoded into their field by type (the size ignored,
+ *     as Kafka), tags valid only at other versions rejected, unknown tags skipped (their size
+ *     must fit).
  *
  * Errors are the codec's documented family only (kafka_rpc.protocol.errors): BufferUnderflow when
  * the input ends early, InvalidLength for bad lengths/counts/varints, DecodeError for the rest.
@@ -399,10 +400,8 @@ read_struct(const Prog *P, const Buf *B, Py_ssize_t *p, int depth)
                 PyErr_SetString(InvalidLength, "negative tag or tagged-field size");
                 goto fail;
             }
-            if ((int64_t)*p + size > B->n) {
-                PyErr_SetString(BufferUnderflow, "tagged field runs past the end of the buffer");
-                goto fail;
-            }
+            /* A known tag's field is read by its type and its size ignored, as Kafka's generated
+             * readers do; only an unknown tag's size is checked, when it is skipped. */
             const Field *tf = NULL;
             for (Py_ssize_t j = 0; j < P->ntag; j++) {
                 if (P->tagged[j].tag == tag) {
@@ -425,6 +424,10 @@ read_struct(const Prog *P, const Buf *B, Py_ssize_t *p, int depth)
                                  P->version);
                     goto fail;
                 }
+            }
+            if ((int64_t)*p + size > B->n) {
+                PyErr_SetString(BufferUnderflow, "tagged field runs past the end of the buffer");
+                goto fail;
             }
             *p += size;
         }

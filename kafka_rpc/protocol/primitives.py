@@ -137,14 +137,33 @@ def null_not_allowed(what: str, version: int) -> EncodeError:
 
 
 def read_tag_header(buf: bytes, pos: int) -> tuple[int, int, int]:
-    """Read ``(tag, size, new_pos)`` of one tagged field and check the payload fits."""
+    """Read ``(tag, size, new_pos)`` of one tagged field to be skipped, checking the payload
+    fits (Kafka's ``readUnknownTaggedField`` reads ``size`` bytes)."""
+    tag, size, pos = read_tag_prefix(buf, pos)
+    if pos + size > len(buf):
+        raise BufferUnderflow("tagged field runs past the end of the buffer")
+    return tag, size, pos
+
+
+def read_tag_prefix(buf: bytes, pos: int) -> tuple[int, int, int]:
+    """Read ``(tag, size, new_pos)`` of one tagged field, nothing more: a generated reader reads
+    a *known* tag's field by its type and ignores ``size``, as Kafka's generated readers do (a
+    size that disagrees with the field, even one past the end of the buffer, is not an error
+    there), and checks ``size`` only when it skips an unknown tag (:func:`skip_tagged`)."""
     tag, pos = read_uvarint(buf, pos)
     size, pos = read_uvarint(buf, pos)
     if tag < 0 or size < 0:
         raise InvalidLength("negative tag or tagged-field size")
-    if pos + size > len(buf):
-        raise BufferUnderflow("tagged field runs past the end of the buffer")
     return tag, size, pos
+
+
+def skip_tagged(buf: bytes, pos: int, size: int) -> int:
+    """The position after an unknown tagged field of ``size`` bytes at ``pos``; raises
+    BufferUnderflow when it runs past the end of ``buf``."""
+    end = pos + size
+    if end > len(buf):
+        raise BufferUnderflow("tagged field runs past the end of the buffer")
+    return end
 
 
 def is_default_struct(value: object, defaults: dict[str, object]) -> bool:

@@ -227,6 +227,19 @@ def test_known_tag_at_wrong_version_is_rejected():
         .replica_directory_id == uuid.UUID(int=0)  # fmt: skip
 
 
+@pytest.mark.parametrize("readers", ["READERS", "PY_READERS"])
+def test_a_known_tag_is_read_by_its_type_whatever_its_size(readers):
+    # Kafka's generated readers read a known tag's field by its type and ignore the size; only an
+    # unknown tag's size must fit (readUnknownTaggedField). Found by tests/kafka's oracle:
+    # BrokerRegistrationChangeRecord v1, tag 0 (Fenced, int8) with size 0x6f, past the end.
+    read = getattr(mod("BrokerRegistrationChangeRecord"), readers)[1]
+    data = hx("0000d4da ffffff44fff74b52 02 00 6f 7e 01 01 cd")
+    rec, end = read(data, 0)
+    assert (rec.fenced, rec.in_controlled_shutdown, end) == (126, -51, len(data))
+    with pytest.raises(BufferUnderflow, match="tagged field runs past the end"):
+        read(hx("0000d4da ffffff44fff74b52 01 09 6f 7e"), 0)  # unknown tag 9
+
+
 def test_tagged_nullable_with_non_null_default_written_as_null():
     # ApiVersions v3 tagged FinalizedFeaturesEpoch default -1: writes only when different.
     r = M("ApiVersionsResponse")(finalized_features_epoch=5)

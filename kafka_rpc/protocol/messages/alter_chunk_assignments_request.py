@@ -160,8 +160,8 @@ def _r0_AlterChunkAssignment(b, p):
 
 def _rt0_AlterChunkAssignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -237,8 +237,8 @@ def _r0_AlterChunkAssignmentsRequest(b, p):
 
 def _rt0_AlterChunkAssignmentsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

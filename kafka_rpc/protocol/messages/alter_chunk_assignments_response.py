@@ -172,8 +172,8 @@ def _r0_AlterChunkAssignmentResult(b, p):
 
 def _rt0_AlterChunkAssignmentResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -264,8 +264,8 @@ def _r0_AlterChunkAssignmentsResponse(b, p):
 
 def _rt0_AlterChunkAssignmentsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

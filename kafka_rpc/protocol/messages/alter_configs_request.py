@@ -709,8 +709,8 @@ def _r2_AlterableConfig(b, p):
 
 def _rt2_AlterableConfig(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -796,8 +796,8 @@ def _r2_AlterConfigsResource(b, p):
 
 def _rt2_AlterConfigsResource(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -864,8 +864,8 @@ def _r2_AlterConfigsRequest(b, p):
 
 def _rt2_AlterConfigsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -561,8 +561,8 @@ def _r2_AlterConfigsResourceResponse(b, p):
 
 def _rt2_AlterConfigsResourceResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -632,8 +632,8 @@ def _r2_AlterConfigsResponse(b, p):
 
 def _rt2_AlterConfigsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

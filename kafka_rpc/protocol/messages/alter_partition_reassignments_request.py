@@ -210,8 +210,8 @@ def _r0_ReassignablePartition(b, p):
 
 def _rt0_ReassignablePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -286,8 +286,8 @@ def _r0_ReassignableTopic(b, p):
 
 def _rt0_ReassignableTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -365,8 +365,8 @@ def _r0_AlterPartitionReassignmentsRequest(b, p):
 
 def _rt0_AlterPartitionReassignmentsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -505,8 +505,8 @@ def _r1_ReassignablePartition(b, p):
 
 def _rt1_ReassignablePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -573,8 +573,8 @@ def _r1_ReassignableTopic(b, p):
 
 def _rt1_ReassignableTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -644,8 +644,8 @@ def _r1_AlterPartitionReassignmentsRequest(b, p):
 
 def _rt1_AlterPartitionReassignmentsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -249,8 +249,8 @@ def _r0_ReassignablePartitionResponse(b, p):
 
 def _rt0_ReassignablePartitionResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -336,8 +336,8 @@ def _r0_ReassignableTopicResponse(b, p):
 
 def _rt0_ReassignableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -435,8 +435,8 @@ def _r0_AlterPartitionReassignmentsResponse(b, p):
 
 def _rt0_AlterPartitionReassignmentsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -613,8 +613,8 @@ def _r1_ReassignablePartitionResponse(b, p):
 
 def _rt1_ReassignablePartitionResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -686,8 +686,8 @@ def _r1_ReassignableTopicResponse(b, p):
 
 def _rt1_ReassignableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -779,8 +779,8 @@ def _r1_AlterPartitionReassignmentsResponse(b, p):
 
 def _rt1_AlterPartitionReassignmentsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

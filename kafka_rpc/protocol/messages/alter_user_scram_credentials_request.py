@@ -187,8 +187,8 @@ def _r0_ScramCredentialDeletion(b, p):
 
 def _rt0_ScramCredentialDeletion(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -279,8 +279,8 @@ def _r0_ScramCredentialUpsertion(b, p):
 
 def _rt0_ScramCredentialUpsertion(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -389,8 +389,8 @@ def _r0_AlterUserScramCredentialsRequest(b, p):
 
 def _rt0_AlterUserScramCredentialsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

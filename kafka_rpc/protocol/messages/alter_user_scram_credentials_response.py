@@ -162,8 +162,8 @@ def _r0_AlterUserScramCredentialsResult(b, p):
 
 def _rt0_AlterUserScramCredentialsResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -246,8 +246,8 @@ def _r0_AlterUserScramCredentialsResponse(b, p):
 
 def _rt0_AlterUserScramCredentialsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -328,8 +328,8 @@ def _r3_ApiVersionsRequest(b, p):
 
 def _rt3_ApiVersionsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -455,8 +455,8 @@ def _r4_ApiVersionsRequest(b, p):
 
 def _rt4_ApiVersionsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

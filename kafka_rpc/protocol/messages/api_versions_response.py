@@ -762,8 +762,8 @@ def _r3_ApiVersion(b, p):
 
 def _rt3_ApiVersion(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -805,8 +805,8 @@ def _r3_SupportedFeatureKey(b, p):
 
 def _rt3_SupportedFeatureKey(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -869,8 +869,8 @@ def _r3_FinalizedFeatureKey(b, p):
 
 def _rt3_FinalizedFeatureKey(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -948,7 +948,7 @@ def _r3_ApiVersionsResponse(b, p):
 
 def _rt3_ApiVersionsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1000,7 +1000,7 @@ def _rt3_ApiVersionsResponse(b, p, count, o):
             p += 1
             _set_ApiVersionsResponse_zk_migration_ready(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1200,8 +1200,8 @@ def _r4_ApiVersion(b, p):
 
 def _rt4_ApiVersion(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1243,8 +1243,8 @@ def _r4_SupportedFeatureKey(b, p):
 
 def _rt4_SupportedFeatureKey(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1299,8 +1299,8 @@ def _r4_FinalizedFeatureKey(b, p):
 
 def _rt4_FinalizedFeatureKey(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1366,7 +1366,7 @@ def _r4_ApiVersionsResponse(b, p):
 
 def _rt4_ApiVersionsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1418,7 +1418,7 @@ def _rt4_ApiVersionsResponse(b, p, count, o):
             p += 1
             _set_ApiVersionsResponse_zk_migration_ready(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -157,8 +157,8 @@ def _r0_AssignTopicPartitionToBatchCoordinator(b, p):
 
 def _rt0_AssignTopicPartitionToBatchCoordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -211,8 +211,8 @@ def _r0_AssignTopicToBatchCoordinator(b, p):
 
 def _rt0_AssignTopicToBatchCoordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -276,8 +276,8 @@ def _r0_AssignPartitionToBatchCoordinatorRequest(b, p):
 
 def _rt0_AssignPartitionToBatchCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -155,8 +155,8 @@ def _r0_AssignTopicPartitionToBatchCoordinatorResult(b, p):
 
 def _rt0_AssignTopicPartitionToBatchCoordinatorResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -211,8 +211,8 @@ def _r0_AssignTopicToBatchCoordinatorResult(b, p):
 
 def _rt0_AssignTopicToBatchCoordinatorResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -276,8 +276,8 @@ def _r0_AssignPartitionToBatchCoordinatorResponse(b, p):
 
 def _rt0_AssignPartitionToBatchCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

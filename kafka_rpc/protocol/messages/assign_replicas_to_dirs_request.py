@@ -185,8 +185,8 @@ def _r0_PartitionData(b, p):
 
 def _rt0_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -233,8 +233,8 @@ def _r0_TopicData(b, p):
 
 def _rt0_TopicData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -294,8 +294,8 @@ def _r0_DirectoryData(b, p):
 
 def _rt0_DirectoryData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -355,8 +355,8 @@ def _r0_AssignReplicasToDirsRequest(b, p):
 
 def _rt0_AssignReplicasToDirsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

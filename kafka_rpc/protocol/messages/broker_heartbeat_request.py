@@ -143,11 +143,11 @@ def _r0_BrokerHeartbeatRequest(b, p):
 
 def _rt0_BrokerHeartbeatRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -251,7 +251,7 @@ def _r1_BrokerHeartbeatRequest(b, p):
 
 def _rt1_BrokerHeartbeatRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -277,7 +277,7 @@ def _rt1_BrokerHeartbeatRequest(b, p, count, o):
                 x = tuple(a)
             _set_BrokerHeartbeatRequest_offline_log_dirs(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -115,8 +115,8 @@ def _r0_BrokerHeartbeatResponse(b, p):
 
 def _rt0_BrokerHeartbeatResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -206,8 +206,8 @@ def _r1_BrokerHeartbeatResponse(b, p):
 
 def _rt1_BrokerHeartbeatResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -130,7 +130,7 @@ def _r0_BrokerRegistrationChangeRecord(b, p):
 
 def _rt0_BrokerRegistrationChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S1.unpack_from(b, p)
             p += 1
@@ -138,7 +138,7 @@ def _rt0_BrokerRegistrationChangeRecord(b, p, count, o):
         elif tag in (1, 2):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -258,7 +258,7 @@ def _r1_BrokerRegistrationChangeRecord(b, p):
 
 def _rt1_BrokerRegistrationChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S1.unpack_from(b, p)
             p += 1
@@ -270,7 +270,7 @@ def _rt1_BrokerRegistrationChangeRecord(b, p, count, o):
         elif tag in (2,):
             raise _p.tag_not_valid(tag, 1)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -382,7 +382,7 @@ def _r2_BrokerRegistrationChangeRecord(b, p):
 
 def _rt2_BrokerRegistrationChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S1.unpack_from(b, p)
             p += 1
@@ -416,7 +416,7 @@ def _rt2_BrokerRegistrationChangeRecord(b, p, count, o):
                 x = tuple(a)
             _set_BrokerRegistrationChangeRecord_log_dirs(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

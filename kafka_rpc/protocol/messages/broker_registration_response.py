@@ -140,8 +140,8 @@ def _r0_BrokerRegistrationResponse(b, p):
 
 def _rt0_BrokerRegistrationResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -223,8 +223,8 @@ def _r1_BrokerRegistrationResponse(b, p):
 
 def _rt1_BrokerRegistrationResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -292,8 +292,8 @@ def _r2_BrokerRegistrationResponse(b, p):
 
 def _rt2_BrokerRegistrationResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -361,8 +361,8 @@ def _r3_BrokerRegistrationResponse(b, p):
 
 def _rt3_BrokerRegistrationResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -430,8 +430,8 @@ def _r4_BrokerRegistrationResponse(b, p):
 
 def _rt4_BrokerRegistrationResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

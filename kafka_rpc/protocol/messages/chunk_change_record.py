@@ -151,7 +151,7 @@ def _r0_ChunkChangeRecord(b, p):
 
 def _rt0_ChunkChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -237,7 +237,7 @@ def _rt0_ChunkChangeRecord(b, p, count, o):
                 p += 4 * n
             _set_ChunkChangeRecord_adding_replicas(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -296,8 +296,8 @@ def _r0_CommitBatchesTopicPartition(b, p):
 
 def _rt0_CommitBatchesTopicPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -413,8 +413,8 @@ def _r0_CommitBatchesTopic(b, p):
 
 def _rt0_CommitBatchesTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -472,8 +472,8 @@ def _r0_Batches(b, p):
 
 def _rt0_Batches(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -530,8 +530,8 @@ def _r0_CommitBatchesRequest(b, p):
 
 def _rt0_CommitBatchesRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

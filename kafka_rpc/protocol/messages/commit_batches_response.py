@@ -200,8 +200,8 @@ def _r0_CommitBatchesTopicPartitionResults(b, p):
 
 def _rt0_CommitBatchesTopicPartitionResults(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -277,8 +277,8 @@ def _r0_CommitBatchesTopicResults(b, p):
 
 def _rt0_CommitBatchesTopicResults(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -336,8 +336,8 @@ def _r0_CommitBatchesResponse(b, p):
 
 def _rt0_CommitBatchesResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -208,8 +208,8 @@ def _r0_Listener(b, p):
 
 def _rt0_Listener(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -287,8 +287,8 @@ def _r0_Feature(b, p):
 
 def _rt0_Feature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -371,8 +371,8 @@ def _r0_ControllerRegistrationRequest(b, p):
 
 def _rt0_ControllerRegistrationRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

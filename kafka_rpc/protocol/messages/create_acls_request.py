@@ -465,8 +465,8 @@ def _r2_AclCreation(b, p):
 
 def _rt2_AclCreation(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -548,8 +548,8 @@ def _r2_CreateAclsRequest(b, p):
 
 def _rt2_CreateAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -701,8 +701,8 @@ def _r3_AclCreation(b, p):
 
 def _rt3_AclCreation(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -784,8 +784,8 @@ def _r3_CreateAclsRequest(b, p):
 
 def _rt3_CreateAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -183,8 +183,8 @@ def _r0_CreateChunksTopicPartition(b, p):
 
 def _rt0_CreateChunksTopicPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -275,8 +275,8 @@ def _r0_CreateChunksRequest(b, p):
 
 def _rt0_CreateChunksRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -168,8 +168,8 @@ def _r0_CreateChunksTopicPartitionResult(b, p):
 
 def _rt0_CreateChunksTopicPartitionResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -256,8 +256,8 @@ def _r0_CreateChunksResponse(b, p):
 
 def _rt0_CreateChunksResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

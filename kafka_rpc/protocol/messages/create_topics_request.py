@@ -1358,8 +1358,8 @@ def _r5_CreatableReplicaAssignment(b, p):
 
 def _rt5_CreatableReplicaAssignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1425,8 +1425,8 @@ def _r5_CreatableTopicConfig(b, p):
 
 def _rt5_CreatableTopicConfig(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1527,8 +1527,8 @@ def _r5_CreatableTopic(b, p):
 
 def _rt5_CreatableTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1606,8 +1606,8 @@ def _r5_CreateTopicsRequest(b, p):
 
 def _rt5_CreateTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1741,8 +1741,8 @@ def _r6_CreatableReplicaAssignment(b, p):
 
 def _rt6_CreatableReplicaAssignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1808,8 +1808,8 @@ def _r6_CreatableTopicConfig(b, p):
 
 def _rt6_CreatableTopicConfig(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1910,8 +1910,8 @@ def _r6_CreatableTopic(b, p):
 
 def _rt6_CreatableTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1989,8 +1989,8 @@ def _r6_CreateTopicsRequest(b, p):
 
 def _rt6_CreateTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2124,8 +2124,8 @@ def _r7_CreatableReplicaAssignment(b, p):
 
 def _rt7_CreatableReplicaAssignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2191,8 +2191,8 @@ def _r7_CreatableTopicConfig(b, p):
 
 def _rt7_CreatableTopicConfig(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2293,8 +2293,8 @@ def _r7_CreatableTopic(b, p):
 
 def _rt7_CreatableTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2372,8 +2372,8 @@ def _r7_CreateTopicsRequest(b, p):
 
 def _rt7_CreateTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -937,8 +937,8 @@ def _r5_CreatableTopicConfigs(b, p):
 
 def _rt5_CreatableTopicConfigs(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1064,13 +1064,13 @@ def _r5_CreatableTopicResult(b, p):
 
 def _rt5_CreatableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S0.unpack_from(b, p)
             p += 2
             _set_CreatableTopicResult_topic_config_error_code(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1166,8 +1166,8 @@ def _r5_CreateTopicsResponse(b, p):
 
 def _rt5_CreateTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1313,8 +1313,8 @@ def _r6_CreatableTopicConfigs(b, p):
 
 def _rt6_CreatableTopicConfigs(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1428,13 +1428,13 @@ def _r6_CreatableTopicResult(b, p):
 
 def _rt6_CreatableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S0.unpack_from(b, p)
             p += 2
             _set_CreatableTopicResult_topic_config_error_code(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1530,8 +1530,8 @@ def _r6_CreateTopicsResponse(b, p):
 
 def _rt6_CreateTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1677,8 +1677,8 @@ def _r7_CreatableTopicConfigs(b, p):
 
 def _rt7_CreatableTopicConfigs(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1792,13 +1792,13 @@ def _r7_CreatableTopicResult(b, p):
 
 def _rt7_CreatableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S0.unpack_from(b, p)
             p += 2
             _set_CreatableTopicResult_topic_config_error_code(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1894,8 +1894,8 @@ def _r7_CreateTopicsResponse(b, p):
 
 def _rt7_CreateTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -477,8 +477,8 @@ def _r2_DeleteAclsFilter(b, p):
 
 def _rt2_DeleteAclsFilter(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -560,8 +560,8 @@ def _r2_DeleteAclsRequest(b, p):
 
 def _rt2_DeleteAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -717,8 +717,8 @@ def _r3_DeleteAclsFilter(b, p):
 
 def _rt3_DeleteAclsFilter(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -800,8 +800,8 @@ def _r3_DeleteAclsRequest(b, p):
 
 def _rt3_DeleteAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

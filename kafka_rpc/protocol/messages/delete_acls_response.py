@@ -722,8 +722,8 @@ def _r2_DeleteAclsMatchingAcl(b, p):
 
 def _rt2_DeleteAclsMatchingAcl(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -839,8 +839,8 @@ def _r2_DeleteAclsFilterResult(b, p):
 
 def _rt2_DeleteAclsFilterResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -907,8 +907,8 @@ def _r2_DeleteAclsResponse(b, p):
 
 def _rt2_DeleteAclsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1106,8 +1106,8 @@ def _r3_DeleteAclsMatchingAcl(b, p):
 
 def _rt3_DeleteAclsMatchingAcl(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1223,8 +1223,8 @@ def _r3_DeleteAclsFilterResult(b, p):
 
 def _rt3_DeleteAclsFilterResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1291,8 +1291,8 @@ def _r3_DeleteAclsResponse(b, p):
 
 def _rt3_DeleteAclsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -144,8 +144,8 @@ def _r0_DeleteDisklessFileResult(b, p):
 
 def _rt0_DeleteDisklessFileResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -207,8 +207,8 @@ def _r0_DeleteDisklessFilesResponse(b, p):
 
 def _rt0_DeleteDisklessFilesResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -155,8 +155,8 @@ def _r0_DeleteDisklessPartitionRecords(b, p):
 
 def _rt0_DeleteDisklessPartitionRecords(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -209,8 +209,8 @@ def _r0_DeleteDisklessTopicRecords(b, p):
 
 def _rt0_DeleteDisklessTopicRecords(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -270,8 +270,8 @@ def _r0_DeleteDisklessRecordsRequest(b, p):
 
 def _rt0_DeleteDisklessRecordsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

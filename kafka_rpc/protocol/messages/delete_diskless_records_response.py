@@ -162,13 +162,13 @@ def _r0_DeleteDisklessPartitionRecordsResult(b, p):
 
 def _rt0_DeleteDisklessPartitionRecordsResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S1.unpack_from(b, p)
             p += 8
             _set_DeleteDisklessPartitionRecordsResult_low_watermark(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -240,8 +240,8 @@ def _r0_DeleteDisklessRecordsResult(b, p):
 
 def _rt0_DeleteDisklessRecordsResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -301,8 +301,8 @@ def _r0_DeleteDisklessRecordsResponse(b, p):
 
 def _rt0_DeleteDisklessRecordsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

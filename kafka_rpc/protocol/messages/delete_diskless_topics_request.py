@@ -109,8 +109,8 @@ def _r0_DeleteDisklessTopic(b, p):
 
 def _rt0_DeleteDisklessTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -155,8 +155,8 @@ def _r0_DeleteDisklessTopicsRequest(b, p):
 
 def _rt0_DeleteDisklessTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

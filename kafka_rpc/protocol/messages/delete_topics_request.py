@@ -508,8 +508,8 @@ def _r4_DeleteTopicsRequest(b, p):
 
 def _rt4_DeleteTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -632,8 +632,8 @@ def _r5_DeleteTopicsRequest(b, p):
 
 def _rt5_DeleteTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -738,8 +738,8 @@ def _r6_DeleteTopicState(b, p):
 
 def _rt6_DeleteTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -801,8 +801,8 @@ def _r6_DeleteTopicsRequest(b, p):
 
 def _rt6_DeleteTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -688,8 +688,8 @@ def _r4_DeletableTopicResult(b, p):
 
 def _rt4_DeletableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -745,8 +745,8 @@ def _r4_DeleteTopicsResponse(b, p):
 
 def _rt4_DeleteTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -876,8 +876,8 @@ def _r5_DeletableTopicResult(b, p):
 
 def _rt5_DeletableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -946,8 +946,8 @@ def _r5_DeleteTopicsResponse(b, p):
 
 def _rt5_DeleteTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1073,8 +1073,8 @@ def _r6_DeletableTopicResult(b, p):
 
 def _rt6_DeletableTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1143,8 +1143,8 @@ def _r6_DeleteTopicsResponse(b, p):
 
 def _rt6_DeleteTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

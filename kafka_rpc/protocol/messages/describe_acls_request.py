@@ -388,8 +388,8 @@ def _r2_DescribeAclsRequest(b, p):
 
 def _rt2_DescribeAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -568,8 +568,8 @@ def _r3_DescribeAclsRequest(b, p):
 
 def _rt3_DescribeAclsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

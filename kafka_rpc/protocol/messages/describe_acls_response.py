@@ -578,8 +578,8 @@ def _r2_AclDescription(b, p):
 
 def _rt2_AclDescription(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -668,8 +668,8 @@ def _r2_DescribeAclsResource(b, p):
 
 def _rt2_DescribeAclsResource(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -755,8 +755,8 @@ def _r2_DescribeAclsResponse(b, p):
 
 def _rt2_DescribeAclsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -911,8 +911,8 @@ def _r3_AclDescription(b, p):
 
 def _rt3_AclDescription(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1001,8 +1001,8 @@ def _r3_DescribeAclsResource(b, p):
 
 def _rt3_DescribeAclsResource(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1088,8 +1088,8 @@ def _r3_DescribeAclsResponse(b, p):
 
 def _rt3_DescribeAclsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

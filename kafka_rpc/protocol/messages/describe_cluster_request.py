@@ -127,8 +127,8 @@ def _r0_DescribeClusterRequest(b, p):
 
 def _rt0_DescribeClusterRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -225,8 +225,8 @@ def _r1_DescribeClusterRequest(b, p):
 
 def _rt1_DescribeClusterRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -306,8 +306,8 @@ def _r2_DescribeClusterRequest(b, p):
 
 def _rt2_DescribeClusterRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -290,8 +290,8 @@ def _r0_DescribeClusterBroker(b, p):
 
 def _rt0_DescribeClusterBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -425,8 +425,8 @@ def _r0_DescribeClusterResponse(b, p):
 
 def _rt0_DescribeClusterResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -625,8 +625,8 @@ def _r1_DescribeClusterBroker(b, p):
 
 def _rt1_DescribeClusterBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -750,8 +750,8 @@ def _r1_DescribeClusterResponse(b, p):
 
 def _rt1_DescribeClusterResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -921,8 +921,8 @@ def _r2_DescribeClusterBroker(b, p):
 
 def _rt2_DescribeClusterBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1044,8 +1044,8 @@ def _r2_DescribeClusterResponse(b, p):
 
 def _rt2_DescribeClusterResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -234,8 +234,8 @@ def _r0_DisklessCommitBatch(b, p):
 
 def _rt0_DisklessCommitBatch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -344,8 +344,8 @@ def _r0_DisklessCommitFileRecord(b, p):
 
 def _rt0_DisklessCommitFileRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

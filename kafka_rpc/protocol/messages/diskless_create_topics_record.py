@@ -143,8 +143,8 @@ def _r0_DisklessCreateTopic(b, p):
 
 def _rt0_DisklessCreateTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -209,8 +209,8 @@ def _r0_DisklessCreateTopicsRecord(b, p):
 
 def _rt0_DisklessCreateTopicsRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -118,8 +118,8 @@ def _r0_DisklessDeleteFilesRecord(b, p):
 
 def _rt0_DisklessDeleteFilesRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

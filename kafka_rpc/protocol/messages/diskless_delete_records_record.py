@@ -126,8 +126,8 @@ def _r0_DisklessDeleteRecordsEntry(b, p):
 
 def _rt0_DisklessDeleteRecordsEntry(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -178,8 +178,8 @@ def _r0_DisklessDeleteRecordsRecord(b, p):
 
 def _rt0_DisklessDeleteRecordsRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -134,8 +134,8 @@ def _r0_DisklessRetentionEntry(b, p):
 
 def _rt0_DisklessRetentionEntry(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -190,8 +190,8 @@ def _r0_DisklessEnforceRetentionRecord(b, p):
 
 def _rt0_DisklessEnforceRetentionRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

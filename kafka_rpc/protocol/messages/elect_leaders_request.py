@@ -497,8 +497,8 @@ def _r2_TopicPartitions(b, p):
 
 def _rt2_TopicPartitions(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -565,8 +565,8 @@ def _r2_ElectLeadersRequest(b, p):
 
 def _rt2_ElectLeadersRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -690,8 +690,8 @@ def _r2_PartitionResult(b, p):
 
 def _rt2_PartitionResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -761,8 +761,8 @@ def _r2_ReplicaElectionResult(b, p):
 
 def _rt2_ReplicaElectionResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -830,8 +830,8 @@ def _r2_ElectLeadersResponse(b, p):
 
 def _rt2_ElectLeadersResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

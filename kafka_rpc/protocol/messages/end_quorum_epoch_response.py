@@ -502,8 +502,8 @@ def _r1_PartitionData(b, p):
 
 def _rt1_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -560,8 +560,8 @@ def _r1_TopicData(b, p):
 
 def _rt1_TopicData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -631,8 +631,8 @@ def _r1_NodeEndpoint(b, p):
 
 def _rt1_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -697,7 +697,7 @@ def _r1_EndQuorumEpochResponse(b, p):
 
 def _rt1_EndQuorumEpochResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -720,7 +720,7 @@ def _rt1_EndQuorumEpochResponse(b, p, count, o):
                 x = tuple(a)
             _set_EndQuorumEpochResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -864,8 +864,8 @@ def _r2_PartitionData(b, p):
 
 def _rt2_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -908,8 +908,8 @@ def _r2_TopicData(b, p):
 
 def _rt2_TopicData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -967,8 +967,8 @@ def _r2_NodeEndpoint(b, p):
 
 def _rt2_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1025,7 +1025,7 @@ def _r2_EndQuorumEpochResponse(b, p):
 
 def _rt2_EndQuorumEpochResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1048,7 +1048,7 @@ def _rt2_EndQuorumEpochResponse(b, p, count, o):
                 x = tuple(a)
             _set_EndQuorumEpochResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -3511,11 +3511,11 @@ def _r12_FetchPartition(b, p):
 
 def _rt12_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0, 1):
             raise _p.tag_not_valid(tag, 12)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3579,8 +3579,8 @@ def _r12_FetchTopic(b, p):
 
 def _rt12_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3656,8 +3656,8 @@ def _r12_ForgottenTopic(b, p):
 
 def _rt12_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3776,7 +3776,7 @@ def _r12_FetchRequest(b, p):
 
 def _rt12_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -3800,7 +3800,7 @@ def _rt12_FetchRequest(b, p, count, o):
         elif tag in (1,):
             raise _p.tag_not_valid(tag, 12)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4012,11 +4012,11 @@ def _r13_FetchPartition(b, p):
 
 def _rt13_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0, 1):
             raise _p.tag_not_valid(tag, 13)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4066,8 +4066,8 @@ def _r13_FetchTopic(b, p):
 
 def _rt13_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4117,8 +4117,8 @@ def _r13_ForgottenTopic(b, p):
 
 def _rt13_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4225,7 +4225,7 @@ def _r13_FetchRequest(b, p):
 
 def _rt13_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -4249,7 +4249,7 @@ def _rt13_FetchRequest(b, p, count, o):
         elif tag in (1,):
             raise _p.tag_not_valid(tag, 13)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4461,11 +4461,11 @@ def _r14_FetchPartition(b, p):
 
 def _rt14_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0, 1):
             raise _p.tag_not_valid(tag, 14)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4515,8 +4515,8 @@ def _r14_FetchTopic(b, p):
 
 def _rt14_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4566,8 +4566,8 @@ def _r14_ForgottenTopic(b, p):
 
 def _rt14_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4674,7 +4674,7 @@ def _r14_FetchRequest(b, p):
 
 def _rt14_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -4698,7 +4698,7 @@ def _rt14_FetchRequest(b, p, count, o):
         elif tag in (1,):
             raise _p.tag_not_valid(tag, 14)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4894,8 +4894,8 @@ def _r15_ReplicaState(b, p):
 
 def _rt15_ReplicaState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4943,11 +4943,11 @@ def _r15_FetchPartition(b, p):
 
 def _rt15_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0, 1):
             raise _p.tag_not_valid(tag, 15)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4997,8 +4997,8 @@ def _r15_FetchTopic(b, p):
 
 def _rt15_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5048,8 +5048,8 @@ def _r15_ForgottenTopic(b, p):
 
 def _rt15_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5150,7 +5150,7 @@ def _r15_FetchRequest(b, p):
 
 def _rt15_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -5175,7 +5175,7 @@ def _rt15_FetchRequest(b, p, count, o):
             x, p = _r15_ReplicaState(b, p)
             _set_FetchRequest_replica_state(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5388,8 +5388,8 @@ def _r16_ReplicaState(b, p):
 
 def _rt16_ReplicaState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5431,11 +5431,11 @@ def _r16_FetchPartition(b, p):
 
 def _rt16_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0, 1):
             raise _p.tag_not_valid(tag, 16)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5485,8 +5485,8 @@ def _r16_FetchTopic(b, p):
 
 def _rt16_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5536,8 +5536,8 @@ def _r16_ForgottenTopic(b, p):
 
 def _rt16_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5638,7 +5638,7 @@ def _r16_FetchRequest(b, p):
 
 def _rt16_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -5663,7 +5663,7 @@ def _rt16_FetchRequest(b, p, count, o):
             x, p = _r16_ReplicaState(b, p)
             _set_FetchRequest_replica_state(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5876,8 +5876,8 @@ def _r17_ReplicaState(b, p):
 
 def _rt17_ReplicaState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5919,7 +5919,7 @@ def _r17_FetchPartition(b, p):
 
 def _rt17_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S6.unpack_from(b, p)
             p += 16
@@ -5928,7 +5928,7 @@ def _rt17_FetchPartition(b, p, count, o):
         elif tag in (1,):
             raise _p.tag_not_valid(tag, 17)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5993,8 +5993,8 @@ def _r17_FetchTopic(b, p):
 
 def _rt17_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6044,8 +6044,8 @@ def _r17_ForgottenTopic(b, p):
 
 def _rt17_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6146,7 +6146,7 @@ def _r17_FetchRequest(b, p):
 
 def _rt17_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -6171,7 +6171,7 @@ def _rt17_FetchRequest(b, p, count, o):
             x, p = _r17_ReplicaState(b, p)
             _set_FetchRequest_replica_state(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6384,8 +6384,8 @@ def _r18_ReplicaState(b, p):
 
 def _rt18_ReplicaState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6427,7 +6427,7 @@ def _r18_FetchPartition(b, p):
 
 def _rt18_FetchPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S6.unpack_from(b, p)
             p += 16
@@ -6438,7 +6438,7 @@ def _rt18_FetchPartition(b, p, count, o):
             p += 8
             _set_FetchPartition_high_watermark(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6510,8 +6510,8 @@ def _r18_FetchTopic(b, p):
 
 def _rt18_FetchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6561,8 +6561,8 @@ def _r18_ForgottenTopic(b, p):
 
 def _rt18_ForgottenTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6663,7 +6663,7 @@ def _r18_FetchRequest(b, p):
 
 def _rt18_FetchRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -6688,7 +6688,7 @@ def _rt18_FetchRequest(b, p, count, o):
             x, p = _r18_ReplicaState(b, p)
             _set_FetchRequest_replica_state(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

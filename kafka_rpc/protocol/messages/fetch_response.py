@@ -3878,8 +3878,8 @@ def _r12_EpochEndOffset(b, p):
 
 def _rt12_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3911,8 +3911,8 @@ def _r12_LeaderIdAndEpoch(b, p):
 
 def _rt12_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3944,8 +3944,8 @@ def _r12_SnapshotId(b, p):
 
 def _rt12_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3977,8 +3977,8 @@ def _r12_AbortedTransaction(b, p):
 
 def _rt12_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4051,7 +4051,7 @@ def _r12_PartitionData(b, p):
 
 def _rt12_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r12_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -4062,7 +4062,7 @@ def _rt12_PartitionData(b, p, count, o):
             x, p = _r12_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4172,8 +4172,8 @@ def _r12_FetchableTopicResponse(b, p):
 
 def _rt12_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4245,11 +4245,11 @@ def _r12_FetchResponse(b, p):
 
 def _rt12_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 12)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4430,8 +4430,8 @@ def _r13_EpochEndOffset(b, p):
 
 def _rt13_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4457,8 +4457,8 @@ def _r13_LeaderIdAndEpoch(b, p):
 
 def _rt13_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4484,8 +4484,8 @@ def _r13_SnapshotId(b, p):
 
 def _rt13_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4511,8 +4511,8 @@ def _r13_AbortedTransaction(b, p):
 
 def _rt13_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4585,7 +4585,7 @@ def _r13_PartitionData(b, p):
 
 def _rt13_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r13_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -4596,7 +4596,7 @@ def _rt13_PartitionData(b, p, count, o):
             x, p = _r13_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4692,8 +4692,8 @@ def _r13_FetchableTopicResponse(b, p):
 
 def _rt13_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4753,11 +4753,11 @@ def _r13_FetchResponse(b, p):
 
 def _rt13_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 13)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4938,8 +4938,8 @@ def _r14_EpochEndOffset(b, p):
 
 def _rt14_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4965,8 +4965,8 @@ def _r14_LeaderIdAndEpoch(b, p):
 
 def _rt14_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4992,8 +4992,8 @@ def _r14_SnapshotId(b, p):
 
 def _rt14_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5019,8 +5019,8 @@ def _r14_AbortedTransaction(b, p):
 
 def _rt14_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5093,7 +5093,7 @@ def _r14_PartitionData(b, p):
 
 def _rt14_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r14_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -5104,7 +5104,7 @@ def _rt14_PartitionData(b, p, count, o):
             x, p = _r14_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5200,8 +5200,8 @@ def _r14_FetchableTopicResponse(b, p):
 
 def _rt14_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5261,11 +5261,11 @@ def _r14_FetchResponse(b, p):
 
 def _rt14_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 14)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5446,8 +5446,8 @@ def _r15_EpochEndOffset(b, p):
 
 def _rt15_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5473,8 +5473,8 @@ def _r15_LeaderIdAndEpoch(b, p):
 
 def _rt15_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5500,8 +5500,8 @@ def _r15_SnapshotId(b, p):
 
 def _rt15_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5527,8 +5527,8 @@ def _r15_AbortedTransaction(b, p):
 
 def _rt15_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5601,7 +5601,7 @@ def _r15_PartitionData(b, p):
 
 def _rt15_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r15_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -5612,7 +5612,7 @@ def _rt15_PartitionData(b, p, count, o):
             x, p = _r15_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5708,8 +5708,8 @@ def _r15_FetchableTopicResponse(b, p):
 
 def _rt15_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5769,11 +5769,11 @@ def _r15_FetchResponse(b, p):
 
 def _rt15_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 15)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5954,8 +5954,8 @@ def _r16_EpochEndOffset(b, p):
 
 def _rt16_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5981,8 +5981,8 @@ def _r16_LeaderIdAndEpoch(b, p):
 
 def _rt16_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6008,8 +6008,8 @@ def _r16_SnapshotId(b, p):
 
 def _rt16_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6035,8 +6035,8 @@ def _r16_AbortedTransaction(b, p):
 
 def _rt16_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6109,7 +6109,7 @@ def _r16_PartitionData(b, p):
 
 def _rt16_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r16_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -6120,7 +6120,7 @@ def _rt16_PartitionData(b, p, count, o):
             x, p = _r16_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6216,8 +6216,8 @@ def _r16_FetchableTopicResponse(b, p):
 
 def _rt16_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6288,8 +6288,8 @@ def _r16_NodeEndpoint(b, p):
 
 def _rt16_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6375,7 +6375,7 @@ def _r16_FetchResponse(b, p):
 
 def _rt16_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -6396,7 +6396,7 @@ def _rt16_FetchResponse(b, p, count, o):
                 x = tuple(a)
             _set_FetchResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6613,8 +6613,8 @@ def _r17_EpochEndOffset(b, p):
 
 def _rt17_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6640,8 +6640,8 @@ def _r17_LeaderIdAndEpoch(b, p):
 
 def _rt17_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6667,8 +6667,8 @@ def _r17_SnapshotId(b, p):
 
 def _rt17_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6694,8 +6694,8 @@ def _r17_AbortedTransaction(b, p):
 
 def _rt17_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6768,7 +6768,7 @@ def _r17_PartitionData(b, p):
 
 def _rt17_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r17_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -6779,7 +6779,7 @@ def _rt17_PartitionData(b, p, count, o):
             x, p = _r17_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6875,8 +6875,8 @@ def _r17_FetchableTopicResponse(b, p):
 
 def _rt17_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6947,8 +6947,8 @@ def _r17_NodeEndpoint(b, p):
 
 def _rt17_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7024,7 +7024,7 @@ def _r17_FetchResponse(b, p):
 
 def _rt17_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -7045,7 +7045,7 @@ def _rt17_FetchResponse(b, p, count, o):
                 x = tuple(a)
             _set_FetchResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7262,8 +7262,8 @@ def _r18_EpochEndOffset(b, p):
 
 def _rt18_EpochEndOffset(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7289,8 +7289,8 @@ def _r18_LeaderIdAndEpoch(b, p):
 
 def _rt18_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7316,8 +7316,8 @@ def _r18_SnapshotId(b, p):
 
 def _rt18_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7343,8 +7343,8 @@ def _r18_AbortedTransaction(b, p):
 
 def _rt18_AbortedTransaction(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7417,7 +7417,7 @@ def _r18_PartitionData(b, p):
 
 def _rt18_PartitionData(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r18_EpochEndOffset(b, p)
             _set_PartitionData_diverging_epoch(o, x)
@@ -7428,7 +7428,7 @@ def _rt18_PartitionData(b, p, count, o):
             x, p = _r18_SnapshotId(b, p)
             _set_PartitionData_snapshot_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7524,8 +7524,8 @@ def _r18_FetchableTopicResponse(b, p):
 
 def _rt18_FetchableTopicResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7596,8 +7596,8 @@ def _r18_NodeEndpoint(b, p):
 
 def _rt18_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7673,7 +7673,7 @@ def _r18_FetchResponse(b, p):
 
 def _rt18_FetchResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -7694,7 +7694,7 @@ def _rt18_FetchResponse(b, p, count, o):
                 x = tuple(a)
             _set_FetchResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -280,8 +280,8 @@ def _r0_SnapshotId(b, p):
 
 def _rt0_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -322,11 +322,11 @@ def _r0_PartitionSnapshot(b, p):
 
 def _rt0_PartitionSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -402,8 +402,8 @@ def _r0_TopicSnapshot(b, p):
 
 def _rt0_TopicSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -477,7 +477,7 @@ def _r0_FetchSnapshotRequest(b, p):
 
 def _rt0_FetchSnapshotRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -499,7 +499,7 @@ def _rt0_FetchSnapshotRequest(b, p, count, o):
                 p = e
             _set_FetchSnapshotRequest_cluster_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -655,8 +655,8 @@ def _r1_SnapshotId(b, p):
 
 def _rt1_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -691,14 +691,14 @@ def _r1_PartitionSnapshot(b, p):
 
 def _rt1_PartitionSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S3.unpack_from(b, p)
             p += 16
             x = _uuid(x)
             _set_PartitionSnapshot_replica_directory_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -773,8 +773,8 @@ def _r1_TopicSnapshot(b, p):
 
 def _rt1_TopicSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -842,7 +842,7 @@ def _r1_FetchSnapshotRequest(b, p):
 
 def _rt1_FetchSnapshotRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -864,7 +864,7 @@ def _rt1_FetchSnapshotRequest(b, p, count, o):
                 p = e
             _set_FetchSnapshotRequest_cluster_id(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

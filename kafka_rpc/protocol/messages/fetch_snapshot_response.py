@@ -382,8 +382,8 @@ def _r0_SnapshotId(b, p):
 
 def _rt0_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -415,8 +415,8 @@ def _r0_LeaderIdAndEpoch(b, p):
 
 def _rt0_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -473,12 +473,12 @@ def _r0_PartitionSnapshot(b, p):
 
 def _rt0_PartitionSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r0_LeaderIdAndEpoch(b, p)
             _set_PartitionSnapshot_current_leader(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -579,8 +579,8 @@ def _r0_TopicSnapshot(b, p):
 
 def _rt0_TopicSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -654,11 +654,11 @@ def _r0_FetchSnapshotResponse(b, p):
 
 def _rt0_FetchSnapshotResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -808,8 +808,8 @@ def _r1_SnapshotId(b, p):
 
 def _rt1_SnapshotId(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -835,8 +835,8 @@ def _r1_LeaderIdAndEpoch(b, p):
 
 def _rt1_LeaderIdAndEpoch(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -887,12 +887,12 @@ def _r1_PartitionSnapshot(b, p):
 
 def _rt1_PartitionSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r1_LeaderIdAndEpoch(b, p)
             _set_PartitionSnapshot_current_leader(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -977,8 +977,8 @@ def _r1_TopicSnapshot(b, p):
 
 def _rt1_TopicSnapshot(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1045,8 +1045,8 @@ def _r1_NodeEndpoint(b, p):
 
 def _rt1_NodeEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1113,7 +1113,7 @@ def _r1_FetchSnapshotResponse(b, p):
 
 def _rt1_FetchSnapshotResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1136,7 +1136,7 @@ def _rt1_FetchSnapshotResponse(b, p, count, o):
                 x = tuple(a)
             _set_FetchSnapshotResponse_node_endpoints(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -432,8 +432,8 @@ def _r3_FindCoordinatorRequest(b, p):
 
 def _rt3_FindCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -550,8 +550,8 @@ def _r4_FindCoordinatorRequest(b, p):
 
 def _rt4_FindCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -674,8 +674,8 @@ def _r5_FindCoordinatorRequest(b, p):
 
 def _rt5_FindCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -798,8 +798,8 @@ def _r6_FindCoordinatorRequest(b, p):
 
 def _rt6_FindCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -922,8 +922,8 @@ def _r7_FindCoordinatorRequest(b, p):
 
 def _rt7_FindCoordinatorRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -707,8 +707,8 @@ def _r3_FindCoordinatorResponse(b, p):
 
 def _rt3_FindCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -860,8 +860,8 @@ def _r4_Coordinator(b, p):
 
 def _rt4_Coordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -966,8 +966,8 @@ def _r4_FindCoordinatorResponse(b, p):
 
 def _rt4_FindCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1130,8 +1130,8 @@ def _r5_Coordinator(b, p):
 
 def _rt5_Coordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1222,8 +1222,8 @@ def _r5_FindCoordinatorResponse(b, p):
 
 def _rt5_FindCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1386,8 +1386,8 @@ def _r6_Coordinator(b, p):
 
 def _rt6_Coordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1478,8 +1478,8 @@ def _r6_FindCoordinatorResponse(b, p):
 
 def _rt6_FindCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1642,8 +1642,8 @@ def _r7_Coordinator(b, p):
 
 def _rt7_Coordinator(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1734,8 +1734,8 @@ def _r7_FindCoordinatorResponse(b, p):
 
 def _rt7_FindCoordinatorResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -164,8 +164,8 @@ def _r0_FindDisklessBatchTopicPartition(b, p):
 
 def _rt0_FindDisklessBatchTopicPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -222,8 +222,8 @@ def _r0_FindDisklessBatchTopic(b, p):
 
 def _rt0_FindDisklessBatchTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -283,8 +283,8 @@ def _r0_FindDisklessBatchesRequest(b, p):
 
 def _rt0_FindDisklessBatchesRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

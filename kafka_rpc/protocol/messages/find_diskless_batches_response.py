@@ -288,8 +288,8 @@ def _r0_FindDisklessBatchTopicPartitionResult(b, p):
 
 def _rt0_FindDisklessBatchTopicPartitionResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -419,8 +419,8 @@ def _r0_FindDisklessBatchTopicResult(b, p):
 
 def _rt0_FindDisklessBatchTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -482,8 +482,8 @@ def _r0_FindDisklessBatchesResponse(b, p):
 
 def _rt0_FindDisklessBatchesResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -476,8 +476,8 @@ def _r1_AlterableConfig(b, p):
 
 def _rt1_AlterableConfig(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -564,8 +564,8 @@ def _r1_AlterConfigsResource(b, p):
 
 def _rt1_AlterConfigsResource(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -632,8 +632,8 @@ def _r1_IncrementalAlterConfigsRequest(b, p):
 
 def _rt1_IncrementalAlterConfigsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

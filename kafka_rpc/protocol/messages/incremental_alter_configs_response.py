@@ -389,8 +389,8 @@ def _r1_AlterConfigsResourceResponse(b, p):
 
 def _rt1_AlterConfigsResourceResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -462,8 +462,8 @@ def _r1_IncrementalAlterConfigsResponse(b, p):
 
 def _rt1_IncrementalAlterConfigsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

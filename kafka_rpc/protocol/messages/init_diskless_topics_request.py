@@ -113,8 +113,8 @@ def _r0_InitDisklessTopic(b, p):
 
 def _rt0_InitDisklessTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -161,8 +161,8 @@ def _r0_InitDisklessTopicsRequest(b, p):
 
 def _rt0_InitDisklessTopicsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -117,8 +117,8 @@ def _r0_InitDisklessTopicResult(b, p):
 
 def _rt0_InitDisklessTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -165,8 +165,8 @@ def _r0_InitDisklessTopicsResponse(b, p):
 
 def _rt0_InitDisklessTopicsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -2207,8 +2207,8 @@ def _r4_LeaderAndIsrPartitionState(b, p):
 
 def _rt4_LeaderAndIsrPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2314,8 +2314,8 @@ def _r4_LeaderAndIsrTopicState(b, p):
 
 def _rt4_LeaderAndIsrTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2384,8 +2384,8 @@ def _r4_LeaderAndIsrLiveLeader(b, p):
 
 def _rt4_LeaderAndIsrLiveLeader(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2468,8 +2468,8 @@ def _r4_LeaderAndIsrRequest(b, p):
 
 def _rt4_LeaderAndIsrRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2704,8 +2704,8 @@ def _r5_LeaderAndIsrPartitionState(b, p):
 
 def _rt5_LeaderAndIsrPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2811,8 +2811,8 @@ def _r5_LeaderAndIsrTopicState(b, p):
 
 def _rt5_LeaderAndIsrTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2882,8 +2882,8 @@ def _r5_LeaderAndIsrLiveLeader(b, p):
 
 def _rt5_LeaderAndIsrLiveLeader(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2966,8 +2966,8 @@ def _r5_LeaderAndIsrRequest(b, p):
 
 def _rt5_LeaderAndIsrRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3200,8 +3200,8 @@ def _r6_LeaderAndIsrPartitionState(b, p):
 
 def _rt6_LeaderAndIsrPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3304,8 +3304,8 @@ def _r6_LeaderAndIsrTopicState(b, p):
 
 def _rt6_LeaderAndIsrTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3375,8 +3375,8 @@ def _r6_LeaderAndIsrLiveLeader(b, p):
 
 def _rt6_LeaderAndIsrLiveLeader(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3459,8 +3459,8 @@ def _r6_LeaderAndIsrRequest(b, p):
 
 def _rt6_LeaderAndIsrRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3691,8 +3691,8 @@ def _r7_LeaderAndIsrPartitionState(b, p):
 
 def _rt7_LeaderAndIsrPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3795,8 +3795,8 @@ def _r7_LeaderAndIsrTopicState(b, p):
 
 def _rt7_LeaderAndIsrTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3866,8 +3866,8 @@ def _r7_LeaderAndIsrLiveLeader(b, p):
 
 def _rt7_LeaderAndIsrLiveLeader(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3952,8 +3952,8 @@ def _r7_LeaderAndIsrRequest(b, p):
 
 def _rt7_LeaderAndIsrRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

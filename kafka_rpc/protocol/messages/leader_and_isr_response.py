@@ -957,8 +957,8 @@ def _r4_LeaderAndIsrPartitionError(b, p):
 
 def _rt4_LeaderAndIsrPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1014,8 +1014,8 @@ def _r4_LeaderAndIsrResponse(b, p):
 
 def _rt4_LeaderAndIsrResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1118,8 +1118,8 @@ def _r5_LeaderAndIsrPartitionError(b, p):
 
 def _rt5_LeaderAndIsrPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1162,8 +1162,8 @@ def _r5_LeaderAndIsrTopicError(b, p):
 
 def _rt5_LeaderAndIsrTopicError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1225,8 +1225,8 @@ def _r5_LeaderAndIsrResponse(b, p):
 
 def _rt5_LeaderAndIsrResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1341,8 +1341,8 @@ def _r6_LeaderAndIsrPartitionError(b, p):
 
 def _rt6_LeaderAndIsrPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1385,8 +1385,8 @@ def _r6_LeaderAndIsrTopicError(b, p):
 
 def _rt6_LeaderAndIsrTopicError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1440,8 +1440,8 @@ def _r6_LeaderAndIsrResponse(b, p):
 
 def _rt6_LeaderAndIsrResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1556,8 +1556,8 @@ def _r7_LeaderAndIsrPartitionError(b, p):
 
 def _rt7_LeaderAndIsrPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1600,8 +1600,8 @@ def _r7_LeaderAndIsrTopicError(b, p):
 
 def _rt7_LeaderAndIsrTopicError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1655,8 +1655,8 @@ def _r7_LeaderAndIsrResponse(b, p):
 
 def _rt7_LeaderAndIsrResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -195,8 +195,8 @@ def _r0_DisklessFileToDelete(b, p):
 
 def _rt0_DisklessFileToDelete(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -263,8 +263,8 @@ def _r0_DisklessFileSafetyResult(b, p):
 
 def _rt0_DisklessFileSafetyResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -353,8 +353,8 @@ def _r0_ListDisklessFilesToDeleteResponse(b, p):
 
 def _rt0_ListDisklessFilesToDeleteResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

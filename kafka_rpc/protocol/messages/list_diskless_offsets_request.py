@@ -155,8 +155,8 @@ def _r0_ListDisklessOffsetsTopicPartition(b, p):
 
 def _rt0_ListDisklessOffsetsTopicPartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -209,8 +209,8 @@ def _r0_ListDisklessOffsetsTopic(b, p):
 
 def _rt0_ListDisklessOffsetsTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -268,8 +268,8 @@ def _r0_ListDisklessOffsetsRequest(b, p):
 
 def _rt0_ListDisklessOffsetsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -165,8 +165,8 @@ def _r0_ListDisklessOffsetsTopicPartitionResult(b, p):
 
 def _rt0_ListDisklessOffsetsTopicPartitionResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -229,8 +229,8 @@ def _r0_ListDisklessOffsetsTopicResult(b, p):
 
 def _rt0_ListDisklessOffsetsTopicResult(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -292,8 +292,8 @@ def _r0_ListDisklessOffsetsResponse(b, p):
 
 def _rt0_ListDisklessOffsetsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -152,8 +152,8 @@ def _r0_ListPartitionReassignmentsTopics(b, p):
 
 def _rt0_ListPartitionReassignmentsTopics(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -228,8 +228,8 @@ def _r0_ListPartitionReassignmentsRequest(b, p):
 
 def _rt0_ListPartitionReassignmentsRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -220,8 +220,8 @@ def _r0_OngoingPartitionReassignment(b, p):
 
 def _rt0_OngoingPartitionReassignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -328,8 +328,8 @@ def _r0_OngoingTopicReassignment(b, p):
 
 def _rt0_OngoingTopicReassignment(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -423,8 +423,8 @@ def _r0_ListPartitionReassignmentsResponse(b, p):
 
 def _rt0_ListPartitionReassignmentsResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

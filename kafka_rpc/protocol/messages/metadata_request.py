@@ -1775,8 +1775,8 @@ def _r9_MetadataRequestTopic(b, p):
 
 def _rt9_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1840,8 +1840,8 @@ def _r9_MetadataRequest(b, p):
 
 def _rt9_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1963,8 +1963,8 @@ def _r10_MetadataRequestTopic(b, p):
 
 def _rt10_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2029,8 +2029,8 @@ def _r10_MetadataRequest(b, p):
 
 def _rt10_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2155,8 +2155,8 @@ def _r11_MetadataRequestTopic(b, p):
 
 def _rt11_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2217,8 +2217,8 @@ def _r11_MetadataRequest(b, p):
 
 def _rt11_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2340,8 +2340,8 @@ def _r12_MetadataRequestTopic(b, p):
 
 def _rt12_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2402,8 +2402,8 @@ def _r12_MetadataRequest(b, p):
 
 def _rt12_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2525,8 +2525,8 @@ def _r13_MetadataRequestTopic(b, p):
 
 def _rt13_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2587,8 +2587,8 @@ def _r13_MetadataRequest(b, p):
 
 def _rt13_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2710,8 +2710,8 @@ def _r14_MetadataRequestTopic(b, p):
 
 def _rt14_MetadataRequestTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -2772,8 +2772,8 @@ def _r14_MetadataRequest(b, p):
 
 def _rt14_MetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -4785,8 +4785,8 @@ def _r9_MetadataResponseBroker(b, p):
 
 def _rt9_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4890,8 +4890,8 @@ def _r9_MetadataResponsePartition(b, p):
 
 def _rt9_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4994,8 +4994,8 @@ def _r9_MetadataResponseTopic(b, p):
 
 def _rt9_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5109,8 +5109,8 @@ def _r9_MetadataResponse(b, p):
 
 def _rt9_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5316,8 +5316,8 @@ def _r10_MetadataResponseBroker(b, p):
 
 def _rt10_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5421,8 +5421,8 @@ def _r10_MetadataResponsePartition(b, p):
 
 def _rt10_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5525,8 +5525,8 @@ def _r10_MetadataResponseTopic(b, p):
 
 def _rt10_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5640,8 +5640,8 @@ def _r10_MetadataResponse(b, p):
 
 def _rt10_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5848,8 +5848,8 @@ def _r11_MetadataResponseBroker(b, p):
 
 def _rt11_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -5953,8 +5953,8 @@ def _r11_MetadataResponsePartition(b, p):
 
 def _rt11_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6057,8 +6057,8 @@ def _r11_MetadataResponseTopic(b, p):
 
 def _rt11_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6170,8 +6170,8 @@ def _r11_MetadataResponse(b, p):
 
 def _rt11_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6376,8 +6376,8 @@ def _r12_MetadataResponseBroker(b, p):
 
 def _rt12_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6481,8 +6481,8 @@ def _r12_MetadataResponsePartition(b, p):
 
 def _rt12_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6585,8 +6585,8 @@ def _r12_MetadataResponseTopic(b, p):
 
 def _rt12_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6698,8 +6698,8 @@ def _r12_MetadataResponse(b, p):
 
 def _rt12_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -6904,8 +6904,8 @@ def _r13_MetadataResponseBroker(b, p):
 
 def _rt13_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7009,8 +7009,8 @@ def _r13_MetadataResponsePartition(b, p):
 
 def _rt13_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7113,8 +7113,8 @@ def _r13_MetadataResponseTopic(b, p):
 
 def _rt13_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7228,8 +7228,8 @@ def _r13_MetadataResponse(b, p):
 
 def _rt13_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7433,8 +7433,8 @@ def _r14_MetadataResponseBroker(b, p):
 
 def _rt14_MetadataResponseBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7515,8 +7515,8 @@ def _r14_MetadataResponseChunk(b, p):
 
 def _rt14_MetadataResponseChunk(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7648,8 +7648,8 @@ def _r14_MetadataResponsePartition(b, p):
 
 def _rt14_MetadataResponsePartition(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7761,8 +7761,8 @@ def _r14_MetadataResponseTopic(b, p):
 
 def _rt14_MetadataResponseTopic(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -7876,8 +7876,8 @@ def _r14_MetadataResponse(b, p):
 
 def _rt14_MetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

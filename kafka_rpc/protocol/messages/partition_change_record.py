@@ -282,7 +282,7 @@ def _r0_PartitionChangeRecord(b, p):
 
 def _rt0_PartitionChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -358,7 +358,7 @@ def _rt0_PartitionChangeRecord(b, p, count, o):
         elif tag in (6, 7, 8, 9, 10):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -593,7 +593,7 @@ def _r1_PartitionChangeRecord(b, p):
 
 def _rt1_PartitionChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -693,7 +693,7 @@ def _rt1_PartitionChangeRecord(b, p, count, o):
         elif tag in (6, 7, 9, 10):
             raise _p.tag_not_valid(tag, 1)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -904,7 +904,7 @@ def _r2_PartitionChangeRecord(b, p):
 
 def _rt2_PartitionChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1038,7 +1038,7 @@ def _rt2_PartitionChangeRecord(b, p, count, o):
         elif tag in (9, 10):
             raise _p.tag_not_valid(tag, 2)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1275,7 +1275,7 @@ def _r3_PartitionChangeRecord(b, p):
 
 def _rt3_PartitionChangeRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1415,7 +1415,7 @@ def _rt3_PartitionChangeRecord(b, p, count, o):
             p += 8
             _set_PartitionChangeRecord_start_timestamp(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

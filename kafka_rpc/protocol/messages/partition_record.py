@@ -318,7 +318,7 @@ def _r0_PartitionRecord(b, p):
 
 def _rt0_PartitionRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S2.unpack_from(b, p)
             p += 1
@@ -326,7 +326,7 @@ def _rt0_PartitionRecord(b, p, count, o):
         elif tag in (1, 2, 3, 4):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -604,7 +604,7 @@ def _r1_PartitionRecord(b, p):
 
 def _rt1_PartitionRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S2.unpack_from(b, p)
             p += 1
@@ -612,7 +612,7 @@ def _rt1_PartitionRecord(b, p, count, o):
         elif tag in (1, 2, 3, 4):
             raise _p.tag_not_valid(tag, 1)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -862,7 +862,7 @@ def _r2_PartitionRecord(b, p):
 
 def _rt2_PartitionRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S2.unpack_from(b, p)
             p += 1
@@ -902,7 +902,7 @@ def _rt2_PartitionRecord(b, p, count, o):
         elif tag in (3, 4):
             raise _p.tag_not_valid(tag, 2)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1180,7 +1180,7 @@ def _r3_PartitionRecord(b, p):
 
 def _rt3_PartitionRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S2.unpack_from(b, p)
             p += 1
@@ -1226,7 +1226,7 @@ def _rt3_PartitionRecord(b, p, count, o):
             p += 8
             _set_PartitionRecord_start_timestamp(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -389,8 +389,8 @@ def _r0_BrokerEndpoint(b, p):
 
 def _rt0_BrokerEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -468,8 +468,8 @@ def _r0_BrokerFeature(b, p):
 
 def _rt0_BrokerFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -579,11 +579,11 @@ def _r0_RegisterBrokerRecord(b, p):
 
 def _rt0_RegisterBrokerRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 0)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -791,8 +791,8 @@ def _r1_BrokerEndpoint(b, p):
 
 def _rt1_BrokerEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -860,8 +860,8 @@ def _r1_BrokerFeature(b, p):
 
 def _rt1_BrokerFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -963,11 +963,11 @@ def _r1_RegisterBrokerRecord(b, p):
 
 def _rt1_RegisterBrokerRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 1)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1146,8 +1146,8 @@ def _r2_BrokerEndpoint(b, p):
 
 def _rt2_BrokerEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1215,8 +1215,8 @@ def _r2_BrokerFeature(b, p):
 
 def _rt2_BrokerFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1318,11 +1318,11 @@ def _r2_RegisterBrokerRecord(b, p):
 
 def _rt2_RegisterBrokerRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 2)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1496,8 +1496,8 @@ def _r3_BrokerEndpoint(b, p):
 
 def _rt3_BrokerEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1565,8 +1565,8 @@ def _r3_BrokerFeature(b, p):
 
 def _rt3_BrokerFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1668,7 +1668,7 @@ def _r3_RegisterBrokerRecord(b, p):
 
 def _rt3_RegisterBrokerRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             n = b[p]
             if n < 0x80:
@@ -1692,7 +1692,7 @@ def _rt3_RegisterBrokerRecord(b, p, count, o):
                 x = tuple(a)
             _set_RegisterBrokerRecord_log_dirs(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

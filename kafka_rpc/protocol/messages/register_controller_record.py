@@ -212,8 +212,8 @@ def _r0_ControllerEndpoint(b, p):
 
 def _rt0_ControllerEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -291,8 +291,8 @@ def _r0_ControllerFeature(b, p):
 
 def _rt0_ControllerFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -379,8 +379,8 @@ def _r0_RegisterControllerRecord(b, p):
 
 def _rt0_RegisterControllerRecord(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -751,8 +751,8 @@ def _r2_StopReplicaTopicV1(b, p):
 
 def _rt2_StopReplicaTopicV1(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -826,8 +826,8 @@ def _r2_StopReplicaRequest(b, p):
 
 def _rt2_StopReplicaRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -934,8 +934,8 @@ def _r3_StopReplicaPartitionState(b, p):
 
 def _rt3_StopReplicaPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1008,8 +1008,8 @@ def _r3_StopReplicaTopicState(b, p):
 
 def _rt3_StopReplicaTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1092,8 +1092,8 @@ def _r3_StopReplicaRequest(b, p):
 
 def _rt3_StopReplicaRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1223,8 +1223,8 @@ def _r4_StopReplicaPartitionState(b, p):
 
 def _rt4_StopReplicaPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1283,8 +1283,8 @@ def _r4_StopReplicaTopicState(b, p):
 
 def _rt4_StopReplicaTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -1361,8 +1361,8 @@ def _r4_StopReplicaRequest(b, p):
 
 def _rt4_StopReplicaRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

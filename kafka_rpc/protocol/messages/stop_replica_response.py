@@ -528,8 +528,8 @@ def _r2_StopReplicaPartitionError(b, p):
 
 def _rt2_StopReplicaPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -585,8 +585,8 @@ def _r2_StopReplicaResponse(b, p):
 
 def _rt2_StopReplicaResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -702,8 +702,8 @@ def _r3_StopReplicaPartitionError(b, p):
 
 def _rt3_StopReplicaPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -759,8 +759,8 @@ def _r3_StopReplicaResponse(b, p):
 
 def _rt3_StopReplicaResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -876,8 +876,8 @@ def _r4_StopReplicaPartitionError(b, p):
 
 def _rt4_StopReplicaPartitionError(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -933,8 +933,8 @@ def _r4_StopReplicaResponse(b, p):
 
 def _rt4_StopReplicaResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -3256,8 +3256,8 @@ def _r6_UpdateMetadataPartitionState(b, p):
 
 def _rt6_UpdateMetadataPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3349,8 +3349,8 @@ def _r6_UpdateMetadataTopicState(b, p):
 
 def _rt6_UpdateMetadataTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3435,8 +3435,8 @@ def _r6_UpdateMetadataEndpoint(b, p):
 
 def _rt6_UpdateMetadataEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3528,8 +3528,8 @@ def _r6_UpdateMetadataBroker(b, p):
 
 def _rt6_UpdateMetadataBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3622,11 +3622,11 @@ def _r6_UpdateMetadataRequest(b, p):
 
 def _rt6_UpdateMetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 6)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3854,8 +3854,8 @@ def _r7_UpdateMetadataPartitionState(b, p):
 
 def _rt7_UpdateMetadataPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -3947,8 +3947,8 @@ def _r7_UpdateMetadataTopicState(b, p):
 
 def _rt7_UpdateMetadataTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4034,8 +4034,8 @@ def _r7_UpdateMetadataEndpoint(b, p):
 
 def _rt7_UpdateMetadataEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4127,8 +4127,8 @@ def _r7_UpdateMetadataBroker(b, p):
 
 def _rt7_UpdateMetadataBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4221,11 +4221,11 @@ def _r7_UpdateMetadataRequest(b, p):
 
 def _rt7_UpdateMetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag in (0,):
             raise _p.tag_not_valid(tag, 7)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4454,8 +4454,8 @@ def _r8_UpdateMetadataPartitionState(b, p):
 
 def _rt8_UpdateMetadataPartitionState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4547,8 +4547,8 @@ def _r8_UpdateMetadataTopicState(b, p):
 
 def _rt8_UpdateMetadataTopicState(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4634,8 +4634,8 @@ def _r8_UpdateMetadataEndpoint(b, p):
 
 def _rt8_UpdateMetadataEndpoint(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4727,8 +4727,8 @@ def _r8_UpdateMetadataBroker(b, p):
 
 def _rt8_UpdateMetadataBroker(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -4823,13 +4823,13 @@ def _r8_UpdateMetadataRequest(b, p):
 
 def _rt8_UpdateMetadataRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             (x,) = _S7.unpack_from(b, p)
             p += 1
             _set_UpdateMetadataRequest_type(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -472,8 +472,8 @@ def _r6_UpdateMetadataResponse(b, p):
 
 def _rt6_UpdateMetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -537,8 +537,8 @@ def _r7_UpdateMetadataResponse(b, p):
 
 def _rt7_UpdateMetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -602,8 +602,8 @@ def _r8_UpdateMetadataResponse(b, p):
 
 def _rt8_UpdateMetadataResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

@@ -223,8 +223,8 @@ def _r0_Listener(b, p):
 
 def _rt0_Listener(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -284,8 +284,8 @@ def _r0_KRaftVersionFeature(b, p):
 
 def _rt0_KRaftVersionFeature(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -364,8 +364,8 @@ def _r0_UpdateRaftVoterRequest(b, p):
 
 def _rt0_UpdateRaftVoterRequest(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 

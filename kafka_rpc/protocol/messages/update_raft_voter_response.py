@@ -153,8 +153,8 @@ def _r0_CurrentLeader(b, p):
 
 def _rt0_CurrentLeader(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
-        p += size
+        tag, size, p = _p.read_tag_prefix(b, p)
+        p = _p.skip_tagged(b, p, size)
     return p
 
 
@@ -206,12 +206,12 @@ def _r0_UpdateRaftVoterResponse(b, p):
 
 def _rt0_UpdateRaftVoterResponse(b, p, count, o):
     for _ in range(count):
-        tag, size, p = _p.read_tag_header(b, p)
+        tag, size, p = _p.read_tag_prefix(b, p)
         if tag == 0:
             x, p = _r0_CurrentLeader(b, p)
             _set_UpdateRaftVoterResponse_current_leader(o, x)
         else:
-            p += size
+            p = _p.skip_tagged(b, p, size)
     return p
 
 
