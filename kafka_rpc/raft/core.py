@@ -1799,6 +1799,8 @@ class RaftCore:
         if d.writer.size == p.size:
             d.writer.freeze()
             self._download = None
+            log.info("node %d: snapshot %s fetched from %d (%d bytes)", self.node_id,
+                     d.snapshot_id, dest, p.size)  # fmt: skip
             self.log.truncate_to_latest_snapshot()
             self.high_watermark = max(self.high_watermark, self.log.start_offset)
             self._deliver(now)

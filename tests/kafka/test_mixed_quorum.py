@@ -162,3 +162,92 @@ def test_our_raft_versions_stay_above_kafkas(kafka_newest, kafka_oldest):
                 assert lo <= kmax <= hi, (name, (lo, hi), kmax)
                 if key in TOPIC_ID_FROM_VERSION:
                     assert TOPIC_ID_FROM_VERSION[key] == kmax + 1 == hi, (name, hi, kmax)
+
+
+SNAPSHOTS_KAFKA = {"metadata.log.max.snapshot.interval.ms": 1000}
+SNAPSHOTS_OURS = {
+    "metadata.log.max.snapshot.interval.ms": 1000,
+    "metadata.max.retention.bytes": 1,  # every check moves the log start to the newest snapshot
+    "metadata.log.retention.check.interval.ms": 500,
+    "max.replication.lag.ms": 2000,  # a voter down that long may be sent a snapshot
+    "controller.quorum.fetch.timeout.ms": OUR_FETCH_TIMEOUT_MS,
+}
+
+
+def _snapshots(q: MixedQuorum, node: int) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in q.metadata_dir(node).glob("*.checkpoint")
+            if not p.name.startswith("00000000000000000000-")}  # fmt: skip
+
+
+def _wait(what: str, fn, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = fn()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {what} within {timeout}s")
+        time.sleep(0.5)
+
+
+def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
+    """KIP-630 across kinds: our node, joining with an empty log, installs the snapshot a Kafka
+    leader wrote (byte-identical file; Kafka answers a Fetch at offset 0 with its latest
+    snapshot); then our node leads, a Kafka voter is kept down while our leader's log start moves
+    past its log end, and on restart it installs our snapshot (``Fully truncated the log ...
+    after downloading snapshot``), loads it in its controller and catches up, without halting;
+    Kafka's dump tool reads our snapshot without a decoding error."""
+    q = MixedQuorum(tmp_path, ["kafka", "kafka", "ours"], version=kafka_newest,
+                    kafka_props=SNAPSHOTS_KAFKA, our_props=SNAPSHOTS_OURS)  # fmt: skip
+    procs.extend(q.nodes.values())
+    q.format()
+    ours = 3
+    q.start(1, 2)
+    q.wait_listening(1, 2)
+    leader, _ = q.leader(timeout=120)
+    _wait("Kafka snapshot", lambda: _snapshots(q, leader))
+    q.start(ours)
+    q.wait_listening(ours)
+    m = q.nodes[ours].wait_for_log(r"snapshot OffsetAndEpoch\(offset=(\d+), epoch=(\d+)\) "
+                                   rf"fetched from {leader}", 90)  # fmt: skip
+    name = f"{int(m.group(1)):020d}-{int(m.group(2)):010d}.checkpoint"
+    fetched = _snapshots(q, ours)
+    assert fetched[name] == (q.metadata_dir(leader) / name).read_bytes()
+    _caught_up(q, leader)
+
+    # our node leads; a Kafka voter stays down while our log start moves past its log end
+    for _ in range(MAX_KILLS):
+        if q.kind[leader] == "ours":
+            break
+        q.kill(leader)
+        killed = leader
+        leader, _ = q.leader(timeout=90, exclude=(killed,))
+        if q.kind[leader] != "ours":
+            q.start(killed)
+            q.wait_listening(killed)
+    assert leader == ours
+    down = next(i for i in q.ids if q.kind[i] == "kafka" and not q.alive(i))
+    kafka_end = max((int(p.stem) for p in q.metadata_dir(down).glob("*.log")), default=0)
+    start = q.nodes[ours].wait_for_log(r"log start offset moved to (\d+)", 60)
+    _wait("our log start past the Kafka voter's log",
+          lambda: int(start.group(1)) > kafka_end and _snapshots(q, ours))
+    q.start(down)
+    q.wait_listening(down)
+    m = q.nodes[down].wait_for_log(r"after downloading snapshot OffsetAndEpoch\[offset=(\d+), "
+                                   rf"epoch=(\d+)\] from leader {ours}", 90)  # fmt: skip
+    name = f"{int(m.group(1)):020d}-{int(m.group(2)):010d}.checkpoint"
+    q.nodes[down].wait_for_log(rf"Successfully loaded snapshot {name[:-11]}", 60)
+    ours_copy = q.metadata_dir(ours) / name
+    if ours_copy.exists():  # (retention may have moved our log start on since)
+        assert (q.metadata_dir(down) / name).read_bytes() == ours_copy.read_bytes()
+    _caught_up(q, ours)
+    for i in q.ids:
+        assert not fatal_lines(q.nodes[i]), (i, fatal_lines(q.nodes[i])[:5])
+    # a copy (our retention deletes older snapshots meanwhile; Kafka's tools want a copy too)
+    name, data = max(_snapshots(q, ours).items())
+    (tmp_path / "copy").mkdir()
+    snap = tmp_path / "copy" / name
+    snap.write_bytes(data)
+    dump = peer.run_tool(kafka_newest, "kafka-dump-log", "--cluster-metadata-decoder",
+                         "--files", str(snap), timeout=90).stdout  # fmt: skip
+    assert "Error" not in dump and "SnapshotHeader" in dump and "SnapshotFooter" in dump, dump
