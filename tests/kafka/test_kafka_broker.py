@@ -33,6 +33,7 @@ import shutil
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -370,3 +371,17 @@ def test_8_what_the_broker_sent(cluster):
         assert m.get(api, 0) > 0, (api, m)
     # every forwarded request was one we serve (else the broker closes its client's connection)
     assert "controller responded unsupported version" not in cluster.broker.log_text()
+    # what the broker read: our metadata log's records and snapshot, decoded by Kafka's own
+    # kafka-dump-log (its MetadataRecordSerde) - every record type and version it parses
+    meta = cluster.root / "ctrl" / "data" / "__cluster_metadata-0"
+    files = sorted(str(p) for p in meta.iterdir() if p.suffix in (".log", ".checkpoint"))
+    out = peer.run_tool(cluster.version, "kafka-dump-log", "--cluster-metadata-decoder",
+                        "--files", ",".join(files), timeout=STEP).stdout  # fmt: skip
+    seen = Counter(re.findall(r'"type":"(\w+)","version":(\d+)', out))
+    print("metadata records (type, version) Kafka decoded:",
+          ", ".join(f"{t} v{v}={n}" for (t, v), n in sorted(seen.items())))  # fmt: skip
+    types = {t for t, _ in seen}
+    for t in ("FEATURE_LEVEL_RECORD", "REGISTER_BROKER_RECORD", "TOPIC_RECORD",
+              "PARTITION_RECORD", "CONFIG_RECORD", "PRODUCER_IDS_RECORD"):  # fmt: skip
+        assert t in types, (t, seen)
+    assert "Error" not in out and "Exception" not in out, out[-2000:]
