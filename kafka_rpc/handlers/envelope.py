@@ -104,7 +104,7 @@ def _has_code(obj: Any, code: int) -> bool:
     return False
 
 
-def _refuse(code: int, why: str, peer: Any = None) -> Any:
+def _refuse(code: int, why: str) -> Any:
     log.info("envelope refused (%s): %s", ErrorCode.for_code(code).name, why)
     return _Resp(response_data=None, error_code=code)
 
