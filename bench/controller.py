@@ -99,27 +99,41 @@ TITLES = {"create": "CreateTopics (10 partitions)", "pids": "AllocateProducerIds
 # ============================================================================ the records
 
 
+def broker_dir(broker_id: int) -> uuid.UUID:
+    """The one log directory a bench broker registers (a Kafka broker registers its directory
+    ids at metadata.version >= 3.7-IV2): fixed per broker id, so the floor writes the same
+    PartitionRecord.Directories as the controller; never one of Kafka's reserved ids (the
+    high 64 bits are not zero)."""
+    return uuid.UUID(int=((broker_id + 1) << 64) | 0xB0)
+
+
 def topic_records(name: str, brokers: list[int], rf: int, rng: random.Random) -> list[bytes]:
     """The framed records ``replication.create_topics`` writes for one CreateTopics entry
     {name, NumPartitions=10, ReplicationFactor=rf, no configs} when ``brokers`` (sorted ids) are
-    the unfenced brokers: TopicRecord, then one PartitionRecord per partition (replicas by
-    StripedReplicaPlacer order from a random start, ISR = replicas, leader = first replica,
-    epochs 0). ``rng`` is consumed as the controller consumes it (the placement start, then the
-    topic id), so the same seed gives the same bytes."""
+    the unfenced brokers, each registered with the one directory :func:`broker_dir`:
+    TopicRecord, then one PartitionRecord per partition (replicas by StripedReplicaPlacer order
+    from a random start, ISR = replicas, leader = first replica, epochs 0, Directories = each
+    replica's directory). ``rng`` is consumed as the controller consumes it (the placement
+    start, then the topic id), so the same seed gives the same bytes."""
     from kafka_rpc.controller.image import EMPTY
+    from kafka_rpc.controller.placement import place_replicas
+    from kafka_rpc.controller.replay import replay
     from kafka_rpc.controller.replication import new_topic_id
     from kafka_rpc.protocol import codec
 
-    start = rng.randrange(len(brokers))
-    assignment = [
-        tuple(brokers[(start + p + j) % len(brokers)] for j in range(rf)) for p in range(PARTITIONS)
-    ]
+    image = EMPTY  # the brokers as the controller's image has them: registered, unfenced
+    for off, bid in enumerate(brokers):
+        image = replay(image, codec.message_class("RegisterBrokerRecord")(
+            broker_id=bid, incarnation_id=uuid.UUID(int=bid + 1), broker_epoch=off,
+            fenced=False, log_dirs=(broker_dir(bid),)), off)  # fmt: skip
+    assignment = place_replicas(image, PARTITIONS, rf, rng)  # the controller's own placer
     tid = new_topic_id(EMPTY, rng)  # Kafka's Uuid.randomUuid rules, as the controller
     recs = [codec.message_class("TopicRecord")(name=name, topic_id=tid)]
     part = codec.message_class("PartitionRecord")
     for i, replicas in enumerate(assignment):
         recs.append(part(partition_id=i, topic_id=tid, replicas=replicas, isr=replicas,
-                         leader=replicas[0], leader_epoch=0, partition_epoch=0))  # fmt: skip
+                         leader=replicas[0], leader_epoch=0, partition_epoch=0,
+                         directories=tuple(broker_dir(b) for b in replicas)))  # fmt: skip
     return [codec.encode_record(r) for r in recs]
 
 
@@ -218,7 +232,7 @@ def _registration(broker_id: int, port: int):
                               security_protocol=PLAINTEXT),),
         features=(m.Feature(name="metadata.version", min_supported_version=lo,
                             max_supported_version=hi),),
-        rack=None)  # fmt: skip
+        rack=None, log_dirs=(broker_dir(broker_id),))  # fmt: skip
 
 
 def _create_request(name: str, rf: int, validate_only: bool = False):

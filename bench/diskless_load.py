@@ -244,6 +244,14 @@ def _codec():
     return codec
 
 
+def _directory_id() -> uuid.UUID:
+    """A fresh log directory id, as a Kafka broker registers one at metadata.version >= 3.7-IV2
+    (never one of Kafka's reserved ids)."""
+    from kafka_rpc.meta_properties import random_directory_id, uuid_from_text
+
+    return uuid_from_text(random_directory_id())
+
+
 def topic_ids(cfg: dict) -> list[uuid.UUID]:
     ns = uuid.uuid5(uuid.NAMESPACE_URL, f"kafka-rpc-bench/{cfg['run_id']}")
     return [uuid.uuid5(ns, f"topic-{t}") for t in range(cfg["topics"])]
@@ -585,6 +593,8 @@ class BenchBroker:
         self.rec = rec
         self.stats = stats
         self.incarnation_id = uuid.uuid4()
+        # its one log directory, kept across re-registrations like a real broker's
+        self.directory_id = _directory_id()
         self.broker_epoch = -1
         self.registered = asyncio.Event()
         self.blocks: list[tuple[int, int]] = []
@@ -636,6 +646,8 @@ class BenchBroker:
                 ),
             ),
             rack=None,
+            # one log directory, as a Kafka broker registers at metadata.version >= 3.7-IV2
+            log_dirs=(self.directory_id,),
         )
 
     async def _register(self) -> None:

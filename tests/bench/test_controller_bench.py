@@ -42,7 +42,8 @@ def image_with_brokers(ids):
     off = 1
     for bid in ids:
         reg = R("RegisterBrokerRecord")(broker_id=bid, incarnation_id=uuid.uuid4(),
-                                        broker_epoch=off, fenced=True)  # fmt: skip
+                                        broker_epoch=off, fenced=True,
+                                        log_dirs=(bench_module().broker_dir(bid),))  # fmt: skip
         image = replay(image, reg, off)
         image = replay(image, R("UnfenceBrokerRecord")(id=bid, epoch=off), off + 1)
         off += 2

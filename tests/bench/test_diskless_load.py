@@ -336,9 +336,10 @@ async def test_roles_then_verification_in_process(tmp_path):
 @pytest.mark.integration
 async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
     """A bench broker against the real controller: registered (fenced, with its fake
-    endpoint), heartbeats go on, another incarnation taking its id makes the next heartbeat
-    STALE_BROKER_EPOCH and it registers again with a new epoch; its producer-id manager then
-    gets a block with that epoch; stop() ends with a controlled shutdown."""
+    endpoint), heartbeats go on, a broker with another incarnation is refused while its session
+    is valid (Kafka's DUPLICATE_BROKER_REGISTRATION), an UnregisterBroker makes the next
+    heartbeat STALE_BROKER_EPOCH and it registers again with a new epoch; its producer-id
+    manager then gets a block with that epoch; stop() ends with a controlled shutdown."""
     import asyncio
     import uuid
 
@@ -366,13 +367,22 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
                 raise AssertionError(f"{what}: {stats}")
 
             await until(lambda: stats["heartbeats"] >= 3, "heartbeats")
-            # a new incarnation takes the id (ours is fenced, so it has no valid session)
+            # another incarnation cannot take the id while ours heartbeats (fenced or not)
+            from kafka_rpc.client import KafkaRpcClient
+
             other = dl.BenchBroker(cfg, ctl.broker_id, dl.Recorder(), {})
             other.incarnation_id = uuid.uuid4()
-            await other._register()
-            assert other.broker_epoch > first_epoch
+            client = await KafkaRpcClient.connect(cfg["controller"])
+            try:
+                resp = await client.request(other.registration_request())
+                assert resp.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+                # the operator unregisters it: the next heartbeat is stale, it registers again
+                unreg = dl._codec().message_class("UnregisterBrokerRequest")
+                assert (await client.request(unreg(broker_id=ctl.broker_id))).error_code == 0
+            finally:
+                await client.close()
             await until(lambda: stats["reregistrations"] >= 1, "re-registration")
-            await until(lambda: ctl.broker_epoch > other.broker_epoch, "new epoch")
+            await until(lambda: ctl.broker_epoch > first_epoch, "new epoch")
             assert running.server.controller.image.brokers[ctl.broker_id].epoch == (
                 ctl.broker_epoch
             )
@@ -382,7 +392,6 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
             assert exc.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
             await until(lambda: ctl.blocks, "a producer-id block")
             assert ctl.producer_ids.generate_producer_id() == ctl.blocks[0][0]
-            await other.stop()
         finally:
             await ctl.stop()
         assert stats["controlled_shutdowns"] == 1
