@@ -51,23 +51,29 @@ BROKER_PROPS = {
 
 @dataclass
 class BrokerCluster:
-    """Three controllers of kind ``controllers`` ("ours" or "kafka") and ``n_brokers`` Apache
-    Kafka ``version`` brokers under ``workdir``. ``controller_props`` go to every controller
-    (Kafka keys; ours accepts the same), ``broker_props`` to every broker."""
+    """Three controllers of kind ``controllers`` ("ours" or "kafka"; or a list of one kind per
+    voter, a mixed quorum) and ``n_brokers`` Apache Kafka ``version`` brokers under
+    ``workdir``. ``controller_props`` go to every controller (Kafka keys; ours accepts the
+    same), ``our_controller_props`` to our controllers only, ``broker_props`` to every
+    broker."""
 
     workdir: Path
-    controllers: str = "ours"
+    controllers: str | list[str] = "ours"
     n_brokers: int = 3
     version: str = peer.NEWEST
     release_version: str = "4.0-IV3"
     controller_props: dict = field(default_factory=dict)
     broker_props: dict = field(default_factory=dict)
+    our_controller_props: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.workdir = Path(self.workdir)
+        kinds = ([self.controllers] * 3 if isinstance(self.controllers, str)
+                 else list(self.controllers))  # fmt: skip
         self.quorum = MixedQuorum(
-            self.workdir / "quorum", [self.controllers] * 3, version=self.version,
+            self.workdir / "quorum", kinds, version=self.version,
             release_version=self.release_version, props=dict(self.controller_props),
+            our_props=dict(self.our_controller_props),
         )  # fmt: skip
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in self.quorum.ports.items())
         self.broker_ids = [BROKER_BASE_ID + k for k in range(self.n_brokers)]

@@ -1,6 +1,7 @@
 """A mixed KRaft quorum on loopback: Apache Kafka controllers and `kafka-rpc serve` nodes voting in
-one static metadata quorum (kraft.version 0), for ``tests/kafka/test_mixed_quorum.py`` and
-``bench/mixed_quorum.py``.
+one static metadata quorum (kraft.version 0), for ``tests/kafka/test_mixed_quorum.py``,
+``tests/kafka/test_mixed_quorum_failover.py`` and (one kind per quorum)
+``tests/kafka/cluster.py``.
 
 * :class:`MixedQuorum` formats every node with one cluster id (Kafka with `kafka-storage format
   --release-version`, without ``--standalone``/``--initial-controllers``; ours with `kafka-rpc
@@ -13,6 +14,9 @@ one static metadata quorum (kraft.version 0), for ``tests/kafka/test_mixed_quoru
 * :func:`segment_batches` reads a voter's ``__cluster_metadata-0/*.log`` files as they are (our
   decoder, no recovery, nothing written) and :func:`compare_logs` compares every batch the voters
   have in common below a committed offset, byte for byte.
+* :func:`caught_up` waits until the leader's DescribeQuorum shows every voter at its log end
+  offset (the high watermark there); :func:`replication_caught_up` runs `kafka-metadata-quorum
+  describe --replication` until one answer shows every voter with Lag 0.
 * :func:`fatal_lines` finds a Kafka node's halt (``Exit.halt``, fatal fault handlers) in its log.
 
 Every process is killed by the caller's ``procs`` fixture (or :meth:`MixedQuorum.close`), also on
@@ -37,10 +41,13 @@ __all__ = [
     "MixedQuorum",
     "Observation",
     "QuorumWatch",
+    "caught_up",
     "compare_logs",
     "describe_all",
     "describe_partition",
     "fatal_lines",
+    "replication",
+    "replication_caught_up",
     "segment_batches",
 ]
 
@@ -307,16 +314,19 @@ class Comparison:
     bytes: int = 0  # their bytes (one copy each)
     pairs: int = 0  # voter pairs compared, summed over batches
     mismatches: list[tuple[int, list[int]]] = field(default_factory=list)  # offset, voters
+    partial: list[tuple[int, list[int]]] = field(default_factory=list)  # not on every voter
 
 
 def compare_logs(dirs: dict[int, Path], below: int) -> Comparison:
     """Compare the batches the voters' logs share, base offset below ``below`` (a committed
-    offset, exclusive), byte for byte."""
+    offset, exclusive), byte for byte; ``partial`` lists the base offsets some voter lacks."""
     logs = {i: segment_batches(d) for i, d in dirs.items()}
     c = Comparison()
     offsets = sorted({o for batches in logs.values() for o in batches if o < below})
     for off in offsets:
         have = {i: b[off] for i, b in logs.items() if off in b}
+        if len(have) < len(logs):
+            c.partial.append((off, sorted(have)))
         if len(have) < 2:
             continue
         values = list(have.values())
@@ -326,6 +336,53 @@ def compare_logs(dirs: dict[int, Path], below: int) -> Comparison:
         if any(v != values[0] for v in values[1:]):
             c.mismatches.append((off, sorted(have)))
     return c
+
+
+def caught_up(q: MixedQuorum, leader: int, timeout: float = 60.0) -> int:
+    """Wait until the leader's DescribeQuorum shows every voter at the leader's log end offset,
+    with the high watermark there; returns that offset (TimeoutError after ``timeout`` s)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        p = describe_partition(q.address(leader))
+        if p is not None and p.error_code == 0:
+            ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
+            mine = ends.get(leader, -1)
+            if len(ends) == len(q.ids) and set(ends.values()) == {mine} == {p.high_watermark}:
+                return mine
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"voters not caught up with leader {leader}: {p}")
+        time.sleep(0.5)
+
+
+def replication(q: MixedQuorum, node: int) -> dict[int, dict]:
+    """`kafka-metadata-quorum describe --replication` asked through voter ``node`` (one tool
+    JVM of ``q.version``): its rows (column name -> cell) by node id."""
+    out = peer.run_tool(q.version, "kafka-metadata-quorum", "--bootstrap-controller",
+                        q.address(node), "describe", "--replication",
+                        timeout=90).stdout  # fmt: skip
+    rows = {}
+    lines = [ln.split() for ln in out.strip().splitlines()]
+    head = lines[0]
+    for cells in lines[1:]:
+        row = dict(zip(head, cells, strict=False))
+        rows[int(row["NodeId"])] = row
+    return rows
+
+
+def replication_caught_up(q: MixedQuorum, node: int, timeout: float = 45.0) -> dict[int, dict]:
+    """`kafka-metadata-quorum describe --replication` asked through voter ``node``, run again
+    until one answer shows every voter of ``q`` with Lag 0 (its LogEndOffset equal to the
+    leader's at that instant); that answer's rows by node id (observers, e.g. brokers, too).
+    The active controller appends a NoOp every ``metadata.max.idle.interval.ms`` (500 ms), so
+    one answer may catch a follower a batch behind; a voter that stays behind fails after
+    ``timeout`` s (AssertionError with the last answer). Each run is one tool JVM."""
+    deadline = time.monotonic() + timeout
+    while True:
+        rows = replication(q, node)
+        if set(q.ids) <= set(rows) and all(rows[i]["Lag"] == "0" for i in q.ids):
+            return rows
+        assert time.monotonic() < deadline, f"voters not caught up within {timeout}s: {rows}"
+        time.sleep(0.5)
 
 
 def fatal_lines(node: peer.ManagedProcess) -> list[str]:

@@ -19,7 +19,8 @@ timer fires some ms before a loaded JVM's, so a Kafka controller wins nearly eve
 node runs with a longer fetch timeout here (``OUR_FETCH_TIMEOUT_MS``) so that it is the last.
 
 CI bound: two runs of about a minute each, at most ``MAX_KILLS`` SIGKILLs per run (usually one);
-``bench/mixed_quorum.py`` makes the long runs (20 SIGKILLs of whichever node leads).
+``tests/kafka/test_mixed_quorum_failover.py`` makes the long runs (SIGKILLs of whichever node
+leads, with a Kafka broker attached).
 """
 
 from __future__ import annotations
@@ -32,67 +33,22 @@ from tests.kafka import peer
 from tests.kafka.mixed import (
     MixedQuorum,
     QuorumWatch,
+    caught_up,
     compare_logs,
     describe_all,
-    describe_partition,
     fatal_lines,
+    replication_caught_up,
 )
 
 pytestmark = pytest.mark.kafka
 
 MAX_KILLS = 4
 OUR_FETCH_TIMEOUT_MS = 3000  # Kafka's default is 2000: ours expires last and wins
-CATCH_UP_S = 60.0
 
 # Raft versions a Kafka release negotiates with us (its maxima; ours are above them for Vote,
 # BeginQuorumEpoch and EndQuorumEpoch, whose newer versions carry a TopicId: KIP-516 as seed 003)
 KAFKA_RAFT_MAX = {"4.4.0": {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2, 82: 0},
                   "4.0.2": {52: 2, 53: 1, 54: 1, 1: 17, 59: 1, 55: 2, 82: 0}}  # fmt: skip
-
-
-def _caught_up(q: MixedQuorum, leader: int, timeout: float = CATCH_UP_S) -> int:
-    """Wait until the leader's DescribeQuorum shows every voter at the leader's log end offset,
-    with the high watermark there; returns that offset (TimeoutError after ``timeout`` s)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        p = describe_partition(q.address(leader))
-        if p is not None and p.error_code == 0:
-            ends = {v.replica_id: v.log_end_offset for v in p.current_voters}
-            mine = ends.get(leader, -1)
-            if len(ends) == len(q.ids) and set(ends.values()) == {mine} == {p.high_watermark}:
-                return mine
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"voters not caught up with leader {leader}: {p}")
-        time.sleep(0.5)
-
-
-def _replication(q: MixedQuorum, node: int) -> dict[int, dict]:
-    out = peer.run_tool(q.version, "kafka-metadata-quorum", "--bootstrap-controller",
-                        q.address(node), "describe", "--replication",
-                        timeout=90).stdout  # fmt: skip
-    rows = {}
-    lines = [ln.split() for ln in out.strip().splitlines()]
-    head = lines[0]
-    for cells in lines[1:]:
-        row = dict(zip(head, cells, strict=False))
-        rows[int(row["NodeId"])] = row
-    return rows
-
-
-def replication_caught_up(q: MixedQuorum, node: int, timeout: float = 45.0) -> dict[int, dict]:
-    """`kafka-metadata-quorum describe --replication` asked through voter ``node``, run again
-    until one answer shows every voter of ``q`` with Lag 0 (its LogEndOffset equal to the
-    leader's at that instant); that answer's rows by node id. The active controller appends a
-    NoOp every ``metadata.max.idle.interval.ms`` (500 ms), so one answer may catch a follower a
-    batch behind; a voter that stays behind fails after ``timeout`` s (AssertionError with the
-    last answer). Each run is one tool JVM (a few seconds here)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        rows = _replication(q, node)
-        if set(rows) == set(q.ids) and all(r["Lag"] == "0" for r in rows.values()):
-            return rows
-        assert time.monotonic() < deadline, f"voters not caught up within {timeout}s: {rows}"
-        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("version", [peer.NEWEST, peer.OLDEST])
@@ -112,7 +68,7 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
         assert q.kind[leader] == "kafka"
         q.start(ours)
         q.wait_listening(ours)
-        end = _caught_up(q, leader)
+        end = caught_up(q, leader)
         # asked through our node: its DescribeCluster lists the registered controllers (theirs
         # and ours, KIP-919), the tool then asks the Kafka leader
         rows = replication_caught_up(q, ours)
@@ -131,7 +87,7 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
             q.wait_listening(killed)
         # our leader's batches reach the Kafka followers
         time.sleep(3)
-        end = _caught_up(q, leader)
+        end = caught_up(q, leader)
         assert end > 0
         obs = describe_all({i: q.address(i) for i in q.ids})
         assert [(o.node, o.epoch) for o in obs if o.leading] == [(ours, epoch)]
@@ -228,7 +184,7 @@ def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
     name = f"{int(m.group(1)):020d}-{int(m.group(2)):010d}.checkpoint"
     fetched = _snapshots(q, ours)
     assert fetched[name] == (q.metadata_dir(leader) / name).read_bytes()
-    _caught_up(q, leader)
+    caught_up(q, leader)
 
     # our node leads; a Kafka voter stays down while our log start moves past its log end
     for _ in range(MAX_KILLS):
@@ -255,7 +211,7 @@ def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
     ours_copy = q.metadata_dir(ours) / name
     if ours_copy.exists():  # (retention may have moved our log start on since)
         assert (q.metadata_dir(down) / name).read_bytes() == ours_copy.read_bytes()
-    _caught_up(q, ours)
+    caught_up(q, ours)
     for i in q.ids:
         assert not fatal_lines(q.nodes[i]), (i, fatal_lines(q.nodes[i])[:5])
     # a copy (our retention deletes older snapshots meanwhile; Kafka's tools want a copy too)
