@@ -13,12 +13,13 @@ N, epoch: E``), then one line per batch as Kafka's ``printBatchLevel``::
 iteration) every record follows as ``| offset: N CreateTime: T keySize: K valueSize: V sequence:
 -1 headerKeys: []`` and then:
 
-- a control record: its type and body as JSON (``LeaderChange: {...}``, ``SnapshotHeader: {...}``,
-  ``SnapshotFooter: {...}``; Kafka's ``ControlRecordType`` names);
+- a control record: its type and body as JSON (``LeaderChange: {...}``, ``SnapshotHeader {...}``,
+  ``SnapshotFooter {...}``: Kafka's ``ControlRecordType`` names, with its colons);
 - with ``--cluster-metadata-decoder``: ``payload: {"type":"FEATURE_LEVEL_RECORD","version":0,
   "data":{...}}`` (Kafka's ``ClusterMetadataLogMessageParser``: ``MetadataRecordType`` name,
   record version, the fields of that version in Kafka's JSON: camelCase names, uuids in base64,
-  bytes in base64); a record that does not decode prints ``payload: Error at N, skipping. ...``;
+  bytes in base64, a tagged field only when it is not at its default); a record that does
+  not decode prints ``payload: Error at N, skipping. ...``;
 - with ``--print-data-log`` only: ``key: ...`` and ``payload: ...`` as UTF-8 text (Kafka's
   StringDecoder).
 
@@ -61,6 +62,7 @@ _CONTROL_TYPES: dict[int, tuple[str, str | None, str | None]] = {
     2: ("LEADER_CHANGE", "LeaderChangeMessage", "LeaderChange"),
     3: ("SNAPSHOT_HEADER", "SnapshotHeaderRecord", "SnapshotHeader"),
     4: ("SNAPSHOT_FOOTER", "SnapshotFooterRecord", "SnapshotFooter"),
+    # (Kafka prints "LeaderChange: {...}" but "SnapshotHeader {...}" / "SnapshotFooter {...}")
     5: ("KRAFT_VERSION", None, None),
     6: ("KRAFT_VOTERS", None, None),
 }
@@ -95,14 +97,28 @@ def _json_value(v: Any, version: int) -> Any:
     return str(v)
 
 
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return dataclasses.MISSING
+
+
 def message_json(msg: Any, version: int) -> dict[str, Any]:
     """The fields of ``msg`` that exist at ``version``, as Kafka's generated ``*JsonConverter``
-    writes them (camelCase names, in spec order). Nested structs follow the same version."""
+    writes them (camelCase names, in spec order; a tagged field only when it differs from its
+    default). Nested structs follow the same version."""
     cls_name = type(msg).__name__.removeprefix("_M_")
     mod = sys.modules[type(msg).__module__]
     versioned = getattr(mod, f"{cls_name}V{version}", None)
-    names = [f.name for f in dataclasses.fields(versioned if versioned is not None else msg)]
-    return {_camel(n): _json_value(getattr(msg, n), version) for n in names}
+    out = {}
+    for f in dataclasses.fields(versioned if versioned is not None else msg):
+        value = getattr(msg, f.name)
+        if "tag" in f.metadata and value == _default(f):
+            continue
+        out[_camel(f.name)] = _json_value(value, version)
+    return out
 
 
 def _compact(obj: Any) -> str:
@@ -141,7 +157,8 @@ def control_text(key: bytes | None, value: bytes | None) -> str:
         msg = codec.decode(spec, 0, value)
     except DecodeError as e:
         return f"{label}: Error, skipping. {e}"
-    return f"{label}: {_compact(message_json(msg, 0))}"
+    sep = ":" if type_id == 2 else ""
+    return f"{label}{sep} {_compact(message_json(msg, 0))}"
 
 
 # ----------------------------------------------------------------------------- records

@@ -136,9 +136,9 @@ def test_snapshot_checkpoint(tmp_path):
     assert rc == 0
     assert lines[:2] == [f"Dumping {path}", "Snapshot end offset: 4, epoch: 1"]
     recs = [ln for ln in lines if ln.startswith("| ")]
-    assert recs[0].endswith(f'SnapshotHeader: {{"version":0,"lastContainedLogTimestamp":{TS + 2}}}')
+    assert recs[0].endswith(f'SnapshotHeader {{"version":0,"lastContainedLogTimestamp":{TS + 2}}}')
     assert '"type":"FEATURE_LEVEL_RECORD"' in recs[1]
-    assert recs[2].endswith('SnapshotFooter: {"version":0}')
+    assert recs[2].endswith('SnapshotFooter {"version":0}')
 
 
 def test_corrupt_batch_stops_that_file_and_exits_1(tmp_path):
