@@ -20,6 +20,7 @@ from pyrsistent import pmap
 
 from kafka_rpc.controller.base import ApiError, ControllerContext, ControllerResult
 from kafka_rpc.controller.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, evolve
+from kafka_rpc.controller.topic_configs import TOPIC_CONFIG_DEFS, value_check
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -93,7 +94,10 @@ TOPIC_CONFIGS = {
     "unclean.leader.election.enable": _bool_cfg,
 }
 """Topic configs CreateTopics accepts (Kafka's ``LogConfig`` names plus Inkless's
-``diskless.enable``), each with a value check; anything else is INVALID_CONFIG."""
+``diskless.enable``, :data:`kafka_rpc.controller.topic_configs.TOPIC_CONFIG_DEFS`), each with a
+value check; anything else is INVALID_CONFIG."""
+for _name in TOPIC_CONFIG_DEFS:  # the rest of Kafka 4.4's topic configs: a check of their type
+    TOPIC_CONFIGS.setdefault(_name, value_check(_name))
 
 
 def _float(v: str) -> bool:

@@ -373,22 +373,25 @@ def fence_stale_brokers(
 
 # ============================================================================ topics
 def validate_topic_name(name: str) -> str | None:
-    """Kafka's ``Topic.validate``: None if legal, else the INVALID_TOPIC_EXCEPTION message."""
+    """Kafka's ``Topic.validate`` (4.3+ wording): None if legal, else the
+    INVALID_TOPIC_EXCEPTION message."""
     if not name:
-        return "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return 'Topic name cannot be "." or ".."'
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return (
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} "
-            f"characters, topic name: {name}"
+        reason = "the empty string is not allowed"
+    elif name in (".", ".."):
+        reason = f"'{name}' is not allowed"
+    elif len(name) > MAX_TOPIC_NAME_LENGTH:
+        reason = (
+            f"the length of '{name}' is longer than the max allowed length "
+            f"{MAX_TOPIC_NAME_LENGTH}"
         )
-    if not _LEGAL_TOPIC.fullmatch(name):
-        return (
-            f'Topic name "{name}" is illegal, it contains a character other than ASCII '
-            "alphanumerics, '.', '_' and '-'"
+    elif not _LEGAL_TOPIC.fullmatch(name):
+        reason = (
+            f"'{name}' contains one or more characters other than ASCII alphanumerics, "
+            "'.', '_' and '-'"
         )
-    return None
+    else:
+        return None
+    return f"Topic name is invalid: {reason}"
 
 
 def new_topic_id(image: MetadataImage, rng: random.Random) -> UUID:

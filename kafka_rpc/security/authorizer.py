@@ -141,6 +141,8 @@ API_RULES: dict[int, tuple | None] = {
     3: ("topics", AclOperation.DESCRIBE, None),  # Metadata
     19: ("topics", AclOperation.CREATE, AclOperation.CREATE),  # CreateTopics
     20: ("topics", AclOperation.DELETE, None),  # DeleteTopics
+    32: ("topics", AclOperation.DESCRIBE_CONFIGS, None),  # DescribeConfigs (per resource)
+    75: ("topics", AclOperation.DESCRIBE, None),  # DescribeTopicPartitions
     55: ("cluster", AclOperation.DESCRIBE),  # DescribeQuorum
     64: ("cluster", AclOperation.ALTER),  # UnregisterBroker
     # (Incremental)AlterConfigs: Kafka checks ALTER_CONFIGS per resource (the cluster for
@@ -377,12 +379,23 @@ _FAILED = "Authorization failed."
 def topic_plan(
     authorizer: StandardAuthorizer, principal: str, peer: Any, api_key: int, request: Any
 ) -> tuple[Any, Any] | None:
-    """Kafka's per-topic authorization of Metadata (3), CreateTopics (19) and DeleteTopics (20):
-    ``(request without the denied topics, post)`` where ``post(response)`` adds a
-    TOPIC_AUTHORIZATION_FAILED entry for each denied topic (and, for Metadata of all topics,
-    drops the topics the principal may not DESCRIBE, as ``KafkaApis.handleTopicMetadataRequest``);
-    None when nothing is denied. A CreateTopics principal with CREATE on the cluster is not
-    checked per topic."""
+    """Kafka's per-topic authorization of Metadata (3), CreateTopics (19), DeleteTopics (20),
+    DescribeConfigs (32) and DescribeTopicPartitions (75): ``(request without the denied
+    topics, post)`` where ``post(response)`` adds a TOPIC_AUTHORIZATION_FAILED entry for each
+    denied topic (and, for Metadata of all topics, drops the topics the principal may not
+    DESCRIBE, as ``KafkaApis.handleTopicMetadataRequest``); None when nothing is denied. A
+    CreateTopics principal with CREATE on the cluster is not checked per topic.
+
+    DescribeConfigs (``ConfigHelper.handleDescribeConfigsRequest``): a TOPIC resource needs
+    DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), a BROKER, BROKER_LOGGER or
+    CLIENT_METRICS one DESCRIBE_CONFIGS on the cluster (else CLUSTER_AUTHORIZATION_FAILED), a
+    GROUP one on the group (else GROUP_AUTHORIZATION_FAILED); the denied results follow the
+    others, with Kafka's messages. DescribeTopicPartitions
+    (``DescribeTopicPartitionsRequestHandler``): a named topic needs DESCRIBE (else a
+    TOPIC_AUTHORIZATION_FAILED entry with the zero topic id, after the others); for all topics
+    the ones it may not DESCRIBE are left out of the answer (after paging, so a page may hold
+    fewer partitions than the limit; Kafka drops them before); every listed topic's
+    TopicAuthorizedOperations is the set of TOPIC operations the principal may perform."""
     import dataclasses
 
     from kafka_rpc.protocol import codec
@@ -440,6 +453,12 @@ def topic_plan(
             for n in dict.fromkeys(denied)
         )
         return request, lambda resp: dataclasses.replace(resp, topics=resp.topics + extra)
+    if api_key == 32:
+        return _describe_configs_plan(request, lambda op, rtype, name: authorizer.authorize(
+            principal, host, op, rtype, name))  # fmt: skip
+    if api_key == 75:
+        return _topic_partitions_plan(request, lambda name: ok(op, name), lambda name: sum(
+            1 << o for o in _TOPIC_OPERATIONS if ok(o, name)))  # fmt: skip
     if api_key == 20:
         names = list(request.topic_names) + [t.name for t in request.topics if t.name]
         denied = [n for n in names if not ok(op, n)]
@@ -459,6 +478,100 @@ def topic_plan(
         )
         return request, lambda resp: dataclasses.replace(resp, responses=resp.responses + extra)
     return None
+
+
+#: ``AclEntry.supportedOperations(TOPIC)``: what TopicAuthorizedOperations reports on.
+_TOPIC_OPERATIONS = (
+    AclOperation.READ,
+    AclOperation.WRITE,
+    AclOperation.CREATE,
+    AclOperation.DELETE,
+    AclOperation.ALTER,
+    AclOperation.DESCRIBE,
+    AclOperation.DESCRIBE_CONFIGS,
+    AclOperation.ALTER_CONFIGS,
+)
+#: ConfigResource.Type ids -> (ACL resource type, the error of a denied resource)
+_CONFIG_RESOURCES = {
+    2: (ResourceType.TOPIC, ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+    4: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    8: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    16: (ResourceType.CLUSTER, ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+    32: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
+}
+#: Kafka's ``Errors.message()`` of the authorization errors DescribeConfigs answers with.
+_AUTH_MESSAGES = {
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
+    ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+    ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+}
+
+
+def _describe_configs_plan(request: Any, allowed: Any) -> tuple[Any, Any] | None:
+    import dataclasses
+
+    from kafka_rpc.protocol import codec
+
+    denied = []
+    for r in request.resources:
+        rtype, code = _CONFIG_RESOURCES.get(r.resource_type, (None, 0))
+        if rtype is None:
+            continue  # the handler answers an unknown type
+        name = CLUSTER_NAME if rtype == ResourceType.CLUSTER else r.resource_name
+        if not allowed(AclOperation.DESCRIBE_CONFIGS, rtype, name):
+            denied.append((r, code))
+    if not denied:
+        return None
+    mod = codec.module("DescribeConfigsResponse")
+    gone = {id(r) for r, _ in denied}
+    request = dataclasses.replace(
+        request, resources=tuple(r for r in request.resources if id(r) not in gone)
+    )
+    extra = tuple(
+        mod.DescribeConfigsResult(
+            error_code=code,
+            error_message=_AUTH_MESSAGES[code],
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r, code in denied
+    )
+    return request, lambda resp: dataclasses.replace(resp, results=resp.results + extra)
+
+
+def _topic_partitions_plan(request: Any, may_describe: Any, operations: Any) -> tuple[Any, Any]:
+    import dataclasses
+    from uuid import UUID
+
+    from kafka_rpc.protocol import codec
+
+    mod = codec.module("DescribeTopicPartitionsResponse")
+    fetch_all = not request.topics
+    denied = [] if fetch_all else [t.name for t in request.topics if not may_describe(t.name)]
+    gone = set(denied)
+    cursor = request.cursor
+    keep = tuple(t for t in request.topics if t.name not in gone)
+    if keep and (cursor is None or cursor.topic_name not in gone):
+        # the handler pages over the allowed topics only; otherwise (every named topic, or the
+        # cursor's, denied) it runs on the request as sent, so its cursor checks stay Kafka's,
+        # and the denied topics' entries are dropped below
+        request = dataclasses.replace(request, topics=keep)
+
+    def post(resp: Any) -> Any:
+        kept = tuple(
+            dataclasses.replace(t, topic_authorized_operations=operations(t.name))
+            for t in resp.topics
+            if t.name not in gone and not (fetch_all and not may_describe(t.name))
+        )
+        extra = tuple(
+            mod.DescribeTopicPartitionsResponseTopic(
+                error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, name=n, topic_id=UUID(int=0)
+            )
+            for n in dict.fromkeys(denied)
+        )
+        return dataclasses.replace(resp, topics=kept + extra)
+
+    return request, post
 
 
 def authorizer_from_config(config: Any) -> StandardAuthorizer | None:

@@ -189,6 +189,12 @@ async def test_topic_apis_are_authorized_per_topic(tmp_path):
     md = codec.module("MetadataRequest")
     dt = codec.module("DeleteTopicsRequest")
 
+    dc = codec.module("DescribeConfigsRequest")
+
+    def describe_configs(*names):
+        wanted = (dc.DescribeConfigsResource(resource_type=2, resource_name=n) for n in names)
+        return dc.DescribeConfigsRequest(resources=tuple(wanted))
+
     def create(*names):
         return ct.CreateTopicsRequest(topics=tuple(
             ct.CreatableTopic(name=n, num_partitions=1, replication_factor=1) for n in names
@@ -220,6 +226,34 @@ async def test_topic_apis_are_authorized_per_topic(tmp_path):
             resp = await c.request(dt.DeleteTopicsRequest(
                 topics=(dt.DeleteTopicState(name="secret"),), timeout_ms=10000))  # fmt: skip
             assert [(t.name, t.error_code) for t in resp.responses] == [("secret", 29)]
+            # DescribeConfigs: DESCRIBE_CONFIGS per topic (DESCRIBE does not imply it)
+            cfg = await c.request(describe_configs("orders", "secret"))
+            assert [(r.resource_name, r.error_code) for r in cfg.results] == [
+                ("orders", 29), ("secret", 29)]  # fmt: skip
+            acl = AclBinding(ResourceType.TOPIC, "ord", PatternType.PREFIXED, "User:alice", "*",
+                             AclOperation.DESCRIBE_CONFIGS, AclPermissionType.ALLOW)  # fmt: skip
+            server.authorizer.add_acl("dc", acl)
+            cfg = await c.request(describe_configs("secret", "orders"))
+            assert [(r.resource_name, r.error_code) for r in cfg.results] == [
+                ("orders", 0), ("secret", 29)]  # fmt: skip
+            assert cfg.results[1].error_message == "Topic authorization failed."
+            # DescribeTopicPartitions: named topics answered per topic, all topics filtered,
+            # the operations alice may perform as TopicAuthorizedOperations
+            tp = codec.module("DescribeTopicPartitionsRequest")
+            two = (tp.TopicRequest(name="secret"), tp.TopicRequest(name="orders"))
+            named = await c.request(tp.DescribeTopicPartitionsRequest(topics=two))
+            assert [(t.name, t.error_code) for t in named.topics] == [("orders", 0), ("secret", 29)]
+            allowed = sum(1 << op for op in (AclOperation.CREATE, AclOperation.DESCRIBE,
+                                             AclOperation.DESCRIBE_CONFIGS))  # fmt: skip
+            assert named.topics[0].topic_authorized_operations == allowed
+            every = await c.request(tp.DescribeTopicPartitionsRequest(topics=()))
+            assert [t.name for t in every.topics] == ["ord-new", "orders"]
+        async with KafkaRpcClient(bootstrap, security=admin) as c:  # a super user sees all
+            every = await c.request(tp.DescribeTopicPartitionsRequest(topics=()))
+            assert [t.name for t in every.topics if not t.name.startswith("__")] == [
+                "ord-new", "orders", "secret"]  # fmt: skip
+            assert every.topics[-1].topic_authorized_operations == sum(
+                1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # fmt: skip
         assert server.controller.image.topic_by_name("secret") is not None
         assert server.controller.image.topic_by_name("other") is None
     finally:
