@@ -7,13 +7,14 @@ over :class:`~kafka_rpc.client.KafkaRpcClient` on a broker listener.
     kafka-rpc topics --bootstrap-server H:P --list
     kafka-rpc topics --bootstrap-server H:P --describe [--topic T]
 
-CreateTopics, DeleteTopics and Metadata requests; the output is Kafka's: ``Created topic T.``,
-one name per line (sorted) for ``--list``, and for ``--describe``::
+CreateTopics, DeleteTopics, Metadata and DescribeConfigs requests; the output is Kafka's:
+``Created topic T.``, one name per line (sorted) for ``--list``, and for ``--describe``::
 
-    Topic: T<TAB>TopicId: <22-char id><TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs:
+    Topic: T<TAB>TopicId: <id><TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs: a=1,b=2
     <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2<TAB>Isr: 1,2
 
-(``Configs:`` ends with a space and lists nothing: there is no DescribeConfigs here;
+(``Configs:`` lists the configs that are not at their default, ``name=value`` joined by ``,``
+in name order, from DescribeConfigs; nothing when the server does not serve DescribeConfigs;
 ``Leader: none`` without a leader). Partitions with chunks (KIP-1114, Metadata v14) add
 ``<TAB>StartOffset: N`` (the active chunk's start) and one line per inactive chunk with its
 start, stop and end offsets, replicas and ISR, as the KIP asks::
@@ -35,12 +36,15 @@ from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["TopicCommandError", "add_arguments", "run", "run_sync"]
 
 _CREATE_TOPICS, _DELETE_TOPICS = 19, 20
+_DESCRIBE_CONFIGS = 32
+_TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
+_DEFAULT_CONFIG = 5  # ConfigSource.DEFAULT_CONFIG: not shown by --describe
 _ACTIONS = ("list", "describe", "create", "delete")
 _ACTION_MESSAGE = (
     "Command must include exactly one action: --list, --describe, --create, --alter or --delete"
@@ -137,13 +141,14 @@ def _nodes(ids: Any) -> str:
     return ",".join(str(i) for i in ids)
 
 
-def describe_lines(topic: Any) -> list[str]:
-    """``--describe`` lines of one MetadataResponseTopic (Kafka ``TopicDescription``)."""
+def describe_lines(topic: Any, configs: str = "") -> list[str]:
+    """``--describe`` lines of one MetadataResponseTopic (Kafka ``TopicDescription``);
+    ``configs`` the ``name=value,...`` text of its non-default configs."""
     parts = sorted(topic.partitions, key=lambda p: p.partition_index)
     rf = len(parts[0].replica_nodes) if parts else 0
     lines = [
         f"Topic: {topic.name}\tTopicId: {_uuid_text(topic.topic_id)}\t"
-        f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: "
+        f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {configs}"
     ]
     for p in parts:
         leader = p.leader_id if p.leader_id >= 0 else "none"
@@ -243,11 +248,36 @@ class TopicCommand:
             if args.if_exists:
                 return
             raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected")
+        topics = [t for t in topics
+                  if not (getattr(args, "exclude_internal", False) and t.is_internal)]  # fmt: skip
+        configs = await self._configs([t.name for t in topics])
         for t in topics:
-            if getattr(args, "exclude_internal", False) and t.is_internal:
-                continue
-            for line in describe_lines(t):
+            for line in describe_lines(t, configs.get(t.name, "")):
                 self._print(line)
+
+    async def _configs(self, names: list[str]) -> dict[str, str]:
+        """Each topic's non-default configs as Kafka's ``TopicCommand`` prints them
+        (``name=value`` of the entries whose source is not DEFAULT_CONFIG, joined by ``,``, in
+        name order), from one DescribeConfigs; {} when the server does not serve it."""
+        try:
+            self.client.version_for(_DESCRIBE_CONFIGS)
+        except KafkaError:
+            return {}
+        if not names:
+            return {}
+        mod = codec.module("DescribeConfigsRequest")
+        req = mod.MESSAGE(resources=tuple(
+            mod.DescribeConfigsResource(resource_type=_TOPIC_RESOURCE, resource_name=n,
+                                        configuration_keys=None) for n in names))  # fmt: skip
+        resp = await self.client.request(req, timeout=self.timeout)
+        out = {}
+        for r in resp.results:
+            if r.error_code:
+                raise _error(r.error_code, r.error_message or None)
+            shown = sorted((c for c in r.configs if c.config_source != _DEFAULT_CONFIG),
+                           key=lambda c: c.name)  # fmt: skip
+            out[r.resource_name] = ",".join(f"{c.name}={c.value}" for c in shown)
+        return out
 
 
 Connect = Callable[..., Awaitable[Any]]

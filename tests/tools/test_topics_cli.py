@@ -13,7 +13,7 @@ import uuid
 import pytest
 
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.tools.topics import add_arguments, run
 
 CT = codec.module("CreateTopicsResponse")
@@ -30,14 +30,17 @@ def parse(*argv: str) -> argparse.Namespace:
 
 
 class FakeClient:
-    def __init__(self, *responses, delete_version=6):
+    def __init__(self, *responses, delete_version=6, describe_configs=False):
         self.responses = list(responses)
         self.requests = []
         self.delete_version = delete_version
+        self.describe_configs = describe_configs
         self.closed = False
         self.bootstrap = None
 
     def version_for(self, key):
+        if key == 32 and not self.describe_configs:  # as a server without DescribeConfigs
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "not served")
         return self.delete_version if key == 20 else 99
 
     async def request(self, msg, timeout=None):
@@ -229,6 +232,37 @@ async def test_describe_layout():
         "",
     ]
     assert [x.name for x in client.requests[0].topics] == ["t1"]
+
+
+async def test_describe_shows_the_non_default_configs_from_describe_configs():
+    DC = codec.module("DescribeConfigsResponse")
+
+    def entry(name, value, source):
+        return DC.DescribeConfigsResourceResult(name=name, value=value, config_source=source)
+
+    entries = (
+        entry("segment.ms", "604800000", 5),
+        entry("retention.ms", "1000", 1),
+        entry("cleanup.policy", "compact", 1),
+        entry("retention.bytes", "-1", 4),
+    )
+    configs = DC.DescribeConfigsResponse(results=(DC.DescribeConfigsResult(
+        resource_type=2, resource_name="t1", configs=entries),))  # fmt: skip
+    client = FakeClient(metadata(mtopic("t1", [partition(0)])), configs, describe_configs=True)
+    rc, out, _ = await go(client, "--describe", "--topic", "t1")
+    assert rc == 0
+    assert out.splitlines()[0].endswith(
+        "\tConfigs: cleanup.policy=compact,retention.bytes=-1,retention.ms=1000"
+    )
+    (res,) = client.requests[1].resources
+    assert (res.resource_type, res.resource_name, res.configuration_keys) == (2, "t1", None)
+    # an error for the topic's configs is the command's error, as Kafka's TopicCommand
+    err = DC.DescribeConfigsResponse(results=(DC.DescribeConfigsResult(
+        error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message="Topic authorization "
+        "failed.", resource_type=2, resource_name="t1"),))  # fmt: skip
+    client = FakeClient(metadata(mtopic("t1", [partition(0)])), err, describe_configs=True)
+    rc, out, _ = await go(client, "--describe", "--topic", "t1")
+    assert rc == 1 and "Topic authorization failed." in out
 
 
 async def test_describe_shows_chunks():
