@@ -13,11 +13,14 @@ topic: the effective value of each config with its source and, when asked for, i
 (highest precedence first):
 
 1. a topic override (a ConfigRecord of the topic in the image): source TOPIC_CONFIG (1);
-2. the broker synonym set in this node's ``server.properties``: STATIC_BROKER_CONFIG (4). Only
+2. a broker synonym set in the metadata log for this node (a ConfigRecord of resource
+   ``(4, "<node id>")``, IncrementalAlterConfigs): DYNAMIC_BROKER_CONFIG (2), or for every
+   broker (``(4, "")``): DYNAMIC_DEFAULT_BROKER_CONFIG (3);
+3. the broker synonym set in this node's ``server.properties``: STATIC_BROKER_CONFIG (4). Only
    ``log.retention.ms`` and ``log.retention.bytes`` are broker settings here (the diskless
    retention defaults, ``kafka_rpc.broker.retention``); every other broker synonym is at
    Kafka's default;
-3. the default: DEFAULT_CONFIG (5), listed as a synonym under the broker key whose default
+4. the default: DEFAULT_CONFIG (5), listed as a synonym under the broker key whose default
    Kafka reports (as Kafka, a synonym chain whose first key has no default, such as
    ``log.retention.ms`` behind ``log.retention.hours``, lists no default synonym unless a
    higher source precedes it: Kafka's ``configSynonyms`` ``dropWhile``).
@@ -37,6 +40,8 @@ __all__ = [
     "BROKER_SETTINGS",
     "CONFIG_TYPES",
     "SOURCE_DEFAULT",
+    "SOURCE_DYNAMIC_BROKER",
+    "SOURCE_DYNAMIC_DEFAULT",
     "SOURCE_STATIC_BROKER",
     "SOURCE_TOPIC",
     "TOPIC_CONFIG_DEFS",
@@ -61,6 +66,8 @@ CONFIG_TYPES = {
 
 #: ``DescribeConfigsResponse.ConfigSource`` ids used here.
 SOURCE_TOPIC = 1
+SOURCE_DYNAMIC_BROKER = 2
+SOURCE_DYNAMIC_DEFAULT = 3
 SOURCE_STATIC_BROKER = 4
 SOURCE_DEFAULT = 5
 
@@ -197,21 +204,21 @@ class ConfigEntry:
     is_sensitive: bool = False
 
 
-def _synonyms(
-    d: TopicConfigDef, override: str | None, static: Mapping[str, str]
+def _broker_chain(
+    d: TopicConfigDef, sources: list[tuple[int, Mapping[str, str]]]
 ) -> list[tuple[str, str | None, int]]:
-    """Kafka's ``configSynonyms`` (static broker, then defaults, each in chain order, dropped
-    up to the chain's first key) with the topic override in front."""
+    """Kafka's ``configSynonyms``: the broker keys of ``d`` set in each source (highest
+    precedence first, keys in chain order), then the default, dropped up to the first entry
+    named as the chain's first key."""
     chain: list[tuple[str, str | None, int]] = [
-        (k, static[k], SOURCE_STATIC_BROKER) for k in d.synonyms if k in static
+        (k, values[k], source) for source, values in sources for k in d.synonyms if k in values
     ]
     if d.default_synonym is not None:
         value = _BROKER_DEFAULTS.get(d.default_synonym, d.default)
         chain.append((d.default_synonym, value, SOURCE_DEFAULT))
-    while chain and chain[0][0] != (d.synonyms[0] if d.synonyms else None):
+    lead = d.synonyms[0] if d.synonyms else None
+    while chain and chain[0][0] != lead:
         chain.pop(0)
-    if override is not None:
-        chain.insert(0, (d.name, override, SOURCE_TOPIC))
     return chain
 
 
@@ -220,14 +227,27 @@ def describe_topic_configs(
     broker_settings: Mapping[str, str],
     keys: Iterable[str] | None = None,
     include_synonyms: bool = False,
+    dynamic_broker: Mapping[str, str] | None = None,
+    dynamic_default: Mapping[str, str] | None = None,
 ) -> list[ConfigEntry]:
     """The effective configs of one topic, by name, as Kafka's ``ConfigHelper.describeConfigs``
     reports a TOPIC resource. ``overrides``: the topic's ConfigRecords (name -> value);
     ``broker_settings``: the keys of :data:`BROKER_SETTINGS` this node's ``server.properties``
-    sets (name -> value as written); ``keys``: only these names (None or empty: all). A topic
-    override of a name Kafka does not define is listed too, with type 0 (unknown) and its
-    value, as Kafka lists a topic property outside ``LogConfig``."""
+    sets (name -> value as written); ``dynamic_broker`` / ``dynamic_default``: the broker
+    configs of the metadata log for this node (ConfigRecords of resource ``(4, "<node id>")``,
+    DYNAMIC_BROKER_CONFIG) and for every broker (``(4, "")``, DYNAMIC_DEFAULT_BROKER_CONFIG);
+    ``keys``: only these names (None or empty: all). Without an override a config's value and
+    source are those of the first synonym named as its chain's first broker key (Kafka's
+    ``log.retention.ms``, not ``log.retention.hours``: a value set only under a later key of
+    the chain is not converted), else its default. A topic override of a name Kafka does not
+    define is listed too, with type 0 (unknown) and its value, as Kafka lists a topic property
+    outside ``LogConfig``."""
     static = {k: v.strip() for k, v in broker_settings.items() if k in BROKER_SETTINGS}
+    sources: list[tuple[int, Mapping[str, str]]] = [
+        (SOURCE_DYNAMIC_BROKER, dynamic_broker or {}),
+        (SOURCE_DYNAMIC_DEFAULT, dynamic_default or {}),
+        (SOURCE_STATIC_BROKER, static),
+    ]
     wanted = set(keys) if keys else None
     out: list[ConfigEntry] = []
     names = sorted(set(TOPIC_CONFIG_DEFS) | set(overrides))
@@ -240,13 +260,14 @@ def describe_topic_configs(
             syn = ((name, override, SOURCE_TOPIC),) if include_synonyms else ()
             out.append(ConfigEntry(name, override, SOURCE_TOPIC, 0, syn))
             continue
-        chain = _synonyms(d, override, static)
+        chain = _broker_chain(d, sources)
         if override is not None:
             value, source = override, SOURCE_TOPIC
+            chain.insert(0, (d.name, override, SOURCE_TOPIC))
+        elif chain and chain[0][2] != SOURCE_DEFAULT:
+            value, source = chain[0][1], chain[0][2]
         else:
-            set_here = next((k for k in d.synonyms if k in static), None)
-            value = static[set_here] if set_here is not None else d.default
-            source = SOURCE_STATIC_BROKER if set_here is not None else SOURCE_DEFAULT
+            value, source = d.default, SOURCE_DEFAULT
         out.append(
             ConfigEntry(
                 name,

@@ -6,14 +6,15 @@ per resource in request order:
 
 - TOPIC (2): the topic's effective configs (:func:`kafka_rpc.controller.topic_configs
   .describe_topic_configs`: every Kafka 4.4 topic config, overrides from the topic's
-  ConfigRecords with source TOPIC_CONFIG, ``log.retention.ms`` / ``log.retention.bytes`` of this
-  node's ``server.properties`` as STATIC_BROKER_CONFIG, Kafka's defaults as DEFAULT_CONFIG),
+  ConfigRecords with source TOPIC_CONFIG, dynamic broker configs of the metadata log for this
+  node or all brokers, ``log.retention.ms`` / ``log.retention.bytes`` of this node's
+  ``server.properties`` as STATIC_BROKER_CONFIG, Kafka's defaults as DEFAULT_CONFIG),
   only the ConfigurationKeys asked for when the list is not null or empty; Synonyms only with
   IncludeSynonyms; ConfigType from v3; Documentation always null (texts are not kept).
 - BROKER (4), BROKER_LOGGER (8), CLIENT_METRICS (16) and GROUP (32), which Kafka describes
-  too: INVALID_REQUEST "Unsupported resource type: N" for that resource. This server keeps no
-  dynamic broker, logger, client-metrics or group configs (a documented difference from
-  Kafka, ``docs/kafka-tools.md``).
+  too: INVALID_REQUEST "Unsupported resource type: N" for that resource. Kafka answers a
+  broker with every key of its ``KafkaConfig`` and their sources, loggers with log4j's levels;
+  this server does not model those (a documented difference, ``docs/kafka-tools.md``).
 - a resource type Kafka does not know: the whole request fails with INVALID_REQUEST on every
   resource (Kafka's handler throws InvalidRequestException before describing anything).
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_rpc.controller.image import EMPTY
+from kafka_rpc.controller.image import EMPTY, RESOURCE_BROKER
 from kafka_rpc.controller.replication import validate_topic_name
 from kafka_rpc.controller.topic_configs import BROKER_SETTINGS, describe_topic_configs
 from kafka_rpc.protocol import codec
@@ -71,10 +72,13 @@ def error_response(request: Any, version: int, code: int) -> Any:
     )
 
 
-def describe_configs_response(image: Any, request: Any, broker_settings: dict[str, str]) -> Any:
+def describe_configs_response(
+    image: Any, request: Any, broker_settings: dict[str, str], node_id: int = -1
+) -> Any:
     """The DescribeConfigs answer for ``request`` from ``image`` (see the module docstring);
     ``broker_settings``: this node's ``server.properties`` values of
-    :data:`~kafka_rpc.controller.topic_configs.BROKER_SETTINGS`."""
+    :data:`~kafka_rpc.controller.topic_configs.BROKER_SETTINGS`; ``node_id``: this node (its
+    own dynamic broker configs count)."""
     if any(r.resource_type not in KAFKA_RESOURCE_TYPES for r in request.resources):
         return error_response(request, 0, ErrorCode.INVALID_REQUEST)
     results = []
@@ -96,6 +100,8 @@ def describe_configs_response(image: Any, request: Any, broker_settings: dict[st
             broker_settings,
             res.configuration_keys,
             request.include_synonyms,
+            dynamic_broker=dict(image.configs.get((RESOURCE_BROKER, str(node_id)), {})),
+            dynamic_default=dict(image.configs.get((RESOURCE_BROKER, ""), {})),
         )
         configs = tuple(
             _mod.DescribeConfigsResourceResult(
@@ -123,4 +129,4 @@ def describe_configs(ctx: Any, request: Any) -> Any:
     image = getattr(ctl, "image", None) or EMPTY
     raw = server.config.raw
     settings = {k: raw[k] for k in BROKER_SETTINGS if k in raw}
-    return describe_configs_response(image, request, settings)
+    return describe_configs_response(image, request, settings, server.node_id)

@@ -131,6 +131,33 @@ def test_static_broker_settings_are_the_topic_defaults():
         "retention.ms", "log.retention.ms", "log.retention.hours"]  # fmt: skip
 
 
+def test_dynamic_broker_configs_of_the_metadata_log_come_before_static_ones():
+    img = image()
+    img = MetadataImage(brokers=img.brokers, topics=img.topics, topics_by_name=img.topics_by_name,
+                        configs=pmap({**dict(img.configs),
+                                      (4, ""): pmap({"log.retention.ms": "7000",
+                                                     "message.max.bytes": "2000000"}),
+                                      (4, "1"): pmap({"log.retention.bytes": "99"}),
+                                      (4, "2"): pmap({"log.retention.bytes": "55"})}))  # fmt: skip
+    keys = ("retention.ms", "retention.bytes", "max.message.bytes")
+    resource = DC.DescribeConfigsResource(resource_type=2, resource_name="beta",
+                                          configuration_keys=keys)  # fmt: skip
+    req = DC.DescribeConfigsRequest(resources=(resource,), include_synonyms=True)
+    settings = {"log.retention.ms": "5000"}
+    (res,) = describe_configs_response(img, req, settings, node_id=1).results
+    got = {c.name: (c.value, c.config_source, [(s.name, s.value, s.source) for s in c.synonyms])
+           for c in res.configs}  # fmt: skip
+    assert got == {
+        "retention.ms": ("7000", 3, [("log.retention.ms", "7000", 3),
+                                     ("log.retention.ms", "5000", 4),
+                                     ("log.retention.hours", "168", 5)]),
+        "retention.bytes": ("99", 2, [("log.retention.bytes", "99", 2),  # node 1's, not 2's
+                                      ("log.retention.bytes", "-1", 5)]),
+        "max.message.bytes": ("2000000", 3, [("message.max.bytes", "2000000", 3),
+                                             ("message.max.bytes", "1048588", 5)]),
+    }  # fmt: skip
+
+
 def test_topic_errors_with_kafkas_messages():
     resp = configs([(2, "missing", None), (2, "bad name!", None), (2, "", None), (2, "..", None)])
     assert [(r.error_code, r.error_message, r.configs) for r in resp.results] == [

@@ -472,6 +472,16 @@ def _configs(bootstrap: str, topic: str) -> dict:
     }  # fmt: skip
 
 
+def _broker_default(bootstrap: str, name: str, value: str | None) -> None:
+    """IncrementalAlterConfigs of every broker's dynamic default ``name`` (SET, or DELETE for
+    None)."""
+    m = codec.module("IncrementalAlterConfigsRequest")
+    op = m.AlterableConfig(name=name, config_operation=0 if value is not None else 1, value=value)
+    resource = m.AlterConfigsResource(resource_type=4, resource_name="", configs=(op,))
+    (res,) = call(bootstrap, m.IncrementalAlterConfigsRequest(resources=(resource,))).responses
+    assert res.error_code == 0, res
+
+
 def test_kafka_starts_on_a_directory_we_formatted_and_describes_configs_as_we_do(
     ours, kafka_newest, tmp_path, procs
 ):
@@ -493,10 +503,22 @@ def test_kafka_starts_on_a_directory_we_formatted_and_describes_configs_as_we_do
     kafka.start()
     kafka.wait_for_log(r"Kafka Server started", 120)
     assert _meta(data)["directory.id"] == meta["directory.id"]
-    # the same topic on both: DescribeConfigs answers alike, config by config, with synonyms
+    # the same topic on both, and the same dynamic default of every broker (a broker synonym):
+    # DescribeConfigs answers alike, config by config, with synonyms
     topic, configs = "cfg-topic", {"retention.ms": "1000", "cleanup.policy": "compact"}
-    create_topic(f"127.0.0.1:{bport}", topic, 1, configs)
+    kafka_broker = f"127.0.0.1:{bport}"
+    create_topic(kafka_broker, topic, 1, configs)
     create_topic(ours.broker, topic, 1, configs)
-    theirs, mine = _configs(f"127.0.0.1:{bport}", topic), _configs(ours.broker, topic)
-    assert mine.pop("diskless.enable")[0] == "false"  # Inkless's topic config: ours only
-    assert theirs == mine
+    for bootstrap in (kafka_broker, ours.broker):
+        _broker_default(bootstrap, "message.max.bytes", "2000000")
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        while _configs(kafka_broker, topic)["max.message.bytes"][0] != "2000000":
+            assert time.monotonic() < deadline, "Kafka never applied the dynamic default"
+            time.sleep(0.2)
+        theirs, mine = _configs(kafka_broker, topic), _configs(ours.broker, topic)
+        assert mine.pop("diskless.enable")[0] == "false"  # Inkless's topic config: ours only
+        assert theirs == mine
+        assert mine["max.message.bytes"][2] == 3  # DYNAMIC_DEFAULT_BROKER_CONFIG
+    finally:
+        _broker_default(ours.broker, "message.max.bytes", None)  # the module's node as it was
