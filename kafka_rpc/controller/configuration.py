@@ -1,8 +1,8 @@
 """Dynamic configs in the metadata log (Kafka's ``ConfigurationControlManager``).
 
-* Validation of the topic configs CreateTopics sets (:data:`TOPIC_CONFIGS`,
-  :func:`check_topic_configs`); their ConfigRecords are written by
-  :func:`~kafka_rpc.controller.replication.create_topics`.
+* Validation of the topic configs CreateTopics sets (:func:`check_topic_configs`, against the
+  one table of topic configs, :data:`kafka_rpc.controller.topic_configs.TOPIC_CONFIG_DEFS`);
+  their ConfigRecords are written by :func:`~kafka_rpc.controller.replication.create_topics`.
 * Commands: :func:`incremental_alter_configs` (IncrementalAlterConfigs, 44) and
   :func:`legacy_alter_configs` (AlterConfigs, 33) for TOPIC and BROKER resources, with
   ``ControllerConfigurationValidator`` and ``ConfigResourceExistenceChecker``'s rules.
@@ -20,13 +20,12 @@ from pyrsistent import pmap
 
 from kafka_rpc.controller.base import ApiError, ControllerContext, ControllerResult
 from kafka_rpc.controller.image import RESOURCE_BROKER, RESOURCE_TOPIC, MetadataImage, evolve
-from kafka_rpc.controller.topic_configs import TOPIC_CONFIG_DEFS, value_check
+from kafka_rpc.controller.topic_configs import list_configs, value_check
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
-    "TOPIC_CONFIGS",
     "alter_configs_error_response",
     "check_topic_configs",
     "config_records",
@@ -36,76 +35,6 @@ __all__ = [
 ]
 
 _R = codec.message_class
-
-
-def _int_cfg(v: str) -> bool:
-    try:
-        int(v)
-    except ValueError:
-        return False
-    return True
-
-
-def _bool_cfg(v: str) -> bool:
-    return v.lower() in ("true", "false")
-
-
-def _policy_cfg(v: str) -> bool:
-    parts = [p.strip() for p in v.split(",")]
-    return all(p in ("delete", "compact") for p in parts) or v == ""
-
-
-TOPIC_CONFIGS = {
-    "cleanup.policy": _policy_cfg,
-    "compression.type": lambda v: (
-        v in ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
-    ),
-    "compression.gzip.level": _int_cfg,
-    "compression.lz4.level": _int_cfg,
-    "compression.zstd.level": _int_cfg,
-    "follower.replication.throttled.replicas": lambda v: True,
-    "leader.replication.throttled.replicas": lambda v: True,
-    "remote.log.copy.disable": _bool_cfg,
-    "remote.log.delete.on.disable": _bool_cfg,
-    "delete.retention.ms": _int_cfg,
-    "diskless.enable": _bool_cfg,
-    "file.delete.delay.ms": _int_cfg,
-    "flush.messages": _int_cfg,
-    "flush.ms": _int_cfg,
-    "index.interval.bytes": _int_cfg,
-    "local.retention.bytes": _int_cfg,
-    "local.retention.ms": _int_cfg,
-    "max.compaction.lag.ms": _int_cfg,
-    "max.message.bytes": _int_cfg,
-    "message.timestamp.after.max.ms": _int_cfg,
-    "message.timestamp.before.max.ms": _int_cfg,
-    "message.timestamp.type": lambda v: v in ("CreateTime", "LogAppendTime"),
-    "min.cleanable.dirty.ratio": lambda v: _float(v),
-    "min.compaction.lag.ms": _int_cfg,
-    "min.insync.replicas": _int_cfg,
-    "preallocate": _bool_cfg,
-    "remote.storage.enable": _bool_cfg,
-    "retention.bytes": _int_cfg,
-    "retention.ms": _int_cfg,
-    "segment.bytes": _int_cfg,
-    "segment.index.bytes": _int_cfg,
-    "segment.jitter.ms": _int_cfg,
-    "segment.ms": _int_cfg,
-    "unclean.leader.election.enable": _bool_cfg,
-}
-"""Topic configs CreateTopics accepts (Kafka's ``LogConfig`` names plus Inkless's
-``diskless.enable``, :data:`kafka_rpc.controller.topic_configs.TOPIC_CONFIG_DEFS`), each with a
-value check; anything else is INVALID_CONFIG."""
-for _name in TOPIC_CONFIG_DEFS:  # the rest of Kafka 4.4's topic configs: a check of their type
-    TOPIC_CONFIGS.setdefault(_name, value_check(_name))
-
-
-def _float(v: str) -> bool:
-    try:
-        float(v)
-    except ValueError:
-        return False
-    return True
 
 
 def check_topic_configs(topic: Any) -> dict[str, str]:
@@ -118,7 +47,7 @@ def check_topic_configs(topic: Any) -> dict[str, str]:
             raise ApiError(
                 ErrorCode.INVALID_REQUEST, f"Null value not supported for topic configs: {c.name}"
             )
-        check = TOPIC_CONFIGS.get(c.name)
+        check = value_check(c.name)
         if check is None:
             raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {c.name}")
         if not check(c.value):
@@ -137,13 +66,7 @@ OP_SET, OP_DELETE, OP_APPEND, OP_SUBTRACT = 0, 1, 2, 3
 _OPS = {OP_SET: "SET", OP_DELETE: "DELETE", OP_APPEND: "APPEND", OP_SUBTRACT: "SUBTRACT"}
 
 LIST_CONFIGS = {
-    RESOURCE_TOPIC: frozenset(
-        {
-            "cleanup.policy",
-            "follower.replication.throttled.replicas",
-            "leader.replication.throttled.replicas",
-        }
-    ),
+    RESOURCE_TOPIC: list_configs(),
     RESOURCE_BROKER: frozenset(
         {
             "advertised.listeners",
@@ -158,8 +81,8 @@ LIST_CONFIGS = {
     ),
 }
 """Keys of type LIST (``ConfigDef.Type.LIST``) that APPEND / SUBTRACT may change
-(``KafkaConfigSchema.isSplittable``); for brokers, the list-typed keys of ``KafkaConfig`` that
-are dynamically updatable or commonly set."""
+(``KafkaConfigSchema.isSplittable``): for topics, the LIST rows of the topic config table; for
+brokers, the list-typed keys of ``KafkaConfig`` that are dynamically updatable or commonly set."""
 
 
 def _broker_name_error(name: str) -> str | None:
@@ -201,7 +124,7 @@ def _validate(
                 "Null value not supported for topic configs: " + ",".join(nulls),
             )
         for k, v in all_configs.items():
-            check = TOPIC_CONFIGS.get(k)
+            check = value_check(k)
             if check is None:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
             if not check(v):

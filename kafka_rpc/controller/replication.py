@@ -502,7 +502,7 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     INVALID_REQUEST / INVALID_REPLICA_ASSIGNMENT as Kafka; otherwise NumPartitions /
     ReplicationFactor (-1 = ctx defaults) -> INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR (more
     than the active brokers); configs -> INVALID_REQUEST (null) / INVALID_CONFIG (unknown name or
-    bad value, see ``configuration.TOPIC_CONFIGS``). Every error entry has an ErrorMessage and
+    bad value, see ``topic_configs.TOPIC_CONFIG_DEFS``). Every error entry has an ErrorMessage and
     contributes no records.
 
     A created topic gets a random v4 id, and records TopicRecord, ConfigRecords (resource type 2),

@@ -48,6 +48,7 @@ __all__ = [
     "ConfigEntry",
     "TopicConfigDef",
     "describe_topic_configs",
+    "list_configs",
     "value_check",
 ]
 
@@ -87,13 +88,41 @@ class TopicConfigDef:
     default: str
     synonyms: tuple[str, ...] = ()
     default_synonym: str | None = None
+    valid: Callable[[str], bool] | None = None
 
 
-def _c(name: str, type_: str, default: str, *synonyms: str, **kw: str) -> TopicConfigDef:
-    """A table row; the default synonym is the first synonym unless ``default_synonym=`` says."""
-    return TopicConfigDef(
-        name, type_, default, synonyms, kw.get("default_synonym", synonyms[0] if synonyms else None)
-    )
+def _c(
+    name: str,
+    type_: str,
+    default: str,
+    *synonyms: str,
+    default_synonym: str | None = None,
+    valid: Callable[[str], bool] | None = None,
+) -> TopicConfigDef:
+    """A table row; the default synonym is the first synonym unless ``default_synonym=`` says;
+    ``valid``: the ``ConfigDef.Validator`` a value of the right type must also pass."""
+    if default_synonym is None and synonyms:
+        default_synonym = synonyms[0]
+    return TopicConfigDef(name, type_, default, synonyms, default_synonym, valid)
+
+
+def _one_of(*allowed: str) -> Callable[[str], bool]:
+    """``ConfigDef.ValidString.in``: the trimmed value is one of ``allowed``."""
+    return lambda v: v.strip() in allowed
+
+
+def _list_of(*allowed: str) -> Callable[[str], bool]:
+    """``ConfigDef.ValidList.in``: every comma-separated item is one of ``allowed`` (the empty
+    list too)."""
+    return lambda v: all(p.strip() in allowed for p in v.split(",")) or v.strip() == ""
+
+
+def _ratio(v: str) -> bool:
+    """``ConfigDef.Range.between(0, 1)`` of a DOUBLE."""
+    try:
+        return 0.0 <= float(v) <= 1.0
+    except ValueError:
+        return False
 
 
 _MAX_LONG = "9223372036854775807"
@@ -101,10 +130,22 @@ _MAX_LONG = "9223372036854775807"
 TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
     d.name: d
     for d in (
-        _c("cleanup.policy", "LIST", "delete", "log.cleanup.policy"),
+        _c(
+            "cleanup.policy",
+            "LIST",
+            "delete",
+            "log.cleanup.policy",
+            valid=_list_of("compact", "delete"),
+        ),
         _c("compression.gzip.level", "INT", "-1", "compression.gzip.level"),
         _c("compression.lz4.level", "INT", "9", "compression.lz4.level"),
-        _c("compression.type", "STRING", "producer", "compression.type"),
+        _c(
+            "compression.type",
+            "STRING",
+            "producer",
+            "compression.type",
+            valid=_one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+        ),
         _c("compression.zstd.level", "INT", "3", "compression.zstd.level"),
         _c("delete.retention.ms", "LONG", "86400000", "log.cleaner.delete.retention.ms"),
         _c(DISKLESS_ENABLE_CONFIG, "BOOLEAN", "false"),
@@ -139,8 +180,20 @@ TOPIC_CONFIG_DEFS: dict[str, TopicConfigDef] = {
             _MAX_LONG,
             "log.message.timestamp.before.max.ms",
         ),
-        _c("message.timestamp.type", "STRING", "CreateTime", "log.message.timestamp.type"),
-        _c("min.cleanable.dirty.ratio", "DOUBLE", "0.5", "log.cleaner.min.cleanable.ratio"),
+        _c(
+            "message.timestamp.type",
+            "STRING",
+            "CreateTime",
+            "log.message.timestamp.type",
+            valid=_one_of("CreateTime", "LogAppendTime"),
+        ),
+        _c(
+            "min.cleanable.dirty.ratio",
+            "DOUBLE",
+            "0.5",
+            "log.cleaner.min.cleanable.ratio",
+            valid=_ratio,
+        ),
         _c("min.compaction.lag.ms", "LONG", "0", "log.cleaner.min.compaction.lag.ms"),
         _c("min.insync.replicas", "INT", "1", "min.insync.replicas"),
         _c("preallocate", "BOOLEAN", "false", "log.preallocate"),
@@ -309,7 +362,20 @@ _TYPE_CHECKS: dict[str, Callable[[str], bool]] = {
 
 
 def value_check(name: str) -> Callable[[str], bool] | None:
-    """A check that a text is a value of ``name``'s type (Kafka's ``ConfigDef.parseType``), or
-    None for a name Kafka does not define."""
+    """A check that a text is a valid value of topic config ``name``: a value of its type
+    (Kafka's ``ConfigDef.parseType``) that passes the row's validator (``ValidString``,
+    ``ValidList``, the ratio's range); None for a name Kafka does not define. The numeric
+    ``atLeast`` bounds of Kafka's ``LogConfig`` are not checked."""
     d = TOPIC_CONFIG_DEFS.get(name)
-    return None if d is None else _TYPE_CHECKS[d.type]
+    if d is None:
+        return None
+    parses, valid = _TYPE_CHECKS[d.type], d.valid
+    if valid is None:
+        return parses
+    return lambda v: parses(v) and valid(v)
+
+
+def list_configs() -> frozenset[str]:
+    """The topic configs of type LIST, which IncrementalAlterConfigs may APPEND to / SUBTRACT
+    from (``KafkaConfigSchema.isSplittable``)."""
+    return frozenset(n for n, d in TOPIC_CONFIG_DEFS.items() if d.type == "LIST")

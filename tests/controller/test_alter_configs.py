@@ -138,3 +138,24 @@ def test_legacy_alter_configs_replaces_the_whole_set():
     assert codes(res) == [("t", 0)] and dict(c.image.topic_configs("t")) == {}
     res = legacy(c, (RESOURCE_TOPIC, "t", [("retention.ms", "soon")]))
     assert codes(res) == [("t", E.INVALID_CONFIG)] and not res.records
+
+
+def test_one_table_of_topic_configs_checks_type_and_kafkas_validators():
+    from kafka_rpc.controller.topic_configs import TOPIC_CONFIG_DEFS, list_configs, value_check
+
+    # every row is checked by its ConfigDef type, then its validator (LogConfig's)
+    assert all(value_check(n) is not None for n in TOPIC_CONFIG_DEFS)
+    assert value_check("no.such.config") is None
+    ok = {"cleanup.policy": "compact,delete", "compression.type": "zstd",
+          "message.timestamp.type": "LogAppendTime", "min.cleanable.dirty.ratio": "0.1",
+          "segment.bytes": "1048576", "retention.ms": "-1", "preallocate": "TRUE",
+          "diskless.enable": "true", "leader.replication.throttled.replicas": "0:1"}  # fmt: skip
+    bad = {"cleanup.policy": "compact,forever", "compression.type": "brotli",
+           "message.timestamp.type": "WallClock", "min.cleanable.dirty.ratio": "1.5",
+           "segment.bytes": "2147483648", "retention.ms": "1h", "preallocate": "yes"}  # fmt: skip
+    assert all(value_check(k)(v) for k, v in ok.items())
+    assert not any(value_check(k)(v) for k, v in bad.items())
+    # APPEND / SUBTRACT apply to the LIST rows only
+    assert list_configs() == {"cleanup.policy", "follower.replication.throttled.replicas",
+                              "leader.replication.throttled.replicas"}  # fmt: skip
+    assert configuration.LIST_CONFIGS[RESOURCE_TOPIC] == list_configs()
