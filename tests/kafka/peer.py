@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -195,6 +196,17 @@ def resolve(version: str, *, quiet: bool = True) -> Path:
     if not mvn:
         raise KafkaUnavailable(f"no `mvn` found to resolve Apache Kafka {version}. {INSTALL_HINT}")
     libs.parent.mkdir(parents=True, exist_ok=True)
+    # one resolver per release at a time (pytest-xdist workers, parallel runs): the others wait
+    # here, then find the marker written and use the jars as they are
+    with open(libs.parent / ".resolve.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists() and marker.read_text().strip() == fp:
+            return libs
+        return _resolve_locked(version, mvn, libs, fp, quiet)
+
+
+def _resolve_locked(version: str, mvn: str, libs: Path, fp: str, quiet: bool) -> Path:
+    """Maven into a staging directory beside ``libs``, renamed into place once complete."""
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=libs.parent))
     cmd = [
         mvn,
@@ -217,8 +229,10 @@ def resolve(version: str, *, quiet: bool = True) -> Path:
             f"\n{proc.stderr[-2000:]}"
         )
     (staging / ".resolved").write_text(fp + "\n")
-    if libs.exists():
-        shutil.rmtree(libs)
+    if libs.exists():  # an older resolution (another pom): moved aside, then removed
+        old = libs.with_name(f"libs-old-{uuid.uuid4().hex[:8]}")
+        libs.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
     staging.rename(libs)
     return libs
 
@@ -270,7 +284,9 @@ def _classes(version: str) -> frozenset[str]:
             for n in z.namelist():
                 if n.endswith(".class") and "$" not in n:
                     names.add(n[:-6].replace("/", "."))
-    index.write_text(json.dumps(sorted(names)))
+    tmp = index.with_name(f"{index.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(sorted(names)))
+    os.replace(tmp, index)  # never a half-written index for a concurrent reader
     return frozenset(names)
 
 
@@ -459,7 +475,9 @@ class KafkaProcess(ManagedProcess):
         self.jvm_opts = list(jvm_opts)
         self.env = dict(env or {})
         self.log_path = self.workdir / f"{name}.log"
-        self._log4j = _config_file(self.workdir, f"log4j2-{hashlib.md5(log4j.encode()).hexdigest()[:8]}.properties", log4j)  # noqa: E501
+        self._log4j = _config_file(
+            self.workdir, f"log4j2-{hashlib.md5(log4j.encode()).hexdigest()[:8]}.properties", log4j
+        )
         self.proc: subprocess.Popen | None = None
 
     def command(self) -> list[str]:
@@ -477,6 +495,7 @@ class KafkaProcess(ManagedProcess):
     def start(self) -> KafkaProcess:
         self._spawn(self.command(), self.workdir, self.env)
         return self
+
 
 def run_tool(
     version: str,
