@@ -75,6 +75,7 @@ class Cluster:
             ),
             log_dirs=kw.pop("log_dirs", (uuid.UUID(int=(broker_id + 1) << 64),)),
             rack=None,
+            previous_broker_epoch=kw.pop("previous_broker_epoch", -1),
         )
         res = self.run(
             lambda img, r, ctx: cluster.register_broker(

@@ -6,6 +6,7 @@ and every accepted one moves the epochs exactly as Kafka's replay does."""
 
 from __future__ import annotations
 
+import copy
 import uuid
 
 import pytest
@@ -374,6 +375,32 @@ def test_new_incarnation_takes_the_old_one_out_of_isrs(c3):
     res = c3.register(2, incarnation=uuid.UUID(int=0xBEEF, version=4))
     assert res.response.error_code == 0
     assert [type(r).__name__ for r in res.records][-1] == "RegisterBrokerRecord"
+    assert part(c3).isr == (1, 3)
+
+
+def test_restart_after_a_controlled_shutdown_with_its_previous_broker_epoch(c3):
+    """The broker's clean-shutdown state survives its restart: a controlled shutdown leaves it
+    fenced, in no ISR and leading nothing; the new incarnation registering with
+    PreviousBrokerEpoch = the old epoch (Kafka's clean-shutdown signal) finds nothing to clean
+    up. Without ELR, Kafka's ``handleBrokerShutdown`` treats a clean and an unclean restart
+    alike, and so do we: the same records either way."""
+    c3.heartbeat(2, want_shut_down=True)
+    assert c3.heartbeat(2, want_shut_down=True).response.should_shut_down
+    old = c3.image.brokers[2]
+    assert old.fenced and not c3.image.leaderships(2)
+    assert all(2 not in p.isr for p in c3.image.topic_by_name("t").partitions.values())
+    c3.now = 20_000  # the old incarnation's session is over
+    for b in (1, 3):
+        c3.heartbeat(b)
+    unclean = copy.deepcopy(c3)
+    inc = uuid.UUID(int=0xC1EA, version=4)
+    clean = c3.register(2, incarnation=inc, previous_broker_epoch=old.epoch)
+    other = unclean.register(2, incarnation=inc, previous_broker_epoch=-1)
+    assert clean.response.error_code == other.response.error_code == 0
+    assert [type(r).__name__ for r in clean.records] == ["RegisterBrokerRecord"]
+    assert clean.records == other.records and c3.image == unclean.image
+    new = c3.image.brokers[2]
+    assert new.fenced and new.epoch > old.epoch and not new.in_controlled_shutdown
     assert part(c3).isr == (1, 3)
 
 
