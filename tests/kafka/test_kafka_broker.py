@@ -92,7 +92,7 @@ class Cluster:
             "transaction.state.log.replication.factor": 1,
             "transaction.state.log.num.partitions": 3, "transaction.state.log.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
-            "log.retention.check.interval.ms": 1000, "file.delete.delay.ms": 1000,
+            "log.retention.check.interval.ms": 1000, "log.segment.delete.delay.ms": 1000,
         })  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
