@@ -16,7 +16,9 @@ tests run in file order and each leaves the cluster usable for the next:
 5. ``kafka-configs --alter`` on the topic and on the cluster-wide broker default take effect on
    the broker (its DescribeConfigs answers from its own metadata image); an unknown topic
    config is refused with INVALID_CONFIG; SCRAM credentials and a client quota set for a user
-   show in the broker's DescribeUserScramCredentials / DescribeClientQuotas;
+   show in the broker's DescribeUserScramCredentials / DescribeClientQuotas; DescribeConfigs of
+   the topic (with synonyms, a dynamic default of every broker set) answers alike on the broker
+   and on our controller;
 6. topic deletion removes the broker's partition directories; ElectLeaders is answered per
    partition through the broker;
 7. the broker, restarted with an empty metadata log after our controller snapshotted and
@@ -24,10 +26,13 @@ tests run in file order and each leaves the cluster usable for the next:
    under the same ids with the same data.
 
 At the end the RPCs the broker sent are read from our controller's request metrics and checked
-(and printed, for the record)."""
+(and printed, for the record), and Kafka's ``kafka-dump-log`` reads a copy of our controller's
+metadata log and snapshot byte for byte as ``kafka-rpc dump-log`` does."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import re
 import shutil
 import time
@@ -38,12 +43,14 @@ from pathlib import Path
 
 import pytest
 
+from kafka_rpc.protocol import codec
 from tests.kafka import peer
 
 pytestmark = pytest.mark.kafka
 
 STEP = 60.0  # s: the bound of every wait
 BROKER_ID = 2
+RETENTION_MS = 86_400_000  # log.retention.ms of both nodes (DescribeConfigs compares them)
 
 
 def _until(pred, what: str, timeout: float = STEP, interval: float = 0.2):
@@ -79,6 +86,7 @@ class Cluster:
             "metadata.max.retention.bytes": 0,
             "metadata.log.retention.check.interval.ms": 500,
             "max.replication.lag.ms": 2000,
+            "log.retention.ms": RETENTION_MS,  # a broker synonym of retention.ms, static
         })  # fmt: skip
         self.data = root / "broker" / "data"
         self.broker = peer.KafkaNode("broker", version, root / "broker", {
@@ -93,6 +101,7 @@ class Cluster:
             "transaction.state.log.num.partitions": 3, "transaction.state.log.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
             "log.retention.check.interval.ms": 1000, "log.segment.delete.delay.ms": 1000,
+            "log.retention.ms": RETENTION_MS,  # the same static synonym as our controller's
         })  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
@@ -248,6 +257,41 @@ def _describe(cluster: Cluster, kind: str, name: str) -> dict[str, str]:
     return dict(re.findall(r"(\S+)=(\S*) sensitive", out))
 
 
+def _call(bootstrap: str, msg, version: int | None = None):
+    """One request with our own client on a fresh connection."""
+    from kafka_rpc.client import KafkaRpcClient
+
+    async def run():
+        async with KafkaRpcClient(bootstrap, request_timeout=STEP) as c:
+            return await c.request(msg, version=version, timeout=STEP)
+
+    return asyncio.run(run())
+
+
+def _configs(bootstrap: str, topic: str) -> dict:
+    """DescribeConfigs v4 of ``topic`` with synonyms: name -> (value, read only, source,
+    sensitive, type, synonyms)."""
+    m = codec.module("DescribeConfigsRequest")
+    resource = m.DescribeConfigsResource(resource_type=2, resource_name=topic)
+    req = m.DescribeConfigsRequest(resources=(resource,), include_synonyms=True)
+    (res,) = _call(bootstrap, req, version=4).results
+    assert res.error_code == 0, res
+    return {
+        c.name: (c.value, c.read_only, c.config_source, c.is_sensitive, c.config_type,
+                 [(s.name, s.value, s.source) for s in c.synonyms])
+        for c in res.configs
+    }  # fmt: skip
+
+
+def _broker_default(bootstrap: str, name: str, value: str) -> None:
+    """IncrementalAlterConfigs SET of every broker's dynamic default ``name``."""
+    m = codec.module("IncrementalAlterConfigsRequest")
+    op = m.AlterableConfig(name=name, config_operation=0, value=value)
+    resource = m.AlterConfigsResource(resource_type=4, resource_name="", configs=(op,))
+    (res,) = _call(bootstrap, m.IncrementalAlterConfigsRequest(resources=(resource,))).responses
+    assert res.error_code == 0, res
+
+
 def test_5_configs_take_effect_on_the_broker(cluster):
     cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
                  "orders", "--add-config", "retention.ms=86400123,cleanup.policy=compact")
@@ -268,6 +312,25 @@ def test_5_configs_take_effect_on_the_broker(cluster):
     out = cluster.tool("kafka-configs", "--describe", "--entity-type", "brokers",
                        "--entity-default").stdout  # fmt: skip
     assert "log.cleaner.threads=2" in out, out
+    # DescribeConfigs of the topic (v4, with synonyms): the Kafka broker answers from its image,
+    # our controller from ours - alike config by config, once a broker synonym is a dynamic
+    # default of every broker too (DYNAMIC_DEFAULT_BROKER_CONFIG ahead of DEFAULT_CONFIG)
+    _broker_default(cluster.bootstrap, "message.max.bytes", "2000000")
+    _until(lambda: _configs(cluster.bootstrap, "orders")["max.message.bytes"][0] == "2000000",
+           "the dynamic default on the broker")  # fmt: skip
+    ctrl = f"127.0.0.1:{cluster.ctrl_port}"
+    theirs, mine = _configs(cluster.bootstrap, "orders"), _configs(ctrl, "orders")
+    assert mine.pop("diskless.enable")[0] == "false"  # Inkless's topic config: ours only
+    # the broker's log.segment.delete.delay.ms (a static synonym of file.delete.delay.ms) has no
+    # counterpart on our controller, which takes only log.retention.ms / .bytes of them
+    assert theirs.pop("file.delete.delay.ms")[:3] == ("1000", False, 4)
+    assert mine.pop("file.delete.delay.ms")[:3] == ("60000", False, 5)
+    assert theirs == mine
+    assert mine["retention.ms"][2] == 1 and mine["max.message.bytes"][2] == 3
+    # synonym sources: TOPIC_CONFIG (1), STATIC_BROKER_CONFIG (4: log.retention.ms of both
+    # nodes' properties), DEFAULT_CONFIG (5); DYNAMIC_DEFAULT_BROKER_CONFIG (3)
+    assert [s[2] for s in mine["retention.ms"][5]] == [1, 4, 5]
+    assert [s[2] for s in mine["max.message.bytes"][5]] == [3, 5]
     # refused: an unknown topic config (our controller's INVALID_CONFIG, through the broker)
     res = cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name",
                        "orders", "--add-config", "no.such.config=1", check=False)  # fmt: skip
@@ -357,7 +420,7 @@ def test_7_restart_from_our_snapshot(cluster):
         c.close()
 
 
-def test_8_what_the_broker_sent(cluster):
+def test_8_what_the_broker_sent(cluster, tmp_path):
     """The RPCs our controller answered (its request metrics): the life cycle, Raft, forwarded
     admin requests (counted under their own names) and producer ids."""
     m = cluster.metrics()
@@ -371,10 +434,19 @@ def test_8_what_the_broker_sent(cluster):
         assert m.get(api, 0) > 0, (api, m)
     # every forwarded request was one we serve (else the broker closes its client's connection)
     assert "controller responded unsupported version" not in cluster.broker.log_text()
-    # what the broker read: our metadata log's records and snapshot, decoded by Kafka's own
-    # kafka-dump-log (its MetadataRecordSerde) - every record type and version it parses
+    # what the broker read: our metadata log's records and snapshot (copies: the log grows),
+    # decoded by Kafka's own kafka-dump-log (its MetadataRecordSerde) - every record type and
+    # version it parses - byte for byte as our `kafka-rpc dump-log` prints them
+    from kafka_rpc.tools.dump_log import dump_files
+
     meta = cluster.root / "ctrl" / "data" / "__cluster_metadata-0"
-    files = sorted(str(p) for p in meta.iterdir() if p.suffix in (".log", ".checkpoint"))
+    copy = tmp_path / "__cluster_metadata-0"
+    copy.mkdir()
+    files = []
+    for p in sorted(meta.iterdir()):
+        if p.suffix in (".log", ".checkpoint"):
+            shutil.copy(p, copy / p.name)
+            files.append(str(copy / p.name))
     out = peer.run_tool(cluster.version, "kafka-dump-log", "--cluster-metadata-decoder",
                         "--files", ",".join(files), timeout=STEP).stdout  # fmt: skip
     seen = Counter(re.findall(r'"type":"(\w+)","version":(\d+)', out))
@@ -385,3 +457,7 @@ def test_8_what_the_broker_sent(cluster):
               "PARTITION_RECORD", "CONFIG_RECORD", "PRODUCER_IDS_RECORD"):  # fmt: skip
         assert t in types, (t, seen)
     assert "Error" not in out and "Exception" not in out, out[-2000:]
+    assert any(f.endswith(".checkpoint") for f in files) and "Snapshot end offset: " in out
+    mine = io.StringIO()
+    assert dump_files(files, metadata_decoder=True, out=mine) == 0
+    assert out == mine.getvalue()
