@@ -15,8 +15,9 @@
     kafka-rpc diskless assign --bootstrap-controller HOST:PORT --topic T --partition P
                               --coordinator-partition N [--bootstrap-server HOST:PORT]
     kafka-rpc bench [--master local[2]] [--duration 60]
-                    [--server HOST:PORT[,...] | --start-server | --cluster N [--kill-at S |
-                    --no-kill] [--restart-after S]] [--controller HOST:PORT[,...]] ...
+                    [--server HOST:PORT[,...] | --start-server | (--cluster N | --kafka-brokers N)
+                    [--kill-at S | --no-kill] [--restart-after S]] [--controller HOST:PORT[,...]]
+                    ...
 
 ``serve`` re-executes itself once with glibc's ``MALLOC_MMAP_THRESHOLD_=33554432`` and
 ``MALLOC_TRIM_THRESHOLD_=67108864`` when they are not set (they only take effect at process start;
@@ -396,6 +397,36 @@ def _bench_start_server(args: argparse.Namespace, data_dir: str):
     return proc, found["addr"], found.get("controller")
 
 
+def _bench_kafka_brokers(args: argparse.Namespace, repo) -> int:
+    """``--kafka-brokers N``: bench/kafka_brokers.py (three kafka-rpc controllers, N Apache Kafka
+    brokers, the PySpark job through Spark's Kafka connector, the kills), in this process group
+    so that Ctrl-C reaches it; options after -- go to bench/spark_kafka_load.py."""
+    import subprocess
+
+    if args.kafka_brokers < 1:
+        print("kafka-rpc: --kafka-brokers needs at least 1 broker", file=sys.stderr)
+        return 2
+    cmd = [sys.executable, str(repo / "bench" / "kafka_brokers.py"),
+           "--brokers", str(args.kafka_brokers), "--duration", str(args.duration),
+           "--master", args.master, "--driver-memory", args.driver_memory,
+           "--restart-after", str(args.restart_after)]  # fmt: skip
+    if args.out:
+        cmd += ["--out", args.out]
+    if args.no_kill:
+        cmd += ["--kill-controller-at", "-1", "--kill-broker-at", "-1"]
+    elif args.kill_at is not None:
+        cmd += ["--kill-controller-at", str(args.kill_at)]
+    extra = list(args.load_args or ())
+    if extra[:1] == ["--"]:
+        extra = extra[1:]
+    if extra:
+        cmd += ["--", *extra]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(repo), env.get("PYTHONPATH")) if p)
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.call(cmd, env=env)
+
+
 def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     """Build and run the spark-submit command for bench/diskless_load.py."""
     import shutil
@@ -413,8 +444,11 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     except ImportError:
         print("kafka-rpc: pyspark is not installed (pip install -e '.[bench]')", file=sys.stderr)
         return 2
+    if args.kafka_brokers is not None:
+        return _bench_kafka_brokers(args, repo)
     if not args.server and not args.start_server and not args.cluster:
-        print("kafka-rpc: give --server HOST:PORT, --start-server or --cluster N", file=sys.stderr)
+        print("kafka-rpc: give --server HOST:PORT, --start-server, --cluster N or "
+              "--kafka-brokers N", file=sys.stderr)  # fmt: skip
         return 2
     out = Path(args.out or repo / "bench" / "results" / time.strftime("%Y%m%dT%H%M%S"))
     out.mkdir(parents=True, exist_ok=True)
@@ -584,20 +618,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="start N broker+controller nodes on loopback (the replicated Batch Coordinator "
         "from the metadata log), SIGKILL the coordinator leader during the load and restart it",
     )
+    g.add_argument(
+        "--kafka-brokers",
+        type=int,
+        metavar="N",
+        help="start three kafka-rpc controllers and N Apache Kafka brokers, write keyed acks=all "
+        "records with Spark's Kafka connector (bench/spark_kafka_load.py), SIGKILL the active "
+        "controller and a broker during the write, then check with a Spark read",
+    )
     b.add_argument(
         "--kill-at",
         type=float,
         metavar="SECONDS",
         help="with --cluster: the coordinator leader's SIGKILL, in seconds after the load's "
-        "first acknowledged commit (default: --duration / 2)",
+        "first acknowledged commit (default: --duration / 2); with --kafka-brokers: the active "
+        "controller's (default: --duration / 3; the broker's is at 2/3)",
     )
-    b.add_argument("--no-kill", action="store_true", help="with --cluster: kill no node")
+    b.add_argument(
+        "--no-kill", action="store_true", help="with --cluster or --kafka-brokers: kill no node"
+    )
     b.add_argument(
         "--restart-after",
         type=float,
         default=5.0,
         metavar="SECONDS",
-        help="with --cluster: restart the killed node this long after the kill",
+        help="with --cluster or --kafka-brokers: restart a killed node this long after its kill",
     )
     b.add_argument(
         "--controller",
