@@ -251,7 +251,7 @@ def _describe_fields(out: str) -> dict:
     return topics
 
 
-def test_topics_create_list_describe_delete(ours, kafka_newest):
+def test_topics_and_configs_create_describe_alter_delete_list(ours, kafka_newest):
     name = "tools-topic"
     out = tool(kafka_newest, "kafka-topics", "--bootstrap-server", ours.broker, "--create",
                "--topic", name, "--partitions", "3", "--replication-factor", "1", "--config",
@@ -270,6 +270,17 @@ def test_topics_create_list_describe_delete(ours, kafka_newest):
     # Kafka 4.x described it through DescribeTopicPartitions: empty ELR lists ("N/A" when it
     # falls back to Metadata, which has none)
     assert kafka.splitlines()[1].endswith("\tElr: \tLastKnownElr: ")
+    # kafka-configs: --alter through IncrementalAlterConfigs, --describe prints the topic's
+    # dynamic configs with their synonyms from our DescribeConfigs
+    tool(kafka_newest, "kafka-configs", "--bootstrap-server", ours.broker, "--alter",
+         "--entity-type", "topics", "--entity-name", name, "--add-config", "retention.ms=2000",
+         "--delete-config", "cleanup.policy")  # fmt: skip
+    described = tool(kafka_newest, "kafka-configs", "--bootstrap-server", ours.broker,
+                     "--describe", "--entity-type", "topics", "--entity-name", name).stdout
+    assert described.splitlines() == [
+        f"Dynamic configs for topic {name} are:",
+        "  retention.ms=2000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=2000}",
+    ]  # fmt: skip
     tool(kafka_newest, "kafka-topics", "--bootstrap-server", ours.broker, "--delete", "--topic",
          name)  # fmt: skip
     m = codec.module("MetadataRequest")
