@@ -239,3 +239,22 @@ def test_command_line(tmp_path):
         cwd=REPO,
     )
     assert r.returncode == 2 and "at least 1" in r.stderr
+
+
+def test_cli_passes_its_options_to_the_launcher(monkeypatch):
+    from kafka_rpc import cli
+
+    seen = []
+    monkeypatch.setattr(subprocess, "call", lambda cmd, env=None: seen.append(cmd) or 0)
+    argv = ["bench", "--kafka-brokers", "3", "--duration", "30", "--no-kill",
+            "--restart-after", "2", "--out", "/tmp/x", "--", "--keys", "8"]  # fmt: skip
+    assert cli.main(argv) == 0
+    (cmd,) = seen
+    assert cmd[1] == str(REPO / "bench" / "kafka_brokers.py")
+    args = kb.parse_args(cmd[2:])
+    assert (args.brokers, args.duration, args.restart_after, args.out) == (3, 30.0, 2.0, "/tmp/x")
+    assert kb.planned_kills(vars(args)) == () and args.load_args == ["--keys", "8"]
+    seen.clear()
+    assert cli.main(["bench", "--kafka-brokers", "3", "--kill-at", "7"]) == 0
+    args = kb.parse_args(seen[0][2:])
+    assert (args.kill_controller_at, args.kill_broker_at) == (7.0, 40.0)
