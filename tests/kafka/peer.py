@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -151,10 +152,15 @@ def _java_major(java: str) -> int:
 
 
 def java_binary() -> str:
-    """``$JAVA_HOME/bin/java`` or ``java`` on PATH, checked to be Java 17 or newer.
+    """``$JAVA_HOME/bin/java`` or ``java`` on PATH, checked to be Java 17 or newer (checked
+    once per process and ``JAVA_HOME``: the check starts a JVM).
 
     Raises :class:`KafkaUnavailable` otherwise."""
-    home = os.environ.get("JAVA_HOME")
+    return _java_binary(os.environ.get("JAVA_HOME"), os.environ.get("PATH"))
+
+
+@functools.lru_cache(maxsize=4)
+def _java_binary(home: str | None, _path: str | None) -> str:
     java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not java or not Path(java).exists():
         raise KafkaUnavailable(f"no `java` found. {INSTALL_HINT}")
@@ -243,7 +249,20 @@ def classpath(version: str) -> str:
 
 
 def _cds_archive(version: str, main_class: str) -> Path:
-    return resolve(version).parent / "cds" / f"{main_class}-{_fingerprint(version)}.jsa"
+    """The archive of ``main_class``, named by the jars' fingerprint and the JVM binary (an
+    archive is only usable by the JVM that wrote it)."""
+    java = Path(java_binary()).resolve()
+    jvm = hashlib.sha256(f"{java}|{java.stat().st_mtime_ns}".encode()).hexdigest()[:8]
+    return resolve(version).parent / "cds" / f"{main_class}-{_fingerprint(version)}-{jvm}.jsa"
+
+
+def _drop_stale_cds_tmp(directory: Path, age_s: float = 3600.0) -> None:
+    """Temporary archives older than ``age_s`` (their writer was killed before renaming)."""
+    now = time.time()
+    for f in directory.glob("*.tmp"):
+        with contextlib.suppress(FileNotFoundError):
+            if now - f.stat().st_mtime > age_s:
+                f.unlink()
 
 
 def cds_options(version: str, main_class: str) -> tuple[list[str], Path | None]:
@@ -257,6 +276,7 @@ def cds_options(version: str, main_class: str) -> tuple[list[str], Path | None]:
     if archive.exists():
         return [f"-XX:SharedArchiveFile={archive}"], None
     archive.parent.mkdir(parents=True, exist_ok=True)
+    _drop_stale_cds_tmp(archive.parent)
     tmp = archive.with_name(f"{archive.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp")
     return [f"-XX:ArchiveClassesAtExit={tmp}"], tmp
 
