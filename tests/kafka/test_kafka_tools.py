@@ -333,10 +333,13 @@ def _copy(files: list[Path], dest: Path) -> list[Path]:
 # ---------------------------------------------------------------------- kafka-metadata-shell
 def _shell(version: str, snapshot: Path, *command: str, loaded: str) -> str:
     """kafka-metadata-shell ``command`` on ``snapshot``, run again (at most twice more, 30 s
-    each) while its output lacks ``loaded`` or it does not exit. The shell runs a command once
-    its loader has applied an offset (``MetadataShell.waitUntilCaughtUp``), racing with the
-    snapshot reader and the image's publication: on this loaded machine about one run in five
-    printed an empty tree or never exited, on the same file another run read fully."""
+    each) while its output lacks ``loaded`` or it does not exit. Kafka's shell races with
+    itself: ``SnapshotFileReader`` exposes its high watermark only in its shutdown event, after
+    the last batch, and ``MetadataLoader`` publishes an image only at a commit it handles once
+    that high watermark is known; the command runs after ``waitUntilCaughtUp`` (an applied
+    offset > 0). A commit handled first never publishes and the shell waits forever. On this
+    loaded machine about one run in five printed no image or never exited, on a file another
+    run read fully (a Kafka-written snapshot of one records batch has the same layout)."""
     out = ""
     for _ in range(3):
         try:
