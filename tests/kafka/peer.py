@@ -531,8 +531,13 @@ def run_tool(
 
     The tool runs in a process group of its own that is killed after ``timeout`` seconds
     (raising ``subprocess.TimeoutExpired``). With ``check`` a non-zero exit raises
-    ``AssertionError`` carrying the output."""
-    workdir = Path(workdir or tempfile.mkdtemp(prefix="kafka-tool-"))
+    ``AssertionError`` carrying the output. ``workdir``: its working directory (default: a
+    temporary one, removed when the tool has exited)."""
+    if workdir is None:  # a directory of its own, removed afterwards
+        with tempfile.TemporaryDirectory(prefix="kafka-tool-") as tmp:
+            return run_tool(version, tool, *args, timeout=timeout, input=input, check=check,
+                            workdir=Path(tmp))  # fmt: skip
+    workdir = Path(workdir)
     log4j = _config_file(workdir, "tools-log4j2.properties", TOOLS_LOG4J)
     main_class = tool_class(version, tool)
     cds, cds_tmp = cds_options(version, main_class)
