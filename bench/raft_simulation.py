@@ -12,7 +12,8 @@ inside a batch (as Kafka's byte-sliced reads do) and requires every replica to c
 the voters different controller listener names; 2 are "churn" (5 voters, a crash every second
 or so with short downtimes, 20 % drops, 30 % duplicates, delays up to 200 ms: Resigned and
 Prospective voters meet pre-votes and votes); 1 combines Kafka's versions, sliced answers and
-listener names; 1 is 5 voters with observers, sliced answers and every replica caught up. 15 s
+listener names; 1 is 5 voters with observers, sliced answers, metadata transactions (leaders open
+and close them; no snapshot may fall inside one) and every replica caught up. 15 s
 of faults then up to 20 s to heal. A failure prints its seed and the violated invariant;
 ``tests/raft/simulation.py``'s ``run_seed(seed, **kind(seed))`` replays it exactly. The exit
 status is 1 if any seed failed.
@@ -53,7 +54,8 @@ def kind(seed: int) -> dict:
         return {"wire": True, "kafka_versions": True, "slice_fetch": 0.5,
                 "listener_names": True, "followers_converge": True}  # fmt: skip
     if k == 19:
-        return {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True}
+        return {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True,
+                "transactions": 0.3}  # fmt: skip
     return {}
 
 

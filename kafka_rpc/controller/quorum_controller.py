@@ -65,6 +65,7 @@ from kafka_rpc.controller import (
     cluster,
     configuration,
     features,
+    offsets,
     partitions,
     producer_ids,
     replication,
@@ -197,6 +198,8 @@ class QuorumController:
         #: committed records replayed per record type (since start-up or the last snapshot load)
         self.record_counts: Counter[str] = Counter()
         self.skipped_records = 0  # undecodable / unknown / contradicting records (logged)
+        #: the metadata transaction the committed log ends inside (KIP-868), or None
+        self.transaction: offsets.OpenTransaction | None = None
         # active controller state
         self._active_epoch = -1
         self._uncommitted: MetadataImage = EMPTY
@@ -215,6 +218,7 @@ class QuorumController:
         self._last_write_ms = 0
         self._last_fence_check_ms = 0
         self._need_bootstrap = False
+        self._need_abort = False  # activated on a log ending inside a transaction
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
 
@@ -259,7 +263,7 @@ class QuorumController:
                 draft = ImageDraft(old)
             if not batch.is_control:
                 for i, value in enumerate(batch.records):
-                    self._replay_value(draft, value, batch.base_offset + i, batch.epoch)
+                    draft = self._replay_value(draft, value, batch.base_offset + i, batch.epoch)
             # every batch moves the provenance, control batches included (Kafka's
             # MetadataBatchLoader), so it matches a snapshot loaded at the same offset
             draft.last_offset = batch.last_offset
@@ -286,6 +290,7 @@ class QuorumController:
         sid = reader.snapshot_id
         old = self.image
         self.image = snapshot.load(records, sid.offset - 1, sid.epoch)
+        self.transaction = None  # a snapshot is taken outside any transaction
         self.committed_offset = sid.offset - 1
         self.record_counts = Counter()
         for value in records:
@@ -305,6 +310,12 @@ class QuorumController:
 
     def snapshot_records(self) -> list[bytes]:
         return snapshot.image_records(self.image)
+
+    @property
+    def in_transaction(self) -> bool:
+        """The committed log ends inside a metadata transaction: no snapshot now (Kafka takes
+        them at the last stable offset, ``OffsetControlManager.lastStableOffset``)."""
+        return self.transaction is not None
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         self.active_controller_id = leader_id
@@ -330,6 +341,9 @@ class QuorumController:
             log.warning("metadata log: skipping an undecodable record at %d: %s", offset, e)
             return img
         try:
+            name = type(rec).__spec_name__
+            if name in offsets.REPLAY:
+                img = self._replay_transaction(img, name, offset)
             img = replay(img, rec, offset, epoch)
         except (ReplayError, TypeError) as e:
             # Kafka stops the node here (its state would diverge from the log); we log loudly and
@@ -339,6 +353,25 @@ class QuorumController:
             return img
         self.record_counts[type(rec).__spec_name__] += 1
         return img
+
+    def _replay_transaction(self, img, name: str, offset: int):
+        """A committed Begin/End/AbortTransactionRecord at ``offset`` (Kafka's
+        ``OffsetControlManager.replay``): Begin keeps the image as it is before it, Abort goes
+        back to that image. Returns the image (or draft) to go on with; raises ReplayError."""
+        draft = isinstance(img, ImageDraft)
+        if name == offsets.BEGIN:
+            before = img.freeze() if draft else img
+            self.transaction = offsets.begin(self.transaction, before, offset)
+            return ImageDraft(before) if draft else before
+        if name == offsets.END:
+            offsets.end(self.transaction, offset)
+            self.transaction = None
+            return img
+        before = offsets.abort(self.transaction, offset)
+        log.info("metadata log: the transaction begun at %d is aborted at %d",
+                 self.transaction.start_offset, offset)  # fmt: skip
+        self.transaction = None
+        return ImageDraft(before) if draft else before
 
     # ================================================================== activation
     def _activate(self, epoch: int) -> None:
@@ -359,6 +392,7 @@ class QuorumController:
         self._last_unclean_ms = now
         self._activated_ms = now
         self._need_bootstrap = True
+        self._need_abort = self.transaction is not None
         log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
                  self.committed_offset)  # fmt: skip
         if self._wake is not None:
@@ -376,6 +410,7 @@ class QuorumController:
         self._shutdown_offsets = {}
         self._pid_throttle.clear()
         self._need_bootstrap = False
+        self._need_abort = False
         deferred, self._deferred = self._deferred, []
         for _, fut in deferred:
             if not fut.done():
@@ -442,6 +477,8 @@ class QuorumController:
             img = self._uncommitted
             for i, value in enumerate(data):
                 rec, _ = codec.decode_record(value)
+                if type(rec).__spec_name__ == offsets.ABORT:  # only written on activation
+                    img = offsets.abort(self.transaction, first + i)
                 img = replay(img, rec, first + i, self._active_epoch)
             self._uncommitted = img
             self._last_written = last
@@ -686,6 +723,14 @@ class QuorumController:
         if not self.is_active:
             return
         now = self.clock_ms()
+        if self._need_abort:
+            # the log ends inside a transaction its writer never closed: revert it first
+            # (ActivationRecordsGenerator.recordsForNonEmptyLog); bootstrap records follow if
+            # the aborted transaction held them
+            self._need_abort = False
+            rec = _R("AbortTransactionRecord")(reason=offsets.FAILOVER_REASON)
+            self._internal_write(lambda img, ctx: ControllerResult([rec], None),
+                                 "aborting the open transaction")  # fmt: skip
         if self._need_bootstrap:
             self._need_bootstrap = False
             recs = features.bootstrap_records(self._uncommitted, self.bootstrap_records)

@@ -28,6 +28,7 @@ from kafka_rpc.controller import (
     coordinator_mapping,
     delegation_tokens,
     features,
+    offsets,
     producer_ids,
     replication,
     scram,
@@ -59,6 +60,7 @@ _HANDLERS = {
     **client_quotas.REPLAY,
     **delegation_tokens.REPLAY,
     **coordinator_mapping.REPLAY,
+    **offsets.REPLAY,
 }
 """Record type name -> replay rule, over every manager."""
 

@@ -169,7 +169,10 @@ class StateMachine(Protocol):
 
     def snapshot_records(self) -> list[bytes]:
         """The committed state (as of the last ``handle_commit``/``handle_load_snapshot``) as
-        framed metadata records, for a snapshot the core writes at that offset."""
+        framed metadata records, for a snapshot the core writes at that offset. A state
+        machine may also have an ``in_transaction`` attribute: while it is true, the committed
+        offset is not a stable one (inside a KIP-868 metadata transaction) and no snapshot is
+        taken (Kafka snapshots at the last stable offset)."""
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         """The leader (-1: unknown) of ``epoch``; for this node only once it has replayed past

@@ -1971,7 +1971,11 @@ class RaftCore:
         records in batches of 1,024, a SnapshotFooter (kraft.md 2.2). Returns the id, or None
         when there is nothing new (the id exists, or is below the log start). ``background``:
         the file work goes to :attr:`snapshot_writer`, and the snapshot exists once
-        :meth:`snapshot_written` says so."""
+        :meth:`snapshot_written` says so. None too (and the snapshot stays due) while the state
+        machine's ``in_transaction`` is true: the committed offset is inside a metadata
+        transaction, not a stable one."""
+        if getattr(self.sm, "in_transaction", False):
+            return None
         sid = OffsetAndEpoch(self._next_offset, self._last_delivered_epoch)
         self._bytes_since_snapshot = self._records_since_snapshot = 0
         self._last_snapshot_ms = now

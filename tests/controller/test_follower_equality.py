@@ -240,7 +240,9 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 #: Records a Kafka controller writes and we only replay (quotas, delegation tokens, SCRAM
 #: removals, ELR clears, a 3.x migration state) and RegisterControllerRecord (written on a
 #: ControllerRegistration, which this script does not send) are covered by
-#: tests/controller/test_kafka_records.py.
+#: tests/controller/test_kafka_records.py; the metadata transaction records (a Kafka
+#: controller's bootstrap, our AbortTransactionRecord only on a log ending inside one) by
+#: tests/controller/test_metadata_transactions.py.
 WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "UnregisterBrokerRecord",
     "FenceBrokerRecord",
@@ -255,6 +257,9 @@ WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "ClearElrRecord",
     "ZkMigrationStateRecord",
     "RegisterControllerRecord",
+    "BeginTransactionRecord",
+    "EndTransactionRecord",
+    "AbortTransactionRecord",
 }
 
 SCRIPT = [

@@ -17,6 +17,7 @@ one static metadata quorum (kraft.version 0), for ``tests/kafka/test_mixed_quoru
 * :func:`caught_up` waits until the leader's DescribeQuorum shows every voter at its log end
   offset (the high watermark there); :func:`replication_caught_up` runs `kafka-metadata-quorum
   describe --replication` until one answer shows every voter with Lag 0.
+* :func:`replay_problems` finds the records our node's controller skipped.
 * :func:`fatal_lines` finds a Kafka node's halt (``Exit.halt``, fatal fault handlers) in its log.
 
 Every process is killed by the caller's ``procs`` fixture (or :meth:`MixedQuorum.close`), also on
@@ -47,6 +48,7 @@ __all__ = [
     "describe_partition",
     "fatal_lines",
     "replication",
+    "replay_problems",
     "replication_caught_up",
     "segment_batches",
 ]
@@ -383,6 +385,13 @@ def replication_caught_up(q: MixedQuorum, node: int, timeout: float = 45.0) -> d
             return rows
         assert time.monotonic() < deadline, f"voters not caught up within {timeout}s: {rows}"
         time.sleep(0.5)
+
+
+def replay_problems(node: peer.ManagedProcess) -> list[str]:
+    """Lines of one of our nodes' log where its controller skipped a committed record it could
+    not decode or replay (a record type or rule of Kafka's we lack)."""
+    return [ln for ln in node.log_text().splitlines()
+            if "metadata log: skipping" in ln or "metadata log: cannot replay" in ln]  # fmt: skip
 
 
 def fatal_lines(node: peer.ManagedProcess) -> list[str]:

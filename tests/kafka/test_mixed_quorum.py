@@ -37,6 +37,7 @@ from tests.kafka.mixed import (
     compare_logs,
     describe_all,
     fatal_lines,
+    replay_problems,
     replication_caught_up,
 )
 
@@ -99,6 +100,8 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
     assert ours in watch.leaders().values()
     for i in q.ids:
         assert not fatal_lines(q.nodes[i]), (i, fatal_lines(q.nodes[i])[:5])
+    # our controller replayed every record the Kafka leaders wrote (their bootstrap transaction)
+    assert not replay_problems(q.nodes[ours]), replay_problems(q.nodes[ours])[:5]
     c = compare_logs({i: q.metadata_dir(i) for i in q.ids}, end)
     assert not c.mismatches, c.mismatches[:5]
     # nearly the whole log is on all three voters (the restarted ones too)

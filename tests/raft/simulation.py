@@ -68,14 +68,27 @@ class InvariantViolation(AssertionError):
     pass
 
 
+#: a committed record starting with one of these opens / closes a metadata transaction
+#: (``SimConfig.transactions``; KIP-868's Begin/EndTransactionRecord in miniature)
+TXN_BEGIN, TXN_END = b"txn-begin", b"txn-end"
+
+
 class RecordingStateMachine:
     """Keeps every committed data record as ``(offset, value)``; snapshots carry the offsets
-    (``b"<offset>=<value>"``) so a node that loaded one can still be compared offset by offset."""
+    (``b"<offset>=<value>"``) so a node that loaded one can still be compared offset by offset.
+    ``in_transaction`` while the committed records end inside a transaction (a
+    :data:`TXN_BEGIN` record not yet followed by a :data:`TXN_END`): the core takes no snapshot
+    then, as a Kafka controller snapshots only at its last stable offset."""
 
     def __init__(self) -> None:
         self.applied: list[tuple[int, bytes]] = []
         self.leader: tuple[int, int] = (-1, 0)
         self.loads = 0
+        self.txn_start = -1  # offset of the open transaction's begin record, -1: none
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.txn_start >= 0
 
     def handle_commit(self, batches: Sequence[Any]) -> None:
         for b in batches:
@@ -83,10 +96,15 @@ class RecordingStateMachine:
                 continue
             for i, v in enumerate(b.records):
                 self.applied.append((b.base_offset + i, v))
+                if v is not None and v.startswith(TXN_BEGIN) and self.txn_start < 0:
+                    self.txn_start = b.base_offset + i
+                elif v is not None and v.startswith(TXN_END):
+                    self.txn_start = -1
 
     def handle_load_snapshot(self, reader: Any) -> None:
         self.loads += 1
         self.applied = []
+        self.txn_start = -1  # a snapshot is never taken inside a transaction
         for b in reader.batches():
             if b.is_control:
                 continue
@@ -128,6 +146,7 @@ class SimConfig:
     slice_fetch: float = 0.0  # chance a leader's Fetch answer of 2+ batches ends inside a batch
     followers_converge: bool = False  # at the end every running replica applied all committed
     kafka_rules: bool = True  # False: only Kafka's RaftEventSimulationTest invariants are checked
+    transactions: float = 0.0  # chance per client tick that a leader opens / closes a transaction
 
 
 @dataclass
@@ -172,6 +191,7 @@ class Cluster:
         dir_rng = random.Random(f"dirs-{seed}")
         self.dirs = {i: uuid.UUID(int=dir_rng.getrandbits(128) | (1 << 100)) for i in self.nodes}
         self.versions = KAFKA_VERSIONS if cfg.kafka_versions else VERSIONS
+        self.txn_rng = random.Random(f"txn-{seed}")  # a stream of its own, as above
         self.appended = 0
         self.events = 0
         for n in self.nodes.values():
@@ -454,6 +474,10 @@ class Cluster:
         for n in leaders:
             k = self.rng.randint(*self.cfg.records_per_append)
             recs = []
+            if self.cfg.transactions and self.txn_rng.random() < self.cfg.transactions:
+                # close the transaction the committed log is inside (a new leader closes one
+                # its predecessor left open), or open one
+                recs.append(TXN_END if n.sm.in_transaction else TXN_BEGIN)
             for _ in range(k):
                 self.appended += 1
                 recs.append(b"s%d-r%d" % (self.seed, self.appended))
@@ -521,6 +545,7 @@ class Invariants:
         self.max_committed = 0  # max high watermark ever seen on any node
         self.leader_hw: dict[int, int] = {}  # epoch -> highest leader high watermark
         self.checked: dict[int, int] = {}  # node -> offset checked up to
+        self.stable_checked: set = set()  # snapshot ids found outside any transaction
 
     def fail(self, what: str) -> None:
         raise InvariantViolation(f"seed {self.c.seed} at {self.c.now} ms: {what}")
@@ -541,6 +566,8 @@ class Invariants:
             self.check_committed(n)
             self.check_log_start(n)
             self.check_state_machine(n)
+            if self.c.cfg.transactions:
+                self.check_snapshots_stable(n)
         self.c.kafka.check()
 
     def check_response(self, src: int, resp: Any) -> None:
@@ -596,6 +623,29 @@ class Invariants:
                     self.fail(f"node {n.node_id}: committed offset {off} is {val!r}, "
                               f"elsewhere {prev!r}")  # fmt: skip
         self.checked[n.node_id] = hw
+
+    def check_snapshots_stable(self, n: Node) -> None:
+        """A snapshot is never taken inside a transaction (``SimConfig.transactions``; Kafka's
+        controller snapshots at its last stable offset): the committed records below a
+        snapshot id's offset do not end with an open :data:`TXN_BEGIN`."""
+        for sid in n.log.snapshot_ids():
+            if sid in self.stable_checked:
+                continue
+            inside = None
+            for off in range(sid.offset - 1, -1, -1):
+                v = self.committed.get(off)
+                if v is None:
+                    return  # not all known yet: checked again later
+                if v.startswith(TXN_END):
+                    inside = False
+                elif v.startswith(TXN_BEGIN):
+                    inside = True
+                if inside is not None:
+                    break
+            if inside:
+                self.fail(f"node {n.node_id}: snapshot {sid} inside the transaction begun "
+                          f"at {off}")  # fmt: skip
+            self.stable_checked.add(sid)
 
     def check_log_start(self, n: Node) -> None:
         """SnapshotAtLogStart: the log start offset is 0 or the id of a snapshot it has."""

@@ -64,8 +64,10 @@ KAFKA_WIRE = {"wire": True, "kafka_versions": True, "observers": 1}
 @pytest.mark.parametrize(
     "kw",
     [KAFKA_WIRE, SLICED, {"listener_names": True}, CHURN,
-     {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True}],
-    ids=["kafka-versions-wire", "sliced-fetch", "listener-names", "churn", "five-sliced"],
+     {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True},
+     {"transactions": 0.3}],
+    ids=["kafka-versions-wire", "sliced-fetch", "listener-names", "churn", "five-sliced",
+         "transactions"],
 )  # fmt: skip
 @pytest.mark.parametrize("seed", range(4))
 def test_kafka_scenarios(kw, seed):
@@ -376,6 +378,29 @@ class KeepsLeaderOnEpochBump(RaftCore):
         super()._to_unattached(now, epoch, persist, leader if leader >= 0 else old)
 
 
+class _HidesTransaction:
+    """A state machine seen without its ``in_transaction``."""
+
+    def __init__(self, sm):
+        self._sm = sm
+
+    def __getattr__(self, name):
+        if name == "in_transaction":
+            raise AttributeError(name)
+        return getattr(self._sm, name)
+
+
+class SnapshotsInsideTransactions(RaftCore):
+    """Broken: takes a snapshot at the committed offset even inside a metadata transaction."""
+
+    def create_snapshot(self, now, background=False):
+        sm, self.sm = self.sm, _HidesTransaction(self.sm)
+        try:
+            return super().create_snapshot(now, background)
+        finally:
+            self.sm = sm
+
+
 @pytest.mark.parametrize(
     ("factory", "kw", "phrases"),
     [
@@ -394,6 +419,7 @@ class KeepsLeaderOnEpochBump(RaftCore):
         (FetchErrorsWithoutLeader, {}, ["Fetch answer names leader -1"]),
         (DivergesLow, {}, ["DivergingEpoch"]),
         (KeepsLeaderOnEpochBump, {}, ["names", "Kafka's handleVoteRequest"]),
+        (SnapshotsInsideTransactions, {"transactions": 0.3}, ["inside the transaction"]),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )  # fmt: skip
