@@ -7,16 +7,17 @@ delays, duplicates, partitions, crashes losing unflushed writes; Kafka's RaftEve
 invariants and the Kafka 4.x rules of ``KafkaRules`` checked after every event). The mix per
 20 seeds (``kind``): 10 are 3 voters; 2 are 5 voters with 2 observers; 1 sends every message
 through the codec at our versions with one observer; 1 through the codec at Kafka 4.4's versions
-(Vote 2, BeginQuorumEpoch 1, EndQuorumEpoch 1); 1 cuts half of the leaders' Fetch answers
+(Vote 2, BeginQuorumEpoch 1, EndQuorumEpoch 1), its follower voters sending UpdateRaftVoter to
+each new leader as Kafka 4.1+ voters do; 1 cuts half of the leaders' Fetch answers
 inside a batch (as Kafka's byte-sliced reads do) and requires every replica to catch up; 1 gives
 the voters different controller listener names; 2 are "churn" (5 voters, a crash every second
 or so with short downtimes, 20 % drops, 30 % duplicates, delays up to 200 ms: Resigned and
-Prospective voters meet pre-votes and votes); 1 combines Kafka's versions, sliced answers and
-listener names; 1 is 5 voters with observers, sliced answers, metadata transactions (leaders open
-and close them; no snapshot may fall inside one) and every replica caught up. 15 s
-of faults then up to 20 s to heal. A failure prints its seed and the violated invariant;
-``tests/raft/simulation.py``'s ``run_seed(seed, **kind(seed))`` replays it exactly. The exit
-status is 1 if any seed failed.
+Prospective voters meet pre-votes and votes); 1 combines Kafka's versions, sliced answers,
+listener names and UpdateRaftVoter; 1 is 5 voters with observers, sliced answers, metadata
+transactions (leaders open and close them; no snapshot may fall inside one) and every replica
+caught up. 15 s of faults then up to 20 s to heal. A failure prints its seed and the violated
+invariant; ``tests/raft/simulation.py``'s ``run_seed(seed, **kind(seed))`` replays it exactly.
+The exit status is 1 if any seed failed.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ def kind(seed: int) -> dict:
     if k == 12:
         return {"wire": True, "observers": 1}
     if k == 13:
-        return {"wire": True, "kafka_versions": True, "observers": 1}
+        return {"wire": True, "kafka_versions": True, "observers": 1, "update_voter": True}
     if k == 14:
         return {"slice_fetch": 0.5, "followers_converge": True}
     if k == 15:
@@ -52,7 +53,8 @@ def kind(seed: int) -> dict:
         return dict(CHURN)
     if k == 18:
         return {"wire": True, "kafka_versions": True, "slice_fetch": 0.5,
-                "listener_names": True, "followers_converge": True}  # fmt: skip
+                "listener_names": True, "followers_converge": True,
+                "update_voter": True}  # fmt: skip
     if k == 19:
         return {"voters": 5, "observers": 2, "slice_fetch": 0.3, "followers_converge": True,
                 "transactions": 0.3}  # fmt: skip

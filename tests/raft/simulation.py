@@ -147,6 +147,7 @@ class SimConfig:
     followers_converge: bool = False  # at the end every running replica applied all committed
     kafka_rules: bool = True  # False: only Kafka's RaftEventSimulationTest invariants are checked
     transactions: float = 0.0  # chance per client tick that a leader opens / closes a transaction
+    update_voter: bool = False  # follower voters send UpdateRaftVoter as Kafka 4.1+ voters do
 
 
 @dataclass
@@ -192,6 +193,9 @@ class Cluster:
         self.dirs = {i: uuid.UUID(int=dir_rng.getrandbits(128) | (1 << 100)) for i in self.nodes}
         self.versions = KAFKA_VERSIONS if cfg.kafka_versions else VERSIONS
         self.txn_rng = random.Random(f"txn-{seed}")  # a stream of its own, as above
+        self.uv_rng = random.Random(f"update-voter-{seed}")  # and one for UpdateRaftVoter
+        self.uv_done: dict[int, tuple[int, int]] = {}  # voter -> (leader, epoch) acknowledged
+        self.uv_next: dict[int, int] = {}  # voter -> earliest ms of its next UpdateRaftVoter
         self.appended = 0
         self.events = 0
         for n in self.nodes.values():
@@ -251,6 +255,8 @@ class Cluster:
             self.at(self.now + self.rng.randint(*self.cfg.fsync_ms), lambda: self._flushed(n, inc))
         for ob in core.take_outbound():
             self._send_request(n.node_id, ob)
+        if self.cfg.update_voter:
+            self._maybe_update_voter(n)
         if core.delivery_due and not n.delivering:
             n.delivering = True
             inc = n.incarnation
@@ -385,6 +391,64 @@ class Cluster:
         resp = self._wire(codec.RESPONSES_BY_KEY[ob.api_key], version, resp)
         delay = self.rng.randint(1, self.cfg.max_delay_ms)
         self.at(self.now + delay, lambda: self._recv_response(src, dst, dst_inc, ob, resp))
+
+    # ------------------------------------------------------------------ UpdateRaftVoter
+    def _maybe_update_voter(self, n: Node) -> None:
+        """A Kafka 4.1+ follower voter at kraft.version 0 sends UpdateRaftVoter (82 v0) to each
+        new leader, every fetch timeout, until an answer NONE or UNSUPPORTED_VERSION names that
+        leader and epoch (``KafkaRaftClient.shouldSendUpdateVoteRequest``,
+        ``FollowerState.hasUpdatedLeader``; reference/kafka-mixed-quorum.md 2.4). The
+        simulator sends it for our cores (which never do) so that the leaders' answers are
+        checked (:meth:`KafkaRules.check_update_voter`)."""
+        core = n.core
+        me = n.node_id
+        if core.state != FOLLOWER or me not in self.voters or core.leader_id < 0:
+            return
+        target = (core.leader_id, core.epoch)
+        if self.uv_done.get(me) == target or self.now < self.uv_next.get(me, 0):
+            return
+        self.uv_next[me] = self.now + core.config.fetch_timeout_ms
+        m = codec.module("UpdateRaftVoterRequest")
+        host, port = self.voters[me]
+        req = m.UpdateRaftVoterRequest(
+            cluster_id="sim-cluster", current_leader_epoch=core.epoch, voter_id=me,
+            voter_directory_id=self.dirs[me],
+            listeners=(m.Listener(name=core.config.listener_name, host=host, port=port),),
+            kraft_version_feature=m.KRaftVersionFeature(min_supported_version=0,
+                                                        max_supported_version=1),
+        )  # fmt: skip
+        req = self._wire("UpdateRaftVoterRequest", 0, req)
+        dst, inc = target[0], n.incarnation
+        if not self._deliverable(me, dst) or self.uv_rng.random() < self.cfg.drop:
+            return
+        delay = self.uv_rng.randint(1, self.cfg.max_delay_ms)
+        self.at(self.now + delay, lambda: self._recv_update_voter(me, inc, dst, target, req))
+
+    def _recv_update_voter(self, src: int, src_inc: int, dst: int, target, req) -> None:
+        d = self.nodes[dst]
+        if d.core is None or not self._deliverable(src, dst):
+            return
+
+        def reply(resp: Any) -> None:
+            self.kafka.check_update_voter(d, req, resp)
+            resp = self._wire("UpdateRaftVoterResponse", 0, resp)
+            if not self._deliverable(dst, src) or self.uv_rng.random() < self.cfg.drop:
+                return
+            delay = self.uv_rng.randint(1, self.cfg.max_delay_ms)
+            self.at(self.now + delay, lambda: self._update_voter_answered(src, src_inc, resp))
+
+        d.core.handle_request(self.now, 82, 0, req, reply)
+        self._after(d)
+
+    def _update_voter_answered(self, src: int, src_inc: int, resp: Any) -> None:
+        n = self.nodes[src]
+        if n.core is None or n.incarnation != src_inc:
+            return
+        cl = resp.current_leader
+        named = (cl.leader_id, cl.leader_epoch)
+        if resp.error_code in (0, _E.UNSUPPORTED_VERSION) and named == (n.core.leader_id,
+                                                                         n.core.epoch):
+            self.uv_done[src] = named
 
     def _slice(self, resp: Any) -> Any:
         """With probability ``slice_fetch``, cut a Fetch answer holding two or more batches
@@ -521,6 +585,8 @@ class Cluster:
             and leaders[0].core.high_watermark >= max(self.inv.max_committed, 1)
             and leaders[0].core.committed_offset >= self.inv.max_committed
         )
+        if done and self.cfg.update_voter:
+            done = not self.kafka.update_voter_pending(leaders[0])
         if done and self.cfg.followers_converge:
             target = leaders[0].core.committed_offset
             done = all(n.core is None or n.core.committed_offset >= target
@@ -688,6 +754,11 @@ class Invariants:
             self.fail(f"leader's state machine lacks committed offsets {missing[:5]}")
         if leader.core.committed_offset <= 0:
             self.fail("nothing was committed")
+        if self.c.cfg.update_voter and self.c.cfg.kafka_rules:
+            pending = self.c.kafka.update_voter_pending(leader)
+            if pending:
+                self.fail(f"followers {pending} never had their UpdateRaftVoter acknowledged by "
+                          f"leader {leader.node_id}")  # fmt: skip
         if self.c.cfg.followers_converge:
             for n in self.c.nodes.values():
                 if n.core is not None and n.core.committed_offset < leader.core.committed_offset:
@@ -1124,6 +1195,37 @@ class KafkaRules:
                     self.fail(f"node {n.node_id}: DivergingEpoch {d} from {src} truncates to "
                               f"{target}, below its high watermark {core.high_watermark}: a "
                               f"Kafka follower halts")  # fmt: skip
+
+    # -------------------------------------------------------------- UpdateRaftVoter
+    def check_update_voter(self, src: Node, req: Any, resp: Any) -> None:
+        """reference/kafka-mixed-quorum.md 2.4: never INVALID_REQUEST (a Kafka voter halts);
+        CurrentLeader is the responder's leader and epoch; the leader of the request's epoch
+        answers UNSUPPORTED_VERSION (or NONE) with itself and its controller endpoint, which a
+        Kafka follower needs to stop asking (``handleUpdateVoterResponse``)."""
+        core = src.core
+        cl = resp.current_leader
+        if resp.error_code == _E.INVALID_REQUEST:
+            self.fail(f"node {src.node_id}: UpdateRaftVoter answered INVALID_REQUEST")
+        self._claim_known(src.node_id, cl.leader_id, cl.leader_epoch, "UpdateRaftVoter answer")
+        if (cl.leader_id, cl.leader_epoch) != (core.leader_id, core.epoch):
+            self.fail(f"node {src.node_id}: UpdateRaftVoter answer names leader {cl.leader_id} "
+                      f"epoch {cl.leader_epoch}, its state is {core.leader_id} / "
+                      f"{core.epoch}")  # fmt: skip
+        if core.state == LEADER and req.current_leader_epoch == core.epoch:
+            host, port = self.c.voters[src.node_id]
+            if (resp.error_code not in (0, _E.UNSUPPORTED_VERSION)
+                    or (cl.host, cl.port) != (host, port)):  # fmt: skip
+                self.fail(f"leader {src.node_id}: UpdateRaftVoter in its epoch answered "
+                          f"{resp.error_code} naming {cl.host}:{cl.port}")  # fmt: skip
+
+    def update_voter_pending(self, leader: Node) -> list[int]:
+        """Running follower voters of ``leader`` whose UpdateRaftVoter it has not yet
+        acknowledged in its epoch (a Kafka follower would go on asking)."""
+        target = (leader.node_id, leader.core.epoch)
+        return [n.node_id for n in self.c.nodes.values()
+                if n.node_id in self.c.voters and n.core is not None
+                and n.core.state == FOLLOWER and (n.core.leader_id, n.core.epoch) == target
+                and self.c.uv_done.get(n.node_id) != target]  # fmt: skip
 
     # -------------------------------------------------------------- timers
     def check(self) -> None:

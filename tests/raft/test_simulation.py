@@ -58,7 +58,7 @@ CHURN = {
     "max_delay_ms": 200,
 }  # fmt: skip
 SLICED = {"slice_fetch": 1.0, "followers_converge": True}
-KAFKA_WIRE = {"wire": True, "kafka_versions": True, "observers": 1}
+KAFKA_WIRE = {"wire": True, "kafka_versions": True, "observers": 1, "update_voter": True}
 
 
 @pytest.mark.parametrize(
@@ -378,6 +378,25 @@ class KeepsLeaderOnEpochBump(RaftCore):
         super()._to_unattached(now, epoch, persist, leader if leader >= 0 else old)
 
 
+class UpdateVoterInvalidRequest(RaftCore):
+    """Broken: answers UpdateRaftVoter INVALID_REQUEST (a Kafka voter halts on it)."""
+
+    def _on_update_voter(self, now, version, req):
+        resp = super()._on_update_voter(now, version, req)
+        return dataclasses.replace(resp, error_code=42)
+
+
+class UpdateVoterNamesNoLeader(RaftCore):
+    """Broken: the leader answers UpdateRaftVoter UNSUPPORTED_VERSION without naming itself as
+    CurrentLeader, so a Kafka follower never stops asking."""
+
+    def _on_update_voter(self, now, version, req):
+        resp = super()._on_update_voter(now, version, req)
+        cl = dataclasses.replace(resp.current_leader, leader_id=-1, leader_epoch=-1, host="",
+                                 port=0)  # fmt: skip
+        return dataclasses.replace(resp, current_leader=cl)
+
+
 class _HidesTransaction:
     """A state machine seen without its ``in_transaction``."""
 
@@ -420,6 +439,8 @@ class SnapshotsInsideTransactions(RaftCore):
         (DivergesLow, {}, ["DivergingEpoch"]),
         (KeepsLeaderOnEpochBump, {}, ["names", "Kafka's handleVoteRequest"]),
         (SnapshotsInsideTransactions, {"transactions": 0.3}, ["inside the transaction"]),
+        (UpdateVoterInvalidRequest, {"update_voter": True}, ["UpdateRaftVoter answered"]),
+        (UpdateVoterNamesNoLeader, {"update_voter": True}, ["UpdateRaftVoter", "names leader -1"]),
     ],
     ids=lambda v: v.__name__ if isinstance(v, type) else None,
 )  # fmt: skip
