@@ -7,8 +7,10 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
 1. **BrokerRegistration**: BrokerId = ``node.id``, the ClusterId, an IncarnationId drawn once per
    process start (uuid4), Listeners = this node's advertised broker listeners (ports resolved
    once bound, SecurityProtocol the id of the listener's ``listener.security.protocol.map``
-   entry), Features = the ``metadata.version`` range this code
-   supports, Rack null. Failures and errors are retried with exponential backoff.
+   entry), Features = the ``metadata.version`` range this code supports and
+   ``kafka_rpc.diskless.version`` 0-1 (it runs our Batch Coordinator, which is how the controller
+   tells it from a Kafka broker), Rack null. Failures and errors are retried with exponential
+   backoff.
 2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
    offset this node's committed image has reached (``server.controller.image.last_offset``) and
    WantFence false. While the controller keeps the broker fenced (it has not caught up to its
@@ -33,6 +35,7 @@ import uuid
 from typing import Any
 
 from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, close_channel
+from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -40,6 +43,7 @@ __all__ = [
     "METADATA_VERSION_RANGE",
     "PLAINTEXT",
     "BrokerLifecycleManager",
+    "registration_features",
     "start_broker",
     "stop_broker",
 ]
@@ -59,6 +63,19 @@ _MIN_BACKOFF, _MAX_BACKOFF = 0.05, 1.0
 
 _Reg = codec.module("BrokerRegistrationRequest")
 _HB = codec.message_class("BrokerHeartbeatRequest")
+
+
+def registration_features() -> tuple:
+    """The Features of this broker's BrokerRegistration: the ``metadata.version`` range
+    (:data:`METADATA_VERSION_RANGE`) and ``kafka_rpc.diskless.version`` 0-1: it runs our Batch
+    Coordinator, which is how the controller tells a kafka-rpc broker from a Kafka broker
+    (:mod:`kafka_rpc.controller.placement`)."""
+    lo, hi = METADATA_VERSION_RANGE
+    return (
+        _Reg.Feature(name="metadata.version", min_supported_version=lo, max_supported_version=hi),
+        _Reg.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0,
+                     max_supported_version=1),
+    )  # fmt: skip
 
 
 class BrokerLifecycleManager:
@@ -95,17 +112,12 @@ class BrokerLifecycleManager:
                     name=adv.name, host=adv.host, port=adv.port, security_protocol=protocol
                 )
             )
-        lo, hi = METADATA_VERSION_RANGE
         return _Reg.BrokerRegistrationRequest(
             broker_id=self.node_id,
             cluster_id=self.server.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=tuple(listeners),
-            features=(
-                _Reg.Feature(
-                    name="metadata.version", min_supported_version=lo, max_supported_version=hi
-                ),
-            ),
+            features=registration_features(),
             rack=None,
             log_dirs=cfg.directory_ids(),
         )

@@ -82,7 +82,8 @@ class ControllerContext:
     - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
       ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
       controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only);
-    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one);
+    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one; a
+      ``__diskless-metadata`` replica goes only to a voter, :mod:`kafka_rpc.controller.placement`);
     - ``controller_id``: this controller's node id (its dynamic broker configs count for
       topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
     - ``unclean_leader_election_enable``: the controller's static

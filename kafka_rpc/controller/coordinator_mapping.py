@@ -19,23 +19,32 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
 * **``__diskless-metadata``** (:func:`create_diskless_metadata_topic`): the active controller
   creates it from its periodic tick once brokers are registered (:func:`metadata_topic_due`),
   ``diskless.metadata.topic.num.partitions`` partitions with
-  ``diskless.metadata.topic.replication.factor`` replicas capped at the unfenced brokers. It is
+  ``diskless.metadata.topic.replication.factor`` replicas capped at the unfenced brokers that run
+  our Batch Coordinator (:mod:`kafka_rpc.controller.placement`: never a Kafka broker). It is
   created once: a controller that finds it in its image (committed or its own uncommitted
-  write, across failovers) writes nothing; a deleted one is created again with a new id.
-  It is an internal topic (:data:`INTERNAL_TOPICS`, as Kafka's ``Topic.isInternal`` names
-  ``__consumer_offsets`` and ``__transaction_state``), not a diskless one.
+  write, across failovers) writes nothing; a deleted one is created again with a new id. More
+  coordinators come from CreatePartitions on it (:func:`kafka_rpc.controller.replication.
+  create_partitions`), as the KIP says. It is an internal topic (:data:`INTERNAL_TOPICS`, as
+  Kafka's ``Topic.isInternal`` names ``__consumer_offsets`` and ``__transaction_state``), not a
+  diskless one.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
 
 from kafka_rpc.controller.base import ControllerResult, ReplayError
 from kafka_rpc.controller.image import MetadataImage, TopicImage, evolve
-from kafka_rpc.controller.placement import place_replicas
+from kafka_rpc.controller.placement import (
+    DISKLESS_METADATA_TOPIC,
+    coordinator_hosts,
+    place_replicas,
+    runs_batch_coordinator,
+)
 from kafka_rpc.controller.replication import new_topic_id
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
@@ -57,8 +66,6 @@ __all__ = [
 
 log = logging.getLogger("kafka_rpc.controller.coordinator_mapping")
 
-DISKLESS_METADATA_TOPIC = "__diskless-metadata"
-"""The internal topic whose partitions are the Batch Coordinators' logs (KIP-1164)."""
 DEFAULT_COORDINATOR_PARTITION = 0
 """The coordinator partition of a partition no mapping record names (DESIGN.md section 9)."""
 INTERNAL_TOPICS = frozenset(
@@ -206,22 +213,33 @@ def assign_error_response(request: Any, version: int = 0, code: int = 0) -> Any:
 
 # ============================================================================ __diskless-metadata
 def metadata_topic_due(
-    image: Any, replication_factor: int, expected_brokers: int, waited_ms: int, grace_ms: int
+    image: Any,
+    replication_factor: int,
+    expected_brokers: int,
+    waited_ms: int,
+    grace_ms: int,
+    voters: Collection[int] = (),
 ) -> bool:
     """Whether the active controller should create ``__diskless-metadata`` now: the topic does
-    not exist, at least one broker is unfenced, and either as many brokers are unfenced as the
-    topic can use (``min(replication_factor, max(expected_brokers, registered brokers))``) or
-    the controller has waited ``grace_ms`` (ms) since it became active (``waited_ms``), after
-    which the replication factor is capped at the brokers then unfenced. ``expected_brokers``
-    is what the node knows of the cluster's size (the server passes the controller voters in
-    combined mode), so a cluster starting up does not get a topic with fewer replicas than it
-    will have brokers just because one broker was unfenced first."""
+    not exist, at least one broker that may hold a replica is unfenced
+    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`: it runs our Batch Coordinator
+    and, given the controller ``voters``, is one of them), and either as many of those are
+    unfenced as the topic can use (``min(replication_factor, max(expected_brokers, registered
+    ones))``) or the controller has waited ``grace_ms`` (ms) since it became active
+    (``waited_ms``), after which the replication factor is capped at those then unfenced.
+    ``expected_brokers`` is what the node knows of the cluster's size (the server passes the
+    controller voters in combined mode), so a cluster starting up does not get a topic with fewer
+    replicas than it will have brokers just because one broker was unfenced first."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return False
-    unfenced = len(image.unfenced_brokers())
+    unfenced = len(coordinator_hosts(image, voters))
     if unfenced == 0:
         return False
-    want = min(replication_factor, max(expected_brokers, len(image.brokers)))
+    registered = sum(
+        1 for b in image.brokers.values()
+        if runs_batch_coordinator(b) and (not voters or b.broker_id in voters)
+    )  # fmt: skip
+    want = min(replication_factor, max(expected_brokers, registered))
     return unfenced >= want or waited_ms >= grace_ms
 
 
@@ -229,18 +247,21 @@ def create_diskless_metadata_topic(
     image: MetadataImage, ctx: Any, num_partitions: int, replication_factor: int
 ) -> Any:
     """The records creating ``__diskless-metadata`` (DESIGN.md section 9), as CreateTopics would
-    with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, unfenced
-    brokers)`` replicas (at least 1) placed as ``create_topics`` places them: a TopicRecord and
-    one PartitionRecord per partition, no ConfigRecord (the topic is internal, not diskless).
-    Returns ``ControllerResult(records, topic id)``, or ``ControllerResult([], None)`` when the
-    topic exists already or no broker is unfenced (nothing to place replicas on yet)."""
+    with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, usable
+    brokers)`` replicas (at least 1) placed as ``create_topics`` places them, on the unfenced
+    brokers that run our Batch Coordinator and are controller voters (``ctx.controller_ids``)
+    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`; never on a Kafka broker): a
+    TopicRecord and one PartitionRecord per partition, no ConfigRecord (the topic is internal,
+    not diskless). Returns ``ControllerResult(records, topic id)``, or
+    ``ControllerResult([], None)`` when the topic exists already or no such broker is unfenced
+    (nothing to place replicas on yet)."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return ControllerResult([], None)
-    usable = image.unfenced_brokers()
+    usable = coordinator_hosts(image, ctx.controller_ids)
     if not usable:
         return ControllerResult([], None)
     rf = max(1, min(replication_factor, len(usable)))
-    assignment = place_replicas(image, max(1, num_partitions), rf, ctx.rng)
+    assignment = place_replicas(image, max(1, num_partitions), rf, ctx.rng, usable)
     tid = new_topic_id(image, ctx.rng)
     records: list = [_R("TopicRecord")(name=DISKLESS_METADATA_TOPIC, topic_id=tid)]
     for i, replicas in enumerate(assignment):

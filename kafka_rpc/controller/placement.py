@@ -1,6 +1,6 @@
 """Replica placement for new partitions (Kafka's ``StripedReplicaPlacer``), used by CreateTopics
-(:mod:`kafka_rpc.controller.replication`) and the creation of ``__diskless-metadata``
-(:mod:`kafka_rpc.controller.coordinator_mapping`).
+and CreatePartitions (:mod:`kafka_rpc.controller.replication`) and the creation of
+``__diskless-metadata`` (:mod:`kafka_rpc.controller.coordinator_mapping`).
 
 The rules of ``StripedReplicaPlacer`` (its class javadoc and ``RackList.place``):
 
@@ -19,22 +19,54 @@ The rules of ``StripedReplicaPlacer`` (its class javadoc and ``RackList.place``)
 Simplification: Kafka reshuffles every time as many partitions as there are unfenced brokers
 have been placed; here one shuffle serves the whole request.
 
-**Classic topics and kafka-rpc brokers** (DESIGN section 11, Placement): a kafka-rpc broker role
-serves no classic Produce / Fetch, so while any other broker (an Apache Kafka broker) is
-registered, classic topics are placed only on those (:func:`classic_brokers`).
+**Which brokers may hold a partition** (DESIGN section 11, Placement). A kafka-rpc broker is
+known by a feature of ours in its BrokerRegistration
+(:func:`~kafka_rpc.controller.cluster.is_kafka_rpc_broker`; it lists
+:data:`BATCH_COORDINATOR_FEATURE`); any other broker is taken for an Apache Kafka broker.
+
+* ``__diskless-metadata``: only brokers that run our Batch Coordinator
+  (:func:`coordinator_hosts`), and, when the caller names them, only those whose Raft RPCs can
+  reach them (the controller voters: a replica's Raft group talks over the controller listener,
+  which a broker-only node has not). A Kafka broker never gets one.
+* A classic topic (not ``diskless.enable=true``): a kafka-rpc broker role serves no classic
+  Produce / Fetch, so while any Kafka broker is registered, only Kafka brokers
+  (:func:`classic_brokers`). In a cluster of kafka-rpc brokers alone, every broker, as before
+  (such topics are metadata: chunks and reassignment work on them).
+* A diskless topic: every broker (its data lives in object storage; the Batch Coordinator is
+  chosen by the mapping, not by the partition's replicas).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from kafka_rpc.controller.base import ApiError
 from kafka_rpc.controller.cluster import is_kafka_rpc_broker
 from kafka_rpc.controller.image import MetadataImage
 from kafka_rpc.protocol.errors import ErrorCode
 
-__all__ = ["classic_brokers", "place_replicas", "usable_brokers"]
+__all__ = [
+    "BATCH_COORDINATOR_FEATURE",
+    "DISKLESS_METADATA_TOPIC",
+    "classic_brokers",
+    "coordinator_hosts",
+    "place_replicas",
+    "replica_pool",
+    "runs_batch_coordinator",
+    "usable_brokers",
+]
+
+DISKLESS_METADATA_TOPIC = "__diskless-metadata"
+"""The internal topic whose partitions are the Batch Coordinators' logs (KIP-1164)."""
+BATCH_COORDINATOR_FEATURE = "kafka_rpc.diskless.version"
+"""The feature a kafka-rpc broker lists in its BrokerRegistration (supported up to level 1): it
+runs our KIP-1164 Batch Coordinator. The name is under our own prefix, which Kafka's features never
+use (DESIGN.md section 11)."""
+
+runs_batch_coordinator = is_kafka_rpc_broker
+"""Whether a registered broker runs our Batch Coordinator: it is a kafka-rpc broker
+(:func:`~kafka_rpc.controller.cluster.is_kafka_rpc_broker`); a Kafka broker does not."""
 
 
 def usable_brokers(image: MetadataImage) -> list[int]:
@@ -49,6 +81,29 @@ def classic_brokers(image: MetadataImage) -> list[int]:
     metadata, as before)."""
     kafka = [b for b, reg in image.brokers.items() if not is_kafka_rpc_broker(reg)]
     return sorted(kafka) if kafka else sorted(image.brokers)
+
+
+def coordinator_hosts(image: MetadataImage, voters: Collection[int] = ()) -> list[int]:
+    """Unfenced brokers (not in controlled shutdown) that run our Batch Coordinator and, when
+    ``voters`` (the controller voters' ids, ``ControllerContext.controller_ids``) is not empty,
+    are among them: a replica's Raft group talks over the controller listener. Sorted: where
+    ``__diskless-metadata`` replicas may go."""
+    return [
+        b for b in image.unfenced_brokers()
+        if runs_batch_coordinator(image.brokers[b]) and (not voters or b in voters)
+    ]  # fmt: skip
+
+
+def replica_pool(
+    image: MetadataImage, topic_name: str, diskless: bool, voters: Collection[int] = ()
+) -> tuple[list[int] | None, str]:
+    """``(brokers, what)``: where a new partition of topic ``topic_name`` may go (module
+    docstring; ``brokers`` None = every usable broker) and how the messages name them."""
+    if topic_name == DISKLESS_METADATA_TOPIC:
+        return coordinator_hosts(image, voters), "broker(s) running the Batch Coordinator"
+    if not diskless and any(not is_kafka_rpc_broker(r) for r in image.brokers.values()):
+        return classic_brokers(image), "Kafka broker(s)"
+    return None, "broker(s)"
 
 
 class _Brokers:
@@ -95,10 +150,12 @@ def place_replicas(
     rf: int,
     rng: random.Random,
     candidates: Iterable[int] | None = None,
+    pool: str = "broker(s)",
 ) -> list[tuple[int, ...]]:
     """The replica lists (broker ids, leader first) of ``n`` new partitions with ``rf``
     replicas each, from the usable brokers (:func:`usable_brokers`) among ``candidates`` (all
-    registered brokers when None). Raises ApiError INVALID_PARTITIONS (``n <= 0``) or
+    registered brokers when None; ``pool`` names them in the messages, e.g. ``"broker(s)
+    running the Batch Coordinator"``). Raises ApiError INVALID_PARTITIONS (``n <= 0``) or
     INVALID_REPLICATION_FACTOR (``rf <= 0``, no unfenced broker, fewer usable brokers than
     ``rf``), with Kafka's messages."""
     if n <= 0:
@@ -117,7 +174,7 @@ def place_replicas(
         raise ApiError(
             ErrorCode.INVALID_REPLICATION_FACTOR,
             f"Unable to replicate the partition {rf} time(s): The target replication factor of "
-            f"{rf} cannot be reached because only {len(usable)} broker(s) are registered.",
+            f"{rf} cannot be reached because only {len(usable)} {pool} are registered.",
         )
     if not any(not image.brokers[b].fenced for b in usable):
         raise ApiError(

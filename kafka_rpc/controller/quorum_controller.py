@@ -106,6 +106,8 @@ def not_controller_response(request: Any) -> Any:
         return replication.create_topics_error_response(request, code, msg)
     if name == "DeleteTopicsRequest":
         return replication.delete_topics_error_response(request, code, msg)
+    if name == "CreatePartitionsRequest":
+        return replication.create_partitions_error_response(request, code, msg)
     if name == "CreateChunksRequest":
         return chunks.create_chunks_error_response(request, 0, code, msg)
     if name == "AlterChunkAssignmentsRequest":
@@ -641,6 +643,13 @@ class QuorumController:
             lambda img, ctx: replication.create_topics(img, request, ctx), request
         )
 
+    async def create_partitions(self, request: Any, version: int) -> Any:
+        """CreatePartitions (:func:`~kafka_rpc.controller.replication.create_partitions`),
+        answered once the PartitionRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: replication.create_partitions(img, request, ctx), request
+        )
+
     async def delete_topics(self, request: Any, version: int) -> Any:
         return await self._submit(
             lambda img, ctx: replication.delete_topics(img, request, ctx), request
@@ -792,6 +801,7 @@ class QuorumController:
             self.diskless_metadata_expected_brokers,
             now - self._activated_ms,
             self.diskless_metadata_grace_ms,
+            self._controller_ids(),  # a replica's Raft group needs a controller listener
         ):
             return
         tid = self._internal_write(

@@ -1,6 +1,7 @@
 """Topics, partitions and their leaders (Kafka's ``ReplicationControlManager``).
 
-* Commands: :func:`create_topics`, :func:`delete_topics`; the broker-lifecycle commands whose
+* Commands: :func:`create_topics`, :func:`create_partitions`, :func:`delete_topics`; the
+  broker-lifecycle commands whose
   records move partitions, as in Kafka: :func:`broker_heartbeat` (``processBrokerHeartbeat``,
   with the state machine of :func:`~kafka_rpc.controller.cluster.calculate_next_broker_state`),
   :func:`unregister_broker` and :func:`fence_stale_brokers`; the leader and ISR changes of
@@ -52,7 +53,12 @@ from kafka_rpc.controller.partition_change import (
     partitions_with_broker_in_isr,
     partitions_with_no_leader,
 )
-from kafka_rpc.controller.placement import classic_brokers, place_replicas
+from kafka_rpc.controller.placement import (
+    DISKLESS_METADATA_TOPIC,
+    place_replicas,
+    replica_pool,
+    runs_batch_coordinator,
+)
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -63,6 +69,8 @@ __all__ = [
     "broker_heartbeat",
     "broker_shutdown_records",
     "colliding_topic",
+    "create_partitions",
+    "create_partitions_error_response",
     "create_topics",
     "create_topics_error_response",
     "delete_topics",
@@ -465,6 +473,24 @@ def _check_manual(image: MetadataImage, topic: Any) -> list[tuple[int, ...]]:
     return out
 
 
+def _check_coordinator_hosts(
+    image: MetadataImage, topic: str, partition: int, replicas: tuple[int, ...]
+) -> None:
+    """A manual assignment of a ``__diskless-metadata`` partition names only brokers that run
+    our Batch Coordinator (:mod:`kafka_rpc.controller.placement`), else
+    INVALID_REPLICA_ASSIGNMENT."""
+    if topic != DISKLESS_METADATA_TOPIC:
+        return
+    for bid in replicas:
+        reg = image.brokers.get(bid)
+        if reg is not None and not runs_batch_coordinator(reg):
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment of {topic}-{partition} includes broker {bid}, "
+                "which does not run the Batch Coordinator.",
+            )
+
+
 _COLLISION_VARIANTS_MAX = 10  # '.'/'_' positions up to which the variants are enumerated
 
 
@@ -539,6 +565,8 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 )
             if topic.assignments:
                 assignment = _check_manual(b.image, topic)
+                for i, replicas in enumerate(assignment):
+                    _check_coordinator_hosts(b.image, name, i, replicas)
             else:
                 n = ctx.num_partitions if topic.num_partitions == -1 else topic.num_partitions
                 rf = (
@@ -549,10 +577,9 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 diskless = any(
                     c.name == DISKLESS_ENABLE_CONFIG and (c.value or "").lower() == "true"
                     for c in topic.configs
-                )
-                assignment = place_replicas(
-                    b.image, n, rf, ctx.rng, None if diskless else classic_brokers(b.image)
-                )
+                )  # fmt: skip
+                pool, what = replica_pool(b.image, name, diskless, ctx.controller_ids)
+                assignment = place_replicas(b.image, n, rf, ctx.rng, pool, what)
             configs = configuration.check_topic_configs(topic)
         except ApiError as e:
             results.append(
@@ -602,6 +629,185 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
             )
         )
     return ControllerResult(b.records, mod.CreateTopicsResponse(topics=tuple(results)))
+
+
+MAX_RECORDS_PER_USER_OP = 10_000
+"""Kafka's ``QuorumController.MAX_RECORDS_PER_USER_OP``: the most records one request may write."""
+
+
+def create_partitions(
+    image: MetadataImage, request: Any, ctx: ControllerContext
+) -> ControllerResult:
+    """CreatePartitions (37): Kafka's ``ControllerApis.createPartitions`` +
+    ``ReplicationControlManager.createPartitions``.
+
+    Results: first one per topic named more than once, INVALID_REQUEST "Duplicate topic name."
+    (in order of first appearance), then the other topics in request order. Per topic, in
+    Kafka's order: no such topic -> UNKNOWN_TOPIC_OR_PARTITION (no message, as Kafka's);
+    ``Count`` equal to the current count -> INVALID_PARTITIONS "Topic already has N
+    partition(s).", below it -> INVALID_PARTITIONS "... would not be an increase."; manual
+    ``Assignments`` whose length is not the number of new partitions ->
+    INVALID_REPLICA_ASSIGNMENT; each assignment as CreateTopics checks one (empty list,
+    unregistered or repeated broker, a replica count other than the topic's replication factor:
+    that of its first partition), and all of its brokers fenced or in controlled shutdown ->
+    INVALID_REPLICA_ASSIGNMENT; placed by the controller otherwise, with the topic's replication
+    factor among the brokers :func:`~kafka_rpc.controller.placement.replica_pool` allows (on
+    ``__diskless-metadata``: brokers that run our Batch Coordinator, controller voters; a
+    manual assignment naming another broker there is INVALID_REPLICA_ASSIGNMENT) ->
+    INVALID_REPLICATION_FACTOR when too few are unfenced; a request whose records would pass
+    :data:`MAX_RECORDS_PER_USER_OP` -> POLICY_VIOLATION "Unable to perform excessively large
+    batch operation." for the topic that would pass it (Kafka writes nothing for the whole
+    request in that case, or part of the topic's partitions; we write the other topics).
+
+    Every new partition is one PartitionRecord (``partition_id`` from the current count up,
+    replicas, ISR = the active replicas, leader = the first of them, epochs 0), all topics' in
+    one atomic batch, answered once committed. ``ValidateOnly``: the same answers, no records.
+    On ``__diskless-metadata`` each new partition is one more Batch Coordinator (KIP-1164
+    "Scaling the number of Batch Coordinators"): its replicas start it once they see it."""
+    mod = codec.module("CreatePartitionsResponse")
+    b = Batch(image, ctx.next_offset, _BATCH_RULES)
+    names = [t.name for t in request.topics]
+    dupes = [n for n in dict.fromkeys(names) if names.count(n) > 1]
+    results = [
+        mod.CreatePartitionsTopicResult(
+            name=n, error_code=ErrorCode.INVALID_REQUEST, error_message="Duplicate topic name."
+        )
+        for n in dupes
+    ]
+    for topic in request.topics:
+        if topic.name in dupes:
+            continue
+        try:
+            records = _new_partitions(b.image, topic, ctx)
+            if len(b.records) + len(records) > MAX_RECORDS_PER_USER_OP:
+                raise ApiError(ErrorCode.POLICY_VIOLATION,
+                               "Unable to perform excessively large batch operation.")  # fmt: skip
+        except ApiError as e:
+            results.append(mod.CreatePartitionsTopicResult(
+                name=topic.name, error_code=e.code, error_message=e.message))  # fmt: skip
+            continue
+        for rec in records:
+            b.add(rec)
+        results.append(mod.CreatePartitionsTopicResult(
+            name=topic.name, error_code=ErrorCode.NONE, error_message=None))  # fmt: skip
+    response = mod.CreatePartitionsResponse(results=tuple(results))
+    return ControllerResult([] if request.validate_only else b.records, response)
+
+
+def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) -> list:
+    """The PartitionRecords growing ``topic`` (a CreatePartitionsTopic) as
+    :func:`create_partitions` describes; raises ApiError."""
+    t = image.topic_by_name(topic.name)
+    if t is None:
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # type: ignore[arg-type]
+    current = len(t.partitions)
+    if topic.count == current:
+        raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")
+    if topic.count < current:
+        raise ApiError(
+            ErrorCode.INVALID_PARTITIONS,
+            f"The topic {topic.name} currently has {current} partition(s); {topic.count} would "
+            "not be an increase.",
+        )
+    additional = topic.count - current
+    if topic.assignments is not None and len(topic.assignments) != additional:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"Attempted to add {additional} additional partition(s), but only "
+            f"{len(topic.assignments)} assignment(s) were specified.",
+        )
+    if additional > MAX_RECORDS_PER_USER_OP:
+        raise ApiError(ErrorCode.POLICY_VIOLATION,
+                       "Unable to perform excessively large batch operation.")  # fmt: skip
+    first = t.partitions[min(t.partitions)] if t.partitions else None
+    if first is None:
+        raise ApiError(
+            ErrorCode.UNKNOWN_SERVER_ERROR,
+            f"Invalid state: topic {topic.name} appears to have no partitions.",
+        )
+    rf = len(first.replicas)
+    if topic.assignments is not None:
+        assignment = []
+        for i, a in enumerate(topic.assignments):
+            replicas = tuple(a.broker_ids)
+            _validate_manual(image, replicas, rf)
+            _check_coordinator_hosts(image, topic.name, current + i, replicas)
+            if not any(image.is_active(r) for r in replicas):
+                raise ApiError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    "All brokers specified in the manual partition assignment for partition "
+                    f"{current + i} are fenced or in controlled shutdown.",
+                )
+            assignment.append(replicas)
+    else:
+        pool, what = replica_pool(image, topic.name, image.is_diskless(topic.name),
+                                  ctx.controller_ids)  # fmt: skip
+        assignment = place_replicas(image, additional, rf, ctx.rng, pool, what)
+    out = []
+    with_dirs = cluster.directory_supported(image)
+    for i, replicas in enumerate(assignment):
+        isr = tuple(r for r in replicas if image.is_active(r))
+        if not isr:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Unable to replicate the partition {rf} time(s): All brokers are currently "
+                "fenced or in controlled shutdown.",
+            )
+        out.append(
+            _R("PartitionRecord")(
+                partition_id=current + i,
+                topic_id=t.topic_id,
+                replicas=replicas,
+                isr=isr,
+                leader=isr[0],
+                leader_epoch=0,
+                partition_epoch=0,
+                directories=tuple(cluster.default_dir(image, r) for r in replicas)
+                if with_dirs
+                else (),
+            )
+        )
+    return out
+
+
+def _validate_manual(image: MetadataImage, replicas: tuple[int, ...], rf: int | None) -> None:
+    """Kafka's ``ReplicationControlManager.validateManualPartitionAssignment``: not empty, every
+    broker registered and named once, ``rf`` replicas when given; INVALID_REPLICA_ASSIGNMENT."""
+    if not replicas:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            "The manual partition assignment includes an empty replica list.",
+        )
+    prev = None
+    for bid in sorted(replicas):
+        if bid not in image.brokers:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes broker {bid}, but no such broker is "
+                "registered.",
+            )
+        if bid == prev:
+            raise ApiError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"The manual partition assignment includes the broker {bid} more than once.",
+            )
+        prev = bid
+    if rf is not None and len(replicas) != rf:
+        raise ApiError(
+            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+            f"The manual partition assignment includes a partition with {len(replicas)} "
+            "replica(s), but this is not consistent with previous partitions, which have "
+            f"{rf} replica(s).",
+        )
+
+
+def create_partitions_error_response(request: Any, code: int, message: str | None) -> Any:
+    """Every topic of a CreatePartitions request answered with ``code`` (NOT_CONTROLLER,
+    REQUEST_TIMED_OUT ...)."""
+    mod = codec.module("CreatePartitionsResponse")
+    return mod.CreatePartitionsResponse(results=tuple(
+        mod.CreatePartitionsTopicResult(name=n, error_code=code, error_message=message)
+        for n in dict.fromkeys(t.name for t in request.topics)))  # fmt: skip
 
 
 def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:

@@ -1,11 +1,12 @@
-"""CreateTopics (key 19) and DeleteTopics (key 20).
+"""CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37).
 
-API: CreateTopics 2-7 and DeleteTopics 1-6 on both listeners.
+API: CreateTopics 2-7, DeleteTopics 1-6 and CreatePartitions 0-3 on both listeners.
 Behavior (Kafka's ``ControllerApis`` on the controller listener, ``ForwardingManager`` on the
 broker listener):
 
 - on the node of the active controller (``ctx.server.controller.is_active``), either listener:
-  ``controller.create_topics`` / ``delete_topics``, answered once the records commit;
+  ``controller.create_topics`` / ``delete_topics`` / ``create_partitions``, answered once the
+  records commit;
 - on the controller listener of any other node: NOT_CONTROLLER per topic;
 - on the broker listener of any other node: the same request is sent again, at the version it
   came in at, to the active controller's controller listener and its answer relayed. An answer
@@ -29,11 +30,12 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
 
-__all__ = ["create_topics", "delete_topics", "route", "topics_error_response"]
+__all__ = ["create_partitions", "create_topics", "delete_topics", "route", "topics_error_response"]
 
 
 _Create = codec.module("CreateTopicsResponse")
 _Delete = codec.module("DeleteTopicsResponse")
+_Partitions = codec.module("CreatePartitionsResponse")
 _ZERO = UUID(int=0)
 
 
@@ -77,18 +79,33 @@ def delete_error_response(request: Any, version: int, code: int, message: str | 
     return _Delete.DeleteTopicsResponse(responses=results)
 
 
+def partitions_error_response(request: Any, version: int, code: int, message: str | None = None):
+    """Every topic of a CreatePartitions request answered with ``code``."""
+    msg = message if message is not None else _message(code)
+    return _Partitions.CreatePartitionsResponse(results=tuple(
+        _Partitions.CreatePartitionsTopicResult(name=n, error_code=code, error_message=msg)
+        for n in dict.fromkeys(t.name for t in request.topics)))  # fmt: skip
+
+
+_BUILDERS = {
+    "create": create_error_response,
+    "delete": delete_error_response,
+    "partitions": partitions_error_response,
+}
+_LOCAL = {"create": "create_topics", "delete": "delete_topics", "partitions": "create_partitions"}
+
+
 def topics_error_response(kind: str, request: Any, version: int, code: int, message=None):
-    builder = create_error_response if kind == "create" else delete_error_response
-    return builder(request, version, code, message)
+    return _BUILDERS[kind](request, version, code, message)
 
 
 async def route(server: Any, role: str, kind: str, request: Any, version: int) -> Any:
-    """Answer a CreateTopics (``kind="create"``) or DeleteTopics (``"delete"``) request that came
-    in on a listener of ``role``: at the active controller, NOT_CONTROLLER, or forwarded
+    """Answer a CreateTopics (``kind="create"``), DeleteTopics (``"delete"``) or
+    CreatePartitions (``"partitions"``) request that came in on a listener of ``role``: at the
+    active controller, NOT_CONTROLLER, or forwarded
     (:func:`~kafka_rpc.broker.channel.answer_or_forward`)."""
     return await answer_or_forward(
-        server, role, request, version,
-        "create_topics" if kind == "create" else "delete_topics",
+        server, role, request, version, _LOCAL[kind],
         lambda code: topics_error_response(kind, request, version, code),
         timeout=max(1.0, request.timeout_ms / 1000),
     )  # fmt: skip
@@ -110,3 +127,12 @@ async def create_topics(ctx, request):
 @handles("DeleteTopicsRequest", error_response=_delete_error)
 async def delete_topics(ctx, request):
     return await route(ctx.server, ctx.listener.role, "delete", request, ctx.api_version)
+
+
+def _partitions_error(request, version, code):
+    return partitions_error_response(request, version, code)
+
+
+@handles("CreatePartitionsRequest", error_response=_partitions_error)
+async def create_partitions(ctx, request):
+    return await route(ctx.server, ctx.listener.role, "partitions", request, ctx.api_version)

@@ -142,6 +142,7 @@ API_RULES: dict[int, tuple | None] = {
     19: ("topics", AclOperation.CREATE, AclOperation.CREATE),  # CreateTopics
     20: ("topics", AclOperation.DELETE, None),  # DeleteTopics
     32: ("topics", AclOperation.DESCRIBE_CONFIGS, None),  # DescribeConfigs (per resource)
+    37: ("topics", AclOperation.ALTER, None),  # CreatePartitions
     75: ("topics", AclOperation.DESCRIBE, None),  # DescribeTopicPartitions
     55: ("cluster", AclOperation.DESCRIBE),  # DescribeQuorum
     64: ("cluster", AclOperation.ALTER),  # UnregisterBroker
@@ -380,11 +381,12 @@ def topic_plan(
     authorizer: StandardAuthorizer, principal: str, peer: Any, api_key: int, request: Any
 ) -> tuple[Any, Any] | None:
     """Kafka's per-topic authorization of Metadata (3), CreateTopics (19), DeleteTopics (20),
-    DescribeConfigs (32) and DescribeTopicPartitions (75): ``(request without the denied
-    topics, post)`` where ``post(response)`` adds a TOPIC_AUTHORIZATION_FAILED entry for each
-    denied topic (and, for Metadata of all topics, drops the topics the principal may not
-    DESCRIBE, as ``KafkaApis.handleTopicMetadataRequest``); None when nothing is denied. A
-    CreateTopics principal with CREATE on the cluster is not checked per topic.
+    CreatePartitions (37, ALTER on each topic), DescribeConfigs (32) and DescribeTopicPartitions
+    (75): ``(request without the denied topics, post)`` where ``post(response)`` adds a
+    TOPIC_AUTHORIZATION_FAILED entry for each denied topic (and, for Metadata of all topics,
+    drops the topics the principal may not DESCRIBE, as ``KafkaApis.handleTopicMetadataRequest``);
+    None when nothing is denied. A CreateTopics principal with CREATE on the cluster is not
+    checked per topic.
 
     DescribeConfigs (``ConfigHelper.handleDescribeConfigsRequest``): a TOPIC resource needs
     DESCRIBE_CONFIGS on the topic (else TOPIC_AUTHORIZATION_FAILED), a BROKER, BROKER_LOGGER or
@@ -453,6 +455,21 @@ def topic_plan(
             for n in dict.fromkeys(denied)
         )
         return request, lambda resp: dataclasses.replace(resp, topics=resp.topics + extra)
+    if api_key == 37:  # ControllerApis.createPartitions: ALTER on each topic
+        denied = [t.name for t in request.topics if not ok(op, t.name)]
+        if not denied:
+            return None
+        mod = codec.module("CreatePartitionsResponse")
+        request = dataclasses.replace(
+            request, topics=tuple(t for t in request.topics if t.name not in denied)
+        )
+        extra = tuple(
+            mod.CreatePartitionsTopicResult(
+                name=n, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None
+            )
+            for n in dict.fromkeys(denied)
+        )
+        return request, lambda resp: dataclasses.replace(resp, results=resp.results + extra)
     if api_key == 32:
         return _describe_configs_plan(request, lambda op, rtype, name: authorizer.authorize(
             principal, host, op, rtype, name))  # fmt: skip

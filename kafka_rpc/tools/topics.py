@@ -3,12 +3,16 @@ over :class:`~kafka_rpc.client.KafkaRpcClient` on a broker listener.
 
     kafka-rpc topics --bootstrap-server H:P --create --topic T [--partitions N]
                      [--replication-factor R] [--config k=v ...] [--if-not-exists]
+    kafka-rpc topics --bootstrap-server H:P --alter --topic T --partitions N
+                     [--replica-assignment B:B,B:B] [--if-exists]
     kafka-rpc topics --bootstrap-server H:P --delete --topic T [--if-exists]
     kafka-rpc topics --bootstrap-server H:P --list
     kafka-rpc topics --bootstrap-server H:P --describe [--topic T]
 
-CreateTopics, DeleteTopics, Metadata and DescribeConfigs requests; the output is Kafka's:
-``Created topic T.``, one name per line (sorted) for ``--list``, and for ``--describe``::
+CreateTopics, CreatePartitions (``--alter``: more partitions; on ``__diskless-metadata`` more
+Batch Coordinators, KIP-1164), DeleteTopics, Metadata and DescribeConfigs requests; the output
+is Kafka's: ``Created topic T.``, one name per line (sorted) for ``--list``, and for
+``--describe``::
 
     Topic: T<TAB>TopicId: <id><TAB>PartitionCount: N<TAB>ReplicationFactor: R<TAB>Configs: a=1,b=2
     <TAB>Topic: T<TAB>Partition: 0<TAB>Leader: 1<TAB>Replicas: 1,2<TAB>Isr: 1,2
@@ -45,7 +49,7 @@ _CREATE_TOPICS, _DELETE_TOPICS = 19, 20
 _DESCRIBE_CONFIGS = 32
 _TOPIC_RESOURCE = 2  # ConfigResource.Type.TOPIC
 _DEFAULT_CONFIG = 5  # ConfigSource.DEFAULT_CONFIG: not shown by --describe
-_ACTIONS = ("list", "describe", "create", "delete")
+_ACTIONS = ("list", "describe", "create", "alter", "delete")
 _ACTION_MESSAGE = (
     "Command must include exactly one action: --list, --describe, --create, --alter or --delete"
 )
@@ -68,6 +72,8 @@ _DEFAULT_MESSAGES = {
     ErrorCode.INVALID_CONFIG: "Configuration is invalid.",
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     ErrorCode.UNKNOWN_TOPIC_ID: "This server does not host this topic ID.",
+    ErrorCode.INVALID_REPLICA_ASSIGNMENT: "Replica assignment is invalid.",
+    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
 }
 
 
@@ -83,8 +89,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delete", action="store_true", help="delete a topic")
     p.add_argument("--list", action="store_true", help="list all topics")
     p.add_argument("--describe", action="store_true", help="describe topics")
-    p.add_argument("--topic", help="the topic to create, delete or describe")
-    p.add_argument("--partitions", type=int, help="partitions of the topic (--create)")
+    p.add_argument("--alter", action="store_true",
+                   help="add partitions to a topic (on __diskless-metadata: Batch Coordinators)")
+    p.add_argument("--topic", help="the topic to create, alter, delete or describe")
+    p.add_argument("--partitions", type=int,
+                   help="partitions of the topic (--create), its new count (--alter)")
+    p.add_argument("--replica-assignment", metavar="B:B,B:B",
+                   help="replicas per partition, partitions separated by ',' (--alter: the "
+                   "existing partitions' entries are skipped)")  # fmt: skip
     p.add_argument("--replication-factor", type=int,
                    help="replicas of each partition (--create)")  # fmt: skip
     p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
@@ -92,7 +104,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--if-not-exists", action="store_true",
                    help="with --create: do nothing if the topic exists")  # fmt: skip
     p.add_argument("--if-exists", action="store_true",
-                   help="--delete/--describe: no error if the topic does not exist")  # fmt: skip
+                   help="--alter/--delete/--describe: no error if there is no such topic")
     p.add_argument("--exclude-internal", action="store_true",
                    help="--list/--describe: leave out internal topics")  # fmt: skip
     p.add_argument("--timeout", type=float, default=30.0, help="request timeout, seconds")
@@ -103,17 +115,44 @@ def check_args(args: argparse.Namespace) -> str | None:
     """Kafka ``TopicCommandOptions.checkArgs``: the usage error, or None."""
     if sum(bool(getattr(args, a)) for a in _ACTIONS) != 1:
         return _ACTION_MESSAGE
-    if (args.create or args.delete) and not args.topic:
+    if (args.create or args.delete or args.alter) and not args.topic:
         return 'Missing required argument "[topic]"'
+    if args.alter and args.partitions is None:
+        return 'Missing required argument "[partitions]"'
+    if args.alter and args.config:
+        return ('Option "[config]" can\'t be used with option "[alter]": use kafka-configs to '
+                "alter a topic's configs")
     if not args.create:
-        create_only = (("--partitions", args.partitions),
-                       ("--replication-factor", args.replication_factor),
+        create_only = (("--replication-factor", args.replication_factor),
                        ("--config", args.config),
                        ("--if-not-exists", args.if_not_exists))  # fmt: skip
+        if not args.alter:
+            create_only = (("--partitions", args.partitions),
+                           ("--replica-assignment", args.replica_assignment), *create_only)
         for opt, val in create_only:
             if val:
                 return f'Option "{opt}" can only be used with "--create"'
+    elif args.replica_assignment:
+        return 'Option "--replica-assignment" can only be used with "--alter" here'
     return None
+
+
+def parse_replica_assignment(text: str) -> list[tuple[int, ...]]:
+    """Kafka ``TopicCommand.parseReplicaAssignment``: ``"1:2,3:4"`` -> ``[(1, 2), (3, 4)]``
+    (partition 0, 1, ...); a partition naming a broker twice is an error."""
+    out = []
+    for part in text.split(","):
+        try:
+            ids = tuple(int(b.strip()) for b in part.split(":") if b.strip())
+        except ValueError:
+            raise TopicCommandError(f"Invalid replica assignment {text!r}") from None
+        if len(set(ids)) != len(ids):
+            dupes = ", ".join(str(b) for b in ids)
+            raise TopicCommandError(
+                f"Partition replica lists may not contain duplicate entries: {dupes}"
+            )
+        out.append(ids)
+    return out
 
 
 def parse_configs(items: list[str]) -> list[tuple[str, str]]:
@@ -167,7 +206,7 @@ def describe_lines(topic: Any, configs: str = "") -> list[str]:
 
 
 class TopicCommand:
-    """The four actions over a connected client (anything with ``request(msg, timeout=)`` and
+    """The five actions over a connected client (anything with ``request(msg, timeout=)`` and
     ``version_for(api_key)``)."""
 
     def __init__(self, client: Any, out: IO[str], timeout: float = 30.0) -> None:
@@ -202,6 +241,33 @@ class TopicCommand:
             if r.error_code:
                 raise _error(r.error_code, r.error_message)
         self._print(f"Created topic {args.topic}.")
+
+    async def alter(self, args: argparse.Namespace) -> None:
+        """Kafka ``TopicService.alterTopic``: the topic must exist (unless ``--if-exists``), then
+        CreatePartitions to ``--partitions``, with the ``--replica-assignment`` entries of the
+        new partitions (those of the existing ones skipped)."""
+        topics = await self._metadata(args.topic)
+        if not topics:
+            if args.if_exists:
+                return
+            raise TopicCommandError(f"Topic '{args.topic}' does not exist as expected")
+        mod = codec.module("CreatePartitionsRequest")
+        assignments = None
+        if args.replica_assignment:
+            current = len(topics[0].partitions)
+            assignments = tuple(
+                mod.CreatePartitionsAssignment(broker_ids=ids)
+                for ids in parse_replica_assignment(args.replica_assignment)[current:]
+            )
+        req = mod.MESSAGE(
+            topics=(mod.CreatePartitionsTopic(name=args.topic, count=args.partitions,
+                                              assignments=assignments),),
+            timeout_ms=int(self.timeout * 1000), validate_only=False,
+        )  # fmt: skip
+        resp = await self.client.request(req, timeout=self.timeout)
+        for r in resp.results:
+            if r.error_code:
+                raise _error(r.error_code, r.error_message)
 
     async def delete(self, args: argparse.Namespace) -> None:
         mod = codec.module("DeleteTopicsRequest")
@@ -312,7 +378,7 @@ async def run(
         )  # fmt: skip
         cmd = TopicCommand(client, out, args.timeout)
         actions = {"list": cmd.list_topics, "describe": cmd.describe, "create": cmd.create,
-                   "delete": cmd.delete}  # fmt: skip
+                   "alter": cmd.alter, "delete": cmd.delete}  # fmt: skip
         await actions[action](args)
         return 0
     except Exception as e:  # noqa: BLE001 - Kafka prints any failure this way (TopicCommand.main)

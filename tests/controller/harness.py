@@ -10,6 +10,7 @@ import uuid
 from kafka_rpc.controller import cluster, producer_ids, replication
 from kafka_rpc.controller.base import ControllerContext
 from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 
@@ -18,6 +19,11 @@ CT = codec.module("CreateTopicsRequest")
 BR = codec.module("BrokerRegistrationRequest")
 DT = codec.module("DeleteTopicsRequest")
 CLUSTER = "test-cluster-id"
+RPC_FEATURES = (
+    BR.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0, max_supported_version=1),
+)
+"""What a kafka-rpc broker registers with besides metadata.version (it runs the Batch
+Coordinator: ``kafka_rpc.controller.placement``)."""
 
 
 class Cluster:
@@ -74,6 +80,8 @@ class Cluster:
                 BR.Listener(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0),
             ),
             log_dirs=kw.pop("log_dirs", (uuid.UUID(int=(broker_id + 1) << 64),)),
+            # a kafka-rpc broker unless kafka=True (a Kafka broker does not know our feature)
+            features=() if kw.pop("kafka", False) else RPC_FEATURES,
             rack=None,
             previous_broker_epoch=kw.pop("previous_broker_epoch", -1),
         )

@@ -45,6 +45,7 @@ from pyrsistent import PMap
 
 from kafka_rpc.controller import snapshot
 from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.protocol import codec
@@ -749,7 +750,10 @@ def build_request(
         top = 30 if op.mv_ok else 7  # the finalized level is 25
         features = (
             BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=top),
-        )
+            # a kafka-rpc broker: __diskless-metadata may be placed on it
+            BR.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0,
+                       max_supported_version=1),
+        )  # fmt: skip
         req = R("BrokerRegistrationRequest")(
             broker_id=op.broker,
             cluster_id=CLUSTER if op.cluster_ok else "another-cluster",

@@ -44,6 +44,12 @@ def md_req(*names, auto=False):
     )
 
 
+def user_topics(md):
+    """The Metadata response's topics without the internal ones (``__diskless-metadata``, which
+    the controller creates for the Batch Coordinator)."""
+    return tuple(t for t in md.topics if not t.is_internal)
+
+
 async def until(predicate, timeout=TIMEOUT, what="condition"):
     deadline = time.monotonic() + timeout
     while not await predicate():
@@ -73,12 +79,12 @@ async def test_registers_itself_and_creates_deletes_topics(node):
     try:
         md = await client.request(md_req())
         assert [(b.node_id, b.port) for b in md.brokers] == [(1, node.port())]
-        assert md.controller_id == 1 and md.topics == ()
+        assert md.controller_id == 1 and user_topics(md) == ()
 
         # validate_only: an answer, no topic
         resp = await client.request(create_req("t1", partitions=3, validate_only=True))
         assert [(t.name, t.error_code, t.num_partitions) for t in resp.topics] == [("t1", 0, 3)]
-        assert (await client.request(md_req())).topics == ()
+        assert user_topics(await client.request(md_req())) == ()
 
         resp = await client.request(create_req("t1", "t2", partitions=3))
         assert [(t.name, t.error_code) for t in resp.topics] == [("t1", 0), ("t2", 0)]
@@ -92,9 +98,10 @@ async def test_registers_itself_and_creates_deletes_topics(node):
         assert all(t.error_message for t in resp.topics)
 
         md = await client.request(md_req())  # committed before CreateTopics answered
-        assert [(t.name, t.topic_id) for t in md.topics] == [("t1", ids["t1"]), ("t2", ids["t2"])]
+        assert [(t.name, t.topic_id) for t in user_topics(md)] == [("t1", ids["t1"]),
+                                                                  ("t2", ids["t2"])]
         got = [(p.partition_index, p.leader_id, p.replica_nodes, p.isr_nodes)
-               for p in md.topics[0].partitions]  # fmt: skip
+               for p in user_topics(md)[0].partitions]  # fmt: skip
         assert got == [(i, 1, (1,), (1,)) for i in range(3)]
 
         # DeleteTopics by name (v5) and by id (v6)
@@ -188,6 +195,15 @@ async def test_broker_only_node_forwards_to_the_controller(tmp_path):
             assert md.topics[0].topic_id == tid
             assert [b.node_id for b in md.brokers] == [2]
             assert md.controller_id == 2  # the controller (1) is no broker: a listed broker
+            # CreatePartitions is forwarded the same way
+            CP = codec.module("CreatePartitionsRequest")
+            resp = await client.request(CP.CreatePartitionsRequest(
+                topics=(CP.CreatePartitionsTopic(name="fwd", count=3, assignments=None),
+                        CP.CreatePartitionsTopic(name="nope", count=3, assignments=None)),
+                timeout_ms=5000, validate_only=False))  # fmt: skip
+            assert [(r.name, r.error_code) for r in resp.results] == [
+                ("fwd", 0), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]  # fmt: skip
+            assert len(controller.server.controller.image.topics[tid].partitions) == 3
             resp = await client.request(
                 DT.DeleteTopicsRequest(topics=(DT.DeleteTopicState(name=None, topic_id=tid),),
                                        timeout_ms=5000), version=6)  # fmt: skip

@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from kafka_rpc.broker.lifecycle import registration_features
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
@@ -35,9 +36,9 @@ def registration(broker_id: int = BROKER):
         listeners=(
             BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0),
         ),
-        features=(
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=25),
-        ),
+        # a kafka-rpc broker (one without our feature is a Kafka broker: classic topics would
+        # be placed on it alone, kafka_rpc.controller.placement)
+        features=registration_features(),
         rack=None,
     )
 

@@ -93,6 +93,12 @@ def mtopic(name, parts=(), code=0, tid=TID):
         (("--delete",), 'Missing required argument "[topic]"'),
         (("--list", "--partitions", "3"), '"--partitions" can only be used with "--create"'),
         (("--describe", "--config", "a=b"), '"--config" can only be used with "--create"'),
+        (("--alter", "--partitions", "3"), 'Missing required argument "[topic]"'),
+        (("--alter", "--topic", "t"), 'Missing required argument "[partitions]"'),
+        (("--alter", "--topic", "t", "--partitions", "3", "--config", "a=b"),
+         'Option "[config]" can\'t be used with option "[alter]"'),
+        (("--list", "--replica-assignment", "1:2"),
+         '"--replica-assignment" can only be used with "--create"'),
     ],
 )
 async def test_usage_errors_exit_1_without_connecting(argv, message):
@@ -117,6 +123,49 @@ async def test_create_argument_values(argv, message):
     assert rc == 1
     assert out.startswith(f"Error while executing topic command : {message}")
     assert client.requests == [] and client.closed
+
+
+# ----------------------------------------------------------------------------- alter
+CP = codec.module("CreatePartitionsResponse")
+
+
+def grown(name="t1", code=0, message=None):
+    return CP.MESSAGE(results=(CP.CreatePartitionsTopicResult(name=name, error_code=code,
+                                                              error_message=message),))  # fmt: skip
+
+
+async def test_alter_sends_create_partitions_with_the_new_partitions_assignments():
+    client = FakeClient(metadata(mtopic("t1", [partition(0), partition(1)])), grown())
+    rc, out, err = await go(client, "--alter", "--topic", "t1", "--partitions", "4",
+                            "--replica-assignment", "1:2,2:3,3:1,1:3")  # fmt: skip
+    assert (rc, out, err) == (0, "", "")
+    md, req = client.requests
+    assert [t.name for t in md.topics] == ["t1"]
+    assert type(req).__spec_name__ == "CreatePartitionsRequest" and not req.validate_only
+    (t,) = req.topics
+    assert (t.name, t.count) == ("t1", 4)
+    assert [a.broker_ids for a in t.assignments] == [(3, 1), (1, 3)]  # the existing two skipped
+
+
+async def test_alter_errors_as_kafka_prints_them():
+    client = FakeClient(metadata(mtopic("t1", [partition(0)])),
+                        grown(code=ErrorCode.INVALID_PARTITIONS, message="Topic already has 1 "
+                              "partition(s)."))  # fmt: skip
+    rc, out, _ = await go(client, "--alter", "--topic", "t1", "--partitions", "1")
+    assert (rc, out) == (1, "Error while executing topic command : Topic already has 1 "
+                            "partition(s).\n")  # fmt: skip
+    client = FakeClient(metadata(mtopic("nope", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+    rc, out, _ = await go(client, "--alter", "--topic", "nope", "--partitions", "2")
+    assert (rc, out) == (1, "Error while executing topic command : Topic 'nope' does not exist "
+                            "as expected\n")  # fmt: skip
+    client = FakeClient(metadata(mtopic("nope", code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+    rc, out, _ = await go(client, "--alter", "--topic", "nope", "--partitions", "2", "--if-exists")
+    assert (rc, out) == (0, "") and len(client.requests) == 1
+    client = FakeClient(metadata(mtopic("t1", [partition(0)])))
+    rc, out, _ = await go(client, "--alter", "--topic", "t1", "--partitions", "3",
+                          "--replica-assignment", "1:1,2")  # fmt: skip
+    assert (rc, out) == (1, "Error while executing topic command : Partition replica lists may "
+                            "not contain duplicate entries: 1, 1\n")  # fmt: skip
 
 
 # ----------------------------------------------------------------------------- create
