@@ -158,7 +158,9 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
     "diskless.coordinator.url": (
         _str,
         None,
-        "Batch coordinator store. Default: sqlite:///<log.dirs>/coordinator.db.",
+        "Batch Coordinator (KIP-1164). Default: the topic-based one on __diskless-metadata from "
+        "the metadata log, importing <log.dirs>/coordinator.db of the standalone SQLite one; "
+        "sqlite:///path, memory://, postgresql://..., raft:///dir choose another.",
     ),
     "shutdown.timeout.ms": (_int, "5000", "Time to finish in-flight requests on shutdown."),
     "log.retention.ms": (
@@ -749,6 +751,20 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def default_coordinator_url(log_dir: str) -> str:
+    """The default ``diskless.coordinator.url``: the topic-based Batch Coordinator (KIP-1164's
+    reference implementation, DESIGN.md section 9) from the metadata log, its
+    ``__diskless-metadata-<p>`` directories in ``log_dir`` (the first of ``log.dirs``), importing
+    ``<log_dir>/coordinator.db`` -- where the standalone SQLite coordinator, the default before,
+    kept its state -- on first start (``kafka_rpc.coordinator.replicated``). The path is made
+    absolute: a relative ``log.dirs`` such as the default ``./data`` would otherwise read as
+    ``/data`` after the scheme's slashes."""
+    from urllib.parse import quote
+
+    root = Path(log_dir).resolve()
+    return f"raft://{quote(str(root))}?import_path={quote(str(root / 'coordinator.db'), safe='')}"
+
+
 def load_config(
     path: str | os.PathLike | None = None,
     overrides: Mapping[str, str] | Iterable[str] = (),
@@ -836,11 +852,7 @@ def load_config(
         ibl = adv[0].name if adv else None
     _check_security(vals)
     metadata_log_dir = vals["metadata.log.dir"] or vals["log.dirs"][0]
-    # sqlite:// + an absolute path (a relative log.dirs such as the default ./data would
-    # otherwise read as /data after the scheme's slashes).
-    url = vals["diskless.coordinator.url"] or (
-        f"sqlite://{(Path(vals['log.dirs'][0]) / 'coordinator.db').resolve()}"
-    )
+    url = vals["diskless.coordinator.url"] or default_coordinator_url(vals["log.dirs"][0])
     return Config(
         raw=dict(raw),
         node_id=vals["node.id"],

@@ -54,11 +54,13 @@ waits for the next change of the image (or the next start-up's reconcile) and th
 on. Directories without ``partition.metadata`` and unreadable ones are never removed (logged once
 per directory).
 
-**A replicated coordinator** (``served_partitions``, issue 14): a replica that does not lead its
-``__diskless-metadata`` partition answers a create NOT_COORDINATOR, which is left to the leader;
-COORDINATOR_NOT_AVAILABLE (no replica running yet) fails the round, which is retried; and the
-image after which this node gains the write side of a coordinator partition queues a full
-reconcile, so the new leader creates whatever its predecessor did not.
+**The topic-based coordinator** (``served_partitions``, the default): a node that leads no
+``__diskless-metadata`` partition (its replicas are starting, follow, or it has none) does none
+of the coordinator's side, which is left to the leaders; a replica that stops leading between
+two steps answers a create NOT_COORDINATOR, also left to the leader; COORDINATOR_NOT_AVAILABLE
+fails the round, which is retried; and the image after which this node gains the write side of
+a coordinator partition queues a full reconcile, so the new leader creates whatever its
+predecessor did not (also after an import replaced its state).
 
 **Lifecycle**: :meth:`BrokerMetadataPublisher.start` registers the callback and publishes the
 controller's current image as the first one (a snapshot the Raft core loaded while it was
@@ -429,8 +431,19 @@ class BrokerMetadataPublisher:
         if work.reconcile:
             await self._reconcile(image)
 
-    async def _delete_topics(self, ids: list[UUID]) -> None:
+    def _coordinator_writable(self) -> bool:
+        """The coordinator can take writes here: a local one, or a replicated one that leads a
+        ``__diskless-metadata`` partition on this node (``served_partitions(True)``). A node
+        that leads none leaves the coordinator's side of every change to the leaders (each
+        leader's publisher does it, and a node that becomes a leader reconciles, see
+        :meth:`_queue`), so it does not fail rounds while its replicas start."""
         if self.coordinator is None:
+            return False
+        served = getattr(self.coordinator, "served_partitions", None)
+        return served is None or bool(served(True))
+
+    async def _delete_topics(self, ids: list[UUID]) -> None:
+        if not self._coordinator_writable():
             return
         codes = await self.coordinator.delete_topics(ids)
         for tid, code in zip(ids, codes, strict=True):
@@ -441,7 +454,7 @@ class BrokerMetadataPublisher:
             await asyncio.to_thread(self.mirror.discard, ids)
 
     async def _create_topics(self, creates: dict[UUID, tuple[str, int]]) -> None:
-        if self.coordinator is None:
+        if not self._coordinator_writable():
             return
         if self.mirror is not None:  # before the coordinator has it: see the docstring
             await asyncio.to_thread(self.mirror.add, creates)
@@ -474,7 +487,7 @@ class BrokerMetadataPublisher:
         removed = await asyncio.to_thread(self._remove_dirs, lambda tid: tid not in live, True)
         if removed:
             log.info("metadata publisher: removed %d stray partition directories", removed)
-        if self.coordinator is None:
+        if not self._coordinator_writable():
             return
         held: dict[UUID, int] = {}
         for tp in await self.coordinator.list_partitions():

@@ -13,22 +13,26 @@
   ``producer_id_expiration_ms`` and ``connect_timeout_s`` become options (explicit ``options``
   win), every other one (``sslmode``, ``application_name``...) stays in the URL given to the
   driver (asyncpg, libpq syntax);
-* ``raft:///abs/log/dir`` or ``raft://relative/log/dir`` -> ``ReplicatedBatchCoordinator``: one
-  ``__diskless-metadata`` partition on Raft in ``<dir>/__diskless-metadata-<partition>/``, a single
-  voter unless built with ``voters``; the query parameters ``node_id``, ``partition``,
-  ``synchronous`` (OFF/NORMAL/FULL), ``producer_id_expiration_ms``, ``write_timeout_ms``,
-  ``inline_read_max_partitions``, ``apply_commit_records``, ``apply_commit_ms`` and
-  ``cluster_id`` become options;
-  ``voters=1@host:port,2@host:port`` names the replicas' controller listeners, ``topic_id`` the
-  partition's topic id (Kafka's base64 or the 36-character form), ``raft.<field>=N`` sets an
-  integer ``RaftConfig`` field (``raft.election_timeout_ms=300``), ``import_path`` a phase-1
-  SQLite coordinator database a new single-node partition starts from; explicit ``options`` win.
-  With none of ``node_id``, ``voters`` and ``topic_id`` the URL means "from the metadata log":
-  an ``AssignedBatchCoordinator`` (``kafka_rpc.coordinator.assigned``) that the server attaches
-  to its committed metadata image, which starts the replica of ``__diskless-metadata``
-  partition 0 once the controller has created the topic with this node among its replicas
-  (voters: those replicas at their ``controller.quorum.voters`` addresses; topic id: the
-  image's). Not the server's default (``diskless.coordinator.url`` stays ``sqlite://``);
+* ``raft:///abs/log/dir`` or ``raft://relative/log/dir`` (percent-encoding allowed) -> the
+  topic-based Batch Coordinator (KIP-1164's reference implementation, DESIGN.md section 9):
+  ``__diskless-metadata`` partitions on Raft in ``<dir>/__diskless-metadata-<partition>/``. The
+  query parameters ``synchronous`` (OFF/NORMAL/FULL), ``producer_id_expiration_ms``,
+  ``write_timeout_ms``, ``inline_read_max_partitions``, ``apply_commit_records``,
+  ``apply_commit_ms``, ``cluster_id`` and ``import_path`` (a standalone SQLite coordinator's
+  database, imported once through the log and then renamed ``<name>.imported``) become options;
+  ``raft.<field>=N`` sets an integer ``RaftConfig`` field (``raft.election_timeout_ms=300``);
+  explicit ``options`` win.
+
+  - With none of ``node_id``, ``voters`` and ``topic_id``: "from the metadata log", an
+    ``AssignedBatchCoordinator`` (``kafka_rpc.coordinator.assigned``) that the server attaches to
+    its committed metadata image; it runs a replica of every ``__diskless-metadata`` partition
+    the controller placed on this node (voters: the partition's replicas at their
+    ``controller.quorum.voters`` addresses; topic id: the image's). This is the server's
+    default (``kafka_rpc.config.default_coordinator_url``: ``raft://<log.dirs[0]>`` importing
+    ``<log.dirs[0]>/coordinator.db``).
+  - Static, one partition (``ReplicatedBatchCoordinator``): ``node_id``, ``partition``,
+    ``voters=1@host:port,2@host:port`` (the replicas' controller listeners; default: this node
+    alone) and ``topic_id`` (Kafka's base64 or the 36-character form);
 * ``package.module:ClassName`` -> a third-party ``BatchCoordinator`` subclass, called with
   ``**options``.
 """
@@ -39,7 +43,7 @@ import importlib
 import re
 import uuid
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl, unquote, urlencode
 
 from .api import BatchCoordinator
 
@@ -117,6 +121,7 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
         from .replicated import ReplicatedBatchCoordinator
 
         path, _, query = url[len("raft://") :].partition("?")
+        path = unquote(path)  # percent-encoded as config.default_coordinator_url writes it
         if not path:
             raise ValueError(f"no log directory in {url!r}")
         raft_params: dict[str, Any] = {}

@@ -207,6 +207,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._owners: list[Any] = [None, {}]
         #: set once the first replica runs
         self.started = asyncio.Event()
+        #: set when a replica of this node cannot start (logged): what ``started`` waits for
+        #: may never come
+        self.start_failed = asyncio.Event()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -215,11 +218,25 @@ class AssignedBatchCoordinator(BatchCoordinator):
     def attach_server(self, server: Any) -> None:
         """Follow ``server``'s committed metadata image (``server.controller``, a
         ``QuorumController`` whose ``publishers`` are called on every change): this node's id,
-        ``controller.quorum.voters`` addresses, cluster id and controller-listener client
-        security. Call once the server's metadata log runs."""
+        ``controller.quorum.voters`` addresses, cluster id, controller-listener client security
+        and Raft timing (``controller.quorum.election.timeout.ms``, ``fetch.timeout.ms``,
+        ``election.backoff.max.ms``, ``request.timeout.ms``, ``retry.backoff.ms``; the URL's
+        ``raft.<field>`` wins). Call once the server's metadata log runs."""
         cfg = server.config
         self.node_id = server.node_id
         self._voters = cfg.voters()
+        # the Raft groups time out as the metadata quorum does (controller.quorum.*), unless the
+        # URL sets raft.<field>
+        quorum = {
+            "election_timeout_ms": cfg.quorum_election_timeout_ms,
+            "fetch_timeout_ms": cfg.quorum_fetch_timeout_ms,
+            "election_backoff_max_ms": cfg.quorum_election_backoff_max_ms,
+            "request_timeout_ms": cfg.quorum_request_timeout_ms,
+            "retry_backoff_ms": cfg.quorum_retry_backoff_ms,
+        }
+        if cfg.controller_listener_names:
+            quorum["listener_name"] = cfg.controller_listener_names[0]
+        self._options["raft_options"] = {**quorum, **self._options.get("raft_options", {})}
         self._cluster_id = server.cluster_id
         names = cfg.controller_listener_names
         self._client_security = server.client_security(names[0]) if names else None
@@ -297,6 +314,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                              "%s-%d: replicas %s have no controller listener address in "
                              "controller.quorum.voters; the coordinator stays unavailable",
                              name, p, unknown)  # fmt: skip
+                self.start_failed.set()
                 continue
             slot = self._slots[p] = _Slot(p, replicas, t.topic_id)
             voters = {r: self._voters[r] for r in replicas}
@@ -326,6 +344,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         except Exception as e:  # noqa: BLE001 - e.g. InconsistentTopicIdError: logged
             log.error("%s-%d: the replica did not start: %r; the coordinator stays unavailable",
                       DISKLESS_METADATA_TOPIC_NAME, p, e)  # fmt: skip
+            self.start_failed.set()
             await inner.close()
             return
         if self._closed or self._slots.get(p) is not slot:  # closed or stopped meanwhile

@@ -50,7 +50,8 @@ for the metadata log).
   listener, as for the metadata log); ``kafka_rpc.handlers.raft`` routes the RPCs naming this
   partition's topic id (or name, for the versions without one) to this replica's driver. A
   broker-only node has no controller listener, so it cannot hold a replica yet.
-* **Upgrade** from a phase-1 data directory: ``import_path`` (:meth:`_maybe_import`).
+* **Upgrade** from a data directory of the standalone SQLite coordinator: ``import_path``
+  (:meth:`_import`).
 
 Units: times in ms since the Unix epoch; offsets of the Raft log are Kafka offsets, ``next_offset``
 exclusive.
@@ -60,7 +61,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import logging
+import os
 import random
 import sqlite3
 import sys
@@ -147,6 +150,63 @@ _APPLIED_DDL = (
     " last_time_ms INTEGER NOT NULL"  # the largest recorded TimestampMs applied
     ") STRICT"
 )
+
+
+#: Every import applied to this partition (:meth:`ReplicatedBatchCoordinator._import`), by the
+#: SHA-256 of its image; created by the first one (absent before: a plain state's tables).
+_IMPORTS_DDL = (
+    "CREATE TABLE IF NOT EXISTS raft_imports ("
+    " sha256 TEXT PRIMARY KEY,"  # hex SHA-256 of the imported image
+    " image_size INTEGER NOT NULL,"  # bytes
+    " end_offset INTEGER NOT NULL"  # the Raft offset after its last chunk (exclusive)
+    ") STRICT"
+)
+#: The suffix a standalone SQLite coordinator's file gets once imported (it is kept).
+IMPORTED_SUFFIX = ".imported"
+#: The marker an earlier version of the import left beside the partition's log.
+_LEGACY_IMPORT_MARKER = "import.done"
+#: The import's wait for its apply: ``write_timeout_ms`` plus its image at this rate (bytes/s).
+_IMPORT_BYTES_PER_S = 4 * 1024 * 1024
+
+
+def _imported(conn: sqlite3.Connection, digest: str) -> bool:
+    """Whether the image of SHA-256 ``digest`` (hex) was imported into this state."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = "
+                    "'raft_imports'").fetchone() is None:  # fmt: skip
+        return False
+    return conn.execute("SELECT 1 FROM raft_imports WHERE sha256 = ?",
+                        (digest,)).fetchone() is not None  # fmt: skip
+
+
+def _read_source_image(source: Path) -> bytes:
+    """(Worker thread.) The image of a standalone SQLite coordinator's database ``source``, empty
+    when it holds no topic, batch or file: opened read-write (so SQLite recovers a WAL the old
+    server left behind), checkpointed, serialized (:func:`_image_of`), closed."""
+    conn = sqlite3.connect(str(source), timeout=10.0)
+    try:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not {"logs", "files"} <= tables:
+            raise ValueError(f"{source} is not a SQLite Batch Coordinator's database")
+        has_data = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM logs) OR EXISTS (SELECT 1 FROM files)"
+        ).fetchone()[0]
+        return bytes(_image_of(conn)) if has_data else b""
+    finally:
+        conn.close()
+
+
+def _rename_source(source: Path, target: Path) -> None:
+    """(Worker thread.) ``source`` (and a ``-wal``/``-shm`` file beside it) renamed to
+    ``target`` durably (the directory fsynced)."""
+    from kafka_rpc.durable import fsync_dir
+
+    for suffix in ("-wal", "-shm"):
+        side = source.with_name(source.name + suffix)
+        if side.exists():
+            os.replace(side, target.with_name(target.name + suffix))
+    os.replace(source, target)
+    fsync_dir(source.parent)
 
 
 def partition_dir_name(partition: int) -> str:
@@ -388,8 +448,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
     * ``apply_commit_records`` / ``apply_commit_ms``: the apply COMMITs its SQLite transaction
       once it holds this many records, or this many ms after its first group, whichever comes
       first, and before any read (:meth:`_apply_open`).
-    * ``import_path``: a phase-1 ``SqliteBatchCoordinator`` database; a single-voter leader
-      whose partition is empty and never imported starts from it (:meth:`_maybe_import`).
+    * ``import_path``: a standalone ``SqliteBatchCoordinator``'s database; the leader imports
+      it through the log while the partition holds no batch and no file, then renames it
+      ``<name>.imported`` (:meth:`_import`).
     * ``raft_options``: overrides of :class:`~kafka_rpc.raft.core.RaftConfig` fields (election
       and fetch timeouts, snapshot triggers...); ``append_linger_ms`` defaults to 0 here.
     * ``client_security``: TLS/SASL settings of the voters' listener for the driver's clients.
@@ -436,6 +497,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._shutdown_timeout_ms = shutdown_timeout_ms
         self._import_path = Path(import_path) if import_path else None
         self._importing = False
+        self._import_task: asyncio.Future | None = None
         self._inline_max = inline_read_max_partitions
         if apply_commit_records < 1 or apply_commit_ms < 0:
             raise ValueError("apply_commit_records must be >= 1 and apply_commit_ms >= 0")
@@ -561,11 +623,12 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         if len(self.voters) == 1 and self.node_id in self.voters:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._leader_event.wait(), self._wait_for_leader)
+            task = self._import_task
+            if task is not None:  # the import handle_leader_change started: writes wait for it
+                await asyncio.wait({task})
             if not self.is_writable:
                 log.warning("diskless-metadata-%d: no leader after %.1f s", self.partition,
                             self._wait_for_leader)  # fmt: skip
-            elif self._import_path is not None:
-                await self._maybe_import(self._import_path)
 
     async def close(self) -> None:
         driver, self.driver = self.driver, None
@@ -613,40 +676,89 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             return self.driver
         return None
 
-    async def _maybe_import(self, source: Path) -> None:
-        """The upgrade from a phase-1 data directory (issue 14): a single-voter leader whose
-        partition never imported (no ``import.done`` file beside its log) and whose state is
-        empty appends the SQLite image of ``source`` (a ``SqliteBatchCoordinator`` database) to
-        its log as ``DisklessSnapshotChunkRecord`` records, so that every replica, and a rebuild
-        from the log, applies the same image; writes wait (NOT_COORDINATOR) until it is applied.
-        Every batch keeps its offsets, producer state and object keys. ``source`` is only read."""
-        marker = self.directory / "import.done"
-        if marker.exists() or not source.exists():
+    # ------------------------------------------------------------------ the import
+    def _start_import(self) -> None:
+        """On becoming the writable leader: when ``import_path`` names a standalone SQLite
+        coordinator's file that is still there, hold every write (``is_writable`` false) and run
+        :meth:`_import` (once per leadership; another leader that has no file never imports)."""
+        source = self._import_path
+        if source is None or self._import_task is not None or not source.exists():
             return
-        assert self._conn is not None
-        empty = self._conn.execute(
-            "SELECT NOT EXISTS (SELECT 1 FROM logs) AND NOT EXISTS (SELECT 1 FROM files)"
-        ).fetchone()[0]
-        if empty:
-            src = sqlite3.connect(f"file:{source}?mode=ro", uri=True)
-            try:
-                has_data = src.execute(
-                    "SELECT EXISTS (SELECT 1 FROM logs) OR EXISTS (SELECT 1 FROM files)"
-                ).fetchone()[0]
-                image = _image_of(src) if has_data else b""
-            finally:
-                src.close()
-            if image:
-                self._importing = True
-                try:
+        if (self.directory / _LEGACY_IMPORT_MARKER).exists():
+            return  # imported by an older version of this code (no raft_imports row)
+        self._importing = True
+        self._import_task = asyncio.ensure_future(self._import(source))
+
+    async def _import(self, source: Path) -> None:
+        """The upgrade from a data directory of the standalone SQLite coordinator (the default
+        before the topic-based one): ``source`` (``<log.dirs>/coordinator.db``) is imported into
+        this partition through its log, then renamed ``coordinator.db.imported`` (kept, never
+        deleted). Runs on the leader, writes held until it ends.
+
+        * The source is opened read-write once (SQLite recovers a WAL the old server left and
+          checkpoints it), then its image (``serialize``, the whole database file) is taken.
+        * Already imported (the image's SHA-256 is in this partition's ``raft_imports`` table,
+          which every replica writes when it applies an import): only the rename is left (a
+          crash came between the apply and the rename).
+        * This partition holds no batch and no file (an empty partition, or one whose only
+          records are topic creations): the image is appended as ``DisklessSnapshotChunkRecord``
+          records (in appends of at most 4 MiB) and every replica replaces its state by it once
+          the last chunk is committed; :meth:`handle_commit` restarts an import at a chunk of
+          position 0 and drops an unfinished one when any other record follows it (its leader
+          lost the epoch). Atomic: the state is replaced in one SQLite transaction together with
+          the ``raft_imports`` row and the applied offset, or not at all; a crash before that
+          leaves the source in place and the partition as it was, so the next leader with the
+          file imports again. Idempotent: the ``raft_imports`` row makes a second import of the
+          same image a rename only. Every batch keeps its offsets, producer state, object key and
+          the files' states (deletion marks included): it is the same database.
+        * Otherwise (the partition already has batches or files: two coordinators' states cannot
+          be merged, since both may have assigned the same offsets) nothing is imported and the
+          file is left where it is, logged as an error.
+        Leadership lost meanwhile (``NotCoordinatorError``) or a failure is logged; the file
+        stays, and the next time this node leads the import is tried again."""
+        try:
+            image = await asyncio.to_thread(_read_source_image, source)
+            digest = hashlib.sha256(image).hexdigest()
+            assert self._conn is not None
+            self.commit_applied()
+            if not _imported(self._conn, digest):
+                if not self._holds_nothing():
+                    log.error("diskless-metadata-%d: %s is a standalone SQLite coordinator's "
+                              "database, but this partition already holds batches or files; "
+                              "two coordinators' states cannot be merged (both may have "
+                              "assigned the same offsets), so it is NOT imported and stays "
+                              "where it is", self.partition, source)  # fmt: skip
+                    return
+                if image:
                     records = _chunk_records(image)
                     last = -1
                     for i in range(0, len(records), 16):  # <= 4 MiB per append
                         last = self.driver.append(records[i : i + 16])
-                    await self.wait_applied(last + 1, self._write_timeout)
-                finally:
-                    self._importing = False
-        _write_marker(marker, f"{source}\n")
+                    timeout = self._write_timeout + len(image) / _IMPORT_BYTES_PER_S
+                    await self.wait_applied(last + 1, timeout)
+                    self.commit_applied()
+                    if not _imported(self._conn, digest):
+                        raise RuntimeError("the import was applied without its raft_imports row")
+            done_path = source.with_name(source.name + IMPORTED_SUFFIX)
+            await asyncio.to_thread(_rename_source, source, done_path)
+            log.info("diskless-metadata-%d: %s imported (%d bytes, sha256 %s) and renamed %s",
+                     self.partition, source, len(image), digest, done_path.name)  # fmt: skip
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - logged; the file stays, retried next leadership
+            log.error("diskless-metadata-%d: the import of %s did not complete (%r); the file "
+                      "stays and is imported when this node next leads", self.partition, source,
+                      e)  # fmt: skip
+        finally:
+            self._importing = False
+            self._import_task = None
+
+    def _holds_nothing(self) -> bool:
+        """No batch and no file in the applied state (topics without batches may exist)."""
+        assert self._conn is not None
+        return bool(self._conn.execute(
+            "SELECT NOT EXISTS (SELECT 1 FROM batches) AND NOT EXISTS (SELECT 1 FROM files)"
+        ).fetchone()[0])  # fmt: skip
 
     async def wait_applied(self, offset: int, timeout: float) -> None:
         """Wait until every record below ``offset`` (exclusive) was applied to SQLite; raises
@@ -731,6 +843,11 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                         continue
                     if op is None:
                         continue
+                    if self._import_buf is not None:  # its leader lost the epoch mid-import
+                        log.warning("diskless-metadata-%d: the import started at offset %d was "
+                                    "not finished; dropped at offset %d", self.partition,
+                                    self._import_start, offset)  # fmt: skip
+                        self._import_buf = None
                     fn, args, t = op
                     work.append((_Timed(clock, fn, t), args))
                     offsets.append(offset)
@@ -887,6 +1004,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         conn.execute(_APPLIED_DDL)
         conn.execute("INSERT OR REPLACE INTO raft_applied VALUES (1, ?, ?, ?)",
                      (end, epoch, self._last_time))  # fmt: skip
+        conn.execute(_IMPORTS_DDL)
+        conn.execute("INSERT OR REPLACE INTO raft_imports VALUES (?, ?, ?)",
+                     (hashlib.sha256(image).hexdigest(), len(image), end))  # fmt: skip
         self._import_buf = None
         self.applied_offset, self._applied_epoch = end, epoch
         self.imports_applied += 1
@@ -968,8 +1088,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._leader = (leader_id, epoch)
         if leader_id != self.node_id:
             self._fail_pending(NotCoordinatorError(f"leader is now {leader_id} (epoch {epoch})"))
-        elif self._leader_event is not None:
-            self._leader_event.set()
+        else:
+            self._start_import()  # before the leader event: start() waits for it
+            if self._leader_event is not None:
+                self._leader_event.set()
 
     def _fail_pending(self, exc: Exception) -> None:
         self._local.clear()

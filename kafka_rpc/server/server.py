@@ -148,9 +148,8 @@ class Server:
         leader's); otherwise those it can answer reads for (any replica). The diskless handlers
         answer NOT_COORDINATOR (16) for an entry whose partition maps elsewhere
         (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). A coordinator
-        that knows its partitions says so (``served_partitions(write)``: the replicated one of
-        ``diskless.coordinator.url=raft://...``, issue 14 part B); any other local coordinator
-        is coordinator partition 0."""
+        that knows its partitions says so (``served_partitions(write)``: the topic-based one,
+        the default); any other local coordinator is coordinator partition 0."""
         served = getattr(self.coordinator, "served_partitions", None)
         if served is not None:
             return served(write)
@@ -247,7 +246,7 @@ class Server:
                 self.listeners[ep.name] = ls
             self._start_raft()  # after the listeners are bound, so peers can reach us
             attach = getattr(self.coordinator, "attach_server", None)
-            if attach is not None:  # raft:///dir "from the metadata log" (coordinator/assigned)
+            if attach is not None:  # the topic-based coordinator from the metadata log
                 attach(self)
             if "broker" in self.config.process_roles:
                 from kafka_rpc.broker.lifecycle import start_broker
@@ -256,6 +255,8 @@ class Server:
             from kafka_rpc.broker.metadata_publisher import start_publisher
 
             start_publisher(self)
+            if attach is not None and self._alone():
+                await self._wait_for_coordinator()
         except BaseException:
             await self._stop_broker()
             await self._stop_raft()
@@ -293,9 +294,42 @@ class Server:
         for lock in locks:
             lock.release()
 
+    def _alone(self) -> bool:
+        """This node is the whole cluster: the only controller voter, with the broker role, and
+        its controller listener takes its own BrokerRegistration (a registry without it, as some
+        tests build, never gets a coordinator)."""
+        cfg = self.config
+        return (
+            "broker" in cfg.process_roles
+            and set(cfg.voters()) == {self.node_id}
+            and 62 in self.registry.table("controller")
+        )
+
+    async def _wait_for_coordinator(self) -> None:
+        """On a node that is the whole cluster, :meth:`start` returns once its topic-based
+        Batch Coordinator runs (the controller created ``__diskless-metadata`` with one replica
+        here, the replica leads it and any import is done), so a client of a freshly started
+        node is not answered COORDINATOR_NOT_AVAILABLE; not past a replica that cannot start
+        (logged by the coordinator) and at most ``broker.session.timeout.ms``, then logged and
+        left to come up on its own (the RPCs answer 15 until then)."""
+        started = getattr(self.coordinator, "started", None)
+        failed = getattr(self.coordinator, "start_failed", None)
+        if started is None or failed is None:
+            return
+        timeout = self.config.broker_session_timeout_ms / 1000
+        waits = {asyncio.ensure_future(started.wait()), asyncio.ensure_future(failed.wait())}
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if not started.is_set() and not failed.is_set():
+            log.warning("the Batch Coordinator is not running %.1f s after start; the diskless "
+                        "RPCs answer COORDINATOR_NOT_AVAILABLE until it is", timeout)  # fmt: skip
+
     def _setup_security(self) -> None:
         """The authorizer (``authorizer.class.name``), the SCRAM credentials written at format
-        time and the TLS/SASL settings of this node's own outbound connections (issue 15).
+        time and the TLS/SASL settings of this node's own outbound connections.
         Nothing is imported when every listener is PLAINTEXT and no authorizer is set."""
         cfg = self.config
         if not cfg.raw.get("authorizer.class.name", "").strip() and all(
@@ -365,7 +399,7 @@ class Server:
                 producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
                 num_partitions=cfg.num_partitions,
                 default_replication_factor=cfg.default_replication_factor,
-                # KIP-1164 (issue 14): the controller creates __diskless-metadata; in combined
+                # KIP-1164: the controller creates __diskless-metadata; in combined
                 # mode every voter is a broker too, so it waits for that many (or the grace)
                 diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
                 diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,

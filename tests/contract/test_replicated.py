@@ -327,44 +327,136 @@ async def test_url_selection(tmp_path):
         create_coordinator("raft://")
 
 
-async def test_upgrade_from_a_phase_1_sqlite_database(tmp_path):
-    """A phase-1 data directory (the SQLite coordinator's file, no coordinator log) keeps every
-    batch: the image goes through the log, so a rebuild from the log has it too."""
-    clock = Clock()
-    old = SqliteBatchCoordinator(str(tmp_path / "coordinator.db"), time_ms=clock)
+async def _standalone(path, clock):
+    """A standalone SQLite coordinator's database at ``path`` (the default before the
+    topic-based one): two partitions with batches, an idempotent producer, an object whose
+    batches were deleted (marked for deletion). Returns (topic, what it answers)."""
+    old = SqliteBatchCoordinator(str(path), time_ms=clock)
     await old.start()
     try:
         t = await _topic(old)
         first = await t.commit(*chain(t.tp(0), 3))
         await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0))
-        want = await old.find_batches([FindBatchRequest(t.tp(0), 0, 1 << 20)], 1 << 20)
+        await t.commit(*chain(t.tp(0), 2), key="doomed")
+        clock.advance(10)
+        await old.delete_records([DeleteRecordsRequest(t.tp(0), 5)])
+        answers = (
+            await old.find_batches([FindBatchRequest(t.tp(p), 0, 1 << 20) for p in (0, 1)],
+                                   1 << 20),
+            await old.get_files_to_delete(),
+            [r.assigned_base_offset for r in first],
+        )  # fmt: skip
     finally:
         await old.close()
+    return t, answers
+
+
+async def test_import_of_a_standalone_sqlite_database(tmp_path):
+    """The upgrade: a data directory of the standalone SQLite coordinator is imported through
+    the log (so a rebuild from the log has it too), every batch keeping its offsets, producer
+    state, object key and deletion marks; the file is then renamed ``.imported``, kept."""
+    clock = Clock()
+    source = tmp_path / "coordinator.db"
+    t, (found, marked, offsets) = await _standalone(source, clock)
+    assert offsets == [0, 1, 2] and len(marked) == 2  # every batch of both objects deleted
     logs = tmp_path / "logs"
-    c = await _started(logs, clock, import_path=tmp_path / "coordinator.db")
+    c = await _started(logs, clock, import_path=source)
     try:
-        assert c.imports_applied == 1
-        got = await c.find_batches([FindBatchRequest(t.tp(0), 0, 1 << 20)], 1 << 20)
-        assert got == want and [r.assigned_base_offset for r in first] == [0, 1, 2]
+        assert c.imports_applied == 1 and c.is_writable
+        assert not source.exists() and (tmp_path / "coordinator.db.imported").exists()
+        got = await c.find_batches([FindBatchRequest(t.tp(p), 0, 1 << 20) for p in (0, 1)],
+                                   1 << 20)  # fmt: skip
+        assert got == found
+        assert await c.get_files_to_delete() == marked
         t = Topic(c, t.id, 2)
         dup = await t.commit(batch(t.tp(1), 4, pid=9, epoch=0, seq=0), key="again")
         assert dup[0].is_duplicate and dup[0].assigned_base_offset == 0
         more = await t.commit(*chain(t.tp(0), 1), key="new")
-        assert more[0].assigned_base_offset == 3
+        assert more[0].assigned_base_offset == 5
         rows = c.state_rows()
+        assert len(rows["raft_imports"]) == 1
         db = c.db_path
     finally:
         await c.close()
-    c = await _started(logs, clock, import_path=tmp_path / "coordinator.db")
-    try:  # imported once: a restart neither re-imports nor re-applies
+    c = await _started(logs, clock, import_path=source)
+    try:  # nothing left to import: a restart neither re-imports nor re-applies
         assert (c.imports_applied, c.applied_records) == (0, 0)
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
+    # a crash after the apply and before the rename: the file is back where it was; the
+    # partition knows its image (raft_imports), so the start only renames it
+    (tmp_path / "coordinator.db.imported").rename(source)
+    c = await _started(logs, clock, import_path=source)
+    try:
+        assert (c.imports_applied, c.applied_records) == (0, 0)
+        assert not source.exists() and (tmp_path / "coordinator.db.imported").exists()
         assert _without_applied(c.state_rows()) == _without_applied(rows)
     finally:
         await c.close()
     _lose_database(db)
     c = await _started(logs, clock)
-    try:  # rebuilt from the log alone: the import record, then the commits after it
+    try:  # rebuilt from the log alone: the import, then the commits after it
         assert c.imports_applied == 1
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+    finally:
+        await c.close()
+
+
+async def test_no_import_into_a_partition_that_holds_batches(tmp_path, caplog):
+    """Two coordinators' states cannot be merged: a partition with batches imports nothing and
+    the standalone file stays where it is (logged as an error)."""
+    clock = Clock()
+    logs = tmp_path / "logs"
+    c = await _started(logs, clock)
+    try:
+        t = await _topic(c)
+        await t.commit(*chain(t.tp(0), 2))
+        rows = c.state_rows()
+    finally:
+        await c.close()
+    source = tmp_path / "coordinator.db"
+    await _standalone(source, clock)
+    caplog.set_level(logging.ERROR, logger="kafka_rpc.coordinator.replicated")
+    c = await _started(logs, clock, import_path=source)
+    try:
+        assert c.imports_applied == 0 and c.is_writable
+        assert source.exists() and not (tmp_path / "coordinator.db.imported").exists()
+        assert _without_applied(c.state_rows()) == _without_applied(rows)
+        assert any("NOT imported" in r.getMessage() for r in caplog.records)
+    finally:
+        await c.close()
+
+
+async def test_an_import_cut_short_is_dropped_by_the_next_record(tmp_path, monkeypatch):
+    """An import whose leader lost its epoch after appending some of its chunks: the next
+    record of the log (another leader's write) drops it; every replica, and a rebuild from the
+    log, applies the same (nothing of the import, everything after it)."""
+    from kafka_rpc.coordinator import replicated
+
+    monkeypatch.setattr(replicated, "SNAPSHOT_CHUNK_BYTES", 4096)
+    clock = Clock()
+    source = tmp_path / "coordinator.db"
+    await _standalone(source, clock)
+    image = await asyncio.to_thread(replicated._read_source_image, source)
+    chunks = replicated._chunk_records(image)
+    assert len(chunks) > 3
+    logs = tmp_path / "logs"
+    c = await _started(logs, clock)
+    try:
+        c.driver.append(chunks[:3])  # the applied offset stays before them: not waited for
+        t = await _topic(c)
+        assert (await t.commit(*chain(t.tp(0), 2)))[0].assigned_base_offset == 0
+        assert c.imports_applied == 0
+        rows = c.state_rows()
+        assert "raft_imports" not in rows
+        db = c.db_path
+    finally:
+        await c.close()
+    _lose_database(db)
+    c = await _started(logs, clock)
+    try:
+        assert c.imports_applied == 0
         assert _without_applied(c.state_rows()) == _without_applied(rows)
     finally:
         await c.close()

@@ -129,12 +129,13 @@ def test_bad_config_file_exits_2(tmp_path):
 
 def test_serve_on_the_default_relative_data_dir(tmp_path):
     # The README's first command: no log.dirs, so ./data relative to the working directory
-    # holds meta.properties and the SQLite coordinator (regression: the coordinator URL used to
-    # turn ./data into /data).
+    # holds meta.properties and the topic-based coordinator's partition (regression: the
+    # coordinator URL used to turn ./data into /data); a node alone is ready once it runs.
     srv = ServeProcess(tmp_path, default_data_dir=True)
     try:
         assert f"data directory {tmp_path / 'data'}\n" in srv.lines
-        assert (tmp_path / "data" / "coordinator.db").exists()
+        assert (tmp_path / "data" / "__diskless-metadata-0" / "coordinator.db").exists()
+        assert not (tmp_path / "data" / "coordinator.db").exists()
         assert (tmp_path / "data" / "meta.properties").exists()
     finally:
         assert srv.stop() == 0

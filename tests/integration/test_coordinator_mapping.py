@@ -147,7 +147,9 @@ def commit(topic_id, object_key: str, partitions):
 
 
 async def test_entries_of_another_coordinator_answer_not_coordinator(tmp_path):
-    running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2"})
+    # a standalone coordinator (by URL) is coordinator partition 0 only
+    running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2",
+                                              "diskless.coordinator.url": "memory://"})
     server = running.server
     broker = controller = None
     try:

@@ -3,9 +3,10 @@ each): the active controller creates ``__diskless-metadata`` with 3 replicas (it
 three voters' brokers instead of placing one replica on the first broker unfenced), every node's
 Metadata lists it as internal; AssignPartitionToBatchCoordinator sent to a controller that is
 not the active one answers NOT_CONTROLLER per entry, and ``kafka-rpc diskless assign`` pointed at
-that controller finds the active one and commits the mapping; then FindCoordinator v7 BATCH on
-any node names the leader of coordinator partition 1 for the mapped partitions, and the node
-itself (coordinator partition 0's) for the others."""
+that controller finds the active one and commits the mapping; then FindCoordinator v7 BATCH
+``write:`` on every node names one node, the Raft leader of the owning coordinator partition
+(partition 1 for the mapped partitions, 0 for the others), and ``read:`` the node asked (every
+node holds a replica)."""
 
 from __future__ import annotations
 
@@ -102,28 +103,27 @@ async def test_metadata_topic_on_three_nodes_and_assign_through_any_controller(t
             "Assigned d-1 to Batch Coordinator partition 1.",
         ]
 
-        # FindCoordinator follows the mapping: write: and read: of d-0 go to the leader of
-        # __diskless-metadata-1 as the image registers it (no node serves partition 1 yet, so
-        # every node points there); an unmapped partition stays with the node asked (coordinator 0)
-        lead1 = next(p.leader_id for p in meta.partitions if p.partition_index == 1)
+        # FindCoordinator follows the mapping. Every node holds a replica of both coordinator
+        # partitions (replication factor 3), so read: keys name the node asked, and write: keys
+        # name the Raft leader of the owning partition -- the same node whichever node is asked
+        # (d-0 and d-1: partition 1; d-2, unmapped: partition 0)
         b64 = __import__("base64").urlsafe_b64encode(tid.bytes).decode().rstrip("=")
-        keys = (f"write:{b64}:0", f"read:{b64}:1", f"write:{b64}:2")
-        asked_id = next(i for i in nodes if i != lead1)  # so that "this node" would be wrong
-        asked = nodes[asked_id]
+        keys = (f"write:{b64}:0", f"write:{b64}:1", f"write:{b64}:2", f"read:{b64}:1")
 
-        async def found():
-            async with KafkaRpcClient(f"127.0.0.1:{broker_port(asked)}") as c:
+        async def answers(i):
+            async with KafkaRpcClient(f"127.0.0.1:{broker_port(nodes[i])}") as c:
                 r = await c.request(FC.FindCoordinatorRequest(key_type=3, coordinator_keys=keys),
                                     version=7)  # fmt: skip
-            return [(k.key, k.error_code, k.node_id, k.port) for k in r.coordinators]
+            return [(k.error_code, k.node_id, k.port) for k in r.coordinators]
 
-        want = [
-            (keys[0], 0, lead1, broker_port(nodes[lead1])),
-            (keys[1], 0, lead1, broker_port(nodes[lead1])),
-            (keys[2], 0, asked_id, broker_port(asked)),
-        ]
-        await until(lambda: _eq(found(), want), "FindCoordinator following the mapping", 15.0)
+        async def agreed():
+            got = {i: await answers(i) for i in nodes}
+            writes = {tuple(a[:3]) for a in got.values()}
+            if len(writes) != 1 or any(code for a in got.values() for code, _, _ in a):
+                return False
+            (w,) = writes
+            if w[0] != w[1] or any(port != broker_port(nodes[n]) for _, n, port in w):
+                return False
+            return all(a[3] == (0, i, broker_port(nodes[i])) for i, a in got.items())
 
-
-async def _eq(coro, want) -> bool:
-    return await coro == want
+        await until(agreed, "every node naming the same coordinator leaders", 15.0)

@@ -1,4 +1,4 @@
-"""``diskless.coordinator.url=raft:///dir`` "from the metadata log" (issue 14,
+"""``diskless.coordinator.url=raft:///dir`` "from the metadata log" (the default form,
 ``kafka_rpc.coordinator.assigned``): the replica of ``__diskless-metadata`` partition 0 starts once
 the controller created the topic with this node among its replicas, with the image's topic id.
 
@@ -178,8 +178,8 @@ async def test_one_server_starts_its_replica_from_the_image(tmp_path, caplog):
 
 async def test_a_directory_of_another_topic_id_keeps_it_unavailable(tmp_path, caplog):
     """A partition directory naming another topic id (e.g. the static single-voter form's random
-    one) stops the replica (Kafka's InconsistentTopicIdException): logged, and every call keeps
-    answering COORDINATOR_NOT_AVAILABLE, never a false success."""
+    one) stops the replica (Kafka's InconsistentTopicIdException): logged, and a direct call keeps
+    raising COORDINATOR_NOT_AVAILABLE, the RPCs answer NOT_COORDINATOR, never a false success."""
     coord_dir = tmp_path / "coordinator"
     pdir = coord_dir / f"{DISKLESS_METADATA_TOPIC}-0"
     pdir.mkdir(parents=True)
@@ -201,8 +201,8 @@ async def test_a_directory_of_another_topic_id_keeps_it_unavailable(tmp_path, ca
             await server.coordinator.list_partitions()
         async with KafkaRpcClient(f"127.0.0.1:{running.port()}", request_timeout=TIMEOUT) as c:
             topic = uuid.uuid4()
-            resp = await c.request(init_topic(topic, 1))
-            assert resp.responses[0].error_code == 15, resp
+            resp = await c.request(init_topic(topic, 1))  # a write it cannot take, as a commit
+            assert resp.responses[0].error_code == NOT_COORDINATOR, resp
             resp = await c.request(commit_request(topic, "obj-1", [Batch(0, 1)]))
             assert [p.error_code for p in resp.topics[0].partitions] == [NOT_COORDINATOR]
     finally:

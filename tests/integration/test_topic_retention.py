@@ -70,6 +70,9 @@ async def test_retention_task_uses_each_topics_configs(tmp_path):
             "log.retention.bytes": "-1",
             "log.retention.check.interval.ms": "0",  # the test runs the task itself
             "diskless.metadata.topic.num.partitions": "2",
+            # a standalone coordinator: coordinator partition 0 only, so the mapping to 1 below
+            # is another node's
+            "diskless.coordinator.url": f"sqlite://{tmp_path}/coordinator.db",
         },
     )
     server = running.server
