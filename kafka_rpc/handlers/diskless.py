@@ -39,7 +39,10 @@ InitDisklessTopics (10093)
     ``0 .. NumPartitions - 1`` exist afterwards, existing ones untouched. The wire carries no topic
     name, so the topic id's string form is stored as the name.
     Errors: the coordinator's INVALID_REQUEST is mapped to UNKNOWN_TOPIC_OR_PARTITION for the zero
-    topic id and INVALID_PARTITIONS (37) for a negative NumPartitions, as the spec says.
+    topic id and INVALID_PARTITIONS (37) for a negative NumPartitions, as the spec says;
+    NOT_COORDINATOR (16) for a topic whose partition 0 belongs to a coordinator this node does
+    not lead (a topic-level write goes to the coordinator ``FindCoordinator write:<id>:0``
+    names), and nothing is initialized for it.
 
 CommitBatches (10094)
     API: version 0.
@@ -60,8 +63,9 @@ DeleteDisklessTopics (10095)
     Behavior: one ``delete_topics`` call (one transaction) with every non-zero id in request
     order; the coordinator reports per id whether it deleted anything.
     Errors: UNKNOWN_TOPIC_OR_PARTITION for an unknown or zero id, and for a repetition of an id
-    already deleted by an earlier entry of the same request; a failing call fails every entry with
-    the mapped code (KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
+    already deleted by an earlier entry of the same request; NOT_COORDINATOR as for
+    InitDisklessTopics; a failing call fails every entry with the mapped code
+    (KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
 
 DeleteDisklessRecords (10096)
     API: version 0.
@@ -270,14 +274,29 @@ async def _per_entry(
     return _checked(out, len(reqs), api)
 
 
+def _topic_owned(owns: Owns | None, topic_id: uuid.UUID) -> bool:
+    """A topic-level write (InitDisklessTopics, DeleteDisklessTopics) belongs to the Batch
+    Coordinator that owns the topic's partition 0 (the one ``FindCoordinator write:<id>:0``
+    names); a node that does not lead it is a read-only coordinator for this call. The zero id
+    is everyone's (answered UNKNOWN_TOPIC_OR_PARTITION)."""
+    return owns is None or topic_id == ZERO_UUID or owns(topic_id, 0)
+
+
 async def handle_init_diskless_topics(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
-    """InitDisklessTopicsRequest -> InitDisklessTopicsResponse."""
+    """InitDisklessTopicsRequest -> InitDisklessTopicsResponse. A topic whose partition 0 ``owns``
+    rejects (this node does not lead its coordinator) answers NOT_COORDINATOR and is not
+    initialized, as every write to a read-only coordinator."""
     topics = request.topics
     reqs = [
         CreateTopicAndPartitionsRequest(t.topic_id, str(t.topic_id), t.num_partitions)
         for t in topics
+        if _topic_owned(owns, t.topic_id)
     ]
     codes: Sequence[int]
     if not reqs:
@@ -288,6 +307,10 @@ async def handle_init_diskless_topics(
         except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
             codes = [_failure_code(exc, "InitDisklessTopics", broker_id)] * len(reqs)
         codes = _checked(codes, len(reqs), "InitDisklessTopics")
+    if len(reqs) < len(topics):
+        it = iter(codes)
+        codes = [next(it) if _topic_owned(owns, t.topic_id) else _NOT_COORDINATOR
+                 for t in topics]  # fmt: skip
     results = []
     for t, code in zip(topics, codes, strict=True):
         code = int(code)
@@ -418,11 +441,17 @@ _NOT_COORDINATOR_ANSWER = CommitBatchResponse.of_error(_NOT_COORDINATOR)
 
 
 async def handle_delete_diskless_topics(
-    coordinator: BatchCoordinator, request: Any, *, broker_id: int | None = None
+    coordinator: BatchCoordinator,
+    request: Any,
+    *,
+    broker_id: int | None = None,
+    owns: Owns | None = None,
 ) -> Any:
-    """DeleteDisklessTopicsRequest -> DeleteDisklessTopicsResponse."""
+    """DeleteDisklessTopicsRequest -> DeleteDisklessTopicsResponse. A topic whose partition 0
+    ``owns`` rejects answers NOT_COORDINATOR and is not deleted (see
+    :func:`handle_init_diskless_topics`)."""
     ids = [t.topic_id for t in request.topics]
-    valid = [tid for tid in ids if tid != ZERO_UUID]
+    valid = [tid for tid in ids if tid != ZERO_UUID and _topic_owned(owns, tid)]
     codes: list[int] = []
     if valid:
         try:
@@ -433,10 +462,15 @@ async def handle_delete_diskless_topics(
     it = iter(codes)
     results = tuple(
         _del_topics_resp.DeleteDisklessTopicResult(
-            topic_id=tid, error_code=_UNKNOWN_TP if tid == ZERO_UUID else int(next(it))
+            topic_id=tid,
+            error_code=(
+                _UNKNOWN_TP if tid == ZERO_UUID
+                else int(next(it)) if _topic_owned(owns, tid)
+                else _NOT_COORDINATOR
+            ),
         )
         for tid in ids
-    )
+    )  # fmt: skip
     return _del_topics_resp.DeleteDisklessTopicsResponse(responses=results)
 
 
@@ -698,6 +732,8 @@ async def handle_delete_diskless_files(
 #: the RPCs answered per entry by the partition's Batch Coordinator (DESIGN.md section 9), and
 #: whether they write (the coordinator partition's leader) or read (any of its replicas)
 _OWNED = {
+    "InitDisklessTopicsRequest": "write",
+    "DeleteDisklessTopicsRequest": "write",
     "CommitBatchesRequest": "write",
     "DeleteDisklessRecordsRequest": "write",
     "FindDisklessBatchesRequest": "read",
@@ -753,13 +789,20 @@ def _register() -> None:
         """AssignPartitionToBatchCoordinator (10099), controller listener only (DESIGN.md section
         3): the active controller's write event
         (:func:`kafka_rpc.controller.coordinator_mapping.assign_partition_to_batch_coordinator`),
-        answered once committed; NOT_CONTROLLER (41) on every entry elsewhere."""
+        answered once committed, for the entries the move rule lets through
+        (:mod:`kafka_rpc.broker.coordinator_moves`: a partition moves only before its first
+        batch, else POLICY_VIOLATION; COORDINATOR_NOT_AVAILABLE when that cannot be checked);
+        NOT_CONTROLLER (41) on every entry elsewhere."""
+        from kafka_rpc.broker.coordinator_moves import check_moves
         from kafka_rpc.controller.quorum_controller import not_controller_response
 
         controller = getattr(ctx.server, "controller", None)
         if controller is None or not controller.is_active:
             return not_controller_response(request)
-        return await controller.assign_partition_to_batch_coordinator(request, ctx.api_version)
+        refused = await check_moves(ctx.server, request)  # the move rule: before any batch
+        if not refused:
+            return await controller.assign_partition_to_batch_coordinator(request, ctx.api_version)
+        return await _assign_without(controller, request, refused, ctx.api_version)
 
     from kafka_rpc.controller.coordinator_mapping import assign_error_response
 
@@ -768,6 +811,34 @@ def _register() -> None:
         assign_partition_to_batch_coordinator,
         assign_error_response,
     )
+
+
+async def _assign_without(
+    controller: Any, request: Any, refused: dict[tuple[uuid.UUID, int], int], version: int
+) -> Any:
+    """AssignPartitionToBatchCoordinator for the entries not in ``refused`` (the controller
+    writes those), the refused ones answered with their code; every entry in request order."""
+    import dataclasses
+
+    mod = codec.module("AssignPartitionToBatchCoordinatorResponse")
+    kept = []
+    for t in request.topics:
+        parts = tuple(p for p in t.partitions if (t.topic_id, p.partition_index) not in refused)
+        if parts:
+            kept.append(dataclasses.replace(t, partitions=parts))
+    answers: list[int] = []
+    if kept:
+        resp = await controller.assign_partition_to_batch_coordinator(
+            dataclasses.replace(request, topics=tuple(kept)), version)  # fmt: skip
+        answers = [p.error_code for t in resp.responses for p in t.partitions]
+    it = iter(answers)
+    return mod.AssignPartitionToBatchCoordinatorResponse(responses=tuple(
+        mod.AssignTopicToBatchCoordinatorResult(topic_id=t.topic_id, partitions=tuple(
+            mod.AssignTopicPartitionToBatchCoordinatorResult(
+                partition_index=p.partition_index,
+                error_code=refused.get((t.topic_id, p.partition_index)) or next(it))
+            for p in t.partitions))
+        for t in request.topics))  # fmt: skip
 
 
 _register()

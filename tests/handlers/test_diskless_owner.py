@@ -93,3 +93,34 @@ def test_owner_check_follows_the_image_and_the_served_partitions():
     assert [w(A, 0), w(A, 1), w(B, 3)] == [False, True, False]
     assert [r(A, 0), r(A, 1), r(B, 3)] == [True, True, True]
     assert h.owner_check(types.SimpleNamespace(controller=None), True) is None
+
+
+async def test_topic_writes_on_a_read_only_coordinator_answer_not_coordinator(tmp_path):
+    """InitDisklessTopics and DeleteDisklessTopics are writes of the coordinator owning the
+    topic's partition 0: a node that does not lead it answers NOT_COORDINATOR per topic and
+    initializes / deletes nothing for it; the zero id stays UNKNOWN_TOPIC_OR_PARTITION."""
+    II = codec.module("InitDisklessTopicsRequest")
+    DD = codec.module("DeleteDisklessTopicsRequest")
+    zero = uuid.UUID(int=0)
+    c = create_coordinator(f"sqlite:///{tmp_path}/c.db")
+    await c.start()
+    try:
+        owns = lambda t, p: t == A  # noqa: E731 - this node leads A's coordinator, not B's
+        req = II.InitDisklessTopicsRequest(topics=tuple(
+            II.InitDisklessTopic(topic_id=t, num_partitions=2) for t in (A, B, zero)))  # fmt: skip
+        resp = await h.handle_init_diskless_topics(c, req, owns=owns)
+        NC, UNKNOWN = ErrorCode.NOT_COORDINATOR, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert [(r.topic_id, r.error_code) for r in resp.responses] == [
+            (A, 0), (B, NC), (zero, UNKNOWN)]  # fmt: skip
+        assert {tp.topic_id for tp in await c.list_partitions()} == {A}
+        # the node that leads B's coordinator initializes it
+        resp = await h.handle_init_diskless_topics(c, req, owns=lambda t, p: True)
+        assert [r.error_code for r in resp.responses] == [0, 0, UNKNOWN]
+        dreq = DD.DeleteDisklessTopicsRequest(topics=tuple(
+            DD.DeleteDisklessTopic(topic_id=t) for t in (B, A, zero)))  # fmt: skip
+        resp = await h.handle_delete_diskless_topics(c, dreq, owns=owns)
+        assert [(r.topic_id, r.error_code) for r in resp.responses] == [
+            (B, NC), (A, 0), (zero, UNKNOWN)]  # fmt: skip
+        assert {tp.topic_id for tp in await c.list_partitions()} == {B}
+    finally:
+        await c.close()
