@@ -1,4 +1,4 @@
-"""Controller benchmark (issue 12): CreateTopics and AllocateProducerIds per second on 1 node and
+"""Controller benchmark: CreateTopics and AllocateProducerIds per second on 1 node and
 on 3 nodes, each against raw Raft appends of the same records (the floor: what the controller
 adds on top of the metadata log), side by side in one run.
 

@@ -1,11 +1,17 @@
-"""Diskless coordinator RPCs over the wire: `kafka-rpc serve` (SQLite, FULL) vs a raw-sqlite3 floor.
+"""Diskless coordinator RPCs over the wire: `kafka-rpc serve` with its default coordinator and
+with the standalone SQLite one, against a raw-sqlite3 floor.
 
 Side by side in ONE run (each cell ``--seconds``, default 5; ``--quick``: 1 s):
 
-* **server** - ``kafka-rpc serve`` as a subprocess with its default coordinator (SQLite at
-  ``<log.dirs>/coordinator.db``, WAL, ``synchronous=FULL``, group commit), pinned to CPU 1
-  (``taskset -c 1``); this process is the load generator, pinned to CPU 0, asyncio on uvloop with
-  :class:`~kafka_rpc.client.KafkaRpcClient`, 16 connections.
+* **servers**, one after the other, each ``kafka-rpc serve`` as a subprocess pinned to CPU 1
+  (``taskset -c 1``) with a fresh data directory; this process is the load generator, pinned to
+  CPU 0, asyncio on uvloop with :class:`~kafka_rpc.client.KafkaRpcClient`, 16 connections:
+
+  - **standalone SQLite** - ``diskless.coordinator.url=sqlite://<dir>/coordinator.db`` (WAL,
+    ``synchronous=FULL``, group commit);
+  - **default** - no coordinator setting: the topic-based coordinator on a one-replica
+    ``__diskless-metadata`` (each write a record of its Raft log, fsynced, applied to SQLite
+    with ``synchronous=NORMAL``).
 * **commit, closed loop** - every connection sends CommitBatches back to back: one new object per
   request (unique key) holding 100 plain batches of 10 records x 10,000 B, 2 on each of 50
   partitions (the floor's request shape) -> commits/s, p50/p99 per request.
@@ -18,8 +24,8 @@ Side by side in ONE run (each cell ``--seconds``, default 5; ``--quick``: 1 s):
 * **floor** - ``bench/coordinator_floor.py``'s ``commit_floor`` (stdlib sqlite3, the coordinator's
   own migrations, WAL FULL, the same 1 + 100 + 50 rows per commit, 16 commits per transaction as
   the server groups 16 concurrent callers) run BEFORE and AFTER the server cells, and its
-  ``find_floor`` (same two statements, one thread) on the server's own database after the server
-  cells. Both in this process, on CPU 0, database in the same directory as the server's.
+  ``find_floor`` (same two statements, one thread) on the default server's database after the
+  server cells. Both in this process, on CPU 0, database in the same directory as the servers'.
 
 Ratio = ours / floor (commits/s vs the mean of the two commit floors; lookups/s vs find floor).
 Latencies include the client's encode/decode. The load generator's CPU use (process time /
@@ -30,10 +36,11 @@ VM it is inflated by other load too (cache and steal), though less than the rate
 
     python bench/coordinator.py [--seconds 5] [--quick] [--dir DIR]
 
-``--replicated`` runs the replicated coordinator's cells instead (issue 14, 1 and 3 nodes, with
-the floor and the default server in the same run; see ``bench/coordinator_replicated.py``).
+``--replicated`` runs the topic-based coordinator's cells instead (1 and 3 nodes, the follower
+lag, with the floor and the standalone SQLite server in the same run; see
+``bench/coordinator_replicated.py``).
 
-``--postgres`` runs the PostgreSQL cells instead (issue 16), side by side in ONE run, on a
+``--postgres`` runs the PostgreSQL cells instead, side by side in ONE run, on a
 throw-away cluster (``tests/pg_cluster.py``: ``fsync=on``, ``synchronous_commit=on``, loopback
 TCP) or on the server named by ``--pg-dsn`` (a database per cell is created there). Nothing is
 pinned: the PostgreSQL backends, the server process(es) and this load generator share the CPUs.
@@ -98,6 +105,11 @@ from kafka_rpc.client import KafkaRpcClient  # noqa: E402
 from kafka_rpc.protocol import codec  # noqa: E402
 
 CONNS = 16
+#: the servers of the default run, in order: (result key, name in the table)
+SERVERS = (
+    ("sqlite", "standalone SQLite (sqlite://, FULL)"),
+    ("default", "default: topic-based, 1 replica"),
+)
 TOPIC = floor.TOPIC  # the floor's lookup targets read this topic's logs
 PARTITIONS = floor.PARTITIONS
 BATCHES = floor.BATCHES
@@ -108,6 +120,7 @@ pct = floor.pct
 _cm = codec.module("CommitBatchesRequest")
 _CommitReq = codec.message_class("CommitBatchesRequest")
 _FindReq = codec.message_class("FindDisklessBatchesRequest")
+_lo = codec.module("ListDisklessOffsetsRequest")
 
 
 def _elem(module, name, cls=None):
@@ -395,6 +408,9 @@ async def server_cells(port: int, db_path: str, args) -> dict:
         say(f"commit closed loop: {res['commit_closed']['commits_per_s']:,.0f}/s")
         res["commit_open"] = await commit_open(clients, args.seconds, args.rate)
         say(f"commit open loop: {res['commit_open']['commits_per_s']:,.0f}/s")
+        # a read first: the topic-based coordinator COMMITs what it applied before a read
+        # (another process reading its file sees only committed transactions)
+        await clients[0].request(_LATEST)
         targets = floor.lookup_targets(db_path, args.tail, 10_000)
         await find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
         res["find_pipelined"] = await find_cell(
@@ -412,45 +428,59 @@ async def server_cells(port: int, db_path: str, args) -> dict:
     return res
 
 
+_LATEST = _lo.ListDisklessOffsetsRequest(topics=(_lo.ListDisklessOffsetsTopic(
+    topic_id=TOPIC,
+    partitions=(_lo.ListDisklessOffsetsTopicPartition(partition_index=0, timestamp=-1),)),))
+
+
 def say(msg: str) -> None:
     print(f"  {msg}", file=sys.stderr, flush=True)
 
 
 def table(res: dict, args) -> str:
+    """The Markdown table of the default run: each server's four cells against the floors."""
     f0, f1 = res["commit_floor_before"], res["commit_floor_after"]
     cf = (f0["commits_per_s"] + f1["commits_per_s"]) / 2
-    cc, co = res["commit_closed"], res["commit_open"]
-    ff, fp, fu = res["find_floor"], res["find_pipelined"], res["find_unpipelined"]
+    ff = res["find_floor"]
 
     def us(cell: dict) -> str:
         v = cell.get("server_cpu_us_per_commit", cell.get("server_cpu_us_per_lookup"))
         return "-" if v is None else f"{v:,.0f}"
 
     rows = [
-        "| cell | method | ours | p50 / p99 ms | floor | ratio ours/floor | loadgen CPU"
+        "| server | cell | method | ours | p50 / p99 ms | floor | ratio ours/floor | loadgen CPU"
         " | server CPU us/op |",
-        "|---|---|---|---|---|---|---|---|",
-        f"| commit, closed loop | {CONNS} conns x 1 in flight, CommitBatches of {BATCHES} batches"
-        f" over {PARTITIONS} partitions, new object each | **{cc['commits_per_s']:,.0f}**"
-        f" commits/s | {cc['p50_ms']:.1f} / {cc['p99_ms']:.1f} | {cf:,.0f} commits/s (before"
-        f" {f0['commits_per_s']:,.0f}, after {f1['commits_per_s']:,.0f}; raw sqlite3, G=16/tx)"
-        f" | **{cc['commits_per_s'] / cf:.2f}** | {cc['loadgen_cpu']:.0%} | {us(cc)} |",
-        f"| commit, open loop | {co['offered_per_s']:,.0f} commits/s offered round-robin over"
-        f" {CONNS} conns, latency from scheduled send | {co['commits_per_s']:,.0f} commits/s"
-        f" achieved ({co['unfinished']} unfinished) | {co['p50_ms']:.1f} / **{co['p99_ms']:.1f}**"
-        f" | - | {co['commits_per_s'] / co['offered_per_s']:.2f} of offered"
-        f" | {co['loadgen_cpu']:.0%} | {us(co)} |",
-        f"| find, pipelined | {CONNS} conns x {args.window} in flight, 1 partition per request"
-        f" ({fp['batches_per_lookup']:.1f} batches/lookup) | **{fp['lookups_per_s']:,.0f}**"
-        f" lookups/s | {fp['p50_ms']:.2f} / {fp['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
-        f" lookups/s (raw sqlite3, 1 thread, same db)"
-        f" | **{fp['lookups_per_s'] / ff['lookups_per_s']:.2f}** | {fp['loadgen_cpu']:.0%}"
-        f" | {us(fp)} |",
-        f"| find, unpipelined | {CONNS} conns x 1 in flight | {fu['lookups_per_s']:,.0f}"
-        f" lookups/s | {fu['p50_ms']:.2f} / {fu['p99_ms']:.2f} | {ff['lookups_per_s']:,.0f}"
-        f" lookups/s | {fu['lookups_per_s'] / ff['lookups_per_s']:.2f} | {fu['loadgen_cpu']:.0%}"
-        f" | {us(fu)} |",
-    ]  # fmt: skip
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for key, name in SERVERS:
+        r = res[key]
+        cc, co, fp, fu = (r["commit_closed"], r["commit_open"], r["find_pipelined"],
+                          r["find_unpipelined"])  # fmt: skip
+        rows += [
+            f"| {name} | commit, closed loop | {CONNS} conns x 1 in flight, CommitBatches of"
+            f" {BATCHES} batches over {PARTITIONS} partitions, new object each |"
+            f" **{cc['commits_per_s']:,.0f}** commits/s | {cc['p50_ms']:.1f} /"
+            f" {cc['p99_ms']:.1f} | {cf:,.0f} commits/s (before {f0['commits_per_s']:,.0f}, after"
+            f" {f1['commits_per_s']:,.0f}; raw sqlite3, G=16/tx) |"
+            f" **{cc['commits_per_s'] / cf:.2f}** | {cc['loadgen_cpu']:.0%} | {us(cc)} |",
+            f"| {name} | commit, open loop | {co['offered_per_s']:,.0f} commits/s offered"
+            f" round-robin over {CONNS} conns, latency from scheduled send |"
+            f" {co['commits_per_s']:,.0f} commits/s achieved ({co['unfinished']} unfinished) |"
+            f" {co['p50_ms']:.1f} / **{co['p99_ms']:.1f}** | - |"
+            f" {co['commits_per_s'] / co['offered_per_s']:.2f} of offered"
+            f" | {co['loadgen_cpu']:.0%} | {us(co)} |",
+            f"| {name} | find, pipelined | {CONNS} conns x {args.window} in flight, 1 partition"
+            f" per request ({fp['batches_per_lookup']:.1f} batches/lookup) |"
+            f" **{fp['lookups_per_s']:,.0f}** lookups/s | {fp['p50_ms']:.2f} / {fp['p99_ms']:.2f}"
+            f" | {ff['lookups_per_s']:,.0f} lookups/s (raw sqlite3, 1 thread, same schema) |"
+            f" **{fp['lookups_per_s'] / ff['lookups_per_s']:.2f}** | {fp['loadgen_cpu']:.0%}"
+            f" | {us(fp)} |",
+            f"| {name} | find, unpipelined | {CONNS} conns x 1 in flight |"
+            f" {fu['lookups_per_s']:,.0f} lookups/s | {fu['p50_ms']:.2f} / {fu['p99_ms']:.2f} |"
+            f" {ff['lookups_per_s']:,.0f} lookups/s |"
+            f" {fu['lookups_per_s'] / ff['lookups_per_s']:.2f} | {fu['loadgen_cpu']:.0%}"
+            f" | {us(fu)} |",
+        ]  # fmt: skip
     return "\n".join(rows)
 
 
@@ -978,13 +1008,13 @@ def main() -> None:
     ap.add_argument(
         "--postgres",
         action="store_true",
-        help="the PostgreSQL cells (issue 16) instead of the SQLite ones",
+        help="the PostgreSQL cells instead of the SQLite ones",
     )
     ap.add_argument("--pg-dsn", default=None,
                     help="--postgres on this server (a superuser URL; databases bench_* are "
                          "created there) instead of a throw-away cluster")  # fmt: skip
     ap.add_argument("--replicated", action="store_true",
-                    help="the replicated coordinator cells (issue 14, raft://): 1 and 3 nodes, "
+                    help="the replicated coordinator cells (raft://): 1 and 3 nodes, "
                          "beside the floor and the default SQLite server "
                          "(bench/coordinator_replicated.py)")  # fmt: skip
     ap.add_argument(
@@ -1019,30 +1049,38 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="kafka-rpc-coord-bench-", dir=args.dir)
     res: dict = {}
     proc = None
+    query = ("" if args.inline_read_max_partitions is None
+             else f"inline_read_max_partitions={args.inline_read_max_partitions}")  # fmt: skip
     try:
         say("commit floor (before)")
         res["commit_floor_before"] = floor.commit_floor(
             os.path.join(base, "floor-before.db"), args.seconds, CONNS
         )
-        data_dir = os.path.join(base, "data")
-        db_path = os.path.join(data_dir, "coordinator.db")
-        extra = []
-        if args.inline_read_max_partitions is not None:
-            url = f"sqlite://{db_path}?inline_read_max_partitions={args.inline_read_max_partitions}"
-            extra = ["--override", f"diskless.coordinator.url={url}"]
-        proc, port = _start(
-            [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
-             "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-             "--override", f"log.dirs={data_dir}", *extra],
-            r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
-        )  # fmt: skip
-        global SERVER_PID
-        SERVER_PID = proc.pid  # taskset execs the server: same pid
-        res.update(uvloop.run(server_cells(port, db_path, args)))
-        targets = res.pop("targets")
-        proc.terminate()
-        proc.wait(15)
-        say("find floor (server's database, after)")
+        targets = None
+        for key, name in SERVERS:
+            data_dir = os.path.join(base, key)
+            if key == "sqlite":  # the standalone SQLite coordinator, by URL
+                db_path = os.path.join(data_dir, "coordinator.db")
+                url = f"sqlite://{db_path}" + (f"?{query}" if query else "")
+            else:  # the default: the topic-based coordinator, one replica on this node
+                db_path = os.path.join(data_dir, "__diskless-metadata-0", "coordinator.db")
+                url = f"raft://{data_dir}?{query}" if query else None
+            extra = ["--override", f"diskless.coordinator.url={url}"] if url else []
+            say(f"server: {name}")
+            proc, port = _start(
+                [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
+                 "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+                 "--override", f"log.dirs={data_dir}", *extra],
+                r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)",
+            )  # fmt: skip
+            global SERVER_PID
+            SERVER_PID = proc.pid  # taskset execs the server: same pid
+            res[key] = uvloop.run(server_cells(port, db_path, args))
+            targets = res[key].pop("targets")
+            proc.terminate()
+            proc.wait(15)
+            proc = None
+        say("find floor (the default server's database, after)")
         res["find_floor"] = floor.find_floor(db_path, args.seconds, targets, args.fetch_bytes)
         say("commit floor (after)")
         res["commit_floor_after"] = floor.commit_floor(
@@ -1059,7 +1097,7 @@ def main() -> None:
         f"sqlite {sqlite3.sqlite_version}, Python {sys.version.split()[0]}, {platform.machine()},"
         f" {os.cpu_count()} CPUs; server {'on CPU 1 (taskset)' if pinned else 'unpinned'}, load"
         f" generator + floors {'on CPU 0' if pinned else 'unpinned'}; {args.seconds:g} s per"
-        f" cell; databases under {args.dir or tempfile.gettempdir()}; server"
+        f" cell; databases under {args.dir or tempfile.gettempdir()}; servers"
         f" inline_read_max_partitions={'default' if inline is None else inline}"
     )
     print(f"\n{env}\n")

@@ -1,13 +1,16 @@
-"""``bench/coordinator.py --replicated``: the replicated Batch Coordinator (issue 14) side by side
-with the raw-sqlite3 floor and the default SQLite server, in ONE run (each cell ``--seconds``).
+"""``bench/coordinator.py --replicated``: the topic-based Batch Coordinator (the default) side by
+side with the raw-sqlite3 floor and the standalone SQLite server, in ONE run (each cell
+``--seconds``).
 
 * **floor** - ``coordinator_floor.commit_floor`` (stdlib sqlite3, the coordinator's migrations,
   WAL FULL, 16 commits per transaction) BEFORE and AFTER the server cells; ``find_floor`` (one
   thread) on the 1-node replicated server's own database after its cells. In this process, CPU 0.
-* **sqlite, 1 node** - ``kafka-rpc serve`` with its default coordinator (SQLite FULL), on CPU 1.
-* **replicated, 1 node** - ``kafka-rpc serve`` with ``diskless.coordinator.url=raft://<dir>``
-  (one ``__diskless-metadata`` partition, a single voter: each write is a Raft record, fsynced in
-  the log, applied to SQLite with ``synchronous=--replicated-sync``, default NORMAL), on CPU 1.
+* **sqlite, 1 node** - ``kafka-rpc serve`` with ``diskless.coordinator.url=sqlite://...`` (the
+  standalone coordinator, SQLite FULL), on CPU 1.
+* **replicated, 1 node** - ``kafka-rpc serve`` with no coordinator setting (the default: one
+  ``__diskless-metadata`` partition, a single voter: each write is a Raft record, fsynced in the
+  log, applied to SQLite with ``synchronous=NORMAL``; ``--replicated-sync`` other than NORMAL
+  sets ``raft://<dir>?synchronous=...``), on CPU 1.
 * **replicated, 3 nodes** - three ``kafka-rpc serve`` processes, each a replica of the same
   partition (voters = their controller listeners), NOT pinned (the three and this load generator
   share the machine's CPUs): commits go to the leader; lookups on the leader and on a follower.
@@ -275,7 +278,8 @@ def main_replicated(args) -> None:
         )
         # sqlite, 1 node (the default server)
         d = os.path.join(base, "sqlite")
-        proc, port = _start(_serve_cmd(d, None), r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)")
+        proc, port = _start(_serve_cmd(d, f"sqlite://{d}/coordinator.db"),
+                            r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)")  # fmt: skip
         procs.append(proc)
         bench.SERVER_PID = proc.pid
         res["sqlite_1"] = uvloop.run(
@@ -285,11 +289,12 @@ def main_replicated(args) -> None:
         bench._stop([proc])
         # replicated, 1 node
         d = os.path.join(base, "r1")
-        url = f"raft://{d}/coordinator?synchronous={args.replicated_sync}"
+        sync = args.replicated_sync.upper()
+        url = None if sync == "NORMAL" else f"raft://{d}?synchronous={sync}"  # None: the default
         proc, port = _start(_serve_cmd(d, url), r"listening PLAINTEXT \(broker\) on [\d.]+:(\d+)")
         procs.append(proc)
         bench.SERVER_PID = proc.pid
-        db1 = os.path.join(d, "coordinator", "__diskless-metadata-0", "coordinator.db")
+        db1 = os.path.join(d, "__diskless-metadata-0", "coordinator.db")
         res["replicated_1"] = uvloop.run(single_node_cells(port, db1, args, "replicated-1"))
         targets = res["replicated_1"].pop("targets")
         bench._stop([proc])

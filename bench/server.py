@@ -13,7 +13,7 @@ any cell. ``python`` is the uvloop client below (``LoadConn``); it saturates nea
 responses/s, which capped the echo floor in the pipelined cells and so flattered the ratio there
 (measured side by side in one session: echo 16x16 766k/s under it vs 1.04M/s under the C one).
 
-``--tls``: the same cells over TLS (issue 15): ours on an SSL listener (PEM keystore, TLS 1.3,
+``--tls``: the same cells over TLS: ours on an SSL listener (PEM keystore, TLS 1.3,
 no client certificate; uvloop's own TLS protocol, built by
 kafka_rpc.server.secure_connection ``tls_protocol_factory`` so a failed handshake is logged) vs
 the echo floor on uvloop's TLS transport (``create_server(ssl=...)``, the same protocol class)

@@ -688,8 +688,8 @@ def build_parser() -> argparse.ArgumentParser:
     ac = sub.add_parser("acls", help="add, remove and list ACLs (kafka-acls.sh)")
     _acls_arguments(ac)
     ac.set_defaults(func=_cmd_acls)
-    tp = sub.add_parser("topics", help="create, delete, list and describe topics "
-                        "(kafka-topics.sh)")  # fmt: skip
+    tp = sub.add_parser("topics", help="create, alter (add partitions), delete, list and "
+                        "describe topics (kafka-topics.sh)")  # fmt: skip
     _topics_arguments(tp)
     tp.set_defaults(func=_cmd_topics)
 

@@ -321,7 +321,7 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "300000",
         "Period of the unclean election of leaderless partitions whose topic allows it, ms.",
     ),
-    # ---- the Batch Coordinators' internal topic (KIP-1164; DESIGN section 9, issue 14)
+    # ---- the Batch Coordinators' internal topic (KIP-1164; DESIGN section 9)
     "diskless.metadata.topic.num.partitions": (
         _int,
         "1",
@@ -336,7 +336,7 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "brokers when the controller creates it (at least 1); like Kafka's "
         "offsets.topic.replication.factor.",
     ),
-    # ---- security (Kafka's keys; DESIGN section 10, issue 15). The ssl.* and sasl.* keys, and
+    # ---- security (Kafka's keys; DESIGN section 10). The ssl.* and sasl.* keys, and
     # connections.max.reauth.ms, may be overridden per listener as
     # listener.name.<listener name in lower case>.<key> (Kafka's ListenerName.configPrefix).
     "listener.security.protocol.map": (

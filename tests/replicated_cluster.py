@@ -1,4 +1,4 @@
-"""Three replicas of one ``__diskless-metadata`` partition in this process (issue 14): each a
+"""Three replicas of one ``__diskless-metadata`` partition in this process: each a
 ReplicatedBatchCoordinator whose Raft RPCs reach it through a real server's controller listener
 (routed by topic id, ``kafka_rpc.handlers.raft.register_partition``), on loopback.
 

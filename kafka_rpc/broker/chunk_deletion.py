@@ -1,4 +1,4 @@
-"""Automatic chunk deletion (KIP-1114 "Automatic chunk deletion", issue 13 item 5).
+"""Automatic chunk deletion (KIP-1114 "Automatic chunk deletion").
 
 The KIP's ReplicaManager "should detect the case that full chunk data was deleted due to TTL,
 partition size limit ..., and send a AlterChunkAssignmentsRequest to controller to remove current

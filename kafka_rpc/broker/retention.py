@@ -1,4 +1,4 @@
-"""Which retention each diskless partition gets (issue 14 item 5: per-topic configs from the
+"""Which retention each diskless partition gets (per-topic configs from the
 metadata log drive the retention task).
 
 Kafka's ``LogConfig``: a topic's ``retention.ms`` / ``retention.bytes`` (ConfigRecords of the

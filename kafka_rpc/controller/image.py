@@ -223,7 +223,7 @@ class MetadataImage:
       topic (name = topic name), 4 a broker (name = id as decimal, "" = cluster default);
     - ``producer_ids``: ProducerIdsImage;
     - ``acls``: PMap[UUID, AclBinding], the ACLs; ``scram``: PMap[(mechanism id, user),
-      ScramCredential], the salted SCRAM credentials (issue 15);
+      ScramCredential], the salted SCRAM credentials;
     - ``controllers``: PMap[int, ControllerRegistration], the registered controllers (KIP-919);
     - ``client_quotas``: PMap[entity, PMap[key, float]], an entity being a sorted tuple of
       ``(entity type, name or None)`` (ClientQuotaRecords);

@@ -1,4 +1,4 @@
-"""The replicated Batch Coordinators as the metadata log assigns them (issue 14, DESIGN.md s. 9).
+"""The replicated Batch Coordinators as the metadata log assigns them (DESIGN.md s. 9).
 
 ``diskless.coordinator.url=raft:///dir`` with none of ``node_id``, ``voters`` or ``topic_id`` in
 the URL selects :class:`AssignedBatchCoordinator` ("from the metadata log"): instead of static
@@ -183,7 +183,8 @@ class AssignedBatchCoordinator(BatchCoordinator):
       ``write_timeout_ms``, ``raft_options``, ``cluster_id``, ``import_path``...); ``node_id``,
       ``voters``, ``topic_id`` and the partition come from the server and the image, and
       ``partition`` may only be 0 (the URL form's default). Raises ``ValueError`` otherwise.
-      ``import_path`` (the phase-1 upgrade) is given to partition 0's replica only.
+      ``import_path`` (the upgrade from the standalone SQLite coordinator) goes to partition 0's
+      replica only.
     """
 
     def __init__(self, log_dir: str | Path, **options: Any) -> None:

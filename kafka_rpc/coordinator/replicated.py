@@ -1,4 +1,4 @@
-"""The replicated Batch Coordinator: one ``__diskless-metadata`` partition on Raft (issue 14).
+"""The replicated Batch Coordinator: one ``__diskless-metadata`` partition on Raft.
 
 DESIGN.md section 9 (KIP-1164 "Batch Coordinator implemented with an internal topic"): the state
 of a Batch Coordinator is a log. Each ``__diskless-metadata`` partition is a Raft group among its
@@ -995,7 +995,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             self._barriers[:] = keep
 
     def _load_import(self, image: bytes, end: int, epoch: int) -> None:
-        """Replace the state by an imported image (a phase-1 SQLite coordinator's database),
+        """Replace the state by an imported image (a standalone SQLite coordinator's database),
         bring its schema up to date (deterministic: clock 0) and record ``end`` as applied."""
         assert self._conn is not None
         self._load_image(image)

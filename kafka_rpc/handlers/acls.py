@@ -1,4 +1,4 @@
-"""CreateAcls (30), DeleteAcls (31) and DescribeAcls (29), on both listeners (issue 15).
+"""CreateAcls (30), DeleteAcls (31) and DescribeAcls (29), on both listeners.
 
 Kafka's ``AclApis`` with the ACLs in the metadata log (``kafka_rpc.controller.acls``; filters and
 DescribeAcls in ``kafka_rpc.security.acls``):

@@ -9,7 +9,7 @@ committed metadata image (0 when unmapped). When this node serves that coordinat
 (``server.batch_coordinator_partitions``: for ``write:`` it leads it, for ``read:`` it holds a
 replica), the answer is this node at the advertised endpoint of the request's listener; that
 is every key on a single node, and on every ``kafka-rpc serve`` process sharing one PostgreSQL
-database (``postgresql://``, issue 16: each is a writable coordinator whose acknowledged commits
+database (``postgresql://``: each is a writable coordinator whose acknowledged commits
 all others see at once). A ``write:`` key for a coordinator partition this node holds a replica
 of but does not lead (the replicated coordinator, ``diskless.coordinator.url=raft://...``)
 names the leader of the partition's own Raft group (``coordinator.leader_of(partition)``) at

@@ -20,7 +20,7 @@ topic's partitions included when a request mixes it with others (a KRaft fetcher
 On the controller listener every Fetch goes to the driver, which answers a topic that is not the
 metadata log with a top-level INVALID_REQUEST (kraft.md 1.9).
 
-Other Raft partitions (issue 14, DESIGN.md section 9): a ``__diskless-metadata`` partition's
+Other Raft partitions (DESIGN.md section 9): a ``__diskless-metadata`` partition's
 replica registers its driver with :func:`register_partition` under the partition's topic id, its
 topic name and its partition index. A request whose first topic/partition names a registered
 partition, by topic id (Vote v3, BeginQuorumEpoch v2, EndQuorumEpoch v2, Fetch v13+) or by name

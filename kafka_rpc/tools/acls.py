@@ -1,4 +1,4 @@
-"""``kafka-rpc acls``: Kafka's ``kafka-acls.sh`` for the cluster and topic ACLs (issue 15).
+"""``kafka-rpc acls``: Kafka's ``kafka-acls.sh`` for the cluster and topic ACLs.
 
     kafka-rpc acls --bootstrap-server HOST:PORT [--command-config client.properties]
         (--add | --remove | --list)

@@ -1,16 +1,16 @@
-"""A local multi-node cluster for ``kafka-rpc bench --cluster N`` and its tests (issue 14).
+"""A local multi-node cluster for ``kafka-rpc bench --cluster N`` and its tests.
 
 :class:`BenchCluster` runs ``N`` ``kafka-rpc serve`` processes on loopback, each a combined
 broker+controller (``process.roles=broker,controller``, every node a voter of the metadata quorum)
-whose Batch Coordinator is the replicated one "from the metadata log"
-(``diskless.coordinator.url=raft://coordinator``, ``kafka_rpc.coordinator.assigned``: the replica of
-``__diskless-metadata`` partition 0 starts once the controller created the topic, replication
-factor ``min(3, N)``). Every node directory is formatted with ``kafka-rpc storage format`` and one
-cluster id (``kafka_rpc.config.random_uuid_text``, what ``kafka-rpc storage random-uuid``
-prints). Ports are picked free on 127.0.0.1 before the first start and kept, so a restarted node
-is at the same addresses (the bench's bootstrap list stays valid). Each process runs in its own
-process group, in its own directory (``<root>/node<i>/``), with stdout/stderr in
-``stdout.<run>`` / ``stderr.<run>``.
+with no coordinator setting: the default topic-based Batch Coordinator
+(``kafka_rpc.coordinator.assigned``: the replica of ``__diskless-metadata`` partition 0 starts once
+the controller created the topic, replication factor ``min(3, N)``; its Raft group times out as
+the metadata quorum's ``controller.quorum.*`` settings say). Every node directory is formatted
+with ``kafka-rpc storage format`` and one cluster id (``kafka_rpc.config.random_uuid_text``,
+what ``kafka-rpc storage random-uuid`` prints). Ports are picked free on 127.0.0.1 before the
+first start and kept, so a restarted node is at the same addresses (the bench's bootstrap list
+stays valid). Each process runs in its own process group, in its own directory
+(``<root>/node<i>/``), with stdout/stderr in ``stdout.<run>`` / ``stderr.<run>``.
 
 * :meth:`BenchCluster.start`: format, start every node, wait (bounded) for each one's
   ``cluster id`` line.
@@ -46,8 +46,9 @@ from pathlib import Path
 from kafka_rpc.broker.partition_metadata import uuid_to_string
 from kafka_rpc.config import random_uuid_text
 
-#: the quorum's and the replicated coordinator's timing: Kafka's defaults (election 1000 ms,
-#: fetch 2000 ms), shorter broker sessions so a killed node's broker is fenced in seconds
+#: the quorum's timing (the coordinator's Raft groups follow it): Kafka's defaults (election
+#: 1000 ms, fetch 2000 ms), shorter broker sessions so a killed node's broker is fenced in seconds;
+#: no coordinator setting: the default
 NODE_PROPS = {
     "process.roles": "broker,controller",
     "controller.listener.names": "CONTROLLER",
@@ -57,9 +58,6 @@ NODE_PROPS = {
     "broker.heartbeat.interval.ms": "500",
     "broker.session.timeout.ms": "4000",
     "shutdown.timeout.ms": "2000",
-    # relative to each node's own directory (the process runs there)
-    "diskless.coordinator.url": "raft://coordinator?raft.election_timeout_ms=1000"
-    "&raft.fetch_timeout_ms=2000&write_timeout_ms=10000",
 }
 START_TIMEOUT = 60.0  # s, one process to its "cluster id" line
 CLI_TIMEOUT = 60.0  # s, one `kafka-rpc storage` call

@@ -1,5 +1,5 @@
 """The load roles of bench/diskless_load.py against a real 3-node cluster with a SIGKILL of the
-coordinator leader (issue 14; ``kafka_rpc.tools.bench_cluster``, what ``kafka-rpc bench
+coordinator leader (``kafka_rpc.tools.bench_cluster``, what ``kafka-rpc bench
 --cluster 3`` starts).
 
 Three ``kafka-rpc serve`` processes (combined broker+controller, the replicated Batch Coordinator

@@ -1,4 +1,4 @@
-"""The replicated coordinator's apply groups (issue 14): committed records delivered together are
+"""The replicated coordinator's apply groups: committed records delivered together are
 applied together, in a SQLite transaction that only a read commits (A) or one per group (B); the
 answers and every table row must be those of applying each record alone.
 

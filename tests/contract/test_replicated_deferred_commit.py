@@ -1,4 +1,4 @@
-"""The replicated coordinator's apply transaction (issue 14): applied records are answered before
+"""The replicated coordinator's apply transaction: applied records are answered before
 their SQLite COMMIT, which comes every ``apply_commit_records`` records, ``apply_commit_ms``
 after the transaction opened, and before any read of the file by another connection.
 

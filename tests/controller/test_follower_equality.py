@@ -233,7 +233,7 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 # ================================================================== one fixed run, every path
 #: every record type the controller writes; UnregisterBrokerRecord is replayed (test_replay.py)
 #: but no command writes it (there is no UnregisterBroker RPC yet)
-#: The ACL and SCRAM records (issue 15) are not in this script's commands yet: their replay and
+#: The ACL and SCRAM records are not in this script's commands yet: their replay and
 #: snapshots are checked by tests/security/test_acls.py and test_sasl_clients.py.
 #: Fence/UnfenceBrokerRecord are replayed (a Kafka 3.x log has them) but Kafka 4.x, as we,
 #: writes BrokerRegistrationChangeRecord instead.

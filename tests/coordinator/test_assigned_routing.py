@@ -1,4 +1,4 @@
-"""Several Batch Coordinators on one node (issue 14, ``kafka_rpc.coordinator.assigned``): an
+"""Several Batch Coordinators on one node (``kafka_rpc.coordinator.assigned``): an
 ``AssignedBatchCoordinator`` runs one real ``ReplicatedBatchCoordinator`` (single-voter Raft log,
 SQLite state, tmp dir) per ``__diskless-metadata`` partition the image gives this node, and
 routes each entry to the partition its TopicPartitionToBatchCoordinatorMapping names (unmapped

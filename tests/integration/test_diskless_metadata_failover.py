@@ -1,4 +1,4 @@
-"""SIGKILL of the ``__diskless-metadata`` leader under idempotent commits (issue 14).
+"""SIGKILL of the ``__diskless-metadata`` leader under idempotent commits.
 
 Three ``kafka-rpc serve`` processes, each with ``diskless.coordinator.url=raft://...`` naming the
 same partition (topic id) and the three controller listeners as its voters. Three idempotent

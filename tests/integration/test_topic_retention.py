@@ -1,4 +1,4 @@
-"""Per-topic retention from the metadata log (issue 14 item 5), on a real in-process server with
+"""Per-topic retention from the metadata log, on a real in-process server with
 its SQLite coordinator: diskless topics created with CreateTopics and ``retention.ms`` /
 ``retention.bytes`` configs are trimmed by the retention task by their own limits, others by
 ``log.retention.*``; a topic that overrides with -1 keeps everything; InitDisklessTopics topics

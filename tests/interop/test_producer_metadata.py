@@ -1,4 +1,4 @@
-"""Real producers bootstrap their metadata from `kafka-rpc serve` (issue 12): kafka-python's and
+"""Real producers bootstrap their metadata from `kafka-rpc serve`: kafka-python's and
 aiokafka's producers see a topic created through CreateTopics, with its partitions, and
 kafka-python's metadata carries the topic id our Metadata answers (KIP-516). Sending data is not
 expected to work: the server holds no classic partition data."""

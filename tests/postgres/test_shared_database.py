@@ -1,4 +1,4 @@
-"""Two ``kafka-rpc serve`` processes on one PostgreSQL database (issue 16): both are writable
+"""Two ``kafka-rpc serve`` processes on one PostgreSQL database: both are writable
 Batch Coordinators (FindCoordinator BATCH names each node itself for ``read:`` and ``write:``),
 idempotent commits to the same partitions interleave across them with gap-free offsets, a retry
 through the other node is answered with the original offsets, and after a SIGKILL of one node

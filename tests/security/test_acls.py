@@ -1,4 +1,4 @@
-"""ACLs in the metadata log (issue 15): `kafka-rpc acls` grants a principal CLUSTER_ACTION
+"""ACLs in the metadata log: `kafka-rpc acls` grants a principal CLUSTER_ACTION
 without making it a super user (CreateAcls -> AccessControlEntryRecord -> the authorizer),
 lists and removes it (DeleteAcls); the records survive a snapshot; without an authorizer the
 ACL APIs answer SECURITY_DISABLED."""

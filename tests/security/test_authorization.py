@@ -1,4 +1,4 @@
-"""Authorization as Kafka's StandardAuthorizer (issue 15) and the TLS principal, in-process:
+"""Authorization as Kafka's StandardAuthorizer and the TLS principal, in-process:
 an unauthorized principal gets CLUSTER_AUTHORIZATION_FAILED on AllocateProducerIds and
 BrokerRegistration while a super user succeeds; the node's own broker registration reaches
 its SASL controller listener as the super user."""

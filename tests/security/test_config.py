@@ -1,4 +1,4 @@
-"""Kafka's security keys (issue 15): the protocol map, listener overrides, TLS contexts from
+"""Kafka's security keys: the protocol map, listener overrides, TLS contexts from
 ``ssl.*`` (versions, cipher suites, encrypted keys), JAAS options, --add-scram syntax, and a
 bad TLS store failing `kafka-rpc serve` with exit status 2."""
 

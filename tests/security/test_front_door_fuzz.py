@@ -1,4 +1,4 @@
-"""Hypothesis fuzz of the SASL and TLS front door (issue 15): handshake and authenticate frames
+"""Hypothesis fuzz of the SASL and TLS front door: handshake and authenticate frames
 in any order, truncated, oversized, with malformed tokens, and random bytes on a TLS port. Each
 connection gets answers or is closed, never a hang beyond its read timeout or a server
 traceback, and the server serves a well-behaved client after every example."""

@@ -1,4 +1,4 @@
-"""A 3-node quorum whose controller listener is mutual TLS (issue 15): Raft (Vote, Fetch,
+"""A 3-node quorum whose controller listener is mutual TLS: Raft (Vote, Fetch,
 BeginQuorumEpoch), the brokers' registration and heartbeats all go over TLS with client
 certificates, and the authorizer lets only the nodes' certificate subject do CLUSTER_ACTION.
 One bounded multi-process run (three ``kafka-rpc serve``), every process SIGKILLed in a

@@ -1,6 +1,6 @@
 """SASL PLAIN and SCRAM-SHA-256/512 over SASL_PLAINTEXT and SASL_SSL with confluent-kafka,
 kafka-python and our own client, against one `kafka-rpc serve` whose SCRAM credentials were
-made by `storage format --add-scram` (issue 15)."""
+made by `storage format --add-scram`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Real clients over SSL and SASL against one `kafka-rpc serve` (issue 15): kafka-python and
+"""Real clients over SSL and SASL against one `kafka-rpc serve`: kafka-python and
 confluent-kafka with and without a client certificate, SASL PLAIN and SCRAM-SHA-256/512 over
 SASL_PLAINTEXT and SASL_SSL; a plaintext client on a TLS port, untrusted and expired
 certificates and bad credentials close only their own connection."""
