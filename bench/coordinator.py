@@ -408,9 +408,17 @@ async def server_cells(port: int, db_path: str, args) -> dict:
         say(f"commit closed loop: {res['commit_closed']['commits_per_s']:,.0f}/s")
         res["commit_open"] = await commit_open(clients, args.seconds, args.rate)
         say(f"commit open loop: {res['commit_open']['commits_per_s']:,.0f}/s")
-        # a read first: the topic-based coordinator COMMITs what it applied before a read
-        # (another process reading its file sees only committed transactions)
-        await clients[0].request(_LATEST)
+        # the open loop's unfinished commits are still queued in the server: wait (<= 60 s)
+        # until partition 0's high watermark stops moving, so the lookups run on an idle server
+        # and their targets are the last batches; that read also makes the topic-based
+        # coordinator COMMIT what it applied (another process sees only committed transactions)
+        prev = None
+        for _ in range(300):
+            hw = (await clients[0].request(_LATEST)).responses[0].partitions[0].offset
+            if hw == prev:
+                break
+            prev = hw
+            await asyncio.sleep(0.2)
         targets = floor.lookup_targets(db_path, args.tail, 10_000)
         await find_cell(clients, args.warmup, 1, targets, args.fetch_bytes)
         res["find_pipelined"] = await find_cell(

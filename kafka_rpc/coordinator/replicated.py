@@ -995,18 +995,24 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             self._barriers[:] = keep
 
     def _load_import(self, image: bytes, end: int, epoch: int) -> None:
-        """Replace the state by an imported image (a standalone SQLite coordinator's database),
-        bring its schema up to date (deterministic: clock 0) and record ``end`` as applied."""
+        """Replace the state by an imported image (a standalone SQLite coordinator's database)
+        with ``end`` as the applied offset and the image's ``raft_imports`` row, all in the one
+        transaction of the backup (a crash leaves the old state or the new one), then bring its
+        schema up to date (deterministic: clock 0; a start does it again after a crash)."""
         assert self._conn is not None
-        self._load_image(image)
-        conn = self._conn
-        _init_writer(conn, self._synchronous, 0)
-        conn.execute(_APPLIED_DDL)
-        conn.execute("INSERT OR REPLACE INTO raft_applied VALUES (1, ?, ?, ?)",
-                     (end, epoch, self._last_time))  # fmt: skip
-        conn.execute(_IMPORTS_DDL)
-        conn.execute("INSERT OR REPLACE INTO raft_imports VALUES (?, ?, ?)",
-                     (hashlib.sha256(image).hexdigest(), len(image), end))  # fmt: skip
+        last_time = self._last_time
+
+        def bookkeeping(src: sqlite3.Connection) -> None:
+            src.execute(_APPLIED_DDL)
+            src.execute("INSERT OR REPLACE INTO raft_applied VALUES (1, ?, ?, ?)",
+                        (end, epoch, last_time))  # fmt: skip
+            src.execute(_IMPORTS_DDL)
+            src.execute("INSERT OR REPLACE INTO raft_imports VALUES (?, ?, ?)",
+                        (hashlib.sha256(image).hexdigest(), len(image), end))  # fmt: skip
+            src.commit()
+
+        self._load_image(image, bookkeeping)
+        _init_writer(self._conn, self._synchronous, 0)
         self._import_buf = None
         self.applied_offset, self._applied_epoch = end, epoch
         self.imports_applied += 1
@@ -1051,13 +1057,19 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         log.info("diskless-metadata-%d: snapshot %s loaded (%d bytes)", self.partition, sid,
                  len(image))  # fmt: skip
 
-    def _load_image(self, image: bytes) -> None:
+    def _load_image(
+        self, image: bytes, prepare: Callable[[sqlite3.Connection], None] | None = None
+    ) -> None:
+        """Replace the database by ``image`` with the backup API (one write transaction on the
+        destination), after ``prepare`` ran on the image's in-memory copy."""
         conn = self._conn
         assert conn is not None
         self.commit_applied()
         src = sqlite3.connect(":memory:")
         try:
             src.deserialize(image)
+            if prepare is not None:
+                prepare(src)
             src.backup(conn)
         finally:
             src.close()
