@@ -38,7 +38,7 @@ class AssignTopicPartitionToBatchCoordinatorResult:
     partition_index: int = field(default=0, metadata={"kafka_type": "int32"})
     """The partition index, as in the request entry. (versions 0+)"""
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
-    """0 (NONE) once the assignment is committed to the metadata log (a TopicPartitionToBatchCoordinatorMapping record); UNKNOWN_TOPIC_OR_PARTITION (3) for an unknown topic or partition or the zero topic ID; INVALID_PARTITIONS (37) when BatchCoordinatorPartitionIndex is not a partition of __diskless-metadata; NOT_CONTROLLER (41) when this node is not the active controller; UNKNOWN_SERVER_ERROR (-1) for anything else. (versions 0+)"""
+    """0 (NONE) once the assignment is committed to the metadata log (a TopicPartitionToBatchCoordinatorMapping record); UNKNOWN_TOPIC_OR_PARTITION (3) for an unknown topic or partition or the zero topic ID; INVALID_PARTITIONS (37) when BatchCoordinatorPartitionIndex is not a partition of __diskless-metadata; POLICY_VIOLATION (44) when the partition would move to another coordinator partition although its current one holds batches for it (a partition moves only before its first batch: KIP-1164 defines no migration); COORDINATOR_NOT_AVAILABLE (15) when no replica of its current coordinator partition answered that check; NOT_CONTROLLER (41) when this node is not the active controller; UNKNOWN_SERVER_ERROR (-1) for anything else. (versions 0+)"""
 
 
 _D_AssignTopicPartitionToBatchCoordinatorResult = AssignTopicPartitionToBatchCoordinatorResult()
