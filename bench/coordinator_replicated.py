@@ -11,7 +11,7 @@ side with the raw-sqlite3 floor and the standalone SQLite server, in ONE run (ea
   ``__diskless-metadata`` partition, a single voter: each write is a Raft record, fsynced in the
   log, applied to SQLite with ``synchronous=NORMAL``; ``--replicated-sync`` other than NORMAL
   sets ``raft://<dir>?synchronous=...``), on CPU 1.
-* **replicated, 3 nodes** - three ``kafka-rpc serve`` processes, each a replica of the same
+* **topic-based, 3 nodes** - three ``kafka-rpc serve`` processes, each a replica of the same
   partition (voters = their controller listeners), NOT pinned (the three and this load generator
   share the machine's CPUs): commits go to the leader; lookups on the leader and on a follower.
   Their CPU per commit (``/proc/<pid>/stat``, the three summed, the lag probe's work included)
@@ -248,14 +248,15 @@ def table(res: dict, args) -> str:
     rows = [
         "| server | cell | ours | p50 / p99 ms | floor | ours/floor | where |",
         "|---|---|---|---|---|---|---|",
-        commit_row("sqlite, 1 node (FULL)", s1["commit"], "server on CPU 1"),
-        commit_row(f"replicated, 1 node ({args.replicated_sync})", r1["commit"], "server on CPU 1"),
-        commit_row("replicated, 3 nodes", r3["commit"], "3 servers unpinned"),
-        find_row("sqlite, 1 node", s1["find"], "server on CPU 1"),
-        find_row("replicated, 1 node", r1["find"], "server on CPU 1"),
-        find_row("replicated, 3 nodes: leader", r3["find_leader"], "unpinned"),
-        find_row("replicated, 3 nodes: follower", r3["find_follower"], "unpinned"),
-        f"| replicated, 3 nodes | follower lag ({lag['probes']} probes during the commit cell)"
+        commit_row("standalone sqlite, 1 node (FULL)", s1["commit"], "server on CPU 1"),
+        commit_row(f"default (topic-based), 1 node ({args.replicated_sync})", r1["commit"],
+                   "server on CPU 1"),
+        commit_row("topic-based, 3 nodes", r3["commit"], "3 servers unpinned"),
+        find_row("standalone sqlite, 1 node", s1["find"], "server on CPU 1"),
+        find_row("default (topic-based), 1 node", r1["find"], "server on CPU 1"),
+        find_row("topic-based, 3 nodes: leader", r3["find_leader"], "unpinned"),
+        find_row("topic-based, 3 nodes: follower", r3["find_follower"], "unpinned"),
+        f"| topic-based, 3 nodes | follower lag ({lag['probes']} probes during the commit cell)"
         f" | p50 {lag['lag_p50_ms']:.1f} ms | p99 **{lag['lag_p99_ms']:.1f}** ms (max"
         f" {lag['lag_max_ms']:.1f}) | - | - | unpinned |",
     ]

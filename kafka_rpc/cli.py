@@ -615,8 +615,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--cluster",
         type=int,
         metavar="N",
-        help="start N broker+controller nodes on loopback (the replicated Batch Coordinator "
-        "from the metadata log), SIGKILL the coordinator leader during the load and restart it",
+        help="start N broker+controller nodes on loopback (the default, topic-based Batch "
+        "Coordinator), SIGKILL the coordinator leader during the load and restart it",
     )
     g.add_argument(
         "--kafka-brokers",
