@@ -82,12 +82,14 @@ class ControllerContext:
     - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
       ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
       controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only);
-    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one; a
-      ``__diskless-metadata`` replica goes only to a voter, :mod:`kafka_rpc.controller.placement`);
+    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one);
     - ``controller_id``: this controller's node id (its dynamic broker configs count for
       topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
     - ``unclean_leader_election_enable``: the controller's static
-      ``unclean.leader.election.enable`` (the last fallback of a topic's config).
+      ``unclean.leader.election.enable`` (the last fallback of a topic's config);
+    - ``raft_hosts``: the brokers a ``__diskless-metadata`` replica's Raft group can reach (the
+      server passes the controller voters: the replicas talk over the controller listener); None =
+      any broker (:func:`kafka_rpc.controller.placement.coordinator_hosts`).
     """
 
     now_ms: int
@@ -103,6 +105,7 @@ class ControllerContext:
     controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
     controller_id: int = -1
     unclean_leader_election_enable: bool = False
+    raft_hosts: frozenset[int] | None = None
 
 
 @dataclass(frozen=True)

@@ -218,7 +218,7 @@ def metadata_topic_due(
     expected_brokers: int,
     waited_ms: int,
     grace_ms: int,
-    voters: Collection[int] = (),
+    voters: Collection[int] | None = None,
 ) -> bool:
     """Whether the active controller should create ``__diskless-metadata`` now: the topic does
     not exist, at least one broker that may hold a replica is unfenced
@@ -237,7 +237,7 @@ def metadata_topic_due(
         return False
     registered = sum(
         1 for b in image.brokers.values()
-        if runs_batch_coordinator(b) and (not voters or b.broker_id in voters)
+        if runs_batch_coordinator(b) and (voters is None or b.broker_id in voters)
     )  # fmt: skip
     want = min(replication_factor, max(expected_brokers, registered))
     return unfenced >= want or waited_ms >= grace_ms
@@ -249,7 +249,7 @@ def create_diskless_metadata_topic(
     """The records creating ``__diskless-metadata`` (DESIGN.md section 9), as CreateTopics would
     with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, usable
     brokers)`` replicas (at least 1) placed as ``create_topics`` places them, on the unfenced
-    brokers that run our Batch Coordinator and are controller voters (``ctx.controller_ids``)
+    brokers that run our Batch Coordinator and are in ``ctx.raft_hosts`` (the controller voters)
     (:func:`~kafka_rpc.controller.placement.coordinator_hosts`; never on a Kafka broker): a
     TopicRecord and one PartitionRecord per partition, no ConfigRecord (the topic is internal,
     not diskless). Returns ``ControllerResult(records, topic id)``, or
@@ -257,7 +257,7 @@ def create_diskless_metadata_topic(
     (nothing to place replicas on yet)."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return ControllerResult([], None)
-    usable = coordinator_hosts(image, ctx.controller_ids)
+    usable = coordinator_hosts(image, ctx.raft_hosts)
     if not usable:
         return ControllerResult([], None)
     rf = max(1, min(replication_factor, len(usable)))

@@ -83,19 +83,19 @@ def classic_brokers(image: MetadataImage) -> list[int]:
     return sorted(kafka) if kafka else sorted(image.brokers)
 
 
-def coordinator_hosts(image: MetadataImage, voters: Collection[int] = ()) -> list[int]:
+def coordinator_hosts(image: MetadataImage, voters: Collection[int] | None = None) -> list[int]:
     """Unfenced brokers (not in controlled shutdown) that run our Batch Coordinator and, when
-    ``voters`` (the controller voters' ids, ``ControllerContext.controller_ids``) is not empty,
-    are among them: a replica's Raft group talks over the controller listener. Sorted: where
-    ``__diskless-metadata`` replicas may go."""
+    ``voters`` is given (``ControllerContext.raft_hosts``: the server passes the controller
+    voters), are among them: a replica's Raft group talks over the controller listener. Sorted:
+    where ``__diskless-metadata`` replicas may go."""
     return [
         b for b in image.unfenced_brokers()
-        if runs_batch_coordinator(image.brokers[b]) and (not voters or b in voters)
+        if runs_batch_coordinator(image.brokers[b]) and (voters is None or b in voters)
     ]  # fmt: skip
 
 
 def replica_pool(
-    image: MetadataImage, topic_name: str, diskless: bool, voters: Collection[int] = ()
+    image: MetadataImage, topic_name: str, diskless: bool, voters: Collection[int] | None = None
 ) -> tuple[list[int] | None, str]:
     """``(brokers, what)``: where a new partition of topic ``topic_name`` may go (module
     docstring; ``brokers`` None = every usable broker) and how the messages name them."""

@@ -158,6 +158,7 @@ class QuorumController:
         unclean_leader_election_enable: bool = False,
         leader_imbalance_check_interval_ms: int | None = 300_000,
         unclean_leader_election_interval_ms: int = 300_000,
+        diskless_metadata_hosts: frozenset[int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -184,6 +185,8 @@ class QuorumController:
         self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
         self._last_balance_ms = 0
         self._last_unclean_ms = 0
+        #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any)
+        self.diskless_metadata_hosts = diskless_metadata_hosts
         self._activated_ms = 0
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
@@ -450,6 +453,7 @@ class QuorumController:
             controlled_shutdown_offsets=self._shutdown_offsets,
             controller_id=self.node_id,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
+            raft_hosts=self.diskless_metadata_hosts,
         )
 
     def _controller_ids(self) -> frozenset[int]:
@@ -801,7 +805,7 @@ class QuorumController:
             self.diskless_metadata_expected_brokers,
             now - self._activated_ms,
             self.diskless_metadata_grace_ms,
-            self._controller_ids(),  # a replica's Raft group needs a controller listener
+            self.diskless_metadata_hosts,
         ):
             return
         tid = self._internal_write(

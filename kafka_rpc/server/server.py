@@ -414,6 +414,8 @@ class Server:
                     else None
                 ),
                 unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
+                # a replica's Raft group talks over the controller listener: voters only
+                diskless_metadata_hosts=frozenset(cfg.voters()),
             )
             rc = cfg.raft_config(self.cluster_id)
             now = monotonic_ms()

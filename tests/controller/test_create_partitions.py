@@ -146,7 +146,7 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
                     f"The manual partition assignment of {M.DISKLESS_METADATA_TOPIC}-6 includes "
                     "broker 7, which does not run the Batch Coordinator.")]  # fmt: skip
     # only the brokers whose Raft RPCs can reach them (the controller voters)
-    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 7), controller_ids=frozenset({2}))
+    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 7), raft_hosts=frozenset({2}))
     assert got[0][1] == E.INVALID_REPLICATION_FACTOR
     assert coordinator_hosts(c.image, {2, 7}) == [2]
 
@@ -177,18 +177,18 @@ def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
     assert "only 2 Kafka broker(s)" in res.response.topics[1].error_message
 
 
-@pytest.mark.parametrize("hosts", [frozenset(), frozenset({1, 2, 3})])
+@pytest.mark.parametrize("hosts", [None, frozenset({1, 2, 3})])
 def test_the_coordinator_topic_waits_for_brokers_that_can_host_it(hosts):
     c = Cluster(seed=7)
     c.register(5, kafka=True)
     c.heartbeat(5)
     # only a Kafka broker: nothing to place the coordinators on
     assert not M.metadata_topic_due(c.image, 3, 1, 60_000, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(controller_ids=hosts), 1, 3)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 1, 3)
     assert res.records == []
     c.live(1)
     assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(controller_ids=hosts), 2, 3)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 2, 3)
     c.apply(res.records)
     meta = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
     assert [p.replicas for p in meta.partitions.values()] == [(1,), (1,)]

@@ -68,6 +68,10 @@ def server(img) -> types.SimpleNamespace:
     config = types.SimpleNamespace(
         voters=lambda: {1: ("127.0.0.1", 1), 2: ("127.0.0.1", 2), 3: ("127.0.0.1", 3)},
         controller_listener_names=(),
+        # the metadata quorum's timing, which the coordinator's Raft groups take (Kafka's)
+        quorum_election_timeout_ms=1000, quorum_fetch_timeout_ms=2000,
+        quorum_election_backoff_max_ms=1000, quorum_request_timeout_ms=2000,
+        quorum_retry_backoff_ms=20,
     )
     return types.SimpleNamespace(node_id=1, config=config, cluster_id="c",
                                  controller=Controller(img))  # fmt: skip
