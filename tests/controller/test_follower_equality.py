@@ -1,4 +1,4 @@
-"""Issue 12: controller command sequences give equal images from the log, from a snapshot plus the
+"""Controller command sequences give equal images from the log, from a snapshot plus the
 tail, and on followers.
 
 Already covered elsewhere: each record type's replay rule (test_replay.py), a command's records

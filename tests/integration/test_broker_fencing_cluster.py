@@ -1,4 +1,4 @@
-"""Issue 12 on a real cluster: a broker that stops heartbeating is fenced by the active controller
+"""On a real cluster: a broker that stops heartbeating is fenced by the active controller
 after ``broker.session.timeout.ms`` and disappears from Metadata, also across a controller
 failover (Kafka's ``BrokerHeartbeatManager`` / ``ReplicationControlManager.fenceStaleBroker``).
 

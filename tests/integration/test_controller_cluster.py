@@ -1,4 +1,4 @@
-"""Issue 12 on a real 3-process quorum: producer-id blocks and topics survive SIGKILL of the
+"""On a real 3-process quorum: producer-id blocks and topics survive SIGKILL of the
 active controller, and no producer-id block is ever handed out twice across 20 failovers
 (KIP-730: a block is answered only after its ProducerIdsRecord commits, and the next active
 controller continues from the committed record).
