@@ -11,6 +11,7 @@ import pytest
 pytestmark = pytest.mark.integration
 
 TIMEOUT = 15
+START_TIMEOUT = 60  # s, to "cluster id": a node alone starts its coordinator first
 
 
 class ServeProcess:
@@ -46,7 +47,7 @@ class ServeProcess:
             done.set()
 
         threading.Thread(target=read, daemon=True).start()
-        if not done.wait(TIMEOUT) or "PLAINTEXT" not in self.ports:
+        if not done.wait(START_TIMEOUT) or "PLAINTEXT" not in self.ports:
             self.stop()
             raise AssertionError(f"server did not start: {self.lines} {self.proc.stderr.read()}")
 

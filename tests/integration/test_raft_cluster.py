@@ -40,7 +40,7 @@ from kafka_rpc.tools.bench_cluster import free_ports, write_properties
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-START_TIMEOUT = 20.0  # one process, to its "cluster id" line
+START_TIMEOUT = 60.0  # one process, to its "cluster id" line (bounded; a loaded machine is slow)
 STEP_TIMEOUT = 15.0  # one awaited condition (an election, a catch-up)
 TEST_BUDGET = 45.0  # a whole test; the processes are killed when it runs out
 CLI_TIMEOUT = 20.0
