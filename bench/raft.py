@@ -567,6 +567,9 @@ def node_overrides(d: Path, node_id: int, ports: dict[int, int], linger: int) ->
         "cluster.id": CLUSTER_ID,
         "controller.quorum.append.linger.ms": str(linger),
         "shutdown.timeout.ms": "1000",
+        # the metadata log is measured here (as in every part of this bench): no Batch Coordinator
+        # Raft groups beside it (the default, topic-based, runs __diskless-metadata replicas)
+        "diskless.coordinator.url": "memory://",
     }
 
 
@@ -822,7 +825,8 @@ async def part_c(root: Path, args, out: dict) -> None:
         return {"node.id": i, "process.roles": "broker,controller",
                 "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{ports[i]}",
                 "controller.quorum.voters": voters, "log.dirs": str(d / f"n{i}" / "data"),
-                "cluster.id": CLUSTER_ID, "metadata.max.idle.interval.ms": 50}  # fmt: skip
+                "cluster.id": CLUSTER_ID, "metadata.max.idle.interval.ms": 50,
+                "diskless.coordinator.url": "memory://"}  # fmt: skip
 
     kids: dict[int, Child] = {}
     poller = Poller()
@@ -969,7 +973,8 @@ def part_d(root: Path, args) -> dict:
     lp = {"node.id": 1, "process.roles": "broker,controller",
           "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
           "controller.quorum.voters": voters, "log.dirs": str(d / "leader" / "data"),
-          "cluster.id": CLUSTER_ID, "metadata.max.idle.interval.ms": 100}  # fmt: skip
+          "cluster.id": CLUSTER_ID, "metadata.max.idle.interval.ms": 100,
+          "diskless.coordinator.url": "memory://"}  # fmt: skip
     kids: list[Child] = []
     ours, floor = [], []
     poller = Poller()
@@ -1003,7 +1008,8 @@ def part_d(root: Path, args) -> dict:
                     fp = {"node.id": 2, "process.roles": "broker",
                           "listeners": "PLAINTEXT://127.0.0.1:0",
                           "controller.quorum.voters": voters,
-                          "log.dirs": str(fd / "data"), "cluster.id": CLUSTER_ID}  # fmt: skip
+                          "log.dirs": str(fd / "data"), "cluster.id": CLUSTER_ID,
+                          "diskless.coordinator.url": "memory://"}  # fmt: skip
                     meta = fd / "data" / "__cluster_metadata-0"
                     warm_page_pool(d, 3 * size)  # its start-up takes some; the rest stays warm
                     t0 = time.perf_counter()
