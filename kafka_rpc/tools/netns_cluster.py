@@ -65,16 +65,12 @@ NODE_PROPS = {
     "shutdown.timeout.ms": "2000",
     "diskless.metadata.topic.replication.factor": "3",
 }
-#: The Batch Coordinator under test, selected explicitly: the replicated one on
-#: ``__diskless-metadata`` ("from the metadata log": no node_id/voters/topic_id), in
-#: ``<node dir>/coordinator``, with the same Raft timing as the metadata log. The one place that
-#: names it: once it is the default, only its timing needs to stay.
-COORDINATOR_PROPS = {
-    "diskless.coordinator.url": "raft://coordinator?raft.election_timeout_ms=500"
-    "&raft.fetch_timeout_ms=1000&raft.request_timeout_ms=1000"
-    "&raft.election_backoff_max_ms=500&write_timeout_ms=10000",
-}
-COORDINATOR_DIR = "coordinator"
+#: The Batch Coordinator under test is the default one, chosen by no setting at all: the
+#: topic-based coordinator on ``__diskless-metadata`` from the metadata log, its partitions in
+#: ``<node dir>/data/__diskless-metadata-<p>/``, with the metadata quorum's ``controller.quorum.*``
+#: timing (:data:`NODE_PROPS`). Kept as the one place a scenario could name another.
+COORDINATOR_PROPS: dict[str, str] = {}
+COORDINATOR_DIR = "data"
 
 
 class NetnsNode:
