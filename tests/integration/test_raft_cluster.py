@@ -793,9 +793,12 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
         assert image[0] == ("FeatureLevelRecord", "metadata.version"), image
         n = sum(1 for r in image if r[0] == "RegisterBrokerRecord")
         assert n >= 1 and all(r[0] == "RegisterBrokerRecord" for r in image[1 : 1 + n]), image
-        # then the three controllers' registrations (ClusterImage.write)
-        assert image[1 + n : 4 + n] == [("RegisterControllerRecord", None)] * 3, image
-        n += 3
+        # then the controllers' registrations (ClusterImage.write): each controller registers
+        # once it knows the active controller, so a snapshot may be taken before the last one
+        m = sum(1 for r in image if r[0] == "RegisterControllerRecord")
+        assert 1 <= m <= 3, image
+        assert image[1 + n : 1 + n + m] == [("RegisterControllerRecord", None)] * m, image
+        n += m
         meta_topic = [("TopicRecord", "__diskless-metadata"), ("PartitionRecord", None)]
         assert image[1 + n :] in ([], meta_topic), image
         # and the node works on: it keeps fetching what the leader commits
