@@ -51,6 +51,16 @@ _LANES = (
 )
 
 
+# The longest single files (a minute or more beside other tests) start right after the lanes, so
+# that none of them is the run's tail.
+_EARLY = (
+    "tests/integration/test_controller_cluster.py", "tests/bench/test_diskless_load.py",
+    "tests/bench/test_controller_bench.py", "tests/bench/test_raft_bench.py",
+    "tests/protocol/test_native.py", "tests/integration/test_crash.py",
+    "tests/integration/test_broker_fencing_cluster.py", "tests/integration/test_raft_cluster.py",
+)
+
+
 def _lane(path: str) -> str | None:
     for name, prefixes in _LANES:
         if path.startswith(prefixes):
@@ -65,10 +75,15 @@ def _scope(nodeid: str) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    """Put the lanes' tests first (xdist hands out scopes in collection order)."""
+    """Put the lanes' tests first, then the longest files (xdist hands out scopes in
+    collection order)."""
     rank = {name: i for i, (name, _) in enumerate(_LANES)}
-    keyed = [(rank.get(_lane(item.nodeid.split("::", 1)[0]), len(rank)), index, item)
-             for index, item in enumerate(items)]  # fmt: skip
+    rank.update({path: len(_LANES) + i for i, path in enumerate(_EARLY)})
+    last = len(rank)
+    keyed = []
+    for index, item in enumerate(items):
+        path = item.nodeid.split("::", 1)[0]
+        keyed.append((rank.get(_lane(path) or path, last), index, item))
     items[:] = [item for _, _, item in sorted(keyed, key=lambda k: k[:2])]
 
 

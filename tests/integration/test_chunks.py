@@ -47,6 +47,13 @@ NODE = 1  # the server's node id (and broker id)
 # ------------------------------------------------------------------ Metadata v14, independently
 # kio's entity conventions (frozen slotted dataclasses, kafka_type metadata, ClassVars), written
 # here from the spec text so that kio's own reader decodes our v14 bytes, not our codec.
+
+def _topics_args(bootstrap: str, *argv: str) -> argparse.Namespace:
+    """``kafka-rpc topics`` arguments as its own parser reads them."""
+    p = argparse.ArgumentParser()
+    topics_tool.add_arguments(p)
+    return p.parse_args(["--bootstrap-server", bootstrap, "--timeout", str(TIMEOUT), *argv])
+
 def _kio_classes():
     from kio.schema.response_header.v1.header import ResponseHeader
     from kio.static.constants import EntityType
@@ -388,10 +395,7 @@ async def test_chunks_tool_create_alter_and_topics_describe(cluster, tmp_path):
     await until_image(server, lambda img: img.topic_by_name("events").chunks.get(0),
                       "the chunk in the node's committed image")  # fmt: skip
     out = io.StringIO()
-    targs = argparse.Namespace(bootstrap_server=bootstrap, timeout=TIMEOUT, describe=True,
-                               list=False, create=False, delete=False, topic="events",
-                               partitions=None, replication_factor=None, config=[],
-                               if_not_exists=False, if_exists=False)  # fmt: skip
+    targs = _topics_args(bootstrap, "--describe", "--topic", "events")
     assert await topics_tool.run(targs, out=out) == 0
     lines = out.getvalue().splitlines()
     assert lines[1].endswith("\tLeader: 2\tReplicas: 2\tIsr: 2\tStartOffset: 10"), lines
