@@ -408,38 +408,9 @@ def elect_unclean_leaders(
 
 
 # ============================================================================ reassignments
-def validate_manual_partition_assignment(
-    image: MetadataImage, replicas: Any, rf: int | None = None
-) -> None:
-    """``ReplicationControlManager.validateManualPartitionAssignment``: a non-empty list of
-    registered brokers, none twice (checked in ascending id order), of ``rf`` replicas when
-    given; else ApiError INVALID_REPLICA_ASSIGNMENT with Kafka's message."""
-    if not replicas:
-        raise ApiError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            "The manual partition assignment includes an empty replica list.",
-        )
-    prev = None
-    for bid in sorted(replicas):
-        if bid not in image.brokers:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes broker {bid}, but no such broker is "
-                "registered.",
-            )
-        if bid == prev:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes the broker {prev} more than once.",
-            )
-        prev = bid
-    if rf is not None and len(replicas) != rf:
-        raise ApiError(
-            ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-            f"The manual partition assignment includes a partition with {len(replicas)} "
-            f"replica(s), but this is not consistent with previous partitions, which have {rf} "
-            "replica(s).",
-        )
+
+
+validate_manual_partition_assignment = replication.validate_manual_partition_assignment
 
 
 def _current_replication_factor(p: Any) -> int:

@@ -730,7 +730,7 @@ def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) ->
         assignment = []
         for i, a in enumerate(topic.assignments):
             replicas = tuple(a.broker_ids)
-            _validate_manual(image, replicas, rf)
+            validate_manual_partition_assignment(image, replicas, rf)
             _check_coordinator_hosts(image, topic.name, current + i, replicas)
             if not any(image.is_active(r) for r in replicas):
                 raise ApiError(
@@ -770,9 +770,13 @@ def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) ->
     return out
 
 
-def _validate_manual(image: MetadataImage, replicas: tuple[int, ...], rf: int | None) -> None:
-    """Kafka's ``ReplicationControlManager.validateManualPartitionAssignment``: not empty, every
-    broker registered and named once, ``rf`` replicas when given; INVALID_REPLICA_ASSIGNMENT."""
+def validate_manual_partition_assignment(
+    image: MetadataImage, replicas: Any, rf: int | None = None
+) -> None:
+    """Kafka's ``ReplicationControlManager.validateManualPartitionAssignment``: a non-empty list
+    of registered brokers, none twice (checked in ascending id order), of ``rf`` replicas when
+    given; else ApiError INVALID_REPLICA_ASSIGNMENT with Kafka's message. CreateTopics,
+    CreatePartitions and reassignments share it."""
     if not replicas:
         raise ApiError(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
