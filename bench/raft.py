@@ -589,13 +589,21 @@ def _wait_result(kids: list[Child], load: dict, what: str) -> dict:
     and ``cpu_us_per_record``."""
     deadline = time.monotonic() + load["warm"] + load["dur"] + 40
     samples: list[tuple[float, float]] = []
+    exited: list[Child] = []
     while True:
         samples.append((time.monotonic(), sum(_cpu_s(c.proc.pid) for c in kids)))
         for c in kids:
+            if c in exited:
+                continue
             with contextlib.suppress(queue.Empty):
                 line = c.lines.get(timeout=0.1 / len(kids))
                 if line is None:
-                    raise RuntimeError(f"{what}: a child exited: {c.log.read_text()[-2000:]}")
+                    # a follower leaves when the leader, done, closes its connections: the
+                    # leader's result line may still be queued, so only all kids gone is an end
+                    exited.append(c)
+                    if len(exited) == len(kids):
+                        raise RuntimeError(f"{what}: a child exited: {c.log.read_text()[-2000:]}")
+                    continue
                 if '"result"' in line:
                     res = json.loads(line)
                     end = (time.monotonic(), sum(_cpu_s(k.proc.pid) for k in kids))

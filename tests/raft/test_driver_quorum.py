@@ -11,7 +11,7 @@ from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port, until
 
 pytestmark = pytest.mark.integration
 
-TIMEOUT = 10.0
+TIMEOUT = 30.0  # a bound; an election takes well under 1 s alone
 
 
 async def start_node(tmp_path, node_id, ports, roles="broker,controller"):
