@@ -32,6 +32,7 @@ metadata log and snapshot byte for byte as ``kafka-rpc dump-log`` does."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import re
 import shutil
@@ -126,9 +127,11 @@ class Cluster:
         return re.search(r"TopicId:\s*(\S+)", out).group(1)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory, kafka_newest):
-    c = Cluster(tmp_path_factory.mktemp("kafka-broker"), kafka_newest)
+@contextlib.contextmanager
+def running_cluster(root: Path, version: str):
+    """Our controller and a Kafka broker of ``version`` started and running; both killed on
+    exit, with their log tails printed when the body or the start fails."""
+    c = Cluster(root, version)
     try:
         c.ctrl.format(c.cluster_id)
         c.ctrl.start()
@@ -144,6 +147,12 @@ def cluster(tmp_path_factory, kafka_newest):
     finally:
         c.broker.kill()
         c.ctrl.kill()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory, kafka_newest):
+    with running_cluster(tmp_path_factory.mktemp("kafka-broker"), kafka_newest) as c:
+        yield c
 
 
 def _admin(c: Cluster):

@@ -10,29 +10,15 @@ import time
 
 import pytest
 
-from tests.kafka.test_kafka_broker import STEP, Cluster, _describe, _until
+from tests.kafka.test_kafka_broker import STEP, _describe, _until, running_cluster
 
 pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory, kafka_oldest):
-    c = Cluster(tmp_path_factory.mktemp("kafka-broker-oldest"), kafka_oldest)
-    try:
-        c.ctrl.format(c.cluster_id)
-        c.ctrl.start()
-        c.ctrl.wait_started(STEP)
-        c.broker.format(c.cluster_id)
-        c.broker.start()
-        c.broker.wait_for_log(r"Transitioning from RECOVERY to RUNNING", STEP)
-        c.broker.wait_for_log(r"Kafka Server started", STEP)
+    with running_cluster(tmp_path_factory.mktemp("kafka-broker-oldest"), kafka_oldest) as c:
         yield c
-    except BaseException:
-        print(f"\n----- broker -----\n{c.broker.tail(60)}\n----- ctrl -----\n{c.ctrl.tail(40)}")
-        raise
-    finally:
-        c.broker.kill()
-        c.ctrl.kill()
 
 
 def test_a_4_0_broker_serves_clients(cluster):
