@@ -7,8 +7,11 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
 1. **BrokerRegistration**: BrokerId = ``node.id``, the ClusterId, an IncarnationId drawn once per
    process start (uuid4), Listeners = this node's advertised broker listeners (ports resolved
    once bound, SecurityProtocol the id of the listener's ``listener.security.protocol.map``
-   entry), Features = the ``metadata.version`` range this code
-   supports, Rack null. Failures and errors are retried with exponential backoff.
+   entry), Features = every feature range this code supports, Kafka's and ours
+   (:func:`kafka_rpc.controller.features.supported_features`: ``metadata.version`` 3.3-IV3 to
+   4.2-IV1, ``kafka_rpc.chunks.version`` ...), so a kafka-rpc broker passes the controller's
+   feature check wherever our features are finalized, Rack null. Failures and errors are
+   retried with exponential backoff.
 2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
    offset this node's committed image has reached (``server.controller.image.last_offset``) and
    WantFence false. While the controller keeps the broker fenced (it has not caught up to its
@@ -33,11 +36,11 @@ import uuid
 from typing import Any
 
 from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, close_channel
+from kafka_rpc.controller.features import supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
-    "METADATA_VERSION_RANGE",
     "PLAINTEXT",
     "BrokerLifecycleManager",
     "start_broker",
@@ -46,9 +49,6 @@ __all__ = [
 
 log = logging.getLogger("kafka_rpc.broker.lifecycle")
 
-METADATA_VERSION_RANGE = (7, 25)
-"""The ``metadata.version`` levels this broker supports: Kafka 4.0's range, from 3.3-IV3 (7,
-``MetadataVersion.MINIMUM_VERSION``) to 4.0-IV3 (25, the level the first leader bootstraps)."""
 PLAINTEXT = 0
 """SecurityProtocol id of PLAINTEXT (Kafka's ``SecurityProtocol.PLAINTEXT.id``)."""
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -95,16 +95,14 @@ class BrokerLifecycleManager:
                     name=adv.name, host=adv.host, port=adv.port, security_protocol=protocol
                 )
             )
-        lo, hi = METADATA_VERSION_RANGE
         return _Reg.BrokerRegistrationRequest(
             broker_id=self.node_id,
             cluster_id=self.server.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=tuple(listeners),
-            features=(
-                _Reg.Feature(
-                    name="metadata.version", min_supported_version=lo, max_supported_version=hi
-                ),
+            features=tuple(
+                _Reg.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+                for name, (lo, hi) in sorted(supported_features().items())
             ),
             rack=None,
             log_dirs=cfg.directory_ids(),

@@ -86,7 +86,9 @@ class ControllerContext:
     - ``controller_id``: this controller's node id (its dynamic broker configs count for
       topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
     - ``unclean_leader_election_enable``: the controller's static
-      ``unclean.leader.election.enable`` (the last fallback of a topic's config).
+      ``unclean.leader.election.enable`` (the last fallback of a topic's config);
+    - ``kraft_version``: the Raft layer's finalized ``kraft.version`` (our Raft has static
+      voters only: 0), which BrokerRegistration checks as Kafka's controller does.
     """
 
     now_ms: int
@@ -102,6 +104,7 @@ class ControllerContext:
     controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
     controller_id: int = -1
     unclean_leader_election_enable: bool = False
+    kraft_version: int = 0
 
 
 @dataclass(frozen=True)

@@ -167,9 +167,10 @@ class StateMachine(Protocol):
     def handle_load_snapshot(self, reader: RawSnapshotReader) -> None:
         """Replace the whole state with the snapshot's (never called on the leader)."""
 
-    def snapshot_records(self) -> list[bytes]:
+    def snapshot_records(self) -> list[bytes] | None:
         """The committed state (as of the last ``handle_commit``/``handle_load_snapshot``) as
-        framed metadata records, for a snapshot the core writes at that offset."""
+        framed metadata records, for a snapshot the core writes at that offset; None when no
+        snapshot may end at that offset (the core tries again at a later trigger)."""
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         """The leader (-1: unknown) of ``epoch``; for this node only once it has replayed past

@@ -1973,13 +1973,17 @@ class RaftCore:
         the file work goes to :attr:`snapshot_writer`, and the snapshot exists once
         :meth:`snapshot_written` says so."""
         sid = OffsetAndEpoch(self._next_offset, self._last_delivered_epoch)
-        self._bytes_since_snapshot = self._records_since_snapshot = 0
         self._last_snapshot_ms = now
         if sid.offset <= self.log.start_offset and sid.offset != 0:
+            self._bytes_since_snapshot = self._records_since_snapshot = 0
             return None
         if sid in self.log.snapshot_ids() or sid.offset > max(self.high_watermark, 0):
+            self._bytes_since_snapshot = self._records_since_snapshot = 0
             return None
         records = self.sm.snapshot_records()
+        if records is None:  # no snapshot may end here (the state machine is inside a metadata
+            return None  # transaction): the counters stay, so the next delivery tries again
+        self._bytes_since_snapshot = self._records_since_snapshot = 0
         ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else self._wall(now)
         w = self.log.create_snapshot(sid)
         background = background and self.snapshot_writer is not None

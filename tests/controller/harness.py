@@ -7,9 +7,17 @@ from __future__ import annotations
 import random
 import uuid
 
+from pyrsistent import pmap
+
 from kafka_rpc.controller import cluster, producer_ids, replication
 from kafka_rpc.controller.base import ControllerContext
-from kafka_rpc.controller.image import EMPTY, MetadataImage
+from kafka_rpc.controller.features import (
+    BootstrapMetadata,
+    default_feature_levels,
+    record_version,
+    supported_features,
+)
+from kafka_rpc.controller.image import EMPTY, MetadataImage, evolve
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 
@@ -20,8 +28,36 @@ DT = codec.module("DeleteTopicsRequest")
 CLUSTER = "test-cluster-id"
 
 
+def bootstrapped(levels=None, kafka_compatible: bool = False) -> MetadataImage:
+    """The empty image with the finalized ``levels`` (default: a new cluster's, every proposal
+    on unless ``kafka_compatible``), as the bootstrap records leave it (offsets still -1)."""
+    if levels is None:
+        levels = default_feature_levels(kafka_compatible=kafka_compatible)
+    return evolve(EMPTY, features=pmap({k: v for k, v in levels.items() if v > 0
+                                        and k != "kraft.version"}))  # fmt: skip
+
+
+def broker_features(**ranges):
+    """BrokerRegistration Features: every range this code supports, ``ranges`` (name with
+    ``_`` for ``.`` -> (min, max), None drops it) replacing some."""
+    fs = dict(supported_features())
+    for k, v in ranges.items():
+        name = k.replace("__", ".")
+        if v is None:
+            fs.pop(name, None)
+        else:
+            fs[name] = v
+    return tuple(
+        BR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+        for n, (lo, hi) in sorted(fs.items())
+    )
+
+
 class Cluster:
-    def __init__(self, seed: int = 0, session_timeout_ms: int = 9000):
+    def __init__(self, seed: int = 0, session_timeout_ms: int = 9000, levels=None,
+                 kafka_compatible: bool = False):  # fmt: skip
+        # the bootstrap records in the log (followers replay them too), as a new cluster's
+        # first active controller writes them
         self.image: MetadataImage = EMPTY
         self.log: list[bytes] = []
         self.now = 0
@@ -29,6 +65,11 @@ class Cluster:
         self.heartbeats: dict[int, int] = {}
         self.session_timeout_ms = session_timeout_ms
         self.incarnations: dict[int, uuid.UUID] = {}
+        if levels is None:
+            levels = default_feature_levels(kafka_compatible=kafka_compatible)
+        boot = BootstrapMetadata.from_levels(levels)
+        self.image = bootstrapped(levels)  # the versions of the bootstrap records
+        self.apply(list(boot.records), start=EMPTY)
 
     @property
     def next_offset(self) -> int:
@@ -46,9 +87,12 @@ class Cluster:
         base.update(kw)
         return ControllerContext(**base)
 
-    def apply(self, records: list) -> None:
+    def apply(self, records: list, start: MetadataImage | None = None) -> None:
+        version_image = self.image
+        if start is not None:
+            self.image = start
         for rec in records:
-            data = codec.encode_record(rec)
+            data = codec.encode_record(rec, record_version(rec, version_image))
             decoded, _ = codec.decode_record(data)
             self.image = replay(self.image, decoded, self.next_offset, 1)
             self.log.append(data)
@@ -74,6 +118,7 @@ class Cluster:
                 BR.Listener(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0),
             ),
             log_dirs=kw.pop("log_dirs", (uuid.UUID(int=(broker_id + 1) << 64),)),
+            features=kw.pop("features", broker_features()),
             rack=None,
             previous_broker_epoch=kw.pop("previous_broker_epoch", -1),
         )

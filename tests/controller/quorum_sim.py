@@ -49,6 +49,7 @@ from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.harness import broker_features
 from tests.raft.simulation import Cluster, Invariants, SimConfig
 
 R = codec.message_class
@@ -746,10 +747,8 @@ def build_request(
     """(request, a coroutine function sending it to ``qc``) for a command op, resolved against
     the target controller's uncommitted image; ``seen_ids``: name -> every id it was seen with."""
     if isinstance(op, Register):
-        top = 30 if op.mv_ok else 7  # the finalized level is 25
-        features = (
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=top),
-        )
+        # every supported range; mv_ok False: a metadata.version range below the finalized one
+        features = broker_features(**({} if op.mv_ok else {"metadata__version": (1, 7)}))
         req = R("BrokerRegistrationRequest")(
             broker_id=op.broker,
             cluster_id=CLUSTER if op.cluster_ok else "another-cluster",

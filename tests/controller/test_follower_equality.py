@@ -241,7 +241,10 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 #: removals, ELR clears, a 3.x migration state) and RegisterControllerRecord (written on a
 #: ControllerRegistration, which this script does not send) are covered by
 #: tests/controller/test_kafka_records.py.
+#: AbortTransactionRecord is written only when a log ends inside a metadata transaction
+#: (tests/controller/test_transactions.py).
 WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
+    "AbortTransactionRecord",
     "UnregisterBrokerRecord",
     "FenceBrokerRecord",
     "UnfenceBrokerRecord",
@@ -429,8 +432,8 @@ def test_an_active_controller_whose_speculative_image_diverges_is_caught():
     def hook(node_id, qc):
         orig = qc._write
 
-        def write(fn):
-            res, wait_for = orig(fn)
+        def write(fn, version_image=None):
+            res, wait_for = orig(fn, version_image)
             if any(type(r).__spec_name__ == "ProducerIdsRecord" for r in res.records):
                 u = qc._uncommitted
                 qc._uncommitted = replace(u, producer_ids=replace(u.producer_ids, broker_epoch=-7))

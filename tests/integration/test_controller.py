@@ -13,6 +13,7 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.harness import broker_features
 from tests.integration.conftest import start_server
 from tests.raft.test_driver_single import CLUSTER_ID, free_port, start_single
 
@@ -35,9 +36,7 @@ def registration(broker_id: int = BROKER):
         listeners=(
             BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092, security_protocol=0),
         ),
-        features=(
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=25),
-        ),
+        features=broker_features(),
         rack=None,
     )
 

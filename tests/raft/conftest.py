@@ -53,8 +53,8 @@ class FakeStateMachine:
         self.loads.append(reader.snapshot_id)
         self.loaded_batches.append(list(reader.batches()))
 
-    def snapshot_records(self) -> list[bytes]:
-        return list(self.snapshot)
+    def snapshot_records(self) -> list[bytes] | None:
+        return None if self.snapshot is None else list(self.snapshot)
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         self.leader_changes.append((leader_id, epoch))

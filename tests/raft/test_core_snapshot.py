@@ -96,6 +96,21 @@ def test_create_snapshot_header_records_footer():
     assert n.core.create_snapshot(31) is None
 
 
+def test_no_snapshot_while_the_state_machine_reports_none():
+    """A state machine inside a metadata transaction reports no records: no snapshot is cut
+    there, and the trigger's counters stay so the next delivery tries again."""
+    n = make_node(1, voter_ids=(1,))
+    n.flush(0)
+    n.core.append(1, [b"x", b"y"])
+    n.core.poll(26)
+    n.flush(26)
+    n.sm.snapshot = None
+    assert n.core.create_snapshot(30) is None
+    assert n.log.latest_snapshot_id() is None and n.core._records_since_snapshot > 0
+    n.sm.snapshot = [b"rec"]
+    assert n.core.create_snapshot(31) == OffsetAndEpoch(3, 1)
+
+
 def test_create_empty_snapshot_has_exactly_header_and_footer():
     n = make_node(1, voter_ids=(1,))
     n.flush(0)

@@ -4,6 +4,7 @@
 # name: (module, type, apiKey, (lowest, highest) or None, flexible-from or None,
 #        listeners, latestVersionUnstable)
 SPECS = {
+    "AbortTransactionRecord": ("abort_transaction_record", "metadata", 25, (0, 0), 0, (), False),
     "AccessControlEntryRecord": (
         "access_control_entry_record",
         "metadata",
@@ -187,6 +188,7 @@ SPECS = {
         (),
         False,
     ),
+    "BeginTransactionRecord": ("begin_transaction_record", "metadata", 23, (0, 0), 0, (), False),
     "BrokerHeartbeatRequest": (
         "broker_heartbeat_request",
         "request",
@@ -504,6 +506,7 @@ SPECS = {
         False,
     ),
     "EndQuorumEpochResponse": ("end_quorum_epoch_response", "response", 54, (0, 2), 1, (), False),
+    "EndTransactionRecord": ("end_transaction_record", "metadata", 24, (0, 0), 0, (), False),
     "EnvelopeRequest": ("envelope_request", "request", 58, (0, 0), 0, ("controller",), False),
     "EnvelopeResponse": ("envelope_response", "response", 58, (0, 0), 0, (), False),
     "FeatureLevelRecord": ("feature_level_record", "metadata", 12, (0, 0), 0, (), False),
@@ -750,6 +753,16 @@ SPECS = {
         (),
         False,
     ),
+    "UpdateFeaturesRequest": (
+        "update_features_request",
+        "request",
+        57,
+        (0, 2),
+        0,
+        ("broker", "controller"),
+        False,
+    ),
+    "UpdateFeaturesResponse": ("update_features_response", "response", 57, (0, 2), 0, (), False),
     "UpdateMetadataRequest": ("update_metadata_request", "request", 6, (0, 8), 6, (), False),
     "UpdateMetadataResponse": ("update_metadata_response", "response", 6, (0, 8), 6, (), False),
     "UpdateRaftVoterRequest": (
