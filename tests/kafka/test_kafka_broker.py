@@ -130,7 +130,7 @@ class Cluster:
 def cluster(tmp_path_factory, kafka_newest):
     c = Cluster(tmp_path_factory.mktemp("kafka-broker"), kafka_newest)
     try:
-        c.ctrl.format(c.cluster_id)
+        c.ctrl.format(c.cluster_id, "--kafka-compatible")  # a Kafka broker may register
         c.ctrl.start()
         c.ctrl.wait_started(STEP)
         c.broker.format(c.cluster_id)
