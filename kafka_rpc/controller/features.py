@@ -383,6 +383,7 @@ _MIN_MV = {
     "BeginTransactionRecord": 13,  # isMetadataTransactionSupported (3.6-IV1)
     "EndTransactionRecord": 13,
     "AbortTransactionRecord": 13,
+    "RegisterControllerRecord": 15,  # isControllerRegistrationSupported (3.7-IV0)
 }
 
 
@@ -402,7 +403,8 @@ def record_version(record: Any, image: Any) -> int:
     Raises FeatureError for a record the levels do not allow: ChunkRecord / ChunkChangeRecord
     without ``kafka_rpc.chunks.version``, the coordinator mapping without
     ``kafka_rpc.diskless.version``, UserScramCredentialRecord below MV 11, the transaction
-    records below MV 13, or no ``metadata.version`` at all (Kafka's ``metadataVersionOrThrow``)."""
+    records below MV 13, RegisterControllerRecord below MV 15, or no ``metadata.version`` at
+    all (Kafka's ``metadataVersionOrThrow``)."""
     name = type(record).__spec_name__
     feature = _GATED.get(name)
     if feature is not None:
@@ -669,9 +671,9 @@ def _reason_not_supported(
     quorum_node_ids: Sequence[int],
 ) -> str | None:
     """``FeatureControlManager.reasonNotSupported``: this controller's range, every registered
-    broker's, and (at MV >= 15, where Kafka controllers register) every other quorum node's,
-    which must have registered (we keep no controller registrations, so a multi-voter quorum
-    refuses there as Kafka does for an unregistered controller)."""
+    broker's, and (at MV >= 15, where controllers register, KIP-919) every other registered
+    controller's (a feature it does not list counts as 0..0); then every other quorum node must
+    have registered ("controller N has not registered, and may not support this feature")."""
 
     def why(what: str, rng: tuple[int, int]) -> str | None:
         lo, hi = rng
@@ -690,8 +692,14 @@ def _reason_not_supported(
         if r:
             return r
     if level(image, METADATA_VERSION) >= 15:
-        for cid in quorum_node_ids:
+        for cid in sorted(image.controllers):
             if cid != node_id:
+                ranges = {n: (lo, hi) for n, lo, hi in image.controllers[cid].features}
+                r = why(f"Controller {cid}", ranges.get(name, (0, 0)))
+                if r:
+                    return r
+        for cid in quorum_node_ids:
+            if cid != node_id and cid not in image.controllers:
                 return f"controller {cid} has not registered, and may not support this feature"
     return None
 
@@ -713,8 +721,8 @@ def update_features(
     error: Invalid update version L for feature F. <reason>", nothing written):
 
     - UpgradeType not 1-3: "The controller does not support the given upgrade type.";
-    - level < 0; a level this controller, a registered broker or another (unregistered, at MV >=
-      15) quorum node does not support;
+    - level < 0; a level this controller, a registered broker or (at MV >= 15) another registered
+      controller does not support, or another quorum node has not registered;
     - a lower level without SAFE/UNSAFE_DOWNGRADE, a higher one with them;
     - ``metadata.version``: an unknown level; a downgrade across a level that changed the
       metadata (``didMetadataChange``) is refused, also when unsafe ("Unsupported metadata.version

@@ -282,6 +282,35 @@ def test_update_features_refusals(update, voters, message):
     assert (len(c.log), c.image.features) == before
 
 
+def test_update_features_checks_registered_controllers_as_kafka():
+    """FeatureControlManager.reasonNotSupported at MV >= 3.7-IV0: every other registered
+    controller's range (a feature it does not list counts as 0..0), then every quorum node must
+    have registered."""
+    c = Cluster(levels=default_feature_levels(25))
+    c.live(1)
+    RC = codec.module("RegisterControllerRecord")
+
+    def controller(cid, *feats):
+        c.apply([R("RegisterControllerRecord")(
+            controller_id=cid, incarnation_id=uuid.UUID(int=cid), end_points=(),
+            features=tuple(RC.ControllerFeature(name=n, min_supported_version=lo,
+                                                max_supported_version=hi)
+                           for n, lo, hi in feats))])  # fmt: skip
+
+    controller(2, ("metadata.version", 7, 29), ("streams.version", 0, 1))
+    res = _run(c, _uf(("streams.version", 0, 2)), voters=(1, 2, 3))
+    assert res.response.error_message.endswith(
+        "controller 3 has not registered, and may not support this feature")
+    controller(3, ("metadata.version", 7, 29))  # a controller without our feature's range
+    res = _run(c, _uf((CHUNKS_VERSION, 1, 1)), voters=(1, 2, 3))
+    assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION and res.records == []
+    assert res.response.error_message.endswith(
+        f"Invalid update version 1 for feature {CHUNKS_VERSION}. "
+        "Controller 2 does not support this feature.")
+    res = _run(c, _uf(("streams.version", 0, 2)), voters=(1, 2, 3))
+    assert res.response.error_code == 0, res.response
+
+
 def test_v0_allow_downgrade_is_an_upgrade_as_kafkas_controller_reads_it():
     c = Cluster()
     req = R("UpdateFeaturesRequest")(feature_updates=(
