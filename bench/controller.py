@@ -221,17 +221,17 @@ async def closed_loop(op, conc: int, warm: float, dur: float) -> dict:
 
 
 def _registration(broker_id: int, port: int):
-    from kafka_rpc.broker.lifecycle import METADATA_VERSION_RANGE, PLAINTEXT
+    from kafka_rpc.broker.lifecycle import PLAINTEXT
+    from kafka_rpc.controller.features import supported_features
     from kafka_rpc.protocol import codec
 
     m = codec.module("BrokerRegistrationRequest")
-    lo, hi = METADATA_VERSION_RANGE
     return m.BrokerRegistrationRequest(
         broker_id=broker_id, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(),
         listeners=(m.Listener(name="PLAINTEXT", host="127.0.0.1", port=port,
                               security_protocol=PLAINTEXT),),
-        features=(m.Feature(name="metadata.version", min_supported_version=lo,
-                            max_supported_version=hi),),
+        features=tuple(m.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                       for n, (lo, hi) in sorted(supported_features().items())),
         rack=None, log_dirs=(broker_dir(broker_id),))  # fmt: skip
 
 

@@ -568,11 +568,11 @@ class BenchBroker:
 
     - :meth:`start`: BrokerRegistration (BrokerId, ``cfg["cluster_id"]``, a uuid4 IncarnationId,
       Listeners = one fake PLAINTEXT endpoint ``bench-broker-<id>.invalid:9092``, Features =
-      ``metadata.version`` in ``METADATA_VERSION_RANGE``), retried with backoff (50 ms doubling to
-      1 s) on NOT_CONTROLLER, DUPLICATE_BROKER_REGISTRATION (an earlier incarnation's session
-      still runs), other errors and lost connections until ``cfg["startup_timeout"]`` seconds
-      have passed (then ``RuntimeError``); INCONSISTENT_CLUSTER_ID and UNSUPPORTED_VERSION fail
-      at once. Then the heartbeat task starts.
+      every range of ``kafka_rpc.controller.features.supported_features``), retried with backoff
+      (50 ms doubling to 1 s) on NOT_CONTROLLER, DUPLICATE_BROKER_REGISTRATION (an earlier
+      incarnation's session still runs), other errors and lost connections until
+      ``cfg["startup_timeout"]`` seconds have passed (then ``RuntimeError``);
+      INCONSISTENT_CLUSTER_ID and UNSUPPORTED_VERSION fail at once. Then the heartbeat task starts.
     - Heartbeats every ``cfg["heartbeat_interval_ms"]`` (``broker.heartbeat.interval.ms``) with
       the broker epoch, CurrentMetadataOffset -1 and WantFence true: this broker follows no
       metadata log, so it stays fenced (its fake endpoint is never in Metadata and gets no
@@ -624,10 +624,10 @@ class BenchBroker:
 
     # ------------------------------------------------------------------ registration
     def registration_request(self):
-        from kafka_rpc.broker.lifecycle import METADATA_VERSION_RANGE, PLAINTEXT
+        from kafka_rpc.broker.lifecycle import PLAINTEXT
+        from kafka_rpc.controller.features import supported_features
 
         m = _codec().module("BrokerRegistrationRequest")
-        lo, hi = METADATA_VERSION_RANGE
         return m.BrokerRegistrationRequest(
             broker_id=self.broker_id,
             cluster_id=self.cfg["cluster_id"],
@@ -640,10 +640,9 @@ class BenchBroker:
                     security_protocol=PLAINTEXT,
                 ),
             ),
-            features=(
-                m.Feature(
-                    name="metadata.version", min_supported_version=lo, max_supported_version=hi
-                ),
+            features=tuple(
+                m.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+                for n, (lo, hi) in sorted(supported_features().items())
             ),
             rack=None,
             # one log directory, as a Kafka broker registers at metadata.version >= 3.7-IV2

@@ -4,7 +4,8 @@
     kafka-rpc api-versions --bootstrap-server HOST:PORT
     kafka-rpc storage random-uuid
     kafka-rpc storage format --cluster-id ID --config server.properties [--override k=v]
-                             [--ignore-formatted]
+                             [--ignore-formatted] [--release-version V] [--feature F=L ...]
+                             [--kafka-compatible] [--add-scram SCRAM ...]
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
@@ -160,20 +161,50 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     """Kafka's ``kafka-storage.sh``: ``random-uuid`` prints a new cluster id; ``format`` writes
-    ``meta.properties`` into every log directory and the metadata log directory. Exit 1 with
-    Kafka's message when a directory is already formatted (unless ``--ignore-formatted``), 2 on
-    a configuration error."""
+    ``bootstrap.checkpoint`` and ``meta.properties`` into every log directory and the metadata
+    log directory (``kafka_rpc.config.Config.format_storage``). The bootstrap's feature levels
+    are Kafka's ``Formatter`` rules (``--release-version`` parsed as Kafka's
+    ``MetadataVersion.fromVersionString``, ``--feature NAME=LEVEL`` repeatable, every other
+    feature at its default for that version) with our features (``kafka_rpc.*``) at their max,
+    or at 0 with ``--kafka-compatible``; ``--add-scram`` credentials follow them
+    (docs/features.md). Exit 1 with Kafka's message when a directory is already formatted
+    (unless ``--ignore-formatted``) or a feature setting is refused, 2 on a configuration
+    error."""
+    from kafka_rpc.bootstrap_directory import bootstrap_from
     from kafka_rpc.config import StorageFormattedError, random_uuid_text
+    from kafka_rpc.controller.features import (
+        BOOTSTRAP_METADATA_VERSION,
+        FeatureError,
+        default_feature_levels,
+        metadata_version,
+        parse_release_version,
+    )
 
     if args.storage_command == "random-uuid":
         print(random_uuid_text())
         return 0
     try:
         config = load_config(args.config, args.override or ())
+        kafka_compatible = args.kafka_compatible or config.kafka_compatible
+        mv = BOOTSTRAP_METADATA_VERSION
+        if args.release_version is not None:
+            mv = parse_release_version(args.release_version).level
+        overrides = _feature_levels(args.feature or ())
+        levels = default_feature_levels(mv, overrides, kafka_compatible)
         scram = _scram_credentials(args.add_scram or ())
-        formatted = config.format_storage(args.cluster_id, args.ignore_formatted)
-        if scram is not None and formatted:
-            scram.save(config.metadata_log_dir)
+        if scram is not None:
+            from kafka_rpc.controller.scram import scram_records
+
+            scram = scram_records(scram)
+        bootstrap = bootstrap_from(levels, scram or ())
+    except ConfigError as e:
+        print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
+        return 2
+    except (FeatureError, ValueError) as e:
+        print(e, file=sys.stderr)
+        return 1
+    try:
+        formatted = config.format_storage(args.cluster_id, args.ignore_formatted, bootstrap)
     except StorageFormattedError as e:
         print(e, file=sys.stderr)
         return 1
@@ -186,13 +217,32 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     if not formatted:
         print("All of the log directories are already formatted.")
         return 0
-    from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION_NAME as BOOTSTRAP_NAME
-
+    print("Bootstrap metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(levels.items())))
+    name = metadata_version(mv).name
     meta_dir = Path(config.metadata_log_dir).resolve()
     for d in formatted:
         kind = "metadata" if d.resolve() == meta_dir else "data"
-        print(f"Formatting {kind} directory {d} with metadata.version {BOOTSTRAP_NAME}.")
+        print(f"Formatting {kind} directory {d} with metadata.version {name}.")
     return 0
+
+
+def _feature_levels(items) -> dict[str, int]:
+    """``--feature NAME=LEVEL`` arguments (Kafka's ``StorageTool.parseNameAndLevel``: the name
+    and level trimmed, the level a short); ValueError with Kafka's message otherwise."""
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ValueError(f"Can't parse feature=level string {item}: equals sign not found.")
+        try:
+            lvl = int(text.strip())
+            if not -32768 <= lvl <= 32767:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"Can't parse feature=level string {item}: unable to parse "
+                             f"{text.strip()} as a short.") from None  # fmt: skip
+        out[name.strip()] = lvl
+    return out
 
 
 def _scram_credentials(items) -> Any:
@@ -581,7 +631,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip directories already formatted instead of failing")  # fmt: skip
     f.add_argument("--add-scram", "-S", action="append", metavar="SCRAM",
                    help="a SCRAM credential, e.g. 'SCRAM-SHA-256=[name=alice,password=pw]' "
-                   "(repeatable; kept salted in the metadata log directory)")  # fmt: skip
+                   "(repeatable; salted into bootstrap.checkpoint)")  # fmt: skip
+    f.add_argument("--release-version", "-r", metavar="VERSION",
+                   help="the metadata.version to start with, as Kafka's (4.2-IV1, 3.9 ...); "
+                   "default: the newest kafka-rpc supports")  # fmt: skip
+    f.add_argument("--feature", "-f", action="append", metavar="NAME=LEVEL",
+                   help="the level of one feature (repeatable), e.g. group.version=0")  # fmt: skip
+    f.add_argument("--kafka-compatible", action="store_true",
+                   help="leave kafka-rpc's own features (kafka_rpc.*) at 0 so that Apache "
+                   "Kafka brokers and controllers can join (docs/features.md)")  # fmt: skip
     f.set_defaults(func=_cmd_storage)
 
     mq = sub.add_parser("metadata-quorum", help="describe the metadata quorum "

@@ -336,6 +336,16 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "brokers when the controller creates it (at least 1); like Kafka's "
         "offsets.topic.replication.factor.",
     ),
+    # ---- features (docs/features.md)
+    "kafka.compatible": (
+        _bool,
+        "false",
+        "Ours: when this node formats an empty data directory by itself (the first serve), or "
+        "finds no bootstrap.checkpoint in metadata.log.dir, the cluster is formatted "
+        "Kafka-compatible: our features (kafka_rpc.*) stay at 0, so Apache Kafka brokers and "
+        "controllers can join (no chunks, no Batch Coordinator mapping records). Like "
+        "`kafka-rpc storage format --kafka-compatible`.",
+    ),
     # ---- security (Kafka's keys; DESIGN section 10). The ssl.* and sasl.* keys, and
     # connections.max.reauth.ms, may be overridden per listener as
     # listener.name.<listener name in lower case>.<key> (Kafka's ListenerName.configPrefix).
@@ -526,6 +536,7 @@ class Config:
     #: listener name -> security protocol (every listener of ``listeners`` has one)
     security_protocol_map: Mapping[str, str] = dataclasses.field(default_factory=dict)
     inter_broker_listener_name: str | None = None
+    kafka_compatible: bool = False
 
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener (``listener.security.protocol.map``)."""
@@ -618,16 +629,24 @@ class Config:
             dirs.append(meta_dir)
         return dirs
 
-    def format_storage(self, cluster_id: str, ignore_formatted: bool = False) -> list[Path]:
-        """Kafka's ``kafka-storage format``: write ``meta.properties`` (``version=1``,
-        ``cluster.id``, ``node.id``, a fresh ``directory.id`` per directory, as Kafka 3.7+) into
-        every directory of :meth:`storage_dirs` and create :attr:`metadata_partition_dir` with its
-        ``partition.metadata`` (the metadata topic id, KIP-516).
-        Returns the directories formatted now. A directory that already has ``meta.properties``
-        raises :class:`StorageFormattedError` (Kafka's message), or is skipped with
-        ``ignore_formatted``. Kafka's bootstrap checkpoint (``00000000000000000000-0000000000
-        .checkpoint`` holding ``metadata.version``) is not written: the first leader appends the
-        FeatureLevelRecord to an empty log instead (``kafka_rpc.controller.features``)."""
+    def format_storage(
+        self, cluster_id: str, ignore_formatted: bool = False, bootstrap: Any = None
+    ) -> list[Path]:
+        """Kafka's ``kafka-storage format`` (``Formatter.doFormat``): into every directory of
+        :meth:`storage_dirs` that has no ``meta.properties``, write ``bootstrap.checkpoint``
+        (``bootstrap``, a :class:`~kafka_rpc.controller.features.BootstrapMetadata`; the default
+        one of :attr:`kafka_compatible` when None; :mod:`kafka_rpc.bootstrap_directory`), then
+        ``meta.properties`` (``version=1``, ``cluster.id``, ``node.id``, a fresh
+        ``directory.id`` per directory, as Kafka 3.7+); and create
+        :attr:`metadata_partition_dir` with its ``partition.metadata`` (the metadata topic id,
+        KIP-516). Returns the directories formatted now. A directory that already has
+        ``meta.properties`` raises :class:`StorageFormattedError` (Kafka's message), or is
+        skipped with ``ignore_formatted``."""
+        from kafka_rpc.bootstrap_directory import write_bootstrap
+        from kafka_rpc.controller.features import BootstrapMetadata
+
+        if bootstrap is None:
+            bootstrap = BootstrapMetadata.default(self.kafka_compatible)
         check_uuid_text("--cluster-id", cluster_id)
         dirs = self.storage_dirs()
         todo = []
@@ -641,6 +660,8 @@ class Config:
             else:
                 todo.append(d)
         for d in todo:
+            d.mkdir(parents=True, exist_ok=True)
+            write_bootstrap(d, bootstrap)
             _write_meta(d, cluster_id, self.node_id)
         self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
         from kafka_rpc.broker import partition_metadata
@@ -904,6 +925,7 @@ def load_config(
         ],
         security_protocol_map=protocol_map,
         inter_broker_listener_name=ibl,
+        kafka_compatible=vals["kafka.compatible"],
     )
 
 

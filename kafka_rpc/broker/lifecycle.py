@@ -7,10 +7,11 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
 1. **BrokerRegistration**: BrokerId = ``node.id``, the ClusterId, an IncarnationId drawn once per
    process start (uuid4), Listeners = this node's advertised broker listeners (ports resolved
    once bound, SecurityProtocol the id of the listener's ``listener.security.protocol.map``
-   entry), Features = the ``metadata.version`` range this code supports and
-   ``kafka_rpc.diskless.version`` 0-1 (it runs our Batch Coordinator, which is how the controller
-   tells it from a Kafka broker), Rack null. Failures and errors are retried with exponential
-   backoff.
+   entry), Features = every feature range this code supports, Kafka's and ours
+   (:func:`registration_features`: ``metadata.version`` 3.3-IV3 to 4.2-IV1,
+   ``kafka_rpc.diskless.version`` and ``kafka_rpc.chunks.version`` 0-1), so a kafka-rpc broker
+   passes the controller's feature check wherever our features are finalized, Rack null.
+   Failures and errors are retried with exponential backoff.
 2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
    offset this node's committed image has reached (``server.controller.image.last_offset``) and
    WantFence false. While the controller keeps the broker fenced (it has not caught up to its
@@ -35,12 +36,11 @@ import uuid
 from typing import Any
 
 from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, close_channel
-from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
+from kafka_rpc.controller.features import supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
-    "METADATA_VERSION_RANGE",
     "PLAINTEXT",
     "BrokerLifecycleManager",
     "registration_features",
@@ -50,9 +50,6 @@ __all__ = [
 
 log = logging.getLogger("kafka_rpc.broker.lifecycle")
 
-METADATA_VERSION_RANGE = (7, 25)
-"""The ``metadata.version`` levels this broker supports: Kafka 4.0's range, from 3.3-IV3 (7,
-``MetadataVersion.MINIMUM_VERSION``) to 4.0-IV3 (25, the level the first leader bootstraps)."""
 PLAINTEXT = 0
 """SecurityProtocol id of PLAINTEXT (Kafka's ``SecurityProtocol.PLAINTEXT.id``)."""
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -66,16 +63,15 @@ _HB = codec.message_class("BrokerHeartbeatRequest")
 
 
 def registration_features() -> tuple:
-    """The Features of this broker's BrokerRegistration: the ``metadata.version`` range
-    (:data:`METADATA_VERSION_RANGE`) and ``kafka_rpc.diskless.version`` 0-1: it runs our Batch
-    Coordinator, which is how the controller tells a kafka-rpc broker from a Kafka broker
-    (:mod:`kafka_rpc.controller.placement`)."""
-    lo, hi = METADATA_VERSION_RANGE
-    return (
-        _Reg.Feature(name="metadata.version", min_supported_version=lo, max_supported_version=hi),
-        _Reg.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0,
-                     max_supported_version=1),
-    )  # fmt: skip
+    """The Features of this broker's BrokerRegistration: every feature range this code supports,
+    Kafka's and ours (:func:`kafka_rpc.controller.features.supported_features`), so a kafka-rpc
+    broker passes the controller's feature check wherever our features are finalized. Listing
+    ``kafka_rpc.diskless.version`` (it runs our Batch Coordinator) is also how the controller
+    tells a kafka-rpc broker from a Kafka broker (:mod:`kafka_rpc.controller.placement`)."""
+    return tuple(
+        _Reg.Feature(name=name, min_supported_version=lo, max_supported_version=hi)
+        for name, (lo, hi) in sorted(supported_features().items())
+    )
 
 
 class BrokerLifecycleManager:

@@ -89,7 +89,9 @@ class ControllerContext:
       ``unclean.leader.election.enable`` (the last fallback of a topic's config);
     - ``raft_hosts``: the brokers a ``__diskless-metadata`` replica's Raft group can reach (the
       server passes the controller voters: the replicas talk over the controller listener); None =
-      any broker (:func:`kafka_rpc.controller.placement.coordinator_hosts`).
+      any broker (:func:`kafka_rpc.controller.placement.coordinator_hosts`);
+    - ``kraft_version``: the Raft layer's finalized ``kraft.version`` (our Raft has static
+      voters only: 0), which BrokerRegistration checks as Kafka's controller does.
     """
 
     now_ms: int
@@ -106,6 +108,7 @@ class ControllerContext:
     controller_id: int = -1
     unclean_leader_election_enable: bool = False
     raft_hosts: frozenset[int] | None = None
+    kraft_version: int = 0
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,10 @@
   PartitionRecord / PartitionChangeRecord state (:mod:`kafka_rpc.controller.replication`).
 * Snapshot part: :func:`chunk_records` (one ChunkRecord per inactive chunk holding its current
   state and epoch).
+* Every record here (ChunkRecord, ChunkChangeRecord, PartitionChangeRecord v3) needs our feature
+  ``kafka_rpc.chunks.version`` >= 1 (:mod:`kafka_rpc.controller.features`): at 0 (a cluster
+  formatted Kafka-compatible) both commands answer UNSUPPORTED_VERSION on every entry, naming
+  the feature, and write nothing.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from kafka_rpc.controller.base import (
     ControllerResult,
     ReplayError,
 )
+from kafka_rpc.controller.features import CHUNKS_VERSION, level
 from kafka_rpc.controller.image import ChunkRegistration, MetadataImage, TopicImage, evolve
 from kafka_rpc.controller.partition_change import complete_reassignment, reassignment_replicas
 from kafka_rpc.protocol import codec
@@ -46,6 +51,20 @@ _R = codec.message_class
 
 
 # ============================================================================ commands
+def chunks_disabled_message(image: MetadataImage, api: str) -> str | None:
+    """Why ``api`` (a chunk command) cannot run on ``image``: our feature
+    ``kafka_rpc.chunks.version`` is not finalized (the cluster was formatted Kafka-compatible,
+    where a Kafka node could not parse the chunk records); None when it may."""
+    if level(image, CHUNKS_VERSION) >= 1:
+        return None
+    return (
+        f"{api} needs the feature {CHUNKS_VERSION} >= 1, but its finalized level is 0 (the "
+        "cluster was formatted Kafka-compatible); finalize it with UpdateFeatures "
+        f"(kafka-features upgrade --feature {CHUNKS_VERSION}=1) once no Apache Kafka node is "
+        "registered."
+    )
+
+
 def _code_message(code: int) -> str:
     try:
         return ErrorCode(code).name
@@ -145,6 +164,11 @@ def create_chunks(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     (Kafka's leader-epoch bump on reassignment), reassignment lists cleared. Answers
     ErrorCode 0 with a null message; the response lists the entries in request order.
     """
+    disabled = chunks_disabled_message(image, "CreateChunks")
+    if disabled:
+        return ControllerResult(
+            [], create_chunks_error_response(request, 0, ErrorCode.UNSUPPORTED_VERSION, disabled)
+        )
     mod = codec.module("CreateChunksResponse")
     Result = mod.CreateChunksTopicPartitionResult
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
@@ -273,6 +297,10 @@ def alter_chunk_assignments(
     epoch by one; a target equal to the current replicas (same order, nothing in progress)
     writes nothing. Answers ErrorCode 0, null message, in request order.
     """
+    disabled = chunks_disabled_message(image, "AlterChunkAssignments")
+    if disabled:
+        return ControllerResult([], alter_chunk_assignments_error_response(
+            request, 0, ErrorCode.UNSUPPORTED_VERSION, disabled))  # fmt: skip
     mod = codec.module("AlterChunkAssignmentsResponse")
     Result = mod.AlterChunkAssignmentResult
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
@@ -456,8 +484,10 @@ _BATCH_RULES = {**replication.REPLAY, **REPLAY}
 # ============================================================================ snapshot
 def chunk_records(image: MetadataImage) -> list:
     """One ChunkRecord per inactive chunk, holding its current state and epoch: topics by name,
-    partitions ascending, chunks by start offset."""
+    partitions ascending, chunks by start offset; none while ``kafka_rpc.chunks.version`` is 0."""
     out: list = []
+    if level(image, CHUNKS_VERSION) < 1:
+        return out
     for t in sorted(image.topics.values(), key=lambda t: t.name):
         for i in sorted(t.chunks):
             for c in t.partition_chunks(i):

@@ -24,7 +24,7 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.controller.base import ControllerContext, ControllerResult, ReplayError
-from kafka_rpc.controller.features import METADATA_VERSION, supports_finalized_levels
+from kafka_rpc.controller.features import METADATA_VERSION, registration_error
 from kafka_rpc.controller.image import (
     BrokerRegistration,
     ControllerRegistration,
@@ -177,8 +177,10 @@ def register_broker(
     4. metadata.version >= 17 (3.7-IV2): LogDirs must be non-empty, hold no reserved id
        (:func:`is_reserved_dir`), no duplicate, and no directory another broker registered;
        else INVALID_REGISTRATION with Kafka's message.
-    5. The finalized features (:func:`~kafka_rpc.controller.features.supports_finalized_levels`):
-       UNSUPPORTED_VERSION.
+    5. The finalized features (Kafka's ``processRegistrationFeature``,
+       :func:`~kafka_rpc.controller.features.registration_error`; ``kraft.version`` is
+       ``ctx.kraft_version``): UNSUPPORTED_VERSION, or INVALID_REGISTRATION when they do not list
+       ``metadata.version``; the reason is logged (the response has no message field).
     6. A new incarnation (or a first registration): broker epoch = ``ctx.next_offset`` (where the
        batch starts); ``shutdown_records`` first (the old incarnation leaves ISRs and
        leaderships), then the RegisterBrokerRecord, fenced. The same incarnation again ("amend",
@@ -234,8 +236,9 @@ def register_broker(
                     break
         if problem is not None:
             return fail(ErrorCode.INVALID_REGISTRATION, problem)
-    if not supports_finalized_levels(image, request.features):
-        return fail(ErrorCode.UNSUPPORTED_VERSION, "unsupported finalized feature level")
+    err = registration_error(image, request.features, ctx.kraft_version)
+    if err is not None:
+        return fail(*err)
     records: list = []
     if prev_incarnation != request.incarnation_id:
         epoch = ctx.next_offset

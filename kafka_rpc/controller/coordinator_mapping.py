@@ -27,6 +27,11 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
   create_partitions`), as the KIP says. It is an internal topic (:data:`INTERNAL_TOPICS`, as
   Kafka's ``Topic.isInternal`` names ``__consumer_offsets`` and ``__transaction_state``), not a
   diskless one.
+* **The feature gate.** The mapping record is ours, so it is written only while our feature
+  ``kafka_rpc.diskless.version`` >= 1 (:mod:`kafka_rpc.controller.features`): at 0 (a cluster
+  formatted Kafka-compatible) AssignPartitionToBatchCoordinator answers UNSUPPORTED_VERSION on
+  every entry and snapshots carry no mapping record. ``__diskless-metadata`` itself is a topic
+  of Kafka's record types and is not gated.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.controller.base import ControllerResult, ReplayError
+from kafka_rpc.controller.features import DISKLESS_VERSION, level
 from kafka_rpc.controller.image import MetadataImage, TopicImage, evolve
 from kafka_rpc.controller.placement import (
     DISKLESS_METADATA_TOPIC,
@@ -122,8 +128,11 @@ REPLAY = {"TopicPartitionToBatchCoordinatorMapping": replay_mapping}
 
 def mapping_records(image: MetadataImage) -> list:
     """The mapping records that rebuild every topic's ``batch_coordinators`` (topics by name,
-    partitions ascending); they follow the topics' own records in a snapshot."""
-    out = []
+    partitions ascending); they follow the topics' own records in a snapshot. None while
+    ``kafka_rpc.diskless.version`` is 0."""
+    out: list = []
+    if level(image, DISKLESS_VERSION) < 1:
+        return out
     for t in sorted(image.topics.values(), key=lambda t: t.name):
         for i in sorted(t.batch_coordinators):
             out.append(
@@ -149,7 +158,15 @@ def assign_partition_to_batch_coordinator(image: MetadataImage, request: Any, ct
     already is, and for a partition named twice: the later entry wins, as on replay). All
     records form one atomic batch; the response (same topics and partitions, in request order)
     is sent once they are committed. The response has no message field: each rejection is
-    logged with Kafka's message for it."""
+    logged with Kafka's message for it. While ``kafka_rpc.diskless.version`` is 0 every entry
+    answers UNSUPPORTED_VERSION and nothing is written."""
+    if level(image, DISKLESS_VERSION) < 1:
+        log.info("AssignPartitionToBatchCoordinator refused: it needs the feature %s >= 1, but "
+                 "its finalized level is 0 (the cluster was formatted Kafka-compatible)",
+                 DISKLESS_VERSION)  # fmt: skip
+        return ControllerResult(
+            [], assign_error_response(request, 0, ErrorCode.UNSUPPORTED_VERSION)
+        )
     count = coordinator_partition_count(image)
     records = []
     topics = []

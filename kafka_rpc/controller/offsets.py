@@ -1,82 +1,91 @@
-"""Metadata transactions (KIP-868), as Kafka's ``OffsetControlManager`` replays them.
+"""Metadata transactions (KIP-868): BeginTransactionRecord, EndTransactionRecord and
+AbortTransactionRecord, as Kafka's ``OffsetControlManager`` (controller) and
+``MetadataBatchLoader`` (image) handle them (the module is named after the first).
 
-A ``BeginTransactionRecord`` (23) opens a transaction, an ``EndTransactionRecord`` (24) closes
-it, its records standing; an ``AbortTransactionRecord`` (25) reverts the image to what it was
-just before the transaction began. Kafka's active controller wraps the bootstrap records of an
-empty log in one (``ActivationRecordsGenerator.recordsForEmptyLog``, from metadata.version
-3.6-IV1), and a new active controller whose log ends inside a transaction first writes an
-``AbortTransactionRecord`` with the reason ``"Controller failover"``
-(``recordsForNonEmptyLog``). No snapshot is taken inside a transaction (Kafka snapshots at the
-last stable offset), and none holds these records.
+The records between a Begin and its End take effect together at the End; an Abort drops them
+(the image returns to where it was before the Begin). Only one transaction is open at a time: a
+Begin inside one, or an End / Abort outside one, is a ReplayError (Kafka's ``RuntimeException``,
+fatal there). They never appear in a snapshot (:func:`~kafka_rpc.controller.snapshot.load`
+refuses them), and no snapshot is taken while one is open (the state machine's ``in_transaction``
+is true: :attr:`~kafka_rpc.controller.quorum_controller.QuorumController.in_transaction`), as
+Kafka's snapshots follow the published image, which never stops inside a transaction.
 
-The image itself knows nothing of transactions: the state is an :class:`OpenTransaction` that
-the replaying code (``QuorumController``) keeps beside its image, because an abort needs the
-image from before the transaction. :data:`REPLAY`'s rules only move an image's offset; they
-serve code that replays without that state (they never revert anything).
+* :class:`TransactionState` keeps the committed side: the open transaction's start offset and the
+  image before it (:meth:`TransactionState.mark` applies one marker record to a replay in
+  progress).
+* :data:`REPLAY`: the markers leave an image unchanged when replayed one by one (the active
+  controller's uncommitted image, where Kafka's controller also applies a transaction's records
+  as it writes them and only an Abort reverts).
+* Writing them: the first active controller of an empty log wraps the bootstrap records in one,
+  and a controller that finds the log ending inside one aborts it
+  (:func:`~kafka_rpc.controller.features.activation_records`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from kafka_rpc.controller.base import ReplayError
-from kafka_rpc.controller.image import MetadataImage
+from kafka_rpc.controller.image import ImageDraft, MetadataImage, evolve
 
-__all__ = [
-    "ABORT",
-    "BEGIN",
-    "END",
-    "FAILOVER_REASON",
-    "REPLAY",
-    "OpenTransaction",
-    "abort",
-    "begin",
-    "end",
-]
+__all__ = ["MARKERS", "REPLAY", "TransactionState"]
 
-BEGIN = "BeginTransactionRecord"
-END = "EndTransactionRecord"
-ABORT = "AbortTransactionRecord"
-#: the reason Kafka's new active controller gives when it aborts a transaction it found open
-FAILOVER_REASON = "Controller failover"
+MARKERS = frozenset({"BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord"})
+"""The transaction marker record types."""
 
 
-@dataclass(frozen=True)
-class OpenTransaction:
-    """A transaction begun at ``start_offset`` (the BeginTransactionRecord's offset), not yet
-    ended; ``before`` is the image as of ``start_offset - 1``."""
-
-    start_offset: int
-    before: MetadataImage
-
-
-def begin(txn: OpenTransaction | None, before: MetadataImage, offset: int) -> OpenTransaction:
-    """The transaction a BeginTransactionRecord at ``offset`` opens over image ``before``.
-    ReplayError when ``txn`` is still open (Kafka: "the transaction at ... was never closed")."""
-    if txn is not None:
-        raise ReplayError(f"BeginTransactionRecord at {offset}: the transaction begun at "
-                          f"{txn.start_offset} was never closed")  # fmt: skip
-    return OpenTransaction(offset, before)
-
-
-def end(txn: OpenTransaction | None, offset: int) -> None:
-    """Check an EndTransactionRecord at ``offset``: ReplayError when no transaction is open."""
-    if txn is None:
-        raise ReplayError(f"EndTransactionRecord at {offset}: no transaction is open")
-
-
-def abort(txn: OpenTransaction | None, offset: int) -> MetadataImage:
-    """The image an AbortTransactionRecord at ``offset`` reverts to (the one from before the
-    transaction began); ReplayError when no transaction is open."""
-    if txn is None:
-        raise ReplayError(f"AbortTransactionRecord at {offset}: no transaction is open")
-    return txn.before
-
-
-def _offset_only(img: Any, r: Any, offset: int) -> Any:
+def _marker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
+    """A marker replayed one record at a time: no change to the image (see the module
+    docstring)."""
     return img
 
 
-REPLAY = {BEGIN: _offset_only, END: _offset_only, ABORT: _offset_only}
-"""Record type name -> rule for replays that keep no transaction state: the offset moves."""
+REPLAY = dict.fromkeys(MARKERS, _marker)
+
+
+class TransactionState:
+    """The committed side of metadata transactions (Kafka's ``OffsetControlManager.
+    transactionStartOffset`` and the ``MetadataBatchLoader`` states).
+
+    ``start`` is the offset of the open transaction's BeginTransactionRecord (-1: none);
+    ``base`` the image as of the offset before it (what readers see while it is open)."""
+
+    __slots__ = ("base", "start")
+
+    def __init__(self) -> None:
+        self.start = -1
+        self.base: MetadataImage | None = None
+
+    @property
+    def open(self) -> bool:
+        return self.start != -1
+
+    def reset(self) -> None:
+        """Forget any open transaction (a snapshot was loaded: Kafka's ``endLoadSnapshot``)."""
+        self.start = -1
+        self.base = None
+
+    def mark(self, draft: ImageDraft, record: Any, offset: int) -> ImageDraft:
+        """Apply marker ``record`` at ``offset`` to ``draft`` (the committed replay in
+        progress) and return the draft to go on with: a Begin remembers the image so far (as of
+        ``offset - 1``); an End forgets it (the records already in the draft stay); an Abort
+        returns a fresh draft of that image. ReplayError for a marker out of place (the draft is
+        unchanged)."""
+        name = type(record).__spec_name__
+        if name == "BeginTransactionRecord":
+            if self.open:
+                raise ReplayError(f"Can't replay a BeginTransactionRecord at {offset} because "
+                                  f"the transaction at {self.start} was never closed.")  # fmt: skip
+            self.base = evolve(draft.freeze(), last_offset=offset - 1)
+            self.start = offset
+            return ImageDraft(self.base)
+        if not self.open:
+            raise ReplayError(f"Can't replay an {name} at {offset} because there is no open "
+                              "transaction.")  # fmt: skip
+        if name == "AbortTransactionRecord":
+            base = self.base
+            self.reset()
+            assert base is not None
+            return ImageDraft(base)
+        self.reset()  # EndTransactionRecord
+        return draft

@@ -22,8 +22,19 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
 * **Losing leadership** (a leader change naming another node, or ``NotLeaderError`` on append):
   the uncommitted image falls back to the committed one and pending requests are answered
   NOT_CONTROLLER. Non-active nodes answer every write NOT_CONTROLLER.
-* **Timers on the active controller** (one background task): the bootstrap
-  ``FeatureLevelRecord metadata.version`` on an empty image, a ``NoOpRecord`` after
+* **Activation** (Kafka's ``ActivationRecordsGenerator``, written synchronously when this node
+  becomes active, before any command can run): on an empty log the bootstrap records
+  (:class:`~kafka_rpc.controller.features.BootstrapMetadata`: the feature levels the storage was
+  formatted with, then the SCRAM credentials of ``--add-scram``) wrapped in a metadata
+  transaction; on a log that ends inside a transaction an ``AbortTransactionRecord``. A write
+  event finding no ``metadata.version`` in the uncommitted image answers NOT_CONTROLLER.
+* **Metadata transactions** (:mod:`~kafka_rpc.controller.offsets`): the committed image
+  takes a transaction's records at its EndTransactionRecord and drops them at an
+  AbortTransactionRecord; while one is open the published image stays where it was before it and
+  :attr:`QuorumController.in_transaction` holds off snapshots.
+* **Records are written at the versions the finalized features dictate**
+  (:func:`~kafka_rpc.controller.features.record_version`, from the uncommitted image).
+* **Timers on the active controller** (one background task): a ``NoOpRecord`` after
   ``metadata.max.idle.interval.ms`` without a write, the creation of ``__diskless-metadata``
   once brokers are registered (KIP-1164, ``coordinator_mapping.metadata_topic_due``), and the
   broker session check
@@ -65,7 +76,6 @@ from kafka_rpc.controller import (
     cluster,
     configuration,
     features,
-    offsets,
     partitions,
     producer_ids,
     replication,
@@ -74,7 +84,9 @@ from kafka_rpc.controller import (
 )
 from kafka_rpc.controller import coordinator_mapping as M
 from kafka_rpc.controller.base import ControllerContext, ControllerResult, ReplayError
+from kafka_rpc.controller.features import BootstrapMetadata, FeatureError, record_version
 from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
+from kafka_rpc.controller.offsets import MARKERS, TransactionState
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError, ErrorCode
@@ -90,6 +102,20 @@ _R = codec.message_class
 
 class _NotController(Exception):
     pass
+
+
+class _Levels:
+    """Feature levels standing in for an image when choosing record versions (the activation
+    batch of an empty log, whose levels are the bootstrap's)."""
+
+    __slots__ = ("features",)
+
+    def __init__(self, levels: Any) -> None:
+        self.features = levels
+
+
+KRAFT_VERSION_LEVEL = 0
+"""The finalized ``kraft.version``: our Raft layer has static voters only (KRaft version 0)."""
 
 
 def _monotonic_ms() -> int:
@@ -130,6 +156,8 @@ def not_controller_response(request: Any) -> Any:
         return partitions.alter_partition_reassignments_error_response(request, code, msg)
     if name == "ListPartitionReassignmentsRequest":
         return partitions.list_partition_reassignments_error_response(request, code, msg)
+    if name == "UpdateFeaturesRequest":
+        return _R("UpdateFeaturesResponse")(error_code=code, error_message=msg)
     return _R(name[: -len("Request")] + "Response")(error_code=code)
 
 
@@ -159,6 +187,8 @@ class QuorumController:
         leader_imbalance_check_interval_ms: int | None = 300_000,
         unclean_leader_election_interval_ms: int = 300_000,
         diskless_metadata_hosts: frozenset[int] | None = None,
+        bootstrap: BootstrapMetadata | None = None,
+        min_insync_replicas: int = 1,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -187,6 +217,11 @@ class QuorumController:
         self._last_unclean_ms = 0
         #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any)
         self.diskless_metadata_hosts = diskless_metadata_hosts
+        #: what the first active controller of an empty log writes (the formatted features and
+        #: SCRAM credentials; the default bootstrap when None: every proposal finalized)
+        self.bootstrap = bootstrap if bootstrap is not None else BootstrapMetadata.default()
+        #: Kafka's ``min.insync.replicas``: the cluster default the bootstrap writes with ELR on
+        self.min_insync_replicas = min_insync_replicas
         self._activated_ms = 0
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
@@ -200,17 +235,19 @@ class QuorumController:
         self.leader_epoch = -1
         #: last offset handed to the state machine (inclusive; control batches count)
         self.committed_offset = -1
+        #: the offset of the committed image that last changed the finalized features (-1:
+        #: none yet), Kafka's ``FinalizedFeaturesEpoch`` on the controller listener
+        self.features_epoch = -1
+        #: the open metadata transaction of the committed log, and the image with its records
+        #: (``image`` stays at the image before it while it is open)
+        self._txn = TransactionState()
+        self._replay_image: MetadataImage = EMPTY
         #: committed records replayed per record type (since start-up or the last snapshot load)
         self.record_counts: Counter[str] = Counter()
         self.skipped_records = 0  # undecodable / unknown / contradicting records (logged)
-        #: the metadata transaction the committed log ends inside (KIP-868), or None
-        self.transaction: offsets.OpenTransaction | None = None
         # active controller state
         self._active_epoch = -1
         self._uncommitted: MetadataImage = EMPTY
-        #: records the first active controller of an empty log writes after the bootstrap
-        #: FeatureLevelRecord, in the same batch (the SCRAM credentials of ``--add-scram``)
-        self.bootstrap_records: list = []
         self._last_written = -1  # last offset this controller appended (inclusive)
         self._deferred: list[tuple[int, asyncio.Future]] = []
         self._heartbeats: dict[int, int] = {}
@@ -222,8 +259,6 @@ class QuorumController:
         self._pid_throttle = producer_ids.AllocationThrottle()
         self._last_write_ms = 0
         self._last_fence_check_ms = 0
-        self._need_bootstrap = False
-        self._need_abort = False  # activated on a log ending inside a transaction
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
 
@@ -265,7 +300,7 @@ class QuorumController:
             if batch.last_offset <= self.committed_offset:
                 continue  # a redelivery
             if draft is None:
-                draft = ImageDraft(old)
+                draft = ImageDraft(self._replay_image)
             if not batch.is_control:
                 for i, value in enumerate(batch.records):
                     draft = self._replay_value(draft, value, batch.base_offset + i, batch.epoch)
@@ -274,7 +309,11 @@ class QuorumController:
             draft.last_offset = batch.last_offset
             draft.last_epoch = batch.epoch
             self.committed_offset = batch.last_offset
-        img = old if draft is None else draft.freeze()
+        if draft is None:
+            img = old
+        else:
+            self._replay_image = draft.freeze()
+            img = self._txn.base if self._txn.open else self._replay_image
         self.image = img
         if self.is_active and self._last_written <= self.committed_offset:
             self._uncommitted = img  # nothing in flight: the two images are the same
@@ -295,7 +334,8 @@ class QuorumController:
         sid = reader.snapshot_id
         old = self.image
         self.image = snapshot.load(records, sid.offset - 1, sid.epoch)
-        self.transaction = None  # a snapshot is taken outside any transaction
+        self._replay_image = self.image
+        self._txn.reset()
         self.committed_offset = sid.offset - 1
         self.record_counts = Counter()
         for value in records:
@@ -307,6 +347,8 @@ class QuorumController:
         new = self.image
         if new is old:
             return
+        if new.features is not old.features and new.features != old.features:
+            self.features_epoch = new.last_offset
         for publisher in list(self.publishers):
             try:
                 publisher(old, new)
@@ -320,7 +362,7 @@ class QuorumController:
     def in_transaction(self) -> bool:
         """The committed log ends inside a metadata transaction: no snapshot now (Kafka takes
         them at the last stable offset, ``OffsetControlManager.lastStableOffset``)."""
-        return self.transaction is not None
+        return self._txn.open
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         self.active_controller_id = leader_id
@@ -335,7 +377,9 @@ class QuorumController:
             self._renounce(f"node {leader_id} leads epoch {epoch}")
 
     # ================================================================== replay
-    def _replay_value(self, img: MetadataImage, value: bytes | None, offset: int, epoch: int):
+    def _replay_value(self, img: ImageDraft, value: bytes | None, offset: int, epoch: int):
+        """Replay one committed record into ``img`` (a draft); returns the draft to go on with
+        (a transaction marker may start a new one)."""
         if value is None:
             self.skipped_records += 1
             return img
@@ -346,10 +390,12 @@ class QuorumController:
             log.warning("metadata log: skipping an undecodable record at %d: %s", offset, e)
             return img
         try:
-            name = type(rec).__spec_name__
-            if name in offsets.REPLAY:
-                img = self._replay_transaction(img, name, offset)
-            img = replay(img, rec, offset, epoch)
+            if type(rec).__spec_name__ in MARKERS:
+                img = self._txn.mark(img, rec, offset)
+                log.info("metadata log: replayed %s at offset %d", type(rec).__spec_name__,
+                         offset)  # fmt: skip
+            else:
+                img = replay(img, rec, offset, epoch)
         except (ReplayError, TypeError) as e:
             # Kafka stops the node here (its state would diverge from the log); we log loudly and
             # go on without the record.
@@ -358,25 +404,6 @@ class QuorumController:
             return img
         self.record_counts[type(rec).__spec_name__] += 1
         return img
-
-    def _replay_transaction(self, img, name: str, offset: int):
-        """A committed Begin/End/AbortTransactionRecord at ``offset`` (Kafka's
-        ``OffsetControlManager.replay``): Begin keeps the image as it is before it, Abort goes
-        back to that image. Returns the image (or draft) to go on with; raises ReplayError."""
-        draft = isinstance(img, ImageDraft)
-        if name == offsets.BEGIN:
-            before = img.freeze() if draft else img
-            self.transaction = offsets.begin(self.transaction, before, offset)
-            return ImageDraft(before) if draft else before
-        if name == offsets.END:
-            offsets.end(self.transaction, offset)
-            self.transaction = None
-            return img
-        before = offsets.abort(self.transaction, offset)
-        log.info("metadata log: the transaction begun at %d is aborted at %d",
-                 self.transaction.start_offset, offset)  # fmt: skip
-        self.transaction = None
-        return ImageDraft(before) if draft else before
 
     # ================================================================== activation
     def _activate(self, epoch: int) -> None:
@@ -396,12 +423,33 @@ class QuorumController:
         self._last_balance_ms = now
         self._last_unclean_ms = now
         self._activated_ms = now
-        self._need_bootstrap = True
-        self._need_abort = self.transaction is not None
         log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
                  self.committed_offset)  # fmt: skip
+        self._write_activation_records()
         if self._wake is not None:
             self._wake.set()
+
+    def _write_activation_records(self) -> None:
+        """Kafka's ``CompleteActivationEvent``: the bootstrap records on an empty log, an
+        AbortTransactionRecord when the log ends inside a transaction, appended now, so no
+        command runs before them (their versions follow the bootstrap's levels on an empty
+        log)."""
+        try:
+            recs, message = features.activation_records(
+                self.image, self.bootstrap, self._txn.start, self.min_insync_replicas
+            )
+        except FeatureError as e:
+            log.error("node %d: cannot activate: %s", self.node_id, e)
+            self._renounce(str(e))
+            return
+        log.info("node %d: %s", self.node_id, message)
+        if not recs:
+            return
+        levels = _Levels(self.image.features or self.bootstrap.levels)
+        try:
+            self._write(lambda img, ctx: ControllerResult(recs, None), version_image=levels)
+        except _NotController as e:
+            log.warning("node %d: the activation records were not written: %s", self.node_id, e)
 
     def _renounce(self, why: str) -> None:
         if not self.is_active:
@@ -414,8 +462,6 @@ class QuorumController:
         self._metadata_offsets = {}
         self._shutdown_offsets = {}
         self._pid_throttle.clear()
-        self._need_bootstrap = False
-        self._need_abort = False
         deferred, self._deferred = self._deferred, []
         for _, fut in deferred:
             if not fut.done():
@@ -454,23 +500,33 @@ class QuorumController:
             controller_id=self.node_id,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
             raft_hosts=self.diskless_metadata_hosts,
+            kraft_version=KRAFT_VERSION_LEVEL,
         )
 
     def _controller_ids(self) -> frozenset[int]:
         voters = getattr(getattr(self.driver, "core", None), "voters", None)
         return frozenset(voters) if voters else frozenset({self.node_id})
 
-    def _write(self, fn: Callable[[MetadataImage, ControllerContext], ControllerResult]):
+    def _write(
+        self,
+        fn: Callable[[MetadataImage, ControllerContext], ControllerResult],
+        version_image: Any = None,
+    ):
         """One write event, synchronously: run ``fn`` on the uncommitted image, append its records
-        as one batch, replay them into the uncommitted image. Returns ``(result, offset to wait
-        for)``; raises _NotController."""
+        as one batch (each at the version the uncommitted image's features dictate, or
+        ``version_image``'s), replay them into the uncommitted image. Returns ``(result, offset
+        to wait for)``; raises _NotController (also while no ``metadata.version`` is finalized,
+        which only the activation records, with ``version_image``, may write)."""
         if not self.is_active or self.driver is None:
             raise _NotController("not the active controller")
+        if version_image is None and features.METADATA_VERSION not in self._uncommitted.features:
+            raise _NotController("no metadata.version has been written yet")
         now = self.clock_ms()
         ctx = self._context(now)
         res = fn(self._uncommitted, ctx)
         if res.records:
-            data = [codec.encode_record(r) for r in res.records]
+            vimg = self._uncommitted if version_image is None else version_image
+            data = [codec.encode_record(r, record_version(r, vimg)) for r in res.records]
             try:
                 last = self.driver.append(data)
             except NotLeaderError as e:
@@ -483,8 +539,6 @@ class QuorumController:
             img = self._uncommitted
             for i, value in enumerate(data):
                 rec, _ = codec.decode_record(value)
-                if type(rec).__spec_name__ == offsets.ABORT:  # only written on activation
-                    img = offsets.abort(self.transaction, first + i)
                 img = replay(img, rec, first + i, self._active_epoch)
             self._uncommitted = img
             self._last_written = last
@@ -729,26 +783,23 @@ class QuorumController:
             lambda img, ctx: M.assign_partition_to_batch_coordinator(img, request, ctx), request
         )
 
+    async def update_features(self, request: Any, version: int) -> Any:
+        """UpdateFeatures (:func:`~kafka_rpc.controller.features.update_features`), answered once
+        its FeatureLevelRecords are committed."""
+        return await self._submit(
+            lambda img, ctx: features.update_features(
+                img, request, version, self.node_id, sorted(ctx.controller_ids), ctx.kraft_version
+            ),
+            request,
+        )
+
     # ================================================================== timers
     def tick(self) -> None:
-        """What the active controller owes now: the bootstrap record, the session check, a
-        NoOp after the idle interval (each its own write event)."""
+        """What the active controller owes now: the session check, a NoOp after the idle
+        interval (each its own write event)."""
         if not self.is_active:
             return
         now = self.clock_ms()
-        if self._need_abort:
-            # the log ends inside a transaction its writer never closed: revert it first
-            # (ActivationRecordsGenerator.recordsForNonEmptyLog); bootstrap records follow if
-            # the aborted transaction held them
-            self._need_abort = False
-            rec = _R("AbortTransactionRecord")(reason=offsets.FAILOVER_REASON)
-            self._internal_write(lambda img, ctx: ControllerResult([rec], None),
-                                 "aborting the open transaction")  # fmt: skip
-        if self._need_bootstrap:
-            self._need_bootstrap = False
-            recs = features.bootstrap_records(self._uncommitted, self.bootstrap_records)
-            if recs:
-                self._internal_write(lambda img, ctx: ControllerResult(recs, None), "bootstrap")
         if (
             now - self._last_fence_check_ms >= self.fence_check_interval_ms
             or now >= self._next_session_expiry_ms()

@@ -6,10 +6,11 @@ owns it (:mod:`~kafka_rpc.controller.features`, :mod:`~kafka_rpc.controller.clus
 :mod:`~kafka_rpc.controller.producer_ids`, :mod:`~kafka_rpc.controller.acls`,
 :mod:`~kafka_rpc.controller.scram`, :mod:`~kafka_rpc.controller.client_quotas`,
 :mod:`~kafka_rpc.controller.delegation_tokens`, :mod:`~kafka_rpc.controller.chunks`,
-:mod:`~kafka_rpc.controller.coordinator_mapping`), each the ``replay`` method of the Kafka class
-named in its docstring. A record that contradicts the image raises
-:class:`~kafka_rpc.controller.base.ReplayError`, which Kafka treats as a fatal fault (the node
-stops: its state would diverge from the log). ``offset`` is the record's log offset; for
+:mod:`~kafka_rpc.controller.coordinator_mapping`, and the metadata transaction markers of
+:mod:`~kafka_rpc.controller.offsets`, which leave a single image unchanged), each the
+``replay`` method of the Kafka class named in its docstring. A record that contradicts the image
+raises :class:`~kafka_rpc.controller.base.ReplayError`, which Kafka treats as a fatal fault (the
+node stops: its state would diverge from the log). ``offset`` is the record's log offset; for
 records loaded from a snapshot it is the snapshot's last contained offset (``QuorumController``
 §2.5).
 """

@@ -14,8 +14,13 @@ ChunkRecord per inactive chunk (KIP-1114), holding the chunk's current state and
 contained offset (QuorumController.handleLoadSnapshot), and gives
 ``load(image_records(img), img.last_offset, img.last_epoch) == img``.
 
-Deviations from Kafka: the FeatureLevelRecords are sorted by name (Kafka writes
-``metadata.version`` first); the ProducerIdsRecord keeps the broker id and epoch of the last
+Every record is written at the version the image's finalized features dictate
+(:func:`~kafka_rpc.controller.features.record_version`), and our own records only while our
+features allow them (the chunk and mapping writers write nothing otherwise), so a snapshot of a
+Kafka-compatible cluster holds only what a Kafka node parses. A snapshot never holds a metadata
+transaction marker (:func:`load` refuses one, as Kafka's ``OffsetControlManager``).
+
+Deviation from Kafka: the ProducerIdsRecord keeps the broker id and epoch of the last
 block (Kafka writes -1 / -1; replay treats them identically and the image round-trips exactly).
 The snapshot header/footer control records and the file format belong to the Raft layer.
 """
@@ -33,10 +38,12 @@ from kafka_rpc.controller import (
     coordinator_mapping,
     delegation_tokens,
     features,
+    offsets,
     producer_ids,
     replication,
     scram,
 )
+from kafka_rpc.controller.base import ReplayError
 from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
@@ -69,16 +76,21 @@ def image_to_records(image: MetadataImage) -> list:
 
 
 def image_records(image: MetadataImage) -> list[bytes]:
-    """``image`` as framed metadata records (each at its latest version)."""
-    return [codec.encode_record(r) for r in image_to_records(image)]
+    """``image`` as framed metadata records, each at the version ``image``'s finalized levels
+    dictate (:func:`~kafka_rpc.controller.features.record_version`)."""
+    version = features.record_version
+    return [codec.encode_record(r, version(r, image)) for r in image_to_records(image)]
 
 
 def load(records: Iterable[bytes], last_offset: int = -1, last_epoch: int = -1) -> MetadataImage:
     """The image a snapshot with id ``(last_offset + 1, last_epoch)`` holds: the framed
-    ``records`` replayed on the empty image. Raises ReplayError (fatal) or DecodeError."""
+    ``records`` replayed on the empty image. Raises ReplayError (fatal; also for a metadata
+    transaction marker: "cannot appear within a snapshot") or DecodeError."""
     draft = ImageDraft(EMPTY)
     for data in records:
         rec, _version = codec.decode_record(data)
+        if type(rec).__spec_name__ in offsets.MARKERS:
+            raise ReplayError(f"{type(rec).__spec_name__} cannot appear within a snapshot.")
         replay(draft, rec, last_offset, last_epoch)
     draft.last_offset = last_offset
     draft.last_epoch = last_epoch

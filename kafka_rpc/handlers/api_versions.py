@@ -2,9 +2,27 @@
 
 API: versions 0-4 on every listener.
 Behavior: lists exactly the APIs the request's listener serves (derived from the registry and the
-specs' ``listeners``, the same table the connection dispatches with). No supported or finalized
-features. Versions the server does not support are answered by the connection itself (v0,
-UNSUPPORTED_VERSION, ``[{18, min, max}]``), never by this handler.
+specs' ``listeners``, the same table the connection dispatches with), and from v3 the features as
+Kafka's ``ApiVersionsResponse.Builder`` fills them (``ControllerApis.handleApiVersionsRequest`` /
+``SimpleApiVersionManager`` on the controller listener, ``DefaultApiVersionManager`` on the
+broker listener):
+
+- SupportedFeatures: the ranges this node supports
+  (:func:`kafka_rpc.controller.features.supported_features`); below v4 the features whose
+  minimum is 0 are left out (``setAlterFeatureLevel0``, KAFKA-17492: older clients cannot read
+  them), leaving ``metadata.version``;
+- FinalizedFeatures: every finalized level != 0 of this node's committed image,
+  ``metadata.version`` included, as MinVersionLevel = MaxVersionLevel = the level (``kraft.version``
+  from the Raft layer, 0 here, so absent); none before the bootstrap is replayed;
+- FinalizedFeaturesEpoch: on the controller listener the committed offset at which the finalized
+  features last changed (Kafka's ``FeaturesPublisher``), on the broker listener the committed
+  image's offset (``KRaftMetadataCache.features``); -1 before the first one.
+
+The encoded body is cached per listener and version while the committed image stays the same
+object (it is replaced on every commit, so the cache never outlives its epoch), so the hot path
+is a few attribute reads and a dict lookup. Versions the server does not support are
+answered by the connection itself (v0, UNSUPPORTED_VERSION, ``[{18, min, max}]``), never by
+this handler.
 Errors: INVALID_REQUEST (42) with empty ApiKeys when v3+ ClientSoftwareName or
 ClientSoftwareVersion does not match ``[a-zA-Z0-9](?:[a-zA-Z0-9\\-.]*[a-zA-Z0-9])?``.
 """
@@ -13,12 +31,19 @@ from __future__ import annotations
 
 import re
 
+from kafka_rpc.controller.features import finalized_levels, supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
 
-ApiVersionsResponse = codec.message_class("ApiVersionsResponse")
-ApiVersion = codec.module("ApiVersionsResponse").ApiVersion
+_mod = codec.module("ApiVersionsResponse")
+ApiVersionsResponse = _mod.MESSAGE
+ApiVersion = _mod.ApiVersion
+_SUPPORTED = tuple(
+    _mod.SupportedFeatureKey(name=n, min_version=lo, max_version=hi)
+    for n, (lo, hi) in sorted(supported_features().items())
+)
+_SUPPORTED_V3 = tuple(f for f in _SUPPORTED if f.min_version != 0)
 
 _SOFTWARE_RE = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
 _valid_software: set[str] = set()  # names/versions that matched; a client repeats its own
@@ -34,15 +59,27 @@ def _is_valid_software(text: str) -> bool:
     return True
 
 
-def _build_ok_body(listener, version: int) -> bytes:
-    """Encode the answer for this listener at ``version`` and keep it in the listener's
-    ``api_versions_bodies``: it is constant for the listener's life, so it is built once per
-    version and reused (Kafka's ApiVersionManager also precomputes it)."""
+def _build_ok_body(listener, version: int, ctl, image) -> bytes:
+    """Encode the answer for this listener at ``version`` with the finalized features of
+    ``image`` (the committed image of ``ctl``, the node's controller; both None without one),
+    and keep it in the listener's ``api_versions_bodies`` (valid while the committed image is
+    ``listener.api_versions_image``)."""
+    if image is None:
+        epoch = -1
+    else:
+        epoch = ctl.features_epoch if listener.role == "controller" else image.last_offset
+    finalized = () if image is None else tuple(
+        _mod.FinalizedFeatureKey(name=n, max_version_level=lv, min_version_level=lv)
+        for n, lv in sorted(finalized_levels(image).items())
+    )  # fmt: skip
     resp = ApiVersionsResponse(
         api_keys=tuple(
             ApiVersion(api_key=k, min_version=lo, max_version=hi)
             for k, lo, hi in listener.api_versions
-        )
+        ),
+        supported_features=_SUPPORTED_V3 if version < 4 else _SUPPORTED,
+        finalized_features_epoch=epoch,
+        finalized_features=finalized,
     )
     body = listener.api_versions_bodies[version] = codec.encode(resp, version)
     return body
@@ -59,5 +96,10 @@ def api_versions(ctx, request):
     ):  # fmt: skip
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     listener = ctx.listener
+    ctl = ctx.server.controller
+    image = None if ctl is None else ctl.image
+    if image is not listener.api_versions_image:  # a new committed image: rebuild on demand
+        listener.api_versions_bodies.clear()
+        listener.api_versions_image = image
     body = listener.api_versions_bodies.get(version)
-    return body if body is not None else _build_ok_body(listener, version)
+    return body if body is not None else _build_ok_body(listener, version, ctl, image)

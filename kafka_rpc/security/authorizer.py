@@ -155,6 +155,7 @@ API_RULES: dict[int, tuple | None] = {
     45: ("cluster", AclOperation.ALTER),  # AlterPartitionReassignments
     51: ("cluster", AclOperation.ALTER),  # AlterUserScramCredentials
     49: ("cluster", AclOperation.ALTER_CONFIGS),  # AlterClientQuotas
+    57: ("cluster", AclOperation.ALTER),  # UpdateFeatures
     29: ("cluster", AclOperation.DESCRIBE),  # DescribeAcls
     30: ("cluster", AclOperation.ALTER),  # CreateAcls
     31: ("cluster", AclOperation.ALTER),  # DeleteAcls

@@ -8,9 +8,10 @@ Kafka's semantics (``PlainSaslServer``, ``ScramSaslServer``, ``ScramCredentialUt
   ``listener.name.<l>.sasl.jaas.config`` / ``sasl.jaas.config``); an authorization id other
   than empty or the user fails.
 * SCRAM credentials are kept salted (salt, StoredKey, ServerKey, iterations; never the
-  password), created at format time with Kafka's ``--add-scram`` syntax into
-  ``<metadata.log.dir>/scram-credentials.json`` (:class:`ScramCredentials`); the first active
-  controller of an empty log writes them as UserScramCredentialRecords in its bootstrap batch
+  password), created at format time with Kafka's ``--add-scram`` syntax (:class:`ScramCredentials`)
+  as UserScramCredentialRecords in ``bootstrap.checkpoint`` (:mod:`kafka_rpc.bootstrap_directory`,
+  as Kafka's ``Formatter``); the first active controller of an empty log writes them in its
+  bootstrap transaction
   (their records and replay: :mod:`kafka_rpc.controller.scram`), and every node authenticates
   against its image's (:class:`ImageScramCredentials`). The
   iteration count must be 4096..16384 (Kafka's ``ScramMechanism`` bounds).
@@ -22,17 +23,14 @@ from __future__ import annotations
 
 import base64
 import hmac
-import json
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import scramp
 
 from kafka_rpc.config import SASL_MECHANISMS, Config, ConfigError
-from kafka_rpc.durable import atomic_write
 
 __all__ = [
     "MECHANISMS",
@@ -50,7 +48,6 @@ __all__ = [
 MECHANISMS = SASL_MECHANISMS
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 MIN_ITERATIONS, MAX_ITERATIONS = 4096, 16384
-CREDENTIALS_FILE = "scram-credentials.json"
 
 
 class SaslAuthenticationError(Exception):
@@ -120,50 +117,6 @@ class ScramCredentials:
             password, iteration_count=iterations, salt=salt or os.urandom(32)
         )
         self.by_mechanism.setdefault(mechanism, {})[name] = ScramCredential(s, stored, server, it)
-
-    @classmethod
-    def load(cls, directory: str | os.PathLike) -> ScramCredentials:
-        """Read ``<directory>/scram-credentials.json``; none there is an empty store."""
-        path = Path(directory) / CREDENTIALS_FILE
-        try:
-            data = json.loads(path.read_text())
-        except FileNotFoundError:
-            return cls()
-        except (OSError, ValueError) as e:
-            raise ConfigError(f"cannot read SCRAM credentials {path}: {e}") from None
-        b = base64.b64decode
-        return cls(
-            {
-                mech: {
-                    name: ScramCredential(
-                        b(c["salt"]), b(c["stored_key"]), b(c["server_key"]), c["iterations"]
-                    )
-                    for name, c in users.items()
-                }
-                for mech, users in data.items()
-            }
-        )
-
-    def save(self, directory: str | os.PathLike) -> None:
-        """Write ``<directory>/scram-credentials.json`` atomically (salted keys only)."""
-
-        def e(x: bytes) -> str:
-            return base64.b64encode(x).decode()
-
-        data = {
-            mech: {
-                name: {
-                    "salt": e(c.salt),
-                    "stored_key": e(c.stored_key),
-                    "server_key": e(c.server_key),
-                    "iterations": c.iterations,
-                }
-                for name, c in sorted(users.items())
-            }
-            for mech, users in sorted(self.by_mechanism.items())
-        }
-        Path(directory).mkdir(parents=True, exist_ok=True)
-        atomic_write(Path(directory) / CREDENTIALS_FILE, json.dumps(data, indent=1) + "\n")
 
 
 #: Kafka's ``ScramMechanism`` type ids (UserScramCredentialRecord.Mechanism)

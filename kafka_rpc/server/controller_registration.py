@@ -38,15 +38,11 @@ _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_S
 
 
 def supported_features() -> dict[str, tuple[int, int]]:
-    """The feature ranges this controller supports, name -> (min, max) levels."""
+    """The feature ranges this controller supports, name -> (min, max) levels (every feature
+    of :func:`kafka_rpc.controller.features.supported_features`, Kafka's and ours)."""
     from kafka_rpc.controller import features
 
-    table = getattr(features, "supported_features", None)
-    if table is not None:
-        return dict(table())
-    from kafka_rpc.broker.lifecycle import METADATA_VERSION_RANGE
-
-    return {features.METADATA_VERSION: METADATA_VERSION_RANGE}
+    return dict(features.supported_features())
 
 
 class ControllerRegistrationManager:

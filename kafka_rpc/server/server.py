@@ -75,7 +75,10 @@ class ListenerState:
     metrics: ApiMetrics | None = None
     connections: set = field(default_factory=set)
     asyncio_server: Any = None
-    api_versions_bodies: dict[int, bytes] = field(default_factory=dict)  # version -> encoded
+    #: ApiVersions: version -> encoded body, valid while the committed metadata image is
+    #: ``api_versions_image`` (kafka_rpc.handlers.api_versions)
+    api_versions_bodies: dict[int, bytes] = field(default_factory=dict)
+    api_versions_image: Any = None
     dispatch_table: tuple = field(init=False, repr=False)  # registry.dispatch_table(table)
     #: ``kafka_rpc.security.listener.ListenerSecurity`` when the listener is not plain
     #: PLAINTEXT (TLS, SASL or an authorizer): its connections are ``SecureConnection``s
@@ -372,8 +375,8 @@ class Server:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
         replica: a voter with the controller role, an observer (fetching from the voters)
         without it. Its state machine is the QuorumController: on the active node (the leader)
-        it runs the controller's write events, the bootstrap ``metadata.version``, NoOpRecords
-        and the broker session check."""
+        it runs the controller's write events, the bootstrap records of
+        ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
         import random
 
         from kafka_rpc.controller.quorum_controller import QuorumController
@@ -383,6 +386,7 @@ class Server:
         from kafka_rpc.raft.quorum_state import FileQuorumStateStore
 
         cfg = self.config
+        bootstrap = self._read_bootstrap() if cfg.is_controller else None
         directory = cfg.metadata_partition_dir
         directory.mkdir(parents=True, exist_ok=True)
         from kafka_rpc.broker import partition_metadata
@@ -416,6 +420,7 @@ class Server:
                 unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
                 # a replica's Raft group talks over the controller listener: voters only
                 diskless_metadata_hosts=frozenset(cfg.voters()),
+                bootstrap=bootstrap,
             )
             rc = cfg.raft_config(self.cluster_id)
             now = monotonic_ms()
@@ -436,7 +441,6 @@ class Server:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         state.attach(driver)
-        self._scram_bootstrap(state)
         driver.start()
         self.raft, self.controller = driver, state
         if cfg.is_controller:
@@ -446,19 +450,22 @@ class Server:
             self.controller_registration = ControllerRegistrationManager(self)
             self.controller_registration.start()
 
-    def _scram_bootstrap(self, state: Any) -> None:
-        """The ``--add-scram`` credentials of ``storage format`` (salted, in the metadata log
-        directory) as UserScramCredentialRecords the first active controller of an empty log
-        writes in its bootstrap batch (Kafka writes them into the bootstrap checkpoint)."""
-        from kafka_rpc.security.sasl import CREDENTIALS_FILE
+    def _read_bootstrap(self) -> Any:
+        """The bootstrap metadata of ``<metadata.log.dir>/bootstrap.checkpoint`` (written by
+        ``kafka-rpc storage format`` or Kafka's ``kafka-storage format``: the feature levels and
+        the ``--add-scram`` credentials the first active controller of an empty log writes);
+        without the file, the default bootstrap (``kafka.compatible``: our features at 0).
+        Raises ConfigError when the file cannot be used (a level we do not support ...)."""
+        from kafka_rpc.bootstrap_directory import BootstrapFileError, read_bootstrap
+        from kafka_rpc.config import ConfigError
 
-        if not (Path(self.config.metadata_log_dir) / CREDENTIALS_FILE).exists():
-            return
-        from kafka_rpc.controller.scram import scram_records
-        from kafka_rpc.security.sasl import ScramCredentials
-
-        store = ScramCredentials.load(self.config.metadata_log_dir)
-        state.bootstrap_records = scram_records(store)
+        try:
+            bootstrap = read_bootstrap(self.config.metadata_log_dir, self.config.kafka_compatible)
+        except (BootstrapFileError, OSError) as e:
+            raise ConfigError(f"metadata.log.dir: {e}") from None
+        log.info("bootstrap metadata from %s: %s", bootstrap.source,
+                 ", ".join(f"{k}={v}" for k, v in sorted(bootstrap.levels.items())))  # fmt: skip
+        return bootstrap
 
     async def _stop_broker(self) -> None:
         if self.broker_lifecycle is not None or self.controller_channel is not None:

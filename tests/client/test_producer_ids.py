@@ -408,6 +408,7 @@ async def test_against_a_single_node_server(tmp_path):
     import uuid
 
     from kafka_rpc.client import KafkaRpcClient
+    from tests.controller.harness import broker_features
     from tests.integration.test_cli import ServeProcess
 
     srv = ServeProcess(tmp_path)
@@ -423,6 +424,7 @@ async def test_against_a_single_node_server(tmp_path):
             log_dirs=(uuid.UUID(int=(100 + 1) << 64),),
             listeners=(Listener(name="PLAINTEXT", host="127.0.0.1", port=1,
                                 security_protocol=0),),
+            features=broker_features(),
         ), timeout=10)  # fmt: skip
         assert reg.error_code == 0, reg
         epochs = iter([reg.broker_epoch + 1000])  # stale first: the owner then gives the real one

@@ -7,10 +7,17 @@ from __future__ import annotations
 import random
 import uuid
 
+from pyrsistent import pmap
+
 from kafka_rpc.controller import cluster, producer_ids, replication
 from kafka_rpc.controller.base import ControllerContext
-from kafka_rpc.controller.image import EMPTY, MetadataImage
-from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
+from kafka_rpc.controller.features import (
+    BootstrapMetadata,
+    default_feature_levels,
+    record_version,
+    supported_features,
+)
+from kafka_rpc.controller.image import EMPTY, MetadataImage, evolve
 from kafka_rpc.controller.replay import replay
 from kafka_rpc.protocol import codec
 
@@ -19,15 +26,43 @@ CT = codec.module("CreateTopicsRequest")
 BR = codec.module("BrokerRegistrationRequest")
 DT = codec.module("DeleteTopicsRequest")
 CLUSTER = "test-cluster-id"
-RPC_FEATURES = (
-    BR.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0, max_supported_version=1),
-)
-"""What a kafka-rpc broker registers with besides metadata.version (it runs the Batch
-Coordinator: ``kafka_rpc.controller.placement``)."""
+
+
+def bootstrapped(levels=None, kafka_compatible: bool = False) -> MetadataImage:
+    """The empty image with the finalized ``levels`` (default: a new cluster's, every proposal
+    on unless ``kafka_compatible``), as the bootstrap records leave it (offsets still -1)."""
+    if levels is None:
+        levels = default_feature_levels(kafka_compatible=kafka_compatible)
+    return evolve(EMPTY, features=pmap({k: v for k, v in levels.items() if v > 0
+                                        and k != "kraft.version"}))  # fmt: skip
+
+
+def broker_features(**ranges):
+    """BrokerRegistration Features: every range this code supports, ``ranges`` (name with
+    ``_`` for ``.`` -> (min, max), None drops it) replacing some."""
+    fs = dict(supported_features())
+    for k, v in ranges.items():
+        name = k.replace("__", ".")
+        if v is None:
+            fs.pop(name, None)
+        else:
+            fs[name] = v
+    return tuple(
+        BR.Feature(name=n, min_supported_version=lo, max_supported_version=hi)
+        for n, (lo, hi) in sorted(fs.items())
+    )
+
+
+KAFKA_FEATURES = broker_features(kafka_rpc__diskless__version=None, kafka_rpc__chunks__version=None)
+"""An Apache Kafka broker's Features: Kafka's ranges, none of ours (so the controller also takes
+it for a broker that does not run the Batch Coordinator: ``kafka_rpc.controller.placement``)."""
 
 
 class Cluster:
-    def __init__(self, seed: int = 0, session_timeout_ms: int = 9000):
+    def __init__(self, seed: int = 0, session_timeout_ms: int = 9000, levels=None,
+                 kafka_compatible: bool = False):  # fmt: skip
+        # the bootstrap records in the log (followers replay them too), as a new cluster's
+        # first active controller writes them
         self.image: MetadataImage = EMPTY
         self.log: list[bytes] = []
         self.now = 0
@@ -35,6 +70,11 @@ class Cluster:
         self.heartbeats: dict[int, int] = {}
         self.session_timeout_ms = session_timeout_ms
         self.incarnations: dict[int, uuid.UUID] = {}
+        if levels is None:
+            levels = default_feature_levels(kafka_compatible=kafka_compatible)
+        boot = BootstrapMetadata.from_levels(levels)
+        self.image = bootstrapped(levels)  # the versions of the bootstrap records
+        self.apply(list(boot.records), start=EMPTY)
 
     @property
     def next_offset(self) -> int:
@@ -52,9 +92,12 @@ class Cluster:
         base.update(kw)
         return ControllerContext(**base)
 
-    def apply(self, records: list) -> None:
+    def apply(self, records: list, start: MetadataImage | None = None) -> None:
+        version_image = self.image
+        if start is not None:
+            self.image = start
         for rec in records:
-            data = codec.encode_record(rec)
+            data = codec.encode_record(rec, record_version(rec, version_image))
             decoded, _ = codec.decode_record(data)
             self.image = replay(self.image, decoded, self.next_offset, 1)
             self.log.append(data)
@@ -80,8 +123,10 @@ class Cluster:
                 BR.Listener(name="PLAINTEXT", host=f"h{broker_id}", port=9092, security_protocol=0),
             ),
             log_dirs=kw.pop("log_dirs", (uuid.UUID(int=(broker_id + 1) << 64),)),
-            # a kafka-rpc broker unless kafka=True (a Kafka broker does not know our feature)
-            features=() if kw.pop("kafka", False) else RPC_FEATURES,
+            # every range this code supports; kafka=True: an Apache Kafka broker's (none of our
+            # features, so it registers only where they are not finalized)
+            features=kw.pop("features", KAFKA_FEATURES if kw.pop("kafka", False)
+                            else broker_features()),  # fmt: skip
             rack=None,
             previous_broker_epoch=kw.pop("previous_broker_epoch", -1),
         )

@@ -45,11 +45,11 @@ from pyrsistent import PMap
 
 from kafka_rpc.controller import snapshot
 from kafka_rpc.controller.image import EMPTY, MetadataImage
-from kafka_rpc.controller.placement import BATCH_COORDINATOR_FEATURE
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.controller.replay import ReplayError, replay
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.harness import broker_features
 from tests.raft.simulation import Cluster, Invariants, SimConfig
 
 R = codec.message_class
@@ -747,13 +747,8 @@ def build_request(
     """(request, a coroutine function sending it to ``qc``) for a command op, resolved against
     the target controller's uncommitted image; ``seen_ids``: name -> every id it was seen with."""
     if isinstance(op, Register):
-        top = 30 if op.mv_ok else 7  # the finalized level is 25
-        features = (
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=top),
-            # a kafka-rpc broker: __diskless-metadata may be placed on it
-            BR.Feature(name=BATCH_COORDINATOR_FEATURE, min_supported_version=0,
-                       max_supported_version=1),
-        )  # fmt: skip
+        # every supported range; mv_ok False: a metadata.version range below the finalized one
+        features = broker_features(**({} if op.mv_ok else {"metadata__version": (1, 7)}))
         req = R("BrokerRegistrationRequest")(
             broker_id=op.broker,
             cluster_id=CLUSTER if op.cluster_ok else "another-cluster",

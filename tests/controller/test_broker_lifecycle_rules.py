@@ -7,9 +7,10 @@ from __future__ import annotations
 import uuid
 
 from kafka_rpc.controller import cluster, replication
+from kafka_rpc.controller.features import default_feature_levels
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
-from tests.controller.harness import BR, CLUSTER, Cluster, topic
+from tests.controller.harness import BR, CLUSTER, Cluster, broker_features, topic
 
 R = codec.message_class
 ATR = codec.module("AssignReplicasToDirsRequest")
@@ -20,9 +21,7 @@ def dir_of(n: int) -> uuid.UUID:
 
 
 def at_mv(level: int = 25) -> Cluster:
-    c = Cluster(seed=3)
-    c.apply([R("FeatureLevelRecord")(name="metadata.version", feature_level=level)])
-    return c
+    return Cluster(seed=3, levels=default_feature_levels(level))
 
 
 def request(broker_id: int, incarnation: uuid.UUID, dirs=None, **kw):
@@ -31,9 +30,7 @@ def request(broker_id: int, incarnation: uuid.UUID, dirs=None, **kw):
         cluster_id=kw.pop("cluster_id", CLUSTER),
         incarnation_id=incarnation,
         listeners=(BR.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0),),
-        features=(
-            BR.Feature(name="metadata.version", min_supported_version=7, max_supported_version=25),
-        ),
+        features=broker_features(),
         rack=None,
         log_dirs=(dir_of(broker_id),) if dirs is None else tuple(dirs),
         **kw,

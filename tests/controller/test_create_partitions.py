@@ -128,7 +128,7 @@ def test_too_many_partitions_in_one_request_is_a_policy_violation():
 
 
 def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
-    c = Cluster(seed=5)
+    c = Cluster(seed=5, kafka_compatible=True)  # a Kafka broker may register
     c.live(1, 2)
     c.register(7, kafka=True)  # an Apache Kafka broker: no feature of ours
     c.heartbeat(7)
@@ -152,7 +152,7 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
 
 
 def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
-    c = Cluster(seed=6)
+    c = Cluster(seed=6, kafka_compatible=True)  # a Kafka broker may register
     c.live(1, 2)
     c.create(topic("before", n=4, rf=2))  # kafka-rpc brokers alone: placed on them
     assert {b for p in partitions(c, "before").values() for b in p[0]} == {1, 2}
@@ -179,7 +179,7 @@ def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
 
 @pytest.mark.parametrize("hosts", [None, frozenset({1, 2, 3})])
 def test_the_coordinator_topic_waits_for_brokers_that_can_host_it(hosts):
-    c = Cluster(seed=7)
+    c = Cluster(seed=7, kafka_compatible=True)  # a Kafka broker may register
     c.register(5, kafka=True)
     c.heartbeat(5)
     # only a Kafka broker: nothing to place the coordinators on

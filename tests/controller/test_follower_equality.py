@@ -240,10 +240,11 @@ def test_images_equal_on_leader_followers_log_and_snapshots(script, seed):
 #: Records a Kafka controller writes and we only replay (quotas, delegation tokens, SCRAM
 #: removals, ELR clears, a 3.x migration state) and RegisterControllerRecord (written on a
 #: ControllerRegistration, which this script does not send) are covered by
-#: tests/controller/test_kafka_records.py; the metadata transaction records (a Kafka
-#: controller's bootstrap, our AbortTransactionRecord only on a log ending inside one) by
-#: tests/controller/test_metadata_transactions.py.
+#: tests/controller/test_kafka_records.py; the metadata transaction records (a new cluster's
+#: bootstrap; AbortTransactionRecord only on a log ending inside one) by
+#: tests/controller/test_transactions.py.
 WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
+    "AbortTransactionRecord",
     "UnregisterBrokerRecord",
     "FenceBrokerRecord",
     "UnfenceBrokerRecord",
@@ -257,9 +258,6 @@ WRITTEN_TYPES = set(replay_mod._HANDLERS) - {
     "ClearElrRecord",
     "ZkMigrationStateRecord",
     "RegisterControllerRecord",
-    "BeginTransactionRecord",
-    "EndTransactionRecord",
-    "AbortTransactionRecord",
 }
 
 SCRIPT = [
@@ -434,8 +432,8 @@ def test_an_active_controller_whose_speculative_image_diverges_is_caught():
     def hook(node_id, qc):
         orig = qc._write
 
-        def write(fn):
-            res, wait_for = orig(fn)
+        def write(fn, version_image=None):
+            res, wait_for = orig(fn, version_image)
             if any(type(r).__spec_name__ == "ProducerIdsRecord" for r in res.records):
                 u = qc._uncommitted
                 qc._uncommitted = replace(u, producer_ids=replace(u.producer_ids, broker_epoch=-7))

@@ -8,10 +8,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 
+from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from tests.controller.harness import BR, CLUSTER, topic
+from tests.controller.harness import BR, CLUSTER, broker_features, topic
 from tests.raft.conftest import (
     FETCH,
     V_FETCH,
@@ -58,9 +59,8 @@ class Setup:
     def activate(self) -> None:
         self.commit()  # past the epoch start: the core names us leader
         assert self.qc.is_active and self.qc.active_controller_id == 1
-        self.qc.tick()  # bootstrap metadata.version
-        self.commit()
-        assert self.qc.image.features["metadata.version"] == 25
+        self.commit()  # the bootstrap records, written on activation
+        assert self.qc.image.features["metadata.version"] == BOOTSTRAP_METADATA_VERSION
 
 
 def registration(broker_id: int = 1, cluster_id: str = CLUSTER):
@@ -70,6 +70,7 @@ def registration(broker_id: int = 1, cluster_id: str = CLUSTER):
         incarnation_id=uuid.uuid4(),
         log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="h", port=9092, security_protocol=0),),
+        features=broker_features(),
         rack=None,
     )
 

@@ -225,10 +225,17 @@ def test_feature_level_and_noop():
     )
     img2 = replay(img, R("NoOpRecord")(), 1, epoch=4)
     assert img2.features == img.features and (img2.last_offset, img2.last_epoch) == (1, 4)
-    assert (
-        "metadata.version"
-        not in replay(img2, F(name="metadata.version", feature_level=0), 2).features
-    )
+    img3 = replay(img2, F(name="group.version", feature_level=1), 2)
+    assert img3.features["group.version"] == 1
+    assert "group.version" not in replay(img3, F(name="group.version", feature_level=0), 3).features
+    # FeatureControlManager.replay: a level outside what this node supports stops Kafka's
+    # controller (metadata.version 0, 30 = 4.3-IV0, a feature we do not know at 1)
+    for name, lvl in (("metadata.version", 0), ("metadata.version", 30), ("x.version", 1),
+                      ("eligible.leader.replicas.version", 1)):  # fmt: skip
+        with pytest.raises(ReplayError):
+            replay(img2, F(name=name, feature_level=lvl), 2)
+    # kraft.version lives in the Raft layer: a FeatureLevelRecord for it is ignored (KAFKA-18979)
+    assert replay(img2, F(name="kraft.version", feature_level=1), 2).features == img2.features
 
 
 def test_producer_ids_only_go_up():

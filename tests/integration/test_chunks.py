@@ -31,6 +31,7 @@ from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode as E
 from kafka_rpc.tools import chunks as chunks_tool
 from kafka_rpc.tools import topics as topics_tool
+from tests.controller.harness import broker_features
 from tests.integration.conftest import TIMEOUT, start_server
 
 pytestmark = pytest.mark.integration
@@ -145,8 +146,7 @@ async def register(ctl: KafkaRpcClient, broker_id: int) -> int:
 log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=1000 + broker_id,
                                security_protocol=0),),
-        features=(BR.Feature(name="metadata.version", min_supported_version=1,
-                             max_supported_version=25),),
+        features=broker_features(),
         rack=None,
     )  # fmt: skip
     resp = await ctl.request(reg, timeout=TIMEOUT)

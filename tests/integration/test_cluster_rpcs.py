@@ -18,6 +18,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.handlers.cluster import CLUSTER_AUTHORIZED_OPERATIONS
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
+from tests.controller.harness import broker_features
 from tests.integration.conftest import TIMEOUT, start_server
 
 pytestmark = pytest.mark.integration
@@ -52,9 +53,7 @@ def registration(broker_id: int, cluster_id: str, port: int):
         listeners=(
             BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=port, security_protocol=0),
         ),
-        features=(
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=25),
-        ),
+        features=broker_features(),
         rack="rack-a",
     )
 

@@ -24,6 +24,7 @@ from kafka_rpc.security.authorizer import (
     ResourceType,
 )
 from kafka_rpc.security.client import ClientSecurity
+from tests.controller.harness import broker_features
 from tests.integration.conftest import start_server
 from tests.security.conftest import JAAS_PLAIN
 
@@ -184,8 +185,7 @@ async def test_bad_registrations_and_configs_change_nothing(tmp_path):
             return R("BrokerRegistrationRequest")(
                 broker_id=50, cluster_id=cluster_id, incarnation_id=uuid.uuid4(),
                 listeners=(BR.Listener(name="PLAINTEXT", host="h", port=1, security_protocol=0),),
-                features=(BR.Feature(name="metadata.version", min_supported_version=7,
-                                     max_supported_version=25),),
+                features=broker_features(),
                 rack=None, log_dirs=tuple(dirs))  # fmt: skip
 
         def alter(**cfg):

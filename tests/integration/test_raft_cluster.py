@@ -32,6 +32,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kafka.record.memory_records import MemoryRecords
 
 from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.controller.features import default_feature_levels
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
@@ -66,6 +67,8 @@ BASE_PROPS = {
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
 _SNAPSHOT_RE = re.compile(r"^(\d{20})-(\d{10})\.checkpoint$")
+
+DEFAULT_LEVELS = default_feature_levels()
 
 
 def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess:
@@ -465,8 +468,10 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
                 record, _version = codec.decode_record(bytes(r.value))
                 name = type(record).__spec_name__
                 seen[name] = seen.get(name, 0) + 1
-                if name == "FeatureLevelRecord":
-                    assert (record.name, record.feature_level) == ("metadata.version", 25)
+                if name == "FeatureLevelRecord":  # the bootstrap: the default levels
+                    assert DEFAULT_LEVELS[record.name] == record.feature_level, record
+                elif name in ("BeginTransactionRecord", "EndTransactionRecord"):
+                    pass  # around the bootstrap records
                 elif name == "TopicRecord":  # the controller's own __diskless-metadata
                     assert record.name == "__diskless-metadata", record
                     seen["topic id"] = record.topic_id
@@ -475,7 +480,9 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
                 else:  # NoOps, and the brokers' lifecycle once they register
                     assert name == "NoOpRecord" or name in BROKER_RECORDS, name
         assert batches[0][0] == 0 and parsed[0].is_control_batch, "no LeaderChange at offset 0"
-        assert seen.get("FeatureLevelRecord") == 1, seen
+        # one bootstrap FeatureLevelRecord per finalized feature (never kraft.version)
+        want = sum(1 for n, v in DEFAULT_LEVELS.items() if v > 0 and n != "kraft.version")
+        assert seen.get("FeatureLevelRecord") == want, seen
         # the log grew by NoOps (idle), or by the brokers' registrations when they came first
         assert seen.get("NoOpRecord", 0) + sum(seen.get(n, 0) for n in BROKER_RECORDS) >= 3, seen
         assert leader_changes[-1][:2] == (epoch, lead), leader_changes
@@ -790,17 +797,20 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
         assert DefaultRecordBatch(snap[-1][3]).is_control_batch
         # the controller's image as records (Kafka's MetadataImage.write): NoOps leave no trace
         # (then the brokers, and the __diskless-metadata topic the controller creates for them)
+        # the finalized features first (metadata.version leading), then the brokers
         assert image[0] == ("FeatureLevelRecord", "metadata.version"), image
+        f = sum(1 for r in image if r[0] == "FeatureLevelRecord")
+        assert all(r[0] == "FeatureLevelRecord" for r in image[:f]), image
         n = sum(1 for r in image if r[0] == "RegisterBrokerRecord")
-        assert n >= 1 and all(r[0] == "RegisterBrokerRecord" for r in image[1 : 1 + n]), image
+        assert n >= 1 and all(r[0] == "RegisterBrokerRecord" for r in image[f : f + n]), image
         # then the controllers' registrations (ClusterImage.write): each controller registers
         # once it knows the active controller, so a snapshot may be taken before the last one
         m = sum(1 for r in image if r[0] == "RegisterControllerRecord")
         assert 1 <= m <= 3, image
-        assert image[1 + n : 1 + n + m] == [("RegisterControllerRecord", None)] * m, image
+        assert image[f + n : f + n + m] == [("RegisterControllerRecord", None)] * m, image
         n += m
         meta_topic = [("TopicRecord", "__diskless-metadata"), ("PartitionRecord", None)]
-        assert image[1 + n :] in ([], meta_topic), image
+        assert image[f + n :] in ([], meta_topic), image
         # and the node works on: it keeps fetching what the leader commits
         a = await until(cluster.agreed_leader, "all three nodes to agree on the leader")
         assert (a.leader_id, a.leader_epoch) == (lead, epoch)

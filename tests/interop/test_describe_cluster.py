@@ -15,6 +15,7 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.harness import broker_features
 from tests.integration.conftest import wait_broker_unfenced
 from tests.integration.test_cli import ServeProcess
 from tests.interop.test_clients import _kio_decode, _raw_exchange
@@ -48,9 +49,7 @@ def register(srv, cid: str, broker_id: int) -> None:
                 name="PLAINTEXT", host="127.0.0.1", port=19000 + broker_id, security_protocol=0
             ),
         ),  # fmt: skip
-        features=(
-            BR.Feature(name="metadata.version", min_supported_version=1, max_supported_version=25),
-        ),  # fmt: skip
+        features=broker_features(),  # fmt: skip
         rack="rack-x",
     )
     resp = asyncio.run(_request(srv.ports["CONTROLLER"], reg))

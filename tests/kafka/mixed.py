@@ -5,8 +5,8 @@ one static metadata quorum (kraft.version 0), for ``tests/kafka/test_mixed_quoru
 
 * :class:`MixedQuorum` formats every node with one cluster id (Kafka with `kafka-storage format
   --release-version`, without ``--standalone``/``--initial-controllers``; ours with `kafka-rpc
-  storage format`), starts, kills (SIGKILL of the process group) and restarts them, and finds the
-  leader.
+  storage format --kafka-compatible` at the same release version), starts, kills (SIGKILL of
+  the process group) and restarts them, and finds the leader.
 * :class:`QuorumWatch` asks every live voter DescribeQuorum (our asyncio client, on a thread of
   its own) every ``interval_s`` and records each answer; a voter answers NONE only while it leads,
   so two voters answering NONE for one epoch are two leaders in that epoch
@@ -135,8 +135,9 @@ class MixedQuorum:
         for i, n in self.nodes.items():
             if self.kind[i] == "kafka":
                 n.format(self.cluster_id, "--release-version", self.release_version)
-            else:
-                n.format(self.cluster_id)
+            else:  # our features at 0 and Kafka's MV: records every Kafka voter parses
+                n.format(self.cluster_id, "--kafka-compatible", "--release-version",
+                         self.release_version)
 
     def start(self, *nodes: int) -> None:
         for i in nodes or self.ids:

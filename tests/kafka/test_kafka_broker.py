@@ -7,7 +7,10 @@ tests run in file order and each leaves the cluster usable for the next:
 
 1. the broker registers with our controller and is unfenced; nothing fails in its log;
 2. ``kafka-topics --bootstrap-server <the Kafka broker>`` creates a topic through Envelope;
-   the broker hosts it under our topic id (``partition.metadata``);
+   the broker hosts it under our topic id (``partition.metadata``); the cluster, formatted
+   ``--kafka-compatible``, refuses CreateChunks and AssignPartitionToBatchCoordinator naming
+   our feature, and ``kafka-features upgrade`` of our feature while the Kafka broker is
+   registered;
 3. confluent-kafka and kafka-python produce with ``acks=all`` and idempotence (the broker's
    producer ids come from our AllocateProducerIds) and a consumer group reads everything
    (``__consumer_offsets`` is created through our CreateTopics);
@@ -40,6 +43,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -128,18 +132,23 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def running_cluster(root: Path, version: str):
+def running_cluster(root: Path, version: str, bring_up: Callable[[Cluster], None] | None = None):
     """Our controller and a Kafka broker of ``version`` started and running; both killed on
-    exit, with their log tails printed when the body or the start fails."""
+    exit, with their log tails printed when the body or the start fails. ``bring_up(c)``
+    formats and starts both (default: our controller formatted ``--kafka-compatible``, so the
+    Kafka broker may register, and the broker running)."""
     c = Cluster(root, version)
     try:
-        c.ctrl.format(c.cluster_id)
-        c.ctrl.start()
-        c.ctrl.wait_started(STEP)
-        c.broker.format(c.cluster_id)
-        c.broker.start()
-        c.broker.wait_for_log(r"Transitioning from RECOVERY to RUNNING", STEP)
-        c.broker.wait_for_log(r"Kafka Server started", STEP)
+        if bring_up is not None:
+            bring_up(c)
+        else:
+            c.ctrl.format(c.cluster_id, "--kafka-compatible")
+            c.ctrl.start()
+            c.ctrl.wait_started(STEP)
+            c.broker.format(c.cluster_id)
+            c.broker.start()
+            c.broker.wait_for_log(r"Transitioning from RECOVERY to RUNNING", STEP)
+            c.broker.wait_for_log(r"Kafka Server started", STEP)
         yield c
     except BaseException:
         print(f"\n----- broker -----\n{c.broker.tail(60)}\n----- ctrl -----\n{c.ctrl.tail(40)}")
@@ -183,6 +192,54 @@ def test_2_create_topic_through_envelope(cluster):
     res = cluster.tool("kafka-topics", "--create", "--topic", "orders", "--partitions", "1",
                        check=False)  # fmt: skip
     assert res.returncode != 0 and "already exists" in res.stdout + res.stderr
+
+
+def test_2b_kafka_compatible_refuses_our_commands(cluster):
+    """Formatted --kafka-compatible, our features are 0: CreateChunks and
+    AssignPartitionToBatchCoordinator answer UNSUPPORTED_VERSION naming the feature (CreateChunks
+    in its ErrorMessage, the mapping command, which has no message field, in our log), and
+    finalizing our feature is refused while the Kafka broker, which does not list it, is
+    registered (FeatureControlManager's broker check), through Kafka's own kafka-features."""
+    import asyncio
+
+    from kafka_rpc.client import KafkaRpcClient
+    from kafka_rpc.meta_properties import uuid_from_text
+    from kafka_rpc.protocol import codec
+    from kafka_rpc.protocol.errors import ErrorCode
+
+    R = codec.message_class
+    CC = codec.module("CreateChunksRequest")
+    AP = codec.module("AssignPartitionToBatchCoordinatorRequest")
+    tid = uuid_from_text(cluster.topic_id("orders"))
+
+    async def ask():
+        client = await KafkaRpcClient.connect(f"127.0.0.1:{cluster.ctrl_port}")
+        try:
+            chunks = await client.request(R("CreateChunksRequest")(topic_partitions=(
+                CC.CreateChunksTopicPartition(topic_name="orders", partition_id=0,
+                                              broker_ids=(BROKER_ID,), start_offset=10,
+                                              prev_stop_offset=9, start_timestamp=-1),)))
+            assign = await client.request(R("AssignPartitionToBatchCoordinatorRequest")(topics=(
+                AP.AssignTopicToBatchCoordinator(topic_id=tid, partitions=(
+                    AP.AssignTopicPartitionToBatchCoordinator(
+                        partition_index=0, batch_coordinator_partition_index=0),)),)))
+            return chunks, assign
+        finally:
+            await client.close()
+
+    chunks, assign = asyncio.run(ask())  # fmt: skip
+    r = chunks.results[0]
+    assert r.error_code == ErrorCode.UNSUPPORTED_VERSION, r
+    assert "kafka_rpc.chunks.version" in r.error_message, r.error_message
+    assert [p.error_code for t in assign.responses for p in t.partitions] == [
+        ErrorCode.UNSUPPORTED_VERSION]
+    assert re.search(r"AssignPartitionToBatchCoordinator refused: it needs the feature "
+                     r"kafka_rpc\.diskless\.version", cluster.ctrl.log_text())  # fmt: skip
+    up = peer.run_tool(cluster.version, "kafka-features", "--bootstrap-controller",
+                       f"127.0.0.1:{cluster.ctrl_port}", "upgrade", "--feature",
+                       "kafka_rpc.chunks.version=1", timeout=STEP, check=False)  # fmt: skip
+    assert up.returncode != 0, up
+    assert f"Broker {BROKER_ID} does not support this feature" in up.stdout + up.stderr, up
 
 
 def _read(p: Path) -> str | None:

@@ -94,7 +94,7 @@ def test_kafka_starts_on_a_directory_we_formatted(kafka_newest, tmp_path, procs)
     props = _props(port, data)
     ours = peer.RpcNode("ours", tmp_path / "r", props)
     cluster_id = peer.random_cluster_id()
-    ours.format(cluster_id)
+    ours.format(cluster_id, "--kafka-compatible")  # Kafka replays our bootstrap.checkpoint
     info = peer.run_tool(kafka_newest, "kafka-storage", "info", "-c",
                          str(ours.properties_path), timeout=60).stdout  # fmt: skip
     assert cluster_id in info and "version=1" in info.replace(" ", ""), info

@@ -6,6 +6,7 @@ import asyncio
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
 from tests.integration.conftest import start_server
 from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port, until
 
@@ -62,7 +63,7 @@ async def test_three_voters_and_an_observer(tmp_path):
         async def replicated():
             states = [n.server.controller for n in nodes.values()]
             return all(
-                s.image.features.get("metadata.version") == 25
+                s.image.features.get("metadata.version") == BOOTSTRAP_METADATA_VERSION
                 and s.record_counts["NoOpRecord"] >= 2
                 for s in states
             )

@@ -10,6 +10,7 @@ from uuid import UUID
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
 from kafka_rpc.protocol import codec
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
@@ -97,7 +98,8 @@ async def test_elects_itself_and_noops_advance_the_high_watermark(single):
 
     async def replayed():
         return (
-            state.image.features.get("metadata.version") == 25 and state.record_counts["NoOpRecord"]
+            state.image.features.get("metadata.version") == BOOTSTRAP_METADATA_VERSION
+            and state.record_counts["NoOpRecord"]
         )
 
     await until(replayed, what="the state machine to replay the bootstrap and NoOps")
@@ -206,7 +208,8 @@ async def test_restart_keeps_the_log_and_bumps_the_epoch(tmp_path):
         after = await until(led, what="leadership after a restart")
         assert after.leader_epoch > before.leader_epoch
         assert after.high_watermark > before.high_watermark
-        assert running.server.controller.image.features["metadata.version"] == 25
+        features = running.server.controller.image.features
+        assert features["metadata.version"] == BOOTSTRAP_METADATA_VERSION
         await client.close()
     finally:
         await running.stop()

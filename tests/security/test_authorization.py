@@ -22,6 +22,7 @@ from kafka_rpc.security.authorizer import (
     StandardAuthorizer,
 )
 from kafka_rpc.security.client import ClientSecurity
+from tests.controller.harness import broker_features
 from tests.integration.conftest import start_server
 from tests.security.conftest import JAAS_PLAIN, Pki
 
@@ -37,8 +38,7 @@ def _registration(cluster_id: str, broker_id: int):
         log_dirs=(uuid.UUID(int=(broker_id + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=9092,
                                security_protocol=0),),
-        features=(BR.Feature(name="metadata.version", min_supported_version=1,
-                             max_supported_version=25),),
+        features=broker_features(),
         rack=None,
     )  # fmt: skip
 

@@ -85,16 +85,21 @@ async def test_our_client_sasl_and_bad_password(secure_server, protocol, mechani
     await client.close()
 
 
-def test_credentials_file_is_salted(secure_server):
+def test_credentials_are_salted_in_the_bootstrap_checkpoint(secure_server):
+    """`storage format --add-scram` puts UserScramCredentialRecords into bootstrap.checkpoint
+    (as Kafka's Formatter), salted: no password in the file."""
     from pathlib import Path
 
+    from kafka_rpc.bootstrap_directory import BOOTSTRAP_FILE, read_bootstrap
+
     data = Path(secure_server.overrides["log.dirs"])
-    text = (data / "scram-credentials.json").read_text()
-    assert "alice-secret" not in text and "bob-secret" not in text
-    stored = json.loads(text)
-    assert stored["SCRAM-SHA-512"]["bob"]["iterations"] == 8192
-    assert set(stored["SCRAM-SHA-256"]["alice"]) == {"salt", "stored_key", "server_key",
-                                                       "iterations"}  # fmt: skip
+    raw = (data / BOOTSTRAP_FILE).read_bytes()
+    assert b"alice-secret" not in raw and b"bob-secret" not in raw
+    creds = {(r.mechanism, r.name): r for r in read_bootstrap(data).records
+             if type(r).__spec_name__ == "UserScramCredentialRecord"}  # fmt: skip
+    assert creds[(2, "bob")].iterations == 8192  # SCRAM-SHA-512
+    alice = creds[(1, "alice")]  # SCRAM-SHA-256
+    assert alice.salt and alice.stored_key and alice.server_key and alice.iterations >= 4096
 
 
 # ------------------------------------------------------------------------------ raw front door
@@ -278,7 +283,8 @@ def test_scram_credentials_in_the_metadata_log():
     store.add(mech, name, password, iterations, salt)
     records = scram_records(store)
     assert [r.mechanism for r in records] == [2] and b"c-secret" not in repr(records).encode()
-    img = replay_all(EMPTY, [(r, i) for i, r in enumerate(records)])
+    mv = codec.message_class("FeatureLevelRecord")(name="metadata.version", feature_level=11)
+    img = replay_all(EMPTY, [(r, i) for i, r in enumerate([mv, *records])])
     assert snapshot.load(snapshot.image_records(img)).scram == img.scram
     server = ScramServer("SCRAM-SHA-512", ImageScramCredentials(lambda: img))
     client = scramp.ScramClient(["SCRAM-SHA-512"], "carol", "c-secret")

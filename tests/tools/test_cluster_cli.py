@@ -21,6 +21,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.tools.cluster import add_arguments, run
+from tests.controller.harness import broker_features
 
 pytestmark = pytest.mark.integration
 
@@ -52,11 +53,7 @@ async def register(address: str, cluster_id: str, *broker_ids: int) -> None:
                         name="PLAINTEXT", host="127.0.0.1", port=19000 + bid, security_protocol=0
                     ),
                 ),  # fmt: skip
-                features=(
-                    BR.Feature(
-                        name="metadata.version", min_supported_version=1, max_supported_version=25
-                    ),
-                ),  # fmt: skip
+                features=broker_features(),
             )
             deadline = time.monotonic() + 3 * TIMEOUT
             while (resp := await client.request(req)).error_code == ErrorCode.NOT_CONTROLLER:

@@ -771,6 +771,16 @@ SPECS = {
         (),
         False,
     ),
+    "UpdateFeaturesRequest": (
+        "update_features_request",
+        "request",
+        57,
+        (0, 2),
+        0,
+        ("broker", "controller"),
+        False,
+    ),
+    "UpdateFeaturesResponse": ("update_features_response", "response", 57, (0, 2), 0, (), False),
     "UpdateMetadataRequest": ("update_metadata_request", "request", 6, (0, 8), 6, (), False),
     "UpdateMetadataResponse": ("update_metadata_response", "response", 6, (0, 8), 6, (), False),
     "UpdateRaftVoterRequest": (
