@@ -26,7 +26,8 @@ Behavior, in Kafka's order:
    (``RequestChannel.Request.buildResponseSend``).
 
 The inner request is counted in the listener's request metrics under its own api key (next to
-the Envelope itself), so ``kafka_rpc_requests_total`` shows what brokers forwarded.
+the Envelope itself) and its version, so ``kafka_rpc_requests_total`` shows what brokers
+forwarded.
 """
 
 from __future__ import annotations
@@ -175,7 +176,8 @@ async def _run(listener, entry, inner_ctx, inner, handler, is_async, t0) -> Any:
                   exc_info=not isinstance(exc, KafkaError))  # fmt: skip
         result = error_response(entry, inner, inner_ctx.api_version, code)
     if listener.metrics is not None:
-        listener.metrics.observe(entry.api_key, time.perf_counter() - t0, False)
+        elapsed = time.perf_counter() - t0
+        listener.metrics.observe(entry.api_key, inner_ctx.api_version, elapsed, False)
     # DescribeQuorum says NOT_LEADER_OR_FOLLOWER where the others say NOT_CONTROLLER
     lifted = ErrorCode.NOT_LEADER_OR_FOLLOWER if entry.api_key == 55 else ErrorCode.NOT_CONTROLLER
     if type(result) is not bytes and _has_code(result, lifted):

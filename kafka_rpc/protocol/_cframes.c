@@ -28,8 +28,8 @@
  *   readers[..](frame, body_pos)[0]``, ``result = handler(ctx, request)``, then the response
  *   frame (``result`` framed as by response_frame when it is bytes, else written by
  *   ``writers[..](result, bytearray_with_header)``) is appended to the list ``out``; with
- *   ``metrics`` not None, ``metrics.observe(api_key, seconds, False)`` follows. The walk stops
- *   after the first frame it cannot finish, returned as ``stop = (kind, ctx, request, exc)``:
+ *   ``metrics`` not None, ``metrics.observe(api_key, version, seconds, False)`` follows. The walk
+ *   stops after the first frame it cannot finish, returned as ``stop = (kind, ctx, request, exc)``:
  *   kind 0, no table entry or a version out of its range (nothing run; the caller serves it);
  *   kind 1, the reader raised ``exc``; kind 2, the handler or the writer raised ``exc`` (its
  *   error response is the caller's). ``stop`` is None when the walk ended otherwise; ``new_pos``
@@ -547,14 +547,16 @@ dispatch(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (r < 0)
             goto fail;
         if (with_metrics) {
-            PyObject *margs[4] = {metrics, PyLong_FromLong(fi.api_key),
+            PyObject *margs[5] = {metrics, PyLong_FromLong(fi.api_key),
+                                  PyLong_FromLong(fi.version),
                                   PyFloat_FromDouble(monotonic_s() - t0), Py_False};
             PyObject *m = NULL;
-            if (margs[1] && margs[2])
+            if (margs[1] && margs[2] && margs[3])
                 m = PyObject_VectorcallMethod(metrics_observe_name, margs,
-                                              4, NULL);
+                                              5, NULL);
             Py_XDECREF(margs[1]);
             Py_XDECREF(margs[2]);
+            Py_XDECREF(margs[3]);
             if (m == NULL)
                 goto fail;
             Py_DECREF(m);

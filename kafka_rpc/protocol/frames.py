@@ -259,7 +259,7 @@ def dispatch_py(
     ``version - min_version`` (built by ``registry.dispatch_table``). For each frame:
     ``request = reader(frame, body_pos)[0]``, ``result = handler(ctx, request)``, and
     :func:`encode_response` of it (header v1 from ``resp_header_flex`` on) goes to ``out``.
-    With ``metrics`` not None, ``metrics.observe(api_key, seconds, False)`` follows each
+    With ``metrics`` not None, ``metrics.observe(api_key, version, seconds, False)`` follows each
     response.
 
     Returns ``(new_pos, stop, error)``. ``stop`` is None, or the first frame the walk could not
@@ -291,7 +291,7 @@ def dispatch_py(
             return pos, (2, ctx, request, exc), None
         out.append(data)
         if metrics is not None:
-            metrics.observe(api_key, time.perf_counter() - t0, False)
+            metrics.observe(api_key, version, time.perf_counter() - t0, False)
     return pos, None, None
 
 

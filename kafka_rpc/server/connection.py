@@ -314,7 +314,7 @@ class KafkaConnection(asyncio.Protocol):
                 self._slots += 1
                 data = None
         if metrics is not None:
-            metrics.observe(entry.api_key, time.perf_counter() - t0, False)
+            metrics.observe(entry.api_key, ctx.api_version, time.perf_counter() - t0, False)
         if data is not None:
             self._pending.append(data)
 
@@ -357,7 +357,7 @@ class KafkaConnection(asyncio.Protocol):
             exc_info=not isinstance(exc, KafkaError),
         )  # fmt: skip
         if self.metrics is not None:
-            self.metrics.observe(entry.api_key, 0.0, True)
+            self.metrics.observe(entry.api_key, ctx.api_version, 0.0, True)
         try:
             return self._encode(entry, ctx, error_response(entry, request, ctx.api_version, code))
         except (EncodeError, Exception):
@@ -376,7 +376,8 @@ class KafkaConnection(asyncio.Protocol):
                 data = self._encode(entry, ctx, result)
                 throttle_ms = _throttle_ms(result)
                 if self.metrics is not None:
-                    self.metrics.observe(entry.api_key, time.perf_counter() - t0, False)
+                    elapsed = time.perf_counter() - t0
+                    self.metrics.observe(entry.api_key, ctx.api_version, elapsed, False)
             except Exception as e:  # noqa: BLE001
                 data = self._error(entry, ctx, request, e)
         else:

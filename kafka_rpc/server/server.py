@@ -41,25 +41,36 @@ def install_uvloop() -> bool:
 
 
 class ApiMetrics:
-    """Pre-bound prometheus children per api key for one listener."""
+    """Prometheus children for one listener: ``kafka_rpc_requests_total{listener, api,
+    version}`` (requests answered, per API and request version, as Kafka's
+    ``RequestMetrics`` ``RequestsPerSec`` has ``request`` and ``version`` tags),
+    ``kafka_rpc_request_errors_total{listener, api}`` and ``kafka_rpc_request_seconds{listener,
+    api}`` (handler latency, seconds). Children are bound once per api key (and version)."""
 
     def __init__(self, listener: str, table: dict[int, ApiEntry], reqs, errs, lat) -> None:
+        self._listener = listener
+        self._reqs = reqs
+        self._names = {key: e.name[: -len("Request")] for key, e in table.items()}
         self._children = {
-            key: (
-                reqs.labels(listener, e.name[: -len("Request")]),
-                errs.labels(listener, e.name[: -len("Request")]),
-                lat.labels(listener, e.name[: -len("Request")]),
-            )
-            for key, e in table.items()
+            key: (errs.labels(listener, name), lat.labels(listener, name))
+            for key, name in self._names.items()
         }
+        self._counted: dict[tuple[int, int], Any] = {}
 
-    def observe(self, api_key: int, seconds: float, error: bool) -> None:
-        r, e, h = self._children[api_key]
+    def observe(self, api_key: int, version: int, seconds: float, error: bool) -> None:
+        """One request of ``api_key`` at ``version`` answered after ``seconds``; ``error``: the
+        handler raised (counted as an error, not as a request)."""
+        e, h = self._children[api_key]
         if error:
             e.inc()
-        else:
-            r.inc()
-            h.observe(seconds)
+            return
+        r = self._counted.get((api_key, version))
+        if r is None:
+            r = self._counted[api_key, version] = self._reqs.labels(
+                self._listener, self._names[api_key], str(version)
+            )
+        r.inc()
+        h.observe(seconds)
 
 
 @dataclass(eq=False)
@@ -192,7 +203,7 @@ class Server:
 
             self.metrics_registry = prom.CollectorRegistry()
             labels = ["listener", "api"]
-            reqs = prom.Counter("kafka_rpc_requests", "Requests answered", labels,
+            reqs = prom.Counter("kafka_rpc_requests", "Requests answered", [*labels, "version"],
                                 registry=self.metrics_registry)  # fmt: skip
             errs = prom.Counter("kafka_rpc_request_errors", "Requests answered with a handler "
                                 "error", labels, registry=self.metrics_registry)  # fmt: skip

@@ -268,7 +268,8 @@ async def test_metrics(tmp_path):
         reg = running.server.metrics_registry
         assert (
             reg.get_sample_value(
-                "kafka_rpc_requests_total", {"listener": "PLAINTEXT", "api": "ApiVersions"}
+                "kafka_rpc_requests_total",
+                {"listener": "PLAINTEXT", "api": "ApiVersions", "version": "3"},
             )
             == 1.0
         )

@@ -109,17 +109,26 @@ class Cluster:
             "log.retention.ms": RETENTION_MS,  # the same static synonym as our controller's
         })  # fmt: skip
 
-    def metrics(self) -> dict[str, float]:
-        """Our controller's ``kafka_rpc_requests_total`` per API on its CONTROLLER listener."""
+    def metrics_by_version(self) -> dict[tuple[str, int], float]:
+        """Our controller's ``kafka_rpc_requests_total`` on its CONTROLLER listener:
+        ``{(api, request version): requests answered}``."""
         text = urllib.request.urlopen(
             f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5
         ).read().decode()
         out = {}
         for m in re.finditer(
-            r'^kafka_rpc_requests_total\{api="(\w+)",listener="CONTROLLER"\} ([0-9.e+]+)$',
-            text, re.M,
+            r'^kafka_rpc_requests_total\{api="(\w+)",listener="CONTROLLER",version="(\d+)"\} '
+            r"([0-9.e+]+)$", text, re.M,
         ):  # fmt: skip
-            out[m.group(1)] = float(m.group(2))
+            out[m.group(1), int(m.group(2))] = float(m.group(3))
+        return out
+
+    def metrics(self) -> dict[str, float]:
+        """Our controller's requests answered per API on its CONTROLLER listener (every
+        version)."""
+        out: dict[str, float] = {}
+        for (api, _), n in self.metrics_by_version().items():
+            out[api] = out.get(api, 0.0) + n
         return out
 
     def tool(self, name: str, *args: str, check: bool = True):
@@ -489,9 +498,10 @@ def test_7_restart_from_our_snapshot(cluster):
 def test_8_what_the_broker_sent(cluster, tmp_path):
     """The RPCs our controller answered (its request metrics): the life cycle, Raft, forwarded
     admin requests (counted under their own names) and producer ids."""
+    by_version = cluster.metrics_by_version()
+    seen_rpcs = ", ".join(f"{k} v{v}={int(n)}" for (k, v), n in sorted(by_version.items()) if n)
+    print("\nrequests answered on our CONTROLLER listener (api version=count):", seen_rpcs)
     m = cluster.metrics()
-    print("\nrequests answered on our CONTROLLER listener:",
-          ", ".join(f"{k}={int(v)}" for k, v in sorted(m.items()) if v))  # fmt: skip
     for api in ("ApiVersions", "BrokerRegistration", "BrokerHeartbeat", "Fetch",
                 "FetchSnapshot", "Envelope", "CreateTopics", "DeleteTopics",
                 "IncrementalAlterConfigs", "AllocateProducerIds",

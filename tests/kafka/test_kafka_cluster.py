@@ -86,9 +86,9 @@ def _alter_partitions(c: BrokerCluster) -> float:
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read()
         except OSError:
             continue
-        m = re.search(r'^kafka_rpc_requests_total\{api="AlterPartition",listener="CONTROLLER"\} '
-                      r"(\S+)$", text.decode(), re.M)  # fmt: skip
-        total += float(m.group(1)) if m else 0.0
+        total += sum(float(v) for v in re.findall(
+            r'^kafka_rpc_requests_total\{api="AlterPartition",listener="CONTROLLER",'
+            r'version="\d+"\} (\S+)$', text.decode(), re.M))  # fmt: skip
     return total
 
 

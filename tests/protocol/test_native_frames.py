@@ -166,9 +166,9 @@ class Calls(list):
 
 
 class Metrics(list):
-    def observe(self, api_key, seconds, error):
+    def observe(self, api_key, version, seconds, error):
         assert seconds >= 0.0 and error is False
-        self.append(api_key)
+        self.append((api_key, version))
 
 
 def synthetic_table(calls: Calls) -> tuple:
@@ -265,7 +265,7 @@ def test_dispatch_outcomes():
                      (2, 6, KeyError), (2, 7, RuntimeError)]  # fmt: skip
     assert log[-1][0] == [struct.pack(">ii", 7, 8) + b"end"] and log[-1][2] == len(buf)
     assert [c[0][2] for c in calls] == [1, 2, 6, 7, 8]  # each handler ran once, in order
-    assert m == [18, 3, 18]  # observed after each response served
+    assert m == [(18, 3), (3, 9), (18, 0)]  # observed after each response served
 
 
 def test_dispatch_stops_at_a_bad_frame_after_serving_the_ones_before():
