@@ -250,11 +250,13 @@ async def raft_node_main(spec: dict) -> None:
 
 
 class _RaftOnlyServer:
-    """What the Raft handlers (``kafka_rpc.handlers.raft``) look up on ``ctx.server``: the
-    driver, and no other partitions or coordinator."""
+    """What the Raft handlers (``kafka_rpc.handlers.raft``) and ApiVersions look up on
+    ``ctx.server``: the driver, and no other partitions, coordinator or controller (ApiVersions
+    then lists no finalized features)."""
 
     def __init__(self, driver) -> None:
         self.raft = driver
+        self.controller = None
         self.raft_partitions: dict = {}
         self.coordinator = None
 
@@ -920,6 +922,7 @@ async def part_c(root: Path, args, out: dict) -> None:
 
 def build_snapshot(meta_dir: Path, mib: int) -> tuple[Path, object]:
     """Write a ``mib`` MiB snapshot at the log end and move the log start to it."""
+    from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
     from kafka_rpc.protocol import codec
     from kafka_rpc.protocol.record_batch import (
         CONTROL_SNAPSHOT_FOOTER,
@@ -934,14 +937,19 @@ def build_snapshot(meta_dir: Path, mib: int) -> tuple[Path, object]:
     try:
         sid = OffsetAndEpoch(flog.end_offset, flog.last_fetched_epoch())
         ts = int(time.time() * 1000)
-        rec = codec.message_class("FeatureLevelRecord")
-        value = codec.encode_record(rec(name="s" * 8000, feature_level=1))
+        # metadata.version, then ~8 KB broker config records (a node replays them as one
+        # dynamic config; a record it could not replay, such as an unknown feature, is fatal)
+        mv = codec.encode_record(codec.message_class("FeatureLevelRecord")(
+            name="metadata.version", feature_level=BOOTSTRAP_METADATA_VERSION))  # fmt: skip
+        value = codec.encode_record(codec.message_class("ConfigRecord")(
+            resource_type=4, resource_name="", name="bench.padding", value="s" * 8000))  # fmt: skip
         per_batch = (1 << 20) // len(value)
         w = flog.create_snapshot(sid)
         hdr = codec.encode(codec.message_class("SnapshotHeaderRecord")(
             version=0, last_contained_log_timestamp=ts), 0)  # fmt: skip
         w.append(encode_control_batch(0, sid.epoch, [(CONTROL_SNAPSHOT_HEADER, hdr)], ts).data)
-        pos = 1
+        w.append(encode_batch(1, sid.epoch, [mv], ts).data)
+        pos = 2
         while w.size + len(value) * per_batch <= mib << 20:
             w.append(encode_batch(pos, sid.epoch, [value] * per_batch, ts).data)
             pos += per_batch

@@ -31,8 +31,11 @@ class Running:
         return self.server.bound[name][1]
 
     async def stop(self):
+        """Ask the server to stop and wait, bounded by the sum of its own shutdown steps
+        (controlled shutdown, Raft, then draining: each up to ``shutdown.timeout.ms``)."""
         self.server.should_exit.set()
-        await asyncio.wait_for(self.task, TIMEOUT)
+        steps = 3 * self.server.config.shutdown_timeout_ms / 1000
+        await asyncio.wait_for(self.task, max(TIMEOUT, steps + 5))
 
 
 async def start_server(tmp_path, registry=None, **extra):

@@ -12,6 +12,7 @@ import uuid
 
 import pytest
 
+from kafka_rpc.broker.lifecycle import registration_features
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
@@ -37,8 +38,7 @@ async def _register(client: KafkaRpcClient, bid: int) -> int:
         broker_id=bid, cluster_id=CLUSTER_ID, incarnation_id=uuid.uuid4(),
         log_dirs=(uuid.UUID(int=(bid + 1) << 64),),
         listeners=(BR.Listener(name="PLAINTEXT", host="127.0.0.1", port=bid, security_protocol=0),),
-        features=(BR.Feature(name="metadata.version", min_supported_version=1,
-                             max_supported_version=25),),
+        features=registration_features(),  # a kafka-rpc broker's: ours are finalized
         rack=None,
     )  # fmt: skip
     deadline = asyncio.get_running_loop().time() + 2 * TIMEOUT
