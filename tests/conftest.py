@@ -44,8 +44,11 @@ _LANES = (
                       "tests/kafka/test_oracle_bites.py", "tests/kafka/test_oracle_process.py",
                       "tests/kafka/test_testbed.py")),
     # Kafka controllers and brokers started from the jars, in two lanes.
+    # (the mixed-quorum failover's two configurations, 20 leader kills each, in different lanes)
     ("kafka-a", ("tests/kafka/test_kafka_broker", "tests/kafka/test_kafka_tools",
-                 "tests/kafka/test_storage_interop", "tests/kafka/test_kafka_features")),
+                 "tests/kafka/test_storage_interop", "tests/kafka/test_features_tools",
+                 "tests/kafka/test_mixed_quorum_failover.py::test_leader_killed_again_and_again"
+                 "_with_a_broker_attached[2kafka-1ours]")),
     ("kafka-b", ("tests/kafka/test_kafka_", "tests/kafka/test_mixed")),
     ("netns", ("tests/netns/",)),
 )
@@ -61,16 +64,16 @@ _EARLY = (
 )
 
 
-def _lane(path: str) -> str | None:
+def _lane(nodeid: str) -> str | None:
+    """The lane of a test id (a prefix of a path, or of a whole test id), or None."""
     for name, prefixes in _LANES:
-        if path.startswith(prefixes):
+        if nodeid.startswith(prefixes):
             return name
     return None
 
 
 def _scope(nodeid: str) -> str:
-    path = nodeid.split("::", 1)[0]
-    return _lane(path) or path
+    return _lane(nodeid) or nodeid.split("::", 1)[0]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -83,7 +86,7 @@ def pytest_collection_modifyitems(config, items):
     keyed = []
     for index, item in enumerate(items):
         path = item.nodeid.split("::", 1)[0]
-        keyed.append((rank.get(_lane(path) or path, last), index, item))
+        keyed.append((rank.get(_lane(item.nodeid) or path, last), index, item))
     items[:] = [item for _, _, item in sorted(keyed, key=lambda k: k[:2])]
 
 
