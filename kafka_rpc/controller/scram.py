@@ -1,9 +1,9 @@
 """SCRAM credentials in the metadata log (Kafka's ``ScramControlManager``).
 
 * Records: :func:`scram_records` turns a :class:`~kafka_rpc.security.sasl.ScramCredentials`
-  store (``--add-scram`` at format time) into UserScramCredentialRecords, which the first active
-  controller of an empty log writes in its bootstrap batch
-  (:func:`~kafka_rpc.controller.features.bootstrap_records`).
+  store (``--add-scram`` at format time) into UserScramCredentialRecords, which format puts in
+  ``bootstrap.checkpoint`` and the first active controller of an empty log writes in its
+  bootstrap transaction (:class:`~kafka_rpc.controller.features.BootstrapMetadata`).
 * Command: :func:`alter_user_scram_credentials` (AlterUserScramCredentials, 51).
 * Replay: UserScramCredentialRecord and RemoveUserScramCredentialRecord (:data:`REPLAY`) into
   the image's ``scram`` map, which :class:`~kafka_rpc.security.sasl.ImageScramCredentials`
