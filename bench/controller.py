@@ -262,7 +262,7 @@ async def load_main(spec: dict) -> None:
         leader = port = None
         probes: dict[int, KafkaRpcClient] = {}
         while time.monotonic() < deadline:  # the active controller, able to place rf replicas
-            p = await rb.until(lambda: poller.leader(list(ports.values())), 30, "a leader")
+            p = await rb.until(lambda: poller.leader(list(ports.values())), 120, "a leader")
             leader, port = p.leader_id, ports[p.leader_id]
             if port not in probes:
                 probes[port] = KafkaRpcClient(f"127.0.0.1:{port}", client_id="bench-probe",

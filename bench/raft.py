@@ -854,7 +854,7 @@ async def part_c(root: Path, args, out: dict) -> None:
             ok = all(r.log_end_offset >= p.high_watermark - 1 for r in p.current_voters)
             return p if ok and len(p.current_voters) == 3 else None
 
-        await until(all_caught_up, 30, "a leader and three caught-up voters", 0.05)
+        await until(all_caught_up, 120, "a leader and three caught-up voters", 0.05)
         for k in range(args.kills):
             p = await until(lambda: poller.leader(list(ports.values())), 10, "a leader")
             old, old_epoch, old_hw = p.leader_id, p.leader_epoch, p.high_watermark
@@ -883,7 +883,7 @@ async def part_c(root: Path, args, out: dict) -> None:
                 return any(v.replica_id == old and v.log_end_offset >= target
                            for v in r.current_voters)  # fmt: skip
 
-            await until(caught_up, 30, f"node {old} to catch up", 0.05)
+            await until(caught_up, 120, f"node {old} to catch up", 0.05)
             catchups.append(time.perf_counter() - t1)
             log(
                 f"(c) kill {k + 1}: leader {old} epoch {old_epoch} -> {q.leader_id} epoch "

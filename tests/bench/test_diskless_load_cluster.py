@@ -34,7 +34,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LOAD_S = 8.0  # per role
 KILL_AT_S = 3.0  # after the roles start
 RESTART_AFTER_S = 2.0
-BUDGET_S = 120.0  # the whole test, processes included
+BUDGET_S = 300.0  # the whole test, processes included (a bound: ~25 s alone; three starts
+# and a coordinator election take minutes beside the Kafka lanes)
 
 
 async def test_roles_survive_a_sigkill_of_the_coordinator_leader(tmp_path):

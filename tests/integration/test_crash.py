@@ -50,7 +50,7 @@ LOAD_S = (0.2, 1.0)  # random load time before the kill
 MAX_COMMITS_PER_CYCLE = 2_000  # per worker; bounds the load loop whatever the timing
 FINAL_COMMITS = 5  # per worker, after the last restart, without a kill
 BATCH_BYTES = 100
-START_TIMEOUT = 15.0
+START_TIMEOUT = 60.0  # s, a bound: a node starts in ~3 s alone, ~15 s on a loaded machine
 STEP_TIMEOUT = 20.0
 
 

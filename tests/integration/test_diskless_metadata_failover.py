@@ -41,7 +41,7 @@ PRODUCERS = 3
 COMMITS_BEFORE_KILL = 15  # per producer
 COMMITS_AFTER_KILL = 10  # per producer, counted from the kill
 MAX_COMMITS = 2_000  # per producer and phase: bounds the loop whatever the timing
-START_TIMEOUT = 15.0
+START_TIMEOUT = 60.0  # s, a bound: a node starts in ~3 s alone, ~15 s on a loaded machine
 STEP_TIMEOUT = 15.0
 NOT_COORDINATOR = 16
 
