@@ -30,6 +30,7 @@ __all__ = [
     "channel_of",
     "close_channel",
     "error_codes",
+    "forward_error_message",
 ]
 
 log = logging.getLogger("kafka_rpc.broker.channel")
@@ -225,6 +226,18 @@ FORWARD_ERROR_MESSAGES = {
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     ErrorCode.REQUEST_TIMED_OUT: "No active controller could be reached.",
 }
+
+
+def forward_error_message(code: int) -> str:
+    """The ErrorMessage of a whole-request error answered while forwarding: the text of
+    :data:`FORWARD_ERROR_MESSAGES`, else the error's name (``"error N"`` for an unknown code)."""
+    msg = FORWARD_ERROR_MESSAGES.get(code)
+    if msg is None:
+        try:
+            msg = ErrorCode(code).name
+        except ValueError:
+            msg = f"error {code}"
+    return msg
 
 
 async def answer_or_forward(

@@ -436,32 +436,7 @@ def _check_manual(image: MetadataImage, topic: Any) -> list[tuple[int, ...]]:
     out = []
     for i in range(len(by_index)):
         brokers = by_index[i]
-        if not brokers:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "The manual partition assignment includes an empty replica list.",
-            )
-        seen = set()
-        for bid in sorted(brokers):
-            if bid not in image.brokers:
-                raise ApiError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes broker {bid}, but no such "
-                    "broker is registered.",
-                )
-            if bid in seen:
-                raise ApiError(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The manual partition assignment includes the broker {bid} more than once.",
-                )
-            seen.add(bid)
-        if rf is not None and len(brokers) != rf:
-            raise ApiError(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                f"The manual partition assignment includes a partition with {len(brokers)} "
-                f"replica(s), but this is not consistent with previous partitions, which have "
-                f"{rf} replica(s).",
-            )
+        validate_manual_partition_assignment(image, brokers, rf)
         rf = len(brokers)
         if not any(image.is_active(bid) for bid in brokers):
             raise ApiError(

@@ -22,9 +22,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
+from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
 
 __all__ = ["update_features", "update_features_error_response"]
@@ -35,13 +34,7 @@ _Response = codec.message_class("UpdateFeaturesResponse")
 def update_features_error_response(request: Any, version: int, code: int) -> Any:
     """The whole request answered with ``code`` (Kafka's ``UpdateFeaturesRequest.
     getErrorResponse``: no per-feature results) and its message."""
-    msg = FORWARD_ERROR_MESSAGES.get(code)
-    if msg is None:
-        try:
-            msg = ErrorCode(code).name
-        except ValueError:
-            msg = f"error {code}"
-    return _Response(error_code=code, error_message=msg)
+    return _Response(error_code=code, error_message=forward_error_message(code))
 
 
 @handles("UpdateFeaturesRequest", error_response=update_features_error_response)

@@ -25,9 +25,8 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
-from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
+from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.server.registry import handles
 
 __all__ = ["create_partitions", "create_topics", "delete_topics", "route", "topics_error_response"]
@@ -39,19 +38,9 @@ _Partitions = codec.module("CreatePartitionsResponse")
 _ZERO = UUID(int=0)
 
 
-def _message(code: int) -> str:
-    msg = FORWARD_ERROR_MESSAGES.get(code)
-    if msg is None:
-        try:
-            msg = ErrorCode(code).name
-        except ValueError:
-            msg = f"error {code}"
-    return msg
-
-
 def create_error_response(request: Any, version: int, code: int, message: str | None = None):
     """Every topic of a CreateTopics request answered with ``code``."""
-    msg = message if message is not None else _message(code)
+    msg = message if message is not None else forward_error_message(code)
     seen: dict[str, None] = {}
     for t in request.topics:
         seen.setdefault(t.name)
@@ -64,7 +53,7 @@ def create_error_response(request: Any, version: int, code: int, message: str | 
 
 def delete_error_response(request: Any, version: int, code: int, message: str | None = None):
     """Every topic of a DeleteTopics request answered with ``code``."""
-    msg = message if message is not None else _message(code)
+    msg = message if message is not None else forward_error_message(code)
     R = _Delete.DeletableTopicResult
     if version >= 6:
         results = tuple(
@@ -81,7 +70,7 @@ def delete_error_response(request: Any, version: int, code: int, message: str | 
 
 def partitions_error_response(request: Any, version: int, code: int, message: str | None = None):
     """Every topic of a CreatePartitions request answered with ``code``."""
-    msg = message if message is not None else _message(code)
+    msg = message if message is not None else forward_error_message(code)
     return _Partitions.CreatePartitionsResponse(results=tuple(
         _Partitions.CreatePartitionsTopicResult(name=n, error_code=code, error_message=msg)
         for n in dict.fromkeys(t.name for t in request.topics)))  # fmt: skip
