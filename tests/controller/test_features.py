@@ -209,7 +209,8 @@ def test_a_refused_registration_writes_nothing():
 
 
 # ============================================================================ UpdateFeatures
-def _uf(*updates, validate_only=False):
+def update_features_request(*updates, validate_only=False):
+    """UpdateFeatures with one FeatureUpdateKey per ``(name, level, upgrade type)``."""
     return R("UpdateFeaturesRequest")(
         feature_updates=tuple(
             UF.FeatureUpdateKey(feature=n, max_version_level=lv, upgrade_type=t)
@@ -226,7 +227,8 @@ def _run(c, request, version=2, voters=(1,)):
 def test_update_features_upgrade_and_downgrade():
     c = Cluster(levels=default_feature_levels(25))
     c.live(1)
-    res = _run(c, _uf(("group.version", 0, 2), ("metadata.version", 29, 1)), version=1)
+    req = update_features_request(("group.version", 0, 2), ("metadata.version", 29, 1))
+    res = _run(c, req, version=1)
     assert res.response.error_code == 0 and res.response.error_message is None
     assert [(r.feature, r.error_code, r.error_message) for r in res.response.results] == [
         ("group.version", 0, "NONE"), ("metadata.version", 0, "NONE")]
@@ -234,17 +236,17 @@ def test_update_features_upgrade_and_downgrade():
         ("FeatureLevelRecord", "group.version", 0), ("FeatureLevelRecord", "metadata.version", 29)]
     assert "group.version" not in c.image.features and c.image.features[METADATA_VERSION] == 29
     # v2: no per-feature results; validate-only writes nothing
-    res = _run(c, _uf(("group.version", 1, 1), validate_only=True))
+    res = _run(c, update_features_request(("group.version", 1, 1), validate_only=True))
     assert res.response.error_code == 0 and res.response.results == () and res.records == []
     # 29 -> 23 changes no metadata (24-29 did not), 23 -> 22 would (4.0-IV1 added ELR records)
-    assert _run(c, _uf(("metadata.version", 23, 2))).response.error_code == 0
-    res = _run(c, _uf(("metadata.version", 22, 2)))
+    assert _run(c, update_features_request(("metadata.version", 23, 2))).response.error_code == 0
+    res = _run(c, update_features_request(("metadata.version", 22, 2)))
     assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION
     assert res.response.error_message == (
         "The update failed for all features since the following feature had an error: "
         "Unsupported metadata.version downgrade from 23 to 22. Refusing to perform the "
         "requested downgrade because it might delete metadata information.")
-    res = _run(c, _uf(("metadata.version", 22, 3)))
+    res = _run(c, update_features_request(("metadata.version", 22, 3)))
     assert res.response.error_message.endswith(
         "Unsafe metadata downgrade is not supported in this version.")
 
@@ -275,7 +277,7 @@ def test_update_features_refusals(update, voters, message):
     c.live(1)
     c.register(2, features=broker_features(share__version=(0, 1)))
     before = (len(c.log), c.image.features)
-    res = _run(c, _uf(update), voters=voters)
+    res = _run(c, update_features_request(update), voters=voters)
     assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION, res.response
     assert message in res.response.error_message and res.records == []
     assert res.response.results == ()
@@ -298,16 +300,16 @@ def test_update_features_checks_registered_controllers_as_kafka():
                            for n, lo, hi in feats))])  # fmt: skip
 
     controller(2, ("metadata.version", 7, 29), ("streams.version", 0, 1))
-    res = _run(c, _uf(("streams.version", 0, 2)), voters=(1, 2, 3))
+    res = _run(c, update_features_request(("streams.version", 0, 2)), voters=(1, 2, 3))
     assert res.response.error_message.endswith(
         "controller 3 has not registered, and may not support this feature")
     controller(3, ("metadata.version", 7, 29))  # a controller without our feature's range
-    res = _run(c, _uf((CHUNKS_VERSION, 1, 1)), voters=(1, 2, 3))
+    res = _run(c, update_features_request((CHUNKS_VERSION, 1, 1)), voters=(1, 2, 3))
     assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION and res.records == []
     assert res.response.error_message.endswith(
         f"Invalid update version 1 for feature {CHUNKS_VERSION}. "
         "Controller 2 does not support this feature.")
-    res = _run(c, _uf(("streams.version", 0, 2)), voters=(1, 2, 3))
+    res = _run(c, update_features_request(("streams.version", 0, 2)), voters=(1, 2, 3))
     assert res.response.error_code == 0, res.response
 
 
@@ -322,7 +324,7 @@ def test_v0_allow_downgrade_is_an_upgrade_as_kafkas_controller_reads_it():
 
 def test_kraft_version_unchanged_writes_a_noop_as_kafka():
     c = Cluster()
-    res = _run(c, _uf(("kraft.version", 0, 1)))
+    res = _run(c, update_features_request(("kraft.version", 0, 1)))
     assert res.response.error_code == 0
     assert [type(r).__spec_name__ for r in res.records] == ["NoOpRecord"]
 
@@ -331,7 +333,7 @@ def test_our_features_cannot_be_dropped_while_their_records_describe_state():
     c = Cluster()
     c.live(1)
     c.create(topic("t"))
-    ok = _run(c, _uf((CHUNKS_VERSION, 0, 2), validate_only=True))
+    ok = _run(c, update_features_request((CHUNKS_VERSION, 0, 2), validate_only=True))
     assert ok.response.error_code == 0  # no chunk yet
     t = c.image.topic_by_name("t")
     CC = codec.module("CreateChunksRequest")
@@ -339,7 +341,7 @@ def test_our_features_cannot_be_dropped_while_their_records_describe_state():
         topic_name="t", partition_id=0, broker_ids=(1,), start_offset=10, prev_stop_offset=9,
         start_timestamp=-1),))  # fmt: skip
     assert c.run(chunks.create_chunks, req).response.results[0].error_code == 0
-    res = _run(c, _uf((CHUNKS_VERSION, 0, 2)))
+    res = _run(c, update_features_request((CHUNKS_VERSION, 0, 2)))
     assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION
     assert "1 partition(s) have chunks" in res.response.error_message
     assert t.topic_id in c.image.topics

@@ -38,11 +38,13 @@ class Running:
         await asyncio.wait_for(self.task, max(TIMEOUT, steps + 5))
 
 
-async def start_server(tmp_path, registry=None, **extra):
+async def start_server(tmp_path, registry=None, start_timeout: float = TIMEOUT, **extra):
+    """A server on ``<tmp_path>/data`` with :func:`make_config`'s overrides and ``extra``, once
+    it serves (bounded by ``start_timeout`` s)."""
     server = Server(make_config(tmp_path, **extra), registry or handlers_registry())
     task = asyncio.create_task(server.serve())
     started = asyncio.create_task(server.started.wait())
-    await asyncio.wait({task, started}, timeout=TIMEOUT, return_when=asyncio.FIRST_COMPLETED)
+    await asyncio.wait({task, started}, timeout=start_timeout, return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         task.result()
     assert server.started.is_set()

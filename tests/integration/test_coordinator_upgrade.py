@@ -5,16 +5,14 @@ retry still a duplicate, and the old file renamed ``coordinator.db.imported`` (k
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
-from kafka_rpc.config import load_config
 from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
-from kafka_rpc.server.server import Server, handlers_registry
+from tests.integration.conftest import Running, start_server
 from tests.integration.test_crash import _F_PART, _F_TOPIC, Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod
 
@@ -24,22 +22,10 @@ START = 30.0  # s: a start that imports waits for the import
 _I_TOPIC = _first_elem(mod("InitDisklessTopicsRequest"), "topics")
 
 
-async def serving(data, **extra):
-    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
-                 "log.dirs": str(data), "shutdown.timeout.ms": "3000", **extra}  # fmt: skip
-    server = Server(load_config(overrides=overrides), handlers_registry())
-    task = asyncio.create_task(server.serve())
-    started = asyncio.create_task(server.started.wait())
-    await asyncio.wait({task, started}, timeout=START, return_when=asyncio.FIRST_COMPLETED)
-    if task.done():
-        task.result()
-    assert server.started.is_set()
-    return server, task
-
-
-async def stop(server, task):
-    server.should_exit.set()
-    await asyncio.wait_for(task, START)
+async def serving(data, **extra) -> Running:
+    """A server on ``data`` (conftest's ``<tmp>/data``), its start bounded by ``START``."""
+    assert data.name == "data"
+    return await start_server(data.parent, start_timeout=START, **extra)
 
 
 async def batches(client, topic: uuid.UUID, partitions: int) -> list[tuple]:
@@ -56,8 +42,9 @@ async def test_a_standalone_sqlite_data_directory_starts_under_the_default(tmp_p
     data = tmp_path / "data"
     topic = uuid.uuid4()
     # the standalone SQLite coordinator, as the default ran it before
-    server, task = await serving(data, **{
+    running = await serving(data, **{
         "diskless.coordinator.url": f"sqlite://{data / 'coordinator.db'}"})  # fmt: skip
+    server = running.server
     try:
         assert isinstance(server.coordinator, SqliteBatchCoordinator)
         async with KafkaRpcClient(f"127.0.0.1:{server.bound['PLAINTEXT'][1]}") as c:
@@ -72,12 +59,13 @@ async def test_a_standalone_sqlite_data_directory_starts_under_the_default(tmp_p
                 acked.append([p.assigned_base_offset for p in r.topics[0].partitions])
             before = await batches(c, topic, 2)
     finally:
-        await stop(server, task)
+        await running.stop()
     assert acked == [[0, 0], [2, 1], [4, 2], [6, 3]]
     assert (data / "coordinator.db").exists()
 
     # the same directory with no coordinator setting: imported on first start
-    server, task = await serving(data)
+    running = await serving(data)
+    server = running.server
     try:
         assert isinstance(server.coordinator, AssignedBatchCoordinator)
         assert server.coordinator.is_writable
@@ -92,10 +80,11 @@ async def test_a_standalone_sqlite_data_directory_starts_under_the_default(tmp_p
             r = await c.request(commit_request(topic, "new", [Batch(0, 1, pid=7, seq=8)]))
             assert r.topics[0].partitions[0].assigned_base_offset == 8
     finally:
-        await stop(server, task)
+        await running.stop()
 
     # a restart does not import again and keeps everything
-    server, task = await serving(data)
+    running = await serving(data)
+    server = running.server
     try:
         assert server.coordinator.replica(0).imports_applied == 0
         async with KafkaRpcClient(f"127.0.0.1:{server.bound['PLAINTEXT'][1]}") as c:
@@ -103,4 +92,4 @@ async def test_a_standalone_sqlite_data_directory_starts_under_the_default(tmp_p
         kept = [b[:-1] + (9,) if b[0] == 0 else b for b in before]  # partition 0's HW is 9 now
         assert sorted(got) == sorted([*kept, (0, 0, 8, 8, "new", 7, 8, 9)])
     finally:
-        await stop(server, task)
+        await running.stop()

@@ -18,6 +18,7 @@ from kafka_rpc.controller.features import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from tests.controller.test_features import update_features_request
 from tests.integration.conftest import TIMEOUT, start_server
 
 pytestmark = pytest.mark.integration
@@ -73,28 +74,19 @@ async def test_api_versions_features_and_update_features(tmp_path):
         assert _finalized(rb) == want and rb.finalized_features_epoch >= r4.finalized_features_epoch
         assert 57 in {k.api_key for k in rb.api_keys} and 57 in {k.api_key for k in r4.api_keys}
 
-        def update(*ups, validate_only=False):
-            return R("UpdateFeaturesRequest")(
-                feature_updates=tuple(
-                    UF.FeatureUpdateKey(feature=n, max_version_level=lv, upgrade_type=t)
-                    for n, lv, t in ups
-                ),
-                validate_only=validate_only,
-            )
-
         # refused: nothing changes, the message names the feature
-        bad = await controller.request(update(("group.version", 0, 1)), version=2)
+        bad = await controller.request(update_features_request(("group.version", 0, 1)), version=2)
         assert bad.error_code == ErrorCode.INVALID_UPDATE_VERSION
         assert "feature group.version" in bad.error_message
         # through the broker listener (forwarded), v1 with per-feature results
-        ok = await broker.request(update(("group.version", 0, 2)), version=1)
+        ok = await broker.request(update_features_request(("group.version", 0, 2)), version=1)
         assert (ok.error_code, [(x.feature, x.error_code) for x in ok.results]) == (
             0, [("group.version", 0)])
         assert "group.version" not in ctl.image.features  # answered once committed
         after = await controller.request(av, version=4)
         assert "group.version" not in _finalized(after)
         assert after.finalized_features_epoch > r4.finalized_features_epoch
-        ok = await controller.request(update(("group.version", 1, 1)), version=2)
+        ok = await controller.request(update_features_request(("group.version", 1, 1)), version=2)
         assert ok.error_code == 0 and ok.results == () and ctl.image.features["group.version"] == 1
     finally:
         for c in (controller, broker):
