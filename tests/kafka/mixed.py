@@ -372,13 +372,14 @@ def replication(q: MixedQuorum, node: int) -> dict[int, dict]:
     return rows
 
 
-def replication_caught_up(q: MixedQuorum, node: int, timeout: float = 45.0) -> dict[int, dict]:
+def replication_caught_up(q: MixedQuorum, node: int, timeout: float = START_S) -> dict[int, dict]:
     """`kafka-metadata-quorum describe --replication` asked through voter ``node``, run again
     until one answer shows every voter of ``q`` with Lag 0 (its LogEndOffset equal to the
     leader's at that instant); that answer's rows by node id (observers, e.g. brokers, too).
     The active controller appends a NoOp every ``metadata.max.idle.interval.ms`` (500 ms), so
     one answer may catch a follower a batch behind; a voter that stays behind fails after
-    ``timeout`` s (AssertionError with the last answer). Each run is one tool JVM."""
+    ``timeout`` s (AssertionError with the last answer; default: a voter just started may take
+    a whole start bound on a loaded machine). Each run is one tool JVM."""
     deadline = time.monotonic() + timeout
     while True:
         rows = replication(q, node)
