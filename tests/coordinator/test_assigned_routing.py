@@ -7,8 +7,6 @@ SqliteBatchCoordinator holding every partition."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 import types
 import uuid
 
@@ -29,6 +27,7 @@ from kafka_rpc.coordinator.api import TopicIdPartition as TP
 from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator
 from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME, NotCoordinatorError
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
+from tests.waiting import until
 
 A, B = uuid.UUID(int=0xA << 64 | 1), uuid.UUID(int=0xB << 64 | 1)
 META_ID = uuid.UUID(int=0xD << 64 | 1)
@@ -77,19 +76,13 @@ def server(img) -> types.SimpleNamespace:
                                  controller=Controller(img))  # fmt: skip
 
 
-async def until(predicate, what: str, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 async def started(tmp_path, replicas) -> tuple[AssignedBatchCoordinator, types.SimpleNamespace]:
     c = AssignedBatchCoordinator(tmp_path / "coord", synchronous="OFF")
     srv = server(image(replicas))
     c.attach_server(srv)
     mine = {p for p, r in replicas.items() if 1 in r}
-    await until(lambda: c.served_partitions(True) == mine, f"leaders of {sorted(mine)}")
+    await until(lambda: c.served_partitions(True) == mine, f"leaders of {sorted(mine)}",
+                timeout=10.0)  # fmt: skip
     return c, srv
 
 
@@ -240,13 +233,15 @@ async def test_an_image_that_moves_a_partition_away_stops_its_replica(tmp_path):
         got = await c.commit_file("o2", 1, 200, [batch(A, 2, 0, 1), batch(A, 1, 100, 1)])
         assert coords(got) == [(NOT_COORDINATOR, -1), (0, 0)]
         srv.controller.publish(image(ALL3()))  # back: the replica starts again from its log
-        await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 again")
+        await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 again",
+                    timeout=10.0)  # fmt: skip
         (o,) = await c.list_offsets([ListOffsetsRequest(TP(A, 2), -1)])
         assert (o.error, o.offset) == (0, 1)
         # away and back in one loop turn: served again, the log continues
         srv.controller.publish(image({0: (1,), 1: (1,), 2: (2,)}))
         srv.controller.publish(image(ALL3()))
-        await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 once more")
+        await until(lambda: c.served_partitions(True) == {0, 1, 2}, "partition 2 once more",
+                    timeout=10.0)  # fmt: skip
         assert coords(await c.commit_file("o3", 1, 100, [batch(A, 2, 0, 1)])) == [(0, 1)]
     finally:
         await c.close()
