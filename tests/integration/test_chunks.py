@@ -33,6 +33,7 @@ from kafka_rpc.tools import chunks as chunks_tool
 from kafka_rpc.tools import topics as topics_tool
 from tests.controller.harness import broker_features
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -208,14 +209,6 @@ def alter_req(*entries):
     )  # fmt: skip
 
 
-async def until(pred, what, timeout=3 * TIMEOUT):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not await pred():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
-
-
 CLUSTER = "Y2h1bmstdGVzdC1jbHVzdA"
 
 
@@ -265,7 +258,7 @@ async def chunk_cluster(tmp_path, **extra):
         async def mirrored():
             return any(tp.topic_id == tid for tp in await server.coordinator.list_partitions())
 
-        await until(mirrored, "the diskless topic in the Batch Coordinator")
+        await until(mirrored, "the diskless topic in the Batch Coordinator", timeout=3 * TIMEOUT)
         yield running, broker, ctl, tid
     finally:
         for t in tasks:
@@ -284,10 +277,20 @@ async def cluster(tmp_path):
 
 
 async def until_image(server, pred, what):
-    async def ok():
-        return pred(server.controller.image)
+    """Wait until ``pred`` holds of the server's committed metadata image."""
+    await until(lambda: pred(server.controller.image), what, timeout=3 * TIMEOUT)
 
-    await until(ok, what)
+
+async def metadata_barrier(broker, server, name):
+    """Create topic ``name`` through ``broker`` and wait until it is in the committed image:
+    the metadata log is ordered, so a write the controller had taken before it is committed
+    too."""
+    req = CT.CreateTopicsRequest(
+        topics=(CT.CreatableTopic(name=name, num_partitions=1, replication_factor=1),),
+        timeout_ms=5000,
+    )
+    assert (await broker.request(req, timeout=TIMEOUT)).topics[0].error_code == 0
+    await until_image(server, lambda img: img.topic_by_name(name), f"topic {name}")
 
 
 # ------------------------------------------------------------------ the seed's plan, raw RPCs
@@ -471,7 +474,10 @@ async def test_delete_records_past_a_chunk_end_removes_the_chunk(cluster):
         return p.low_watermark
 
     assert await delete_before(15) == 15  # inside the first chunk [0, 19]: kept
-    await asyncio.sleep(0.3)
+    # a removal is sent from the DeleteDisklessRecords handler before it answers: a later write
+    # through the same controller commits after it, so once that write is in the image a
+    # removal would be too
+    await metadata_barrier(broker, server, "after-delete-15")
     assert starts(server.controller.image) == [0, 20]
     assert await delete_before(20) == 20  # past its end: removed; [20, 29] stays
     await until_image(server, lambda img: starts(img) == [20], "the first chunk removed")
