@@ -5,8 +5,6 @@ entry errors), the broker listener does not serve it, and the mapping survives a
 
 from __future__ import annotations
 
-import asyncio
-import time
 import uuid
 
 import pytest
@@ -16,19 +14,13 @@ from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC, co
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from tests.integration.conftest import TIMEOUT, Peer, start_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 CT = codec.module("CreateTopicsRequest")
 AQ = codec.module("AssignPartitionToBatchCoordinatorRequest")
 MD = codec.module("MetadataRequest")
-
-
-async def until(predicate, what: str, timeout: float = 3 * TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def assign(*entries):
@@ -55,6 +47,7 @@ async def test_metadata_topic_created_and_partitions_assigned(tmp_path):
         await until(
             lambda: server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC) is not None,
             "__diskless-metadata",
+            timeout=3 * TIMEOUT,
         )
         meta = server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC)
         # default replication factor 3, capped at the one unfenced broker
@@ -118,7 +111,8 @@ async def test_metadata_topic_created_and_partitions_assigned(tmp_path):
     running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "2"})
     try:
         server = running.server
-        await until(lambda: d in server.controller.image.topics, "the log replayed")
+        await until(lambda: d in server.controller.image.topics, "the log replayed",
+                    timeout=3 * TIMEOUT)  # fmt: skip
         img = server.controller.image
         assert coordinator_partition(img, d, 0) == 1
         assert img.topic_by_name(DISKLESS_METADATA_TOPIC).topic_id == meta.topic_id
@@ -156,6 +150,7 @@ async def test_entries_of_another_coordinator_answer_not_coordinator(tmp_path):
         await until(
             lambda: server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC) is not None,
             "__diskless-metadata",
+            timeout=3 * TIMEOUT,
         )
         broker = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}",
                                               request_timeout=TIMEOUT)  # fmt: skip
@@ -180,10 +175,7 @@ async def test_entries_of_another_coordinator_answer_not_coordinator(tmp_path):
             got = await server.coordinator.list_partitions()
             return sum(tp.topic_id == d for tp in got) == 3
 
-        deadline = time.monotonic() + 3 * TIMEOUT
-        while not await mirrored():
-            assert time.monotonic() < deadline, "d never reached the coordinator"
-            await asyncio.sleep(0.02)
+        await until(mirrored, "d in the coordinator", timeout=3 * TIMEOUT)
 
         # one object, partitions 0, 1, 2: 1 belongs to coordinator 1, which this node does not
         # serve; 0 and 2 commit
