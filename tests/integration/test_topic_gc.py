@@ -8,7 +8,6 @@ left alone; after a restart the node removes a stray directory once it has caugh
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
@@ -18,6 +17,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.coordinator.api import ListOffsetsRequest, TopicIdPartition
 from kafka_rpc.protocol import codec
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -25,6 +25,7 @@ CT = codec.module("CreateTopicsRequest")
 DT = codec.module("DeleteTopicsRequest")
 ID = codec.module("InitDisklessTopicsRequest")
 CB = codec.module("CommitBatchesRequest")
+WAIT = 3 * TIMEOUT  # s, the cap of every wait for the server to catch up
 
 
 def create_req(name: str, partitions: int, diskless: bool):
@@ -47,13 +48,6 @@ def commit_req(topic_id: uuid.UUID, object_key: str):
     )  # fmt: skip
     topic = CB.CommitBatchesTopic(topic_id=topic_id, partitions=(part,))
     return CB.CommitBatchesRequest(broker_id=1, batches=(CB.Batches(topics=(topic,)),))
-
-
-async def until(predicate, what: str, timeout: float = 3 * TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 async def partitions(coordinator) -> dict[uuid.UUID, int]:
@@ -93,7 +87,7 @@ async def test_diskless_topic_created_deleted_recreated_and_collected(tmp_path):
             async def events_mirrored():
                 return (await partitions(coordinator)).get(events) == 3
 
-            await until(events_mirrored, "the diskless topic in the coordinator")
+            await until(events_mirrored, "the diskless topic in the coordinator", timeout=WAIT)
             assert plain not in await partitions(coordinator)
 
             # the load pipeline's own topic, through the diskless RPC: never in the image
@@ -119,7 +113,8 @@ async def test_diskless_topic_created_deleted_recreated_and_collected(tmp_path):
             async def events_collected():
                 return events not in await partitions(coordinator) and not events_dir.exists()
 
-            await until(events_collected, "the deleted topic's partitions and directory to go")
+            await until(events_collected, "the deleted topic's partitions and directory to go",
+                        timeout=WAIT)  # fmt: skip
             files = await coordinator.get_files_to_delete()
             assert [f.object_key for f in files] == ["obj-events"]
             assert plain_dir.is_dir()
@@ -134,7 +129,7 @@ async def test_diskless_topic_created_deleted_recreated_and_collected(tmp_path):
             async def events2_mirrored():
                 return (await partitions(coordinator)).get(events2) == 3
 
-            await until(events2_mirrored, "the re-created topic in the coordinator")
+            await until(events2_mirrored, "the re-created topic in the coordinator", timeout=WAIT)
             [lo] = await coordinator.list_offsets(
                 [ListOffsetsRequest(TopicIdPartition(events2, 0), -1)]
             )
@@ -160,7 +155,7 @@ async def test_diskless_topic_created_deleted_recreated_and_collected(tmp_path):
         async def reconciled():
             return publisher.is_caught_up and not ghost.exists()
 
-        await until(reconciled, "the stray directory to be removed after the restart")
+        await until(reconciled, "the stray directory to be removed after the restart", timeout=WAIT)
         await asyncio.wait_for(publisher.wait_idle(), TIMEOUT)
         assert plain_dir.is_dir()
         held = await partitions(server.coordinator)
