@@ -6,8 +6,6 @@ the chunk commands until UpdateFeatures finalizes our feature."""
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
@@ -20,22 +18,12 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from tests.controller.test_features import update_features_request
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 R = codec.message_class
 UF = codec.module("UpdateFeaturesRequest")
-
-
-async def _until(check, what: str, timeout: float = 3 * TIMEOUT):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 def _finalized(resp) -> dict[str, int]:
@@ -56,7 +44,7 @@ async def test_api_versions_features_and_update_features(tmp_path):
             r = await controller.request(av, version=4)
             return r if "metadata.version" in _finalized(r) else None
 
-        r4 = await _until(bootstrapped, "the bootstrap records")
+        r4 = await until(bootstrapped, "the bootstrap records", timeout=3 * TIMEOUT)
         want = {k: v for k, v in default_feature_levels().items() if v > 0}
         assert _finalized(r4) == want
         assert r4.finalized_features_epoch == ctl.features_epoch >= 0
@@ -100,8 +88,9 @@ async def test_a_kafka_compatible_node_gates_chunks_until_the_feature_is_finaliz
     ctl = running.server.controller
     client = None
     try:
-        await _until(lambda: _async(ctl.is_active and 1 in ctl.image.brokers
-                                    and not ctl.image.brokers[1].fenced), "broker 1 unfenced")
+        await until(lambda: ctl.is_active and 1 in ctl.image.brokers
+                    and not ctl.image.brokers[1].fenced, "broker 1 unfenced",
+                    timeout=3 * TIMEOUT)  # fmt: skip
         assert CHUNKS_VERSION not in ctl.image.features
         client = await KafkaRpcClient.connect(f"127.0.0.1:{running.port('CONTROLLER')}")
         CT = codec.module("CreateTopicsRequest")
@@ -125,6 +114,3 @@ async def test_a_kafka_compatible_node_gates_chunks_until_the_feature_is_finaliz
             await client.close()
         await running.stop()
 
-
-async def _async(value):
-    return value
