@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
 from tests.integration.conftest import TIMEOUT, start_server, wait_broker_unfenced
 from tests.integration.test_cli import ServeProcess
+from tests.waiting import until, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -48,13 +48,6 @@ def user_topics(md):
     """The Metadata response's topics without the internal ones (``__diskless-metadata``, which
     the controller creates for the Batch Coordinator)."""
     return tuple(t for t in md.topics if not t.is_internal)
-
-
-async def until(predicate, timeout=TIMEOUT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 @pytest.fixture
@@ -137,7 +130,7 @@ async def test_registers_itself_and_creates_deletes_topics(node):
             m = await client.request(md_req("auto1"))
             return m.topics[0].error_code == 0
 
-        await until(auto_created, what="auto1 to be created")
+        await until(auto_created, "auto1 to be created", timeout=TIMEOUT)
     finally:
         await client.close()
 
@@ -190,7 +183,7 @@ async def test_broker_only_node_forwards_to_the_controller(tmp_path):
                 m = await client.request(md_req("fwd"))
                 return m.topics[0].error_code == 0
 
-            await until(visible, what="the broker's image to list fwd")
+            await until(visible, "the broker's image to list fwd", timeout=TIMEOUT)
             md = await client.request(md_req("fwd"))
             assert md.topics[0].topic_id == tid
             assert [b.node_id for b in md.brokers] == [2]
@@ -256,10 +249,8 @@ def served(tmp_path_factory):
 
 
 def _wait_listed(admin_list, name, present=True, timeout=TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while (name in admin_list()) != present:
-        assert time.monotonic() < deadline, f"{name} {'not ' if present else ''}listed"
-        time.sleep(0.05)
+    wait_until(lambda: (name in admin_list()) == present,
+               f"{name} {'' if present else 'not '}listed", timeout=timeout)  # fmt: skip
 
 
 def test_kafka_python_admin_topics(served):
