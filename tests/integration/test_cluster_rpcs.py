@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import time
 import uuid
 
 import pytest
@@ -20,6 +19,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
 from tests.controller.harness import broker_features
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -35,13 +35,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-async def until(predicate, timeout=3 * TIMEOUT, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not await predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.02)
 
 
 def registration(broker_id: int, cluster_id: str, port: int):
@@ -67,7 +60,7 @@ async def register_fake(ctl: KafkaRpcClient, broker_id: int, cluster_id: str, un
         registered.resp = resp
         return resp.error_code != E.NOT_CONTROLLER
 
-    await until(registered, what="an active controller")
+    await until(registered, "an active controller", timeout=3 * TIMEOUT)
     assert registered.resp.error_code == 0, registered.resp
     epoch = registered.resp.broker_epoch
     if unfence:
@@ -240,7 +233,8 @@ async def test_broker_only_node_forwards_unregister_to_the_controller(tmp_path):
         async def listed():
             return await metadata_brokers(bc) == [2, 100]
 
-        await until(listed, what="the broker-only node's image to list broker 100")
+        await until(listed, "the broker-only node's image to list broker 100",
+                    timeout=3 * TIMEOUT)  # fmt: skip
         dc = await bc.request(DC.DescribeClusterRequest())
         assert [b.broker_id for b in dc.brokers] == [2, 100] and dc.controller_id == 2
 
@@ -252,7 +246,8 @@ async def test_broker_only_node_forwards_unregister_to_the_controller(tmp_path):
         async def gone():
             return await metadata_brokers(bc) == [2]
 
-        await until(gone, what="the broker-only node's image to drop broker 100")
+        await until(gone, "the broker-only node's image to drop broker 100",
+                    timeout=3 * TIMEOUT)  # fmt: skip
         dc = await bc.request(DC.DescribeClusterRequest(include_fenced_brokers=True))
         assert [b.broker_id for b in dc.brokers] == [2]
         resp = await unregister(bc, 100)
