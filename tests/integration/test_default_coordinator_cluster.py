@@ -15,7 +15,6 @@ topic-based Batch Coordinator (KIP-1164's reference implementation) on a three-r
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import pytest
@@ -28,6 +27,7 @@ from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port
 from tests.integration.test_crash import Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod
 from tests.integration.test_diskless_metadata_failover import PARTITIONS, Producers, find_all
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -37,16 +37,6 @@ CT = codec.module("CreateTopicsRequest")
 FC = codec.module("FindCoordinatorRequest")
 LO = mod("ListDisklessOffsetsRequest")
 _I_TOPIC = _first_elem(mod("InitDisklessTopicsRequest"), "topics")
-
-
-async def until(predicate, what: str, timeout: float = STEP):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 async def coordinators(client: KafkaRpcClient, topic: uuid.UUID) -> list[tuple[int, int]]:
@@ -104,13 +94,15 @@ async def test_three_nodes_with_no_coordinator_setting(tmp_path):
                 assert r.error_code in (7, 38), resp  # no controller yet / brokers fenced
                 return None
 
-            topic = await until(created, "the diskless topic")
-            leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader")
+            topic = await until(created, "the diskless topic", timeout=STEP)
+            leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
+                                 timeout=STEP)  # fmt: skip
             md = await clients[leader].request(codec.message_class("MetadataRequest")(topics=None),
                                                version=12)  # fmt: skip
             (meta,) = [t for t in md.topics if t.name == DISKLESS_METADATA_TOPIC]
             assert meta.is_internal and sorted(meta.partitions[0].replica_nodes) == [1, 2, 3]
-            await until(lambda: initialized(clients[leader], topic), "the topic on the leader")
+            await until(lambda: initialized(clients[leader], topic), "the topic on the leader",
+                        timeout=STEP)  # fmt: skip
 
             # a follower is a read-only coordinator: writes answer NOT_COORDINATOR
             follower = next(i for i in clients if i != leader)
@@ -134,7 +126,7 @@ async def test_three_nodes_with_no_coordinator_setting(tmp_path):
             for i in clients:
                 if i != leader:
                     await until(lambda i=i: _same(find_all(clients[i], topic), want),
-                                f"node {i} finding every batch")  # fmt: skip
+                                f"node {i} finding every batch", timeout=STEP)  # fmt: skip
 
             # SIGKILL of the coordinator leader under load
             killed = asyncio.Event()
@@ -148,7 +140,8 @@ async def test_three_nodes_with_no_coordinator_setting(tmp_path):
             await asyncio.gather(kill_soon(), *(prod.produce(pid, 6, killed) for pid in pids))
             survivors = {i: c for i, c in clients.items() if i != leader}
             new_leader = await until(lambda: agreed_leader(survivors, topic),
-                                     "one coordinator leader among the survivors")  # fmt: skip
+                                     "one coordinator leader among the survivors",
+                                     timeout=STEP)  # fmt: skip
             assert new_leader != leader
             prod.target = new_leader
             for pid in pids:  # an acknowledged commit re-sent: duplicates at the same offsets
@@ -160,7 +153,7 @@ async def test_three_nodes_with_no_coordinator_setting(tmp_path):
             want = await find_all(clients[new_leader], topic)
             other = next(i for i in survivors if i != new_leader)
             await until(lambda: _same(find_all(clients[other], topic), want),
-                        "the other survivor catching up")  # fmt: skip
+                        "the other survivor catching up", timeout=STEP)  # fmt: skip
             seen: dict[tuple[int, int, int], int] = {}
             for partition, batches in want.items():
                 expect = 0
