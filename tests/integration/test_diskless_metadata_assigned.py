@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import dataclasses
-import time
 import uuid
 
 import pytest
@@ -37,6 +36,7 @@ from tests.integration.conftest import TIMEOUT, start_server
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.integration.test_crash import _F_PART, _F_TOPIC, Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -44,17 +44,6 @@ _I_TOPIC = _first_elem(mod("InitDisklessTopicsRequest"), "topics")
 FC = codec.module("FindCoordinatorRequest")
 NOT_COORDINATOR = 16
 STEP = 15.0  # s, every wait of the 3-process test
-
-
-async def until(predicate, what: str, timeout: float):
-    """Await ``predicate()`` (a coroutine function) until it returns a truthy value."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await predicate()
-        if value:
-            return value
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def init_topic(topic_id: uuid.UUID, partitions: int):
@@ -133,7 +122,7 @@ async def test_one_server_starts_its_replica_from_the_image(tmp_path, caplog):
             async def writable():  # elected and applied its epoch's start
                 return server.coordinator.is_writable
 
-            await until(writable, "a writable coordinator", 3 * TIMEOUT)
+            await until(writable, "a writable coordinator", timeout=3 * TIMEOUT)
             resp = await c.request(init_topic(topic, 2))
             assert resp.responses[0].error_code == 0, resp
             batches = [Batch(0, 3), Batch(1, 2), Batch(0, 1)]
@@ -193,7 +182,7 @@ async def test_a_directory_of_another_topic_id_keeps_it_unavailable(tmp_path, ca
         async def refused():
             return any("did not start" in r.getMessage() for r in caplog.records)
 
-        await until(refused, "the replica refused", 3 * TIMEOUT)
+        await until(refused, "the replica refused", timeout=3 * TIMEOUT)
         assert server.coordinator.inner is None
         assert server.batch_coordinator_partitions(False) == frozenset()
         assert partition_metadata.read_topic_id(pdir) == other  # left as it was
@@ -274,7 +263,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
                 )
                 return next((t.topic_id for t in md.topics if t.name == "d"), None)
 
-            d = await until(created, "topic d", STEP)
+            d = await until(created, "topic d", timeout=STEP)
 
             async def coordinators_listed():  # AssignPartitionToBatchCoordinator checks the range
                 md = await any_client.request(
@@ -283,7 +272,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
                 t = next((t for t in md.topics if t.name == DISKLESS_METADATA_TOPIC), None)
                 return t is not None and len(t.partitions) == 3
 
-            await until(coordinators_listed, f"{DISKLESS_METADATA_TOPIC} listed", STEP)
+            await until(coordinators_listed, f"{DISKLESS_METADATA_TOPIC} listed", timeout=STEP)
             async with KafkaRpcClient(cluster.nodes[1].address) as c:
                 active = (await c.request(DQ.DescribeClusterRequest(endpoint_type=2))).controller_id
             async with KafkaRpcClient(cluster.nodes[active].address) as c:
@@ -319,7 +308,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
 
             for p in (0, 1, 2):
                 try:
-                    await until(lambda p=p: committed(p), f"a commit to d-{p}", STEP)
+                    await until(lambda p=p: committed(p), f"a commit to d-{p}", timeout=STEP)
                 except AssertionError as e:
                     raise AssertionError(f"{e}; last {last}") from None
             for p in (0, 1, 2):
@@ -336,7 +325,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
                             return False
                     return True
 
-                await until(on_followers, f"d-{p} on every replica", STEP)
+                await until(on_followers, f"d-{p} on every replica", timeout=STEP)
 
             # one object over coordinator partitions 1 and 2, sent to 1's leader: its entry
             # commits; 2's entry commits too if the same node leads 2, else NOT_COORDINATOR
@@ -375,7 +364,7 @@ async def test_three_nodes_from_the_metadata_log(tmp_path):
                     return False
                 return found(resp) == [(0, 2, "obj-1")]
 
-            await until(on_follower, "the commit on a follower", STEP)
+            await until(on_follower, "the commit on a follower", timeout=STEP)
             assert found(await clients[follower].request(find_request(topic, 1))) == [
                 (0, 1, "obj-1")
             ]
