@@ -27,6 +27,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from tests.integration.conftest import start_server
 from tests.integration.test_crash import Batch, commit_request
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -47,14 +48,6 @@ async def cli(*args: str) -> tuple[int, str, str]:
             proc.kill()
             await proc.wait()
     return proc.returncode, out.decode(), err.decode()
-
-
-async def until(predicate, what: str):
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + STEP
-    while not predicate():
-        assert loop.time() < deadline, f"timed out waiting for {what}"
-        await asyncio.sleep(0.05)
 
 
 def batches_in(db, topic: uuid.UUID) -> int:
@@ -95,19 +88,17 @@ async def test_more_coordinators_by_adding_partitions(tmp_path):
         coordinator = server.coordinator
         await until(lambda: sorted(coordinator.replicas_running) == [0, 1, 2]
                     and all(r.is_writable for r in coordinator.replicas_running.values()),
-                    "the new coordinators")  # fmt: skip
+                    "the new coordinators", timeout=STEP)  # fmt: skip
 
         async with KafkaRpcClient(bootstrap) as c:
             # d-0 gets a batch on coordinator 0 (it is unmapped) once the topic is there
             async def committed(partition: int, key: str):
-                while True:
-                    r = await c.request(commit_request(topic, key, [Batch(partition, 2)]))
-                    (p,) = r.topics[0].partitions
-                    if p.error_code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                        return p
-                    await asyncio.sleep(0.05)  # the publisher has not created it yet
+                r = await c.request(commit_request(topic, key, [Batch(partition, 2)]))
+                (p,) = r.topics[0].partitions
+                # UNKNOWN_TOPIC_OR_PARTITION: the publisher has not created it yet
+                return None if p.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION else p
 
-            p = await asyncio.wait_for(committed(0, "before"), STEP)
+            p = await until(lambda: committed(0, "before"), "a commit to d-0", timeout=STEP)
             assert (p.error_code, p.assigned_base_offset) == (0, 0)
 
             # d-1 (no batch) moves to coordinator 2; d-0 (a batch on 0) may not move
@@ -122,14 +113,15 @@ async def test_more_coordinators_by_adding_partitions(tmp_path):
             image = server.controller.image
             assert dict(image.topics[topic].batch_coordinators) == {1: 2}
 
-            p = await asyncio.wait_for(committed(1, "moved"), STEP)
+            p = await until(lambda: committed(1, "moved"), "a commit to d-1", timeout=STEP)
             assert (p.error_code, p.assigned_base_offset) == (0, 0)
             # each partition's SQLite file (its apply COMMITs within apply_commit_ms): d-1's
             # batch on coordinator 2, coordinator 0 holds d-0's only
             data = tmp_path / "data"
             dbs = [data / f"{DISKLESS_METADATA_TOPIC}-{i}" / "coordinator.db" for i in (0, 2)]
             await until(lambda: [batches_in(db, topic) for db in dbs] == [1, 1],
-                        "the batches in their coordinators' SQLite files")  # fmt: skip
+                        "the batches in their coordinators' SQLite files",
+                        timeout=STEP)  # fmt: skip
             r = await c.request(codec.message_class("FindCoordinatorRequest")(
                 key_type=3, coordinator_keys=(f"write:{topic}:1", f"read:{topic}:0")), version=7)
             assert [(k.error_code, k.node_id) for k in r.coordinators] == [(0, 1), (0, 1)]
