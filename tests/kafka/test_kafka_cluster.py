@@ -1,7 +1,9 @@
 """Three Apache Kafka 4.4 brokers on a quorum of three kafka-rpc controllers
 (``reference/kafka-broker-contract.md`` section 7, scenario (b)): an RF=3,
 ``min.insync.replicas=2`` topic under a continuous idempotent ``acks=all`` producer while nodes
-die and return. One cluster for the module, the steps in sequence (each leaves it whole again):
+die and return. One cluster for the module and one test, a single scenario whose steps run in
+sequence (each a helper that leaves the cluster whole again, its duration printed as it ends)
+while the writer acknowledges records across all of them:
 
 1. SIGKILL of the broker leading partition 0: leadership moves and the ISR shrinks; after its
    restart the partition leader grows the ISR back through AlterPartition;
@@ -10,11 +12,12 @@ die and return. One cluster for the module, the steps in sequence (each leaves i
 3. controlled shutdown (SIGTERM) of a broker that leads partitions: it leads nothing when it
    exits (the controller moved its leaderships before answering ShouldShutDown), and it comes
    back;
-4. a consumer reads every acknowledged record exactly once at its offset, each key in order, and
-   ``kafka-topics --describe`` shows every ISR whole.
+4. the writer stops; a consumer reads every record acknowledged during steps 1-3 exactly once at
+   its offset, each key in order, and ``kafka-topics --describe`` shows every ISR whole.
 
-Throughout, DescribeQuorum on every controller never shows two leaders in one epoch, and no
-partition's leader epoch goes back on any broker (their Metadata answers).
+Throughout, DescribeQuorum on every controller never shows two leaders in one epoch (and the
+failover of step 2 shows as a second leader), and no partition's leader epoch goes back on any
+broker (their Metadata answers).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import pytest
 from tests.kafka import peer
 from tests.kafka.cluster import AckedWriter, BrokerCluster, MetadataWatch, check_read_back
 from tests.kafka.mixed import QuorumWatch
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -34,17 +38,6 @@ STEP = 90.0  # s: the bound of every wait
 TOPIC = "orders"
 PARTITIONS = 6
 SESSION_MS = 6000  # broker.session.timeout.ms on our controllers (Kafka's default is 9000)
-
-
-def _until(pred, what: str, timeout: float = STEP, interval: float = 0.3):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _partitions(c: BrokerCluster, via: int) -> dict[int, tuple[int, int, tuple[int, ...]]]:
@@ -112,7 +105,8 @@ def cluster(tmp_path_factory, kafka_newest):
         c.quorum_watch = QuorumWatch(c.quorum).start()
         c.md_watch = MetadataWatch(c, [TOPIC]).start()
         c.writer = AckedWriter(c.bootstrap, TOPIC).start()
-        _until(lambda: len(c.writer.acked) > 200, "the first acknowledged records")
+        wait_until(lambda: len(c.writer.acked) > 200, "the first acknowledged records",
+                   timeout=STEP, interval=0.3)
         yield c
     except BaseException:
         for n in [*c.brokers.values(), *c.quorum.nodes.values()]:
@@ -129,7 +123,8 @@ def cluster(tmp_path_factory, kafka_newest):
 def _progress(c: BrokerCluster, what: str, n: int = 100) -> None:
     """The writer gets ``n`` more acknowledgements (the cluster serves writes)."""
     t = time.monotonic()
-    _until(lambda: c.writer.acked_since(t) >= n, f"{n} acknowledged records {what}")
+    wait_until(lambda: c.writer.acked_since(t) >= n, f"{n} acknowledged records {what}",
+               timeout=STEP, interval=0.3)
 
 
 def _isr_whole(c: BrokerCluster, via: int):
@@ -138,28 +133,28 @@ def _isr_whole(c: BrokerCluster, via: int):
     return len(parts) == PARTITIONS and all(set(isr) == full for _, _, isr in parts.values())
 
 
-def test_1_leader_broker_killed_then_back_through_alter_partition(cluster):
-    c = cluster
+def _leader_broker_killed_then_back_through_alter_partition(c: BrokerCluster) -> None:
     parts = _partitions(c, c.broker_ids[0])
     victim, epoch, _ = parts[0]
     others = [b for b in c.broker_ids if b != victim]
     before = _alter_partitions(c)
     c.kill_broker(victim)
-    moved = _until(
+    moved = wait_until(
         lambda: (p := _partitions(c, others[0]).get(0)) and p[0] not in (victim, -1)
         and victim not in p[2] and p,
         "partition 0's leadership to move off the killed broker and its ISR to shrink",
+        timeout=STEP, interval=0.3,
     )  # fmt: skip
     assert moved[1] > epoch  # a new leader epoch
     _progress(c, "with a broker down (ISR of 2 = min.insync.replicas)")
     c.restart_broker(victim)
-    _until(lambda: _isr_whole(c, others[0]), "every ISR whole again after the restart")
+    wait_until(lambda: _isr_whole(c, others[0]), "every ISR whole again after the restart",
+               timeout=STEP, interval=0.3)
     assert _alter_partitions(c) > before, "the ISR grew without AlterPartition"
     _progress(c, "after the broker's return")
 
 
-def test_2_active_controller_killed_brokers_follow_the_new_one(cluster):
-    c = cluster
+def _active_controller_killed_brokers_follow_the_new_one(c: BrokerCluster) -> None:
     _create(c, "before-failover")
     leader, epoch = c.active_controller()
     c.quorum.kill(leader)
@@ -167,21 +162,25 @@ def test_2_active_controller_killed_brokers_follow_the_new_one(cluster):
     assert new != leader and new_epoch > epoch
     _create(c, "after-failover")  # through a broker: forwarded to the new active controller
     _progress(c, "after the controller failover")
-    ids = _until(
+    ids = wait_until(
         lambda: (ids := _topic_ids(c, c.broker_ids[1], ["before-failover", "after-failover"]))
         and len(ids) == 2 and ids,
         "both topics on the brokers",
+        timeout=STEP, interval=0.3,
     )  # fmt: skip
     c.quorum.start(leader)  # back as a follower; the topics keep their ids everywhere
     c.quorum.wait_listening(leader)
-    _until(lambda: c.quorum.nodes[leader].alive(), "the old controller running")
+    wait_until(lambda: c.quorum.nodes[leader].alive(), "the old controller running",
+               timeout=STEP, interval=0.3)
     for b in c.broker_ids:
-        assert _until(lambda b=b: _topic_ids(c, b, list(ids)), f"topics on broker {b}") == ids
+        got = wait_until(lambda b=b: _topic_ids(c, b, list(ids)), f"topics on broker {b}",
+                         timeout=STEP, interval=0.3)
+        assert got == ids
 
 
-def test_3_controlled_shutdown_leaves_the_broker_leading_nothing(cluster):
-    c = cluster
-    parts = _until(lambda: _partitions(c, c.broker_ids[0]), "the partitions")
+def _controlled_shutdown_leaves_the_broker_leading_nothing(c: BrokerCluster) -> None:
+    parts = wait_until(lambda: _partitions(c, c.broker_ids[0]), "the partitions",
+                       timeout=STEP, interval=0.3)
     victim = max(c.broker_ids, key=lambda b: sum(1 for p in parts.values() if p[0] == b))
     assert any(p[0] == victim for p in parts.values())
     others = [b for b in c.broker_ids if b != victim]
@@ -199,11 +198,11 @@ def test_3_controlled_shutdown_leaves_the_broker_leading_nothing(cluster):
     assert parts and all(p[0] != victim for p in parts.values()), (parts, took)
     _progress(c, "with a broker shut down")
     c.restart_broker(victim)
-    _until(lambda: _isr_whole(c, others[0]), "every ISR whole again after the restart")
+    wait_until(lambda: _isr_whole(c, others[0]), "every ISR whole again after the restart",
+               timeout=STEP, interval=0.3)
 
 
-def test_4_everything_acknowledged_read_back_once_in_order(cluster):
-    c = cluster
+def _everything_acknowledged_read_back_once_in_order(c: BrokerCluster) -> None:
     _progress(c, "before the end")
     assert c.writer.stop() == 0, "records still undelivered after the flush"
     assert not c.writer.failed, c.writer.failed[:5]
@@ -225,3 +224,21 @@ def test_4_everything_acknowledged_read_back_once_in_order(cluster):
     assert len(c.quorum_watch.leaders()) >= 2  # the failover was seen
     assert not c.md_watch.regressions(), c.md_watch.regressions()[:5]
     assert len(c.md_watch.views) > 100
+
+
+STEPS = (
+    _leader_broker_killed_then_back_through_alter_partition,
+    _active_controller_killed_brokers_follow_the_new_one,
+    _controlled_shutdown_leaves_the_broker_leading_nothing,
+    _everything_acknowledged_read_back_once_in_order,
+)
+
+
+def test_acked_records_survive_broker_and_controller_kills(cluster):
+    """The scenario of the module docstring, its steps in order (the last stops the writer and
+    reads back what was acknowledged during all of them)."""
+    for n, step in enumerate(STEPS, 1):
+        t0 = time.monotonic()
+        step(cluster)
+        print(f"step {n}, {step.__name__.strip('_').replace('_', ' ')}: "
+              f"{time.monotonic() - t0:.1f} s", flush=True)  # fmt: skip
