@@ -403,6 +403,19 @@ class AssignedBatchCoordinator(BatchCoordinator):
                 out |= slot.inner.served_partitions(write)
         return frozenset(out) if out else _NONE
 
+    def loading_partitions(self, write: bool) -> frozenset[int]:
+        """The partitions this node has a replica of that cannot answer yet: the replica is
+        starting, or (``write``) it leads but is not writable yet (see
+        ``ReplicatedBatchCoordinator.loading_partitions``). The handlers answer
+        COORDINATOR_LOAD_IN_PROGRESS (14) for them rather than NOT_COORDINATOR (16)."""
+        out: set[int] = set()
+        for c, slot in self._slots.items():
+            if slot.inner is not None:
+                out |= slot.inner.loading_partitions(write)
+            elif slot.task is not None and not slot.task.done():  # not one that failed
+                out.add(c)
+        return frozenset(out) if out else _NONE
+
     def raft_driver_for(self, key: tuple[Any, int]) -> Any:
         """The driver of the running replica a Raft RPC names (by topic id or name, partition),
         else None (``kafka_rpc.handlers.raft`` routing)."""

@@ -667,6 +667,22 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             return frozenset()
         return frozenset((self.partition,))
 
+    def loading_partitions(self, write: bool) -> frozenset[int]:
+        """The ``__diskless-metadata`` partitions this coordinator will serve but cannot yet
+        (``Server.batch_coordinator_loading``; the handlers answer COORDINATOR_LOAD_IN_PROGRESS,
+        14, for them, as Kafka's group coordinator does while it loads a partition): its
+        partition while the replica is starting, and for writes while it leads but its state
+        machine has not applied past the start of its epoch or an import runs
+        (:attr:`is_writable` not yet); else none. A failed replica is not loading."""
+        if self.failed is not None:
+            return frozenset()
+        if self.driver is None:
+            return frozenset((self.partition,))
+        core = self.core
+        if write and core is not None and core.is_leader and not self.is_writable:
+            return frozenset((self.partition,))
+        return frozenset()
+
     def raft_driver_for(self, key: tuple[Any, int]) -> Any:
         """This replica's driver when ``key`` -- (topic id or topic name, partition) of a Raft
         request -- names its partition, else None (``kafka_rpc.handlers.raft`` routing for the

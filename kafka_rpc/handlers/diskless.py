@@ -116,7 +116,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from kafka_rpc._frozen import frozen_constructor
@@ -158,24 +158,53 @@ _NONE = int(ErrorCode.NONE)
 _UNKNOWN_TP = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
-
-Owns = Callable[[uuid.UUID, int], bool]
-"""``owns(topic id, partition)``: whether this node's Batch Coordinator serves the partition."""
+_LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 
 #: [image, {topic id: {partition: coordinator partition}}] of the topics with a mapping record,
 #: as plain dicts (a PMap lookup is Python code: this is on the CommitBatches path)
 _mapped_cache: list[Any] = [None, {}]
 
 
+class Owns:
+    """``owns(topic id, partition)``: whether this node's Batch Coordinator serves the
+    partition (the coordinator partition it maps to is one this node serves); for one it does
+    not, ``owns.refusal(topic id, partition)`` is the entry's error code:
+    COORDINATOR_LOAD_IN_PROGRESS (14, retriable: this node has that coordinator's replica and
+    it is starting, or it leads it and is still replaying or importing, as Kafka's group
+    coordinator answers while it loads) or NOT_COORDINATOR (16: another node's coordinator)."""
+
+    __slots__ = ("_default", "_loading", "_mapped", "_served")
+
+    def __init__(self, mapped: dict[uuid.UUID, dict[int, int]], served: frozenset[int],
+                 loading: frozenset[int]) -> None:  # fmt: skip
+        self._mapped = mapped
+        self._served = served
+        self._loading = loading
+        self._default = DEFAULT_COORDINATOR_PARTITION
+
+    def _coordinator(self, topic_id: uuid.UUID, partition: int) -> int:
+        m = self._mapped.get(topic_id)
+        return self._default if m is None else m.get(partition, self._default)
+
+    def __call__(self, topic_id: uuid.UUID, partition: int) -> bool:
+        return self._coordinator(topic_id, partition) in self._served
+
+    def refusal(self, topic_id: uuid.UUID, partition: int) -> int:
+        if self._coordinator(topic_id, partition) in self._loading:
+            return _LOAD_IN_PROGRESS
+        return _NOT_COORDINATOR
+
+
 def owner_check(server: Any, write: bool) -> Owns | None:
-    """KIP-1164 with several Batch Coordinators (DESIGN.md section 9): the partition ->
-    ``__diskless-metadata`` partition mapping of the node's committed metadata image
+    """KIP-1164 with several Batch Coordinators: the partition -> ``__diskless-metadata``
+    partition mapping of the node's committed metadata image
     (:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: unmapped
     partitions belong to 0) against ``server.batch_coordinator_partitions(write)``, the
     coordinator partitions this node serves for writes (it leads them) or reads (it has a
-    replica). None when no check applies (no metadata image or no such method on the server,
-    or every partition is coordinator 0's and this node serves 0), so every entry goes to the
-    local coordinator as before."""
+    replica), and ``server.batch_coordinator_loading(write)``, those it will serve once loaded
+    (see :class:`Owns`). None when no check applies (no metadata image or no such method on the
+    server, or every partition is coordinator 0's and this node serves 0), so every entry goes
+    to the local coordinator as before."""
     controller = getattr(server, "controller", None)
     served_fn = getattr(server, "batch_coordinator_partitions", None)
     if controller is None or served_fn is None:
@@ -191,23 +220,22 @@ def owner_check(server: Any, write: bool) -> Owns | None:
         }
         cache[0] = image
     mapped: dict[uuid.UUID, dict[int, int]] = cache[1]
-    default = DEFAULT_COORDINATOR_PARTITION
-    default_ok = default in served
-    if default_ok and not mapped:
+    if DEFAULT_COORDINATOR_PARTITION in served and not mapped:
         return None  # every partition is coordinator 0's, which this node serves
+    loading_fn = getattr(server, "batch_coordinator_loading", None)
+    loading = loading_fn(write) if loading_fn is not None else frozenset()
+    return Owns(mapped, served, loading)
 
-    def owns(topic_id: uuid.UUID, partition: int) -> bool:
-        m = mapped.get(topic_id)
-        if m is None:
-            return default_ok
-        return m.get(partition, default) in served
 
-    return owns
+def _refusal(owns: Owns | None, topic_id: uuid.UUID, partition: int) -> int:
+    """The error code of an entry ``owns`` rejects (:meth:`Owns.refusal`)."""
+    return owns.refusal(topic_id, partition) if owns is not None else _NOT_COORDINATOR
 
 
 async def _owned_only(reqs: list[Any], owns: Owns | None, call: Any, error_entry: Any) -> Any:
     """``call`` on the requests whose ``topic_id_partition`` ``owns`` accepts; the others
-    answer ``error_entry(NOT_COORDINATOR, request)``, in request order."""
+    answer ``error_entry(owns.refusal(...), request)`` (NOT_COORDINATOR or
+    COORDINATOR_LOAD_IN_PROGRESS), in request order."""
     if owns is None:
         return await call(reqs)
     mine = [r for r in reqs if owns(r.topic_id_partition.topic_id, r.topic_id_partition.partition)]
@@ -215,7 +243,12 @@ async def _owned_only(reqs: list[Any], owns: Owns | None, call: Any, error_entry
         return await call(reqs)
     it = iter(_checked(await call(mine), len(mine), "coordinator") if mine else ())
     keep = {id(r) for r in mine}
-    return [next(it) if id(r) in keep else error_entry(_NOT_COORDINATOR, r) for r in reqs]
+    return [
+        next(it) if id(r) in keep
+        else error_entry(owns.refusal(r.topic_id_partition.topic_id,
+                                      r.topic_id_partition.partition), r)
+        for r in reqs
+    ]  # fmt: skip
 
 
 # Wire modules (generated); nested classes are module attributes.
@@ -309,7 +342,7 @@ async def handle_init_diskless_topics(
         codes = _checked(codes, len(reqs), "InitDisklessTopics")
     if len(reqs) < len(topics):
         it = iter(codes)
-        codes = [next(it) if _topic_owned(owns, t.topic_id) else _NOT_COORDINATOR
+        codes = [next(it) if _topic_owned(owns, t.topic_id) else _refusal(owns, t.topic_id, 0)
                  for t in topics]  # fmt: skip
     results = []
     for t, code in zip(topics, codes, strict=True):
@@ -344,7 +377,8 @@ async def handle_commit_batches(
     (100 of each per typical request: this handler is on the event loop's hot path).
 
     ``owns(topic id, partition)`` (see :func:`owner_check`) false: the entry answers
-    NOT_COORDINATOR (16) and is not committed; the object's other entries are (its size still
+    ``owns.refusal`` (NOT_COORDINATOR, 16, or COORDINATOR_LOAD_IN_PROGRESS, 14) and is not
+    committed; the object's other entries are (its size still
     counts every entry: it is the size of the whole object)."""
     new_req = new_commit_batch_request
     # topic id -> partition index -> TopicIdPartition (UUID hashing is Python code: once per
@@ -355,6 +389,7 @@ async def handle_commit_batches(
     topic_runs: list[tuple[uuid.UUID, int]] = []  # (topic id, entries) per topic entry
     partitions: list[int] = []  # per entry
     rejected: list[int] = []  # entries of partitions another coordinator owns
+    refused: dict[int, CommitBatchResponse] = {}  # their answers (NOT_COORDINATOR or loading)
     foreign: set[int] = set()  # id() of their TopicIdPartitions (kept alive in tps)
     i = 0
     for group in request.batches:
@@ -377,6 +412,7 @@ async def handle_commit_batches(
                 byte_offset, size = p.byte_offset, p.size
                 if foreign and id(tp) in foreign:
                     rejected.append(i)
+                    refused[i] = _REFUSED_ANSWERS[owns.refusal(tid, index)]
                 else:
                     obj[0].append(
                         new_req(tp, byte_offset, size, p.base_offset, p.last_offset,
@@ -393,7 +429,7 @@ async def handle_commit_batches(
     if len(objects) > 1 or rejected:
         answers = [_NO_ANSWER] * i
         for j in rejected:
-            answers[j] = _NOT_COORDINATOR_ANSWER
+            answers[j] = refused[j]
     for object_key, (reqs, indexes, (file_size,)) in objects.items():
         if not reqs:
             continue  # every entry of this object belongs to another coordinator
@@ -434,7 +470,8 @@ async def handle_commit_batches(
 _NO_ANSWER = CommitBatchResponse.of_error(int(ErrorCode.UNKNOWN_SERVER_ERROR))
 """Placeholder of an entry whose object has not been answered yet (never returned: every
 object's call answers all its entries or ``_checked`` raises)."""
-_NOT_COORDINATOR_ANSWER = CommitBatchResponse.of_error(_NOT_COORDINATOR)
+_REFUSED_ANSWERS = {code: CommitBatchResponse.of_error(code)
+                    for code in (_NOT_COORDINATOR, _LOAD_IN_PROGRESS)}  # fmt: skip
 
 
 # -- DeleteDisklessTopics (10095) ------------------------------------------------------------------
@@ -466,7 +503,7 @@ async def handle_delete_diskless_topics(
             error_code=(
                 _UNKNOWN_TP if tid == ZERO_UUID
                 else int(next(it)) if _topic_owned(owns, tid)
-                else _NOT_COORDINATOR
+                else _refusal(owns, tid, 0)
             ),
         )
         for tid in ids

@@ -55,17 +55,21 @@ async def test_commit_rejects_foreign_entries_in_request_order(tmp_path):
                 ),
             ),
         )
-        resp = await h.handle_commit_batches(c, req, owns=lambda t, p: (t, p) not in foreign)
+        # A-1 maps to coordinator 1 (another node's), B-0 to coordinator 2 (this node's
+        # replica, still loading); the rest to coordinator 0, which this node leads
+        owns = h.Owns({A: {1: 1}, B: {0: 2}}, frozenset({0}), frozenset({2}))
+        assert {(t, p) for t in (A, B) for p in (0, 1) if not owns(t, p)} == foreign
+        resp = await h.handle_commit_batches(c, req, owns=owns)
         got = [
             (t.topic_id, p.partition_index, p.error_code, p.assigned_base_offset)
             for t in resp.topics
             for p in t.partitions
         ]
-        NC = ErrorCode.NOT_COORDINATOR
+        NC, LOADING = ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         # objects in order of first appearance: x (A-0, B-1), then y
         assert got == [
             (A, 0, 0, 0), (A, 1, NC, -1), (A, 1, NC, -1), (A, 0, 0, 10),
-            (B, 0, NC, -1), (B, 1, 0, 0),
+            (B, 0, LOADING, -1), (B, 1, 0, 0),
         ]  # fmt: skip
         ends = await c.list_offsets(
             [ListOffsetsRequest(TP(t, p), -1) for t in (A, B) for p in (0, 1)]
@@ -92,6 +96,17 @@ def test_owner_check_follows_the_image_and_the_served_partitions():
     w, r = h.owner_check(server, True), h.owner_check(server, False)
     assert [w(A, 0), w(A, 1), w(B, 3)] == [False, True, False]
     assert [r(A, 0), r(A, 1), r(B, 3)] == [True, True, True]
+    NC, LOADING = ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    assert w.refusal(A, 0) == NC  # no loading method on the server: another node's
+    # this node's replica of coordinator 0 leads but still replays: writes of 0 are loading
+    server.batch_coordinator_loading = lambda write: frozenset({0} if write else ())
+    w = h.owner_check(server, True)
+    assert [w(A, 0), w.refusal(A, 0), w(A, 1)] == [False, LOADING, True]
+    # nothing served yet and 0 starting here: every unmapped partition answers loading
+    server.batch_coordinator_partitions = lambda write: frozenset()
+    server.batch_coordinator_loading = lambda write: frozenset({0})
+    r = h.owner_check(server, False)
+    assert [r(B, 3), r.refusal(B, 3), r.refusal(A, 1)] == [False, LOADING, NC]
     assert h.owner_check(types.SimpleNamespace(controller=None), True) is None
 
 
@@ -105,7 +120,8 @@ async def test_topic_writes_on_a_read_only_coordinator_answer_not_coordinator(tm
     c = create_coordinator(f"sqlite:///{tmp_path}/c.db")
     await c.start()
     try:
-        owns = lambda t, p: t == A  # noqa: E731 - this node leads A's coordinator, not B's
+        # this node leads A's coordinator (0), not B's (1, another node's)
+        owns = h.Owns({B: {0: 1, 1: 1}}, frozenset({0}), frozenset())
         req = II.InitDisklessTopicsRequest(topics=tuple(
             II.InitDisklessTopic(topic_id=t, num_partitions=2) for t in (A, B, zero)))  # fmt: skip
         resp = await h.handle_init_diskless_topics(c, req, owns=owns)
@@ -114,7 +130,7 @@ async def test_topic_writes_on_a_read_only_coordinator_answer_not_coordinator(tm
             (A, 0), (B, NC), (zero, UNKNOWN)]  # fmt: skip
         assert {tp.topic_id for tp in await c.list_partitions()} == {A}
         # the node that leads B's coordinator initializes it
-        resp = await h.handle_init_diskless_topics(c, req, owns=lambda t, p: True)
+        resp = await h.handle_init_diskless_topics(c, req, owns=None)
         assert [r.error_code for r in resp.responses] == [0, 0, UNKNOWN]
         dreq = DD.DeleteDisklessTopicsRequest(topics=tuple(
             DD.DeleteDisklessTopic(topic_id=t) for t in (B, A, zero)))  # fmt: skip
