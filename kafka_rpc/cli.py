@@ -124,6 +124,9 @@ def _cmd_serve(args: argparse.Namespace, argv: list[str]) -> int:
     except ConfigError as e:
         print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
         return 2
+    except TimeoutError as e:  # server.max.startup.time.ms (an OSError: before the next)
+        print(f"kafka-rpc: start failed: {e}", file=sys.stderr)
+        return 1
     except OSError as e:
         print(f"kafka-rpc: cannot listen: {e}", file=sys.stderr)
         return 1

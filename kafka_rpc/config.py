@@ -163,6 +163,13 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "sqlite:///path, memory://, postgresql://..., raft:///dir choose another.",
     ),
     "shutdown.timeout.ms": (_int, "5000", "Time to finish in-flight requests on shutdown."),
+    "server.max.startup.time.ms": (
+        _int,
+        "9223372036854775807",
+        "Kafka's: how long a start may wait for the node to be ready to serve (the broker caught "
+        "up with the metadata log, a node alone its Batch Coordinator running) before it fails; "
+        "Kafka's default, Long.MAX_VALUE, waits for ever.",
+    ),
     "log.retention.ms": (
         _int,
         "604800000",
@@ -504,6 +511,7 @@ class Config:
     log_retention_ms: int = 604800000
     log_retention_bytes: int = -1
     log_retention_check_interval_ms: int = 300000
+    server_max_startup_time_ms: int = 9223372036854775807
     # the metadata quorum (SETTINGS documents each; all times ms, sizes bytes)
     metadata_log_dir: str = "./data"
     quorum_election_timeout_ms: int = 1000
@@ -822,7 +830,7 @@ def load_config(
         for e in adv:
             if e.name not in names:
                 raise ConfigError(f"advertised.listeners: {e.name} is not in listeners")
-    for key in ("socket.request.max.bytes", "shutdown.timeout.ms"):
+    for key in ("socket.request.max.bytes", "shutdown.timeout.ms", "server.max.startup.time.ms"):
         if vals[key] < 0:
             raise ConfigError(f"{key}: must not be negative")
     if vals["log.retention.check.interval.ms"] < 0:
@@ -889,6 +897,7 @@ def load_config(
         metrics_host=vals["metrics.host"],
         diskless_coordinator_url=url,
         shutdown_timeout_ms=vals["shutdown.timeout.ms"],
+        server_max_startup_time_ms=vals["server.max.startup.time.ms"],
         max_inflight_requests_per_connection=vals["max.inflight.requests.per.connection"],
         log_retention_ms=vals["log.retention.ms"],
         log_retention_bytes=vals["log.retention.bytes"],

@@ -23,7 +23,10 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
    until the answer says ShouldShutDown (the controller moved the broker's leaderships away and
    fenced it) or the timeout passes.
 
-``registered`` / ``unfenced`` are events tests and callers can wait on; ``state`` follows Kafka's
+``registered`` / ``unfenced`` are events tests and callers can wait on; ``caught_up`` is set once,
+by the first heartbeat answer saying IsCaughtUp (Kafka's ``initialCatchUpFuture``: the broker's
+committed image reached its registration record), and is what the broker listener waits for
+before it accepts connections (``Server.start``); ``state`` follows Kafka's
 ``BrokerState`` names (STARTING, RECOVERY, RUNNING, PENDING_CONTROLLED_SHUTDOWN, SHUTTING_DOWN).
 """
 
@@ -87,6 +90,7 @@ class BrokerLifecycleManager:
         self.is_caught_up = False
         self.registered = asyncio.Event()
         self.unfenced = asyncio.Event()
+        self.caught_up = asyncio.Event()
         self.shut_down = asyncio.Event()
         self._wake = asyncio.Event()
         self._want_shutdown = False
@@ -192,6 +196,10 @@ class BrokerLifecycleManager:
             return None
         self._backoff = _MIN_BACKOFF
         self.is_caught_up = resp.is_caught_up
+        if resp.is_caught_up and not self.caught_up.is_set():
+            log.info("broker %d caught up with the metadata log (broker epoch %d)",
+                     self.node_id, self.broker_epoch)  # fmt: skip
+            self.caught_up.set()
         self.is_fenced = resp.is_fenced
         if resp.is_fenced:
             self.unfenced.clear()

@@ -169,6 +169,15 @@ class Server:
             return served(write)
         return _COORDINATOR_ZERO
 
+    def batch_coordinator_loading(self, write: bool) -> frozenset[int]:
+        """The ``__diskless-metadata`` partitions this node has a replica of that cannot answer
+        yet (``loading_partitions(write)`` of the topic-based coordinator: starting, or led here
+        and still replaying or importing); the diskless handlers answer their entries
+        COORDINATOR_LOAD_IN_PROGRESS (14), retriable, as Kafka's group coordinator does while
+        it loads. Empty for any other coordinator."""
+        loading = getattr(self.coordinator, "loading_partitions", None)
+        return loading(write) if loading is not None else frozenset()
+
     # ------------------------------------------------------------------ addresses
     @property
     def bound(self) -> dict[str, tuple[str, int]]:
@@ -248,12 +257,15 @@ class Server:
                     factory = lambda ls=ls: SecureConnection(ls)  # noqa: E731
                 else:
                     factory = tls_protocol_factory(ls, SecureConnection, sec.ssl_context)
+                # bound now (its port is advertised and registered), but a broker listener
+                # accepts only once the node is ready (:meth:`_wait_until_ready`)
                 srv = await loop.create_server(
                     factory,
                     host=ep.host or None,
                     port=ep.port,
                     reuse_address=True,
                     backlog=1024,
+                    start_serving=role != "broker",
                 )
                 ls.asyncio_server = srv
                 ls.port = srv.sockets[0].getsockname()[1]
@@ -269,8 +281,10 @@ class Server:
             from kafka_rpc.broker.metadata_publisher import start_publisher
 
             start_publisher(self)
-            if attach is not None and self._alone():
-                await self._wait_for_coordinator()
+            await self._wait_until_ready()
+            for ls in self.listeners.values():
+                if ls.role == "broker":
+                    await ls.asyncio_server.start_serving()
         except BaseException:
             await self._stop_broker()
             await self._stop_raft()
@@ -319,27 +333,53 @@ class Server:
             and 62 in self.registry.table("controller")
         )
 
-    async def _wait_for_coordinator(self) -> None:
-        """On a node that is the whole cluster, :meth:`start` returns once its topic-based
-        Batch Coordinator runs (the controller created ``__diskless-metadata`` with one replica
-        here, the replica leads it and any import is done), so a client of a freshly started
-        node is not answered COORDINATOR_NOT_AVAILABLE; not past a replica that cannot start
-        (logged by the coordinator) and at most ``broker.session.timeout.ms``, then logged and
-        left to come up on its own (the RPCs answer 15 until then)."""
+    async def _wait_until_ready(self) -> None:
+        """Block :meth:`start` until the node can serve its broker listeners, as Kafka's
+        ``BrokerServer.startup`` blocks before ``enableRequestProcessing``: the broker has
+        caught up with the metadata log (the active controller's heartbeat answer says
+        IsCaughtUp: its image holds every record up to its registration, the SCRAM credentials
+        of ``storage format --add-scram`` among them), and on a node that is the whole cluster
+        the topic-based Batch Coordinator runs too (the controller created
+        ``__diskless-metadata`` with one replica here, the replica leads it and any import is
+        done). A node without the broker role is ready at once. Every 10 s a log line says what
+        is awaited; past ``server.max.startup.time.ms`` (Kafka's; by default never) the start
+        fails with ``TimeoutError``, as Kafka's ``FutureUtils.waitWithLogging`` does. A
+        coordinator replica that cannot start (logged by the coordinator) does not block: the
+        diskless RPCs answer COORDINATOR_NOT_AVAILABLE (15) then."""
+        waits: list[tuple[str, Any]] = []
+        lifecycle = self.broker_lifecycle
+        if lifecycle is not None and not self._never_caught_up():
+            waits.append(("the controller to acknowledge that the broker caught up with the "
+                          "metadata log", lifecycle.caught_up))  # fmt: skip
         started = getattr(self.coordinator, "started", None)
         failed = getattr(self.coordinator, "start_failed", None)
-        if started is None or failed is None:
-            return
-        timeout = self.config.broker_session_timeout_ms / 1000
-        waits = {asyncio.ensure_future(started.wait()), asyncio.ensure_future(failed.wait())}
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-        if not started.is_set() and not failed.is_set():
-            log.warning("the Batch Coordinator is not running %.1f s after start; the diskless "
-                        "RPCs answer COORDINATOR_NOT_AVAILABLE until it is", timeout)  # fmt: skip
+        if (getattr(self.coordinator, "attach_server", None) is not None and self._alone()
+                and started is not None and failed is not None):  # fmt: skip
+            waits.append(("the Batch Coordinator to run", _EitherEvent(started, failed)))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.server_max_startup_time_ms / 1000
+        t0 = loop.time()
+        for what, event in waits:
+            while not event.is_set():
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise TimeoutError(f"timed out after {loop.time() - t0:.1f} s waiting for "
+                                       f"{what} (server.max.startup.time.ms)")  # fmt: skip
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(event.wait(), min(10.0, left))
+                if not event.is_set():
+                    log.info("start: waiting for %s (%.0f s so far)", what, loop.time() - t0)
+        if failed is not None and failed.is_set() and not started.is_set():
+            log.error("the Batch Coordinator could not start; the diskless RPCs answer "
+                      "COORDINATOR_NOT_AVAILABLE")  # fmt: skip
+
+    def _never_caught_up(self) -> bool:
+        """This node is the only voter and its controller listener does not take
+        BrokerRegistration (a registry some tests build): its broker can never register, so
+        nothing waits for it."""
+        return set(self.config.voters()) == {self.node_id} and (
+            62 not in self.registry.table("controller")
+        )
 
     def _setup_security(self) -> None:
         """The authorizer (``authorizer.class.name``), the SCRAM credentials written at format
@@ -637,6 +677,24 @@ class Server:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None
         self._unlock_dirs()
+
+
+class _EitherEvent:
+    """Set when either of two ``asyncio.Event`` is (the coordinator ran, or could not start)."""
+
+    def __init__(self, a: asyncio.Event, b: asyncio.Event) -> None:
+        self._events = (a, b)
+
+    def is_set(self) -> bool:
+        return any(e.is_set() for e in self._events)
+
+    async def wait(self) -> None:
+        waits = [asyncio.ensure_future(e.wait()) for e in self._events]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
 
 def handlers_registry() -> Registry:

@@ -210,14 +210,25 @@ async def test_broker_only_node_forwards_to_the_controller(tmp_path):
 
 
 async def test_no_controller_answers_request_timed_out(tmp_path):
-    dead = _free_port()  # nobody listens there
+    """A broker-only node whose controller went away after it started (it starts only once it
+    caught up with the metadata log, as Kafka's broker): forwarded admin requests answer
+    REQUEST_TIMED_OUT with a message; Metadata still answers from its image."""
+    ctl_port = _free_port()
+    voters = f"1@127.0.0.1:{ctl_port}"
+    controller = await start_server(
+        tmp_path / "c",
+        **{"listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
+           "controller.quorum.voters": voters},
+    )  # fmt: skip
     broker = await start_server(
-        tmp_path,
-        **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
-           "controller.quorum.voters": f"9@127.0.0.1:{dead}",
+        tmp_path / "b",
+        **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker", "node.id": "2",
+           "controller.quorum.voters": voters, "cluster.id": controller.server.cluster_id,
            "controller.quorum.request.timeout.ms": "300"},
+        start_timeout=3 * TIMEOUT,
     )  # fmt: skip
     try:
+        await controller.stop()  # nobody listens on the controller's port from now on
         client = await KafkaRpcClient.connect(f"127.0.0.1:{broker.port()}", request_timeout=TIMEOUT)
         try:
             resp = await client.request(create_req("x"))
@@ -227,12 +238,88 @@ async def test_no_controller_answers_request_timed_out(tmp_path):
                 DT.DeleteTopicsRequest(topic_names=("x",), timeout_ms=1000), version=5
             )
             assert [(r.name, r.error_code) for r in resp.responses] == [("x", E.REQUEST_TIMED_OUT)]
-            md = await client.request(md_req())  # not registered: this node alone
-            assert [b.node_id for b in md.brokers] == [1]
+            md = await client.request(md_req())
+            assert [b.node_id for b in md.brokers] == [2]
         finally:
             await client.close()
     finally:
         await broker.stop()
+
+
+# ------------------------------------------------------------------ readiness
+CLUSTER_ID = "q1Sh-9_ISia_zwGINzRvyQ"
+
+
+async def test_broker_listener_accepts_only_once_caught_up(tmp_path):
+    """Kafka's ``BrokerServer`` enables its client listeners only once the controller
+    acknowledged that the broker caught up with the metadata log: a broker-only node started
+    before its controller has its port bound (advertised in its registration) but refuses
+    connections and is not started; once the controller runs, the broker registers, catches
+    up, and only then accepts."""
+    from kafka_rpc.server.server import Server, handlers_registry
+    from tests.integration.conftest import make_config
+
+    ctl_port = _free_port()
+    voters = f"1@127.0.0.1:{ctl_port}"
+    server = Server(make_config(tmp_path / "b", **{
+        "listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker", "node.id": "2",
+        "controller.quorum.voters": voters, "cluster.id": CLUSTER_ID}), handlers_registry())
+    task = asyncio.create_task(server.serve())
+    controller = None
+    try:
+        await until(lambda: "PLAINTEXT" in server.listeners, "the broker listener bound")
+        port = server.bound["PLAINTEXT"][1]
+        with pytest.raises(ConnectionRefusedError):
+            await asyncio.open_connection("127.0.0.1", port)
+        assert not server.started.is_set() and not task.done()
+        controller = await start_server(tmp_path / "c", **{
+            "listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
+            "controller.quorum.voters": voters, "cluster.id": CLUSTER_ID})  # fmt: skip
+        await asyncio.wait_for(server.started.wait(), 3 * TIMEOUT)
+        assert server.broker_lifecycle.caught_up.is_set()
+        _, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.close()
+    finally:
+        server.should_exit.set()
+        await asyncio.wait_for(task, 3 * TIMEOUT)
+        if controller is not None:
+            await controller.stop()
+
+
+async def test_start_fails_after_server_max_startup_time_ms(tmp_path):
+    """Past Kafka's ``server.max.startup.time.ms`` without its controller the start fails with
+    TimeoutError naming what it waited for, and releases what it took (the directory lock: a
+    second start on the same directory gets as far again)."""
+    from kafka_rpc.server.server import Server, handlers_registry
+    from tests.integration.conftest import make_config
+
+    overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
+                 "controller.quorum.voters": f"9@127.0.0.1:{_free_port()}",
+                 "server.max.startup.time.ms": "300"}  # fmt: skip
+    for _ in range(2):
+        server = Server(make_config(tmp_path, **overrides), handlers_registry())
+        with pytest.raises(TimeoutError, match="caught up with the metadata log"):
+            await asyncio.wait_for(server.serve(), 3 * TIMEOUT)
+        assert not server.started.is_set()
+
+
+def test_serve_prints_no_cluster_id_when_the_start_fails(tmp_path):
+    """`kafka-rpc serve` prints its ``cluster id`` line only once it serves: a start that
+    gives up exits 1 saying why, with no such line."""
+    import subprocess
+    import sys
+
+    r = subprocess.run(
+        [sys.executable, "-m", "kafka_rpc.cli", "serve", "--override",
+         "listeners=PLAINTEXT://127.0.0.1:0", "--override", "process.roles=broker",
+         "--override", f"controller.quorum.voters=9@127.0.0.1:{_free_port()}",
+         "--override", "server.max.startup.time.ms=500",
+         "--override", f"log.dirs={tmp_path / 'data'}"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert "cluster id" not in r.stdout, r.stdout
+    assert "start failed: timed out" in r.stderr and "server.max.startup.time.ms" in r.stderr
 
 
 # ------------------------------------------------------------------ third-party admin clients

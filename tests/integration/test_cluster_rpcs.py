@@ -268,14 +268,15 @@ async def test_broker_only_node_forwards_unregister_to_the_controller(tmp_path):
 
 async def test_no_active_controller_not_controller_and_request_timed_out(tmp_path):
     """Voter 1 of two, voter 2 never started: no leader. Its controller listener answers
-    NOT_CONTROLLER; a broker-only node pointed at a dead voter answers REQUEST_TIMED_OUT."""
+    NOT_CONTROLLER; a broker-only node whose controller went away after it started (it starts
+    only once caught up, as Kafka's broker) answers REQUEST_TIMED_OUT."""
     port, other = _free_port(), _free_port()
     voter = await start_server(
         tmp_path / "v",
-        **{"listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+        **{"listeners": f"CONTROLLER://127.0.0.1:{port}", "process.roles": "controller",
            "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{other}"},
     )  # fmt: skip
-    broker = None
+    controller = broker = None
     try:
         client = await KafkaRpcClient.connect(f"127.0.0.1:{port}", request_timeout=TIMEOUT)
         try:
@@ -286,12 +287,22 @@ async def test_no_active_controller_not_controller_and_request_timed_out(tmp_pat
             assert [(b.broker_id, b.port) for b in dc.brokers] == [(1, port), (2, other)]
         finally:
             await client.close()
+        ctl_port = _free_port()
+        voters = f"9@127.0.0.1:{ctl_port}"
+        controller = await start_server(
+            tmp_path / "c",
+            **{"listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
+               "node.id": "9", "controller.quorum.voters": voters},
+        )  # fmt: skip
         broker = await start_server(
             tmp_path / "b",
             **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
-               "controller.quorum.voters": f"9@127.0.0.1:{_free_port()}",
+               "controller.quorum.voters": voters, "cluster.id": controller.server.cluster_id,
                "controller.quorum.request.timeout.ms": "300"},
+            start_timeout=3 * TIMEOUT,
         )  # fmt: skip
+        await controller.stop()
+        controller = None
         client = await KafkaRpcClient.connect(f"127.0.0.1:{broker.port()}", request_timeout=TIMEOUT)
         try:
             resp = await unregister(client, 1)
@@ -299,6 +310,7 @@ async def test_no_active_controller_not_controller_and_request_timed_out(tmp_pat
         finally:
             await client.close()
     finally:
-        if broker is not None:
-            await broker.stop()
+        for running in (broker, controller):
+            if running is not None:
+                await running.stop()
         await voter.stop()

@@ -63,7 +63,10 @@ def secure_overrides(pki: Pki, data: Path) -> dict[str, str]:
 class SecureServe:
     """`kafka-rpc serve` with :func:`secure_overrides`, after `storage format --add-scram`."""
 
-    def __init__(self, tmp: Path, pki: Pki, **extra: str) -> None:
+    def __init__(self, tmp: Path, pki: Pki, wait: bool = True, **extra: str) -> None:
+        """Formats and starts the node; with ``wait``, returns once it printed its
+        ``cluster id`` line (its listeners' ports read from the ``listening`` lines), else at
+        once (``started`` is set by that line)."""
         self.overrides = {**secure_overrides(pki, tmp / "data"), **extra}
         ov = [x for k, v in self.overrides.items() for x in ("--override", f"{k}={v}")]
         cfg = tmp / "server.properties"
@@ -83,7 +86,7 @@ class SecureServe:
         self.lines: list[str] = []
         self.errors: list[str] = []
         self.ports: dict[str, int] = {}
-        done = threading.Event()
+        done = self.started = threading.Event()
 
         def out() -> None:
             for line in self.proc.stdout:
@@ -101,6 +104,8 @@ class SecureServe:
 
         threading.Thread(target=out, daemon=True).start()
         threading.Thread(target=err, daemon=True).start()
+        if not wait:
+            return
         if not done.wait(TIMEOUT) or "SASL_SSL" not in self.ports:
             self.stop()
             raise AssertionError(f"server did not start: {self.lines} {self.errors}")

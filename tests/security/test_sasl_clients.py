@@ -85,6 +85,45 @@ async def test_our_client_sasl_and_bad_password(secure_server, protocol, mechani
     await client.close()
 
 
+@pytest.mark.parametrize("start", range(3))
+async def test_scram_login_at_the_first_accepted_connection(tmp_path, pki, start):
+    """A node's broker listeners accept only once it caught up with the metadata log (as
+    Kafka's broker opens its client listeners), so the credentials of `storage format
+    --add-scram` are in its image at the first connection the port accepts: a SCRAM login
+    then succeeds, on each of three fresh starts (a listener open before that answered
+    "auth_fn exception: no-resources" in 2 of 6 starts)."""
+    from tests.security.conftest import SecureServe
+    from tests.waiting import until
+
+    port = _free_port()
+    listeners = f"SASL_PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:0"
+    srv = SecureServe(tmp_path, pki, wait=False, listeners=listeners)
+    try:
+
+        def accepts() -> bool:
+            assert srv.proc.poll() is None, (srv.lines, srv.errors)
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                return False
+            return True
+
+        await until(accepts, "the SASL_PLAINTEXT listener to accept", timeout=60, interval=0.01)
+        user, password = USERS["SCRAM-SHA-512"]
+        sec = ClientSecurity(None, "SCRAM-SHA-512", user, password)
+        async with KafkaRpcClient(f"127.0.0.1:{port}", security=sec) as client:
+            resp = await client.request(codec.message_class("DescribeClusterRequest")())
+        assert resp.error_code == 0
+    finally:
+        srv.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def test_credentials_are_salted_in_the_bootstrap_checkpoint(secure_server):
     """`storage format --add-scram` puts UserScramCredentialRecords into bootstrap.checkpoint
     (as Kafka's Formatter), salted: no password in the file."""
