@@ -9,7 +9,6 @@ documented DecodeError family.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import pytest
@@ -18,18 +17,17 @@ from hypothesis import strategies as st
 
 from kafka_rpc.protocol import codec, primitives
 from kafka_rpc.protocol.errors import BufferUnderflow, DecodeError, InvalidLength
+from tests.protocol.native_rule import PURE_PYTHON, native_tests
 from tests.protocol.strategies import draw_cut_and_mutation, message_strategy
 from tests.protocol.test_fuzz import CASES, HOSTILE, IDS
 
-pytestmark = pytest.mark.skipif(
-    not primitives.NATIVE_DECODER, reason="native decoder disabled by KAFKA_RPC_PURE_PYTHON"
-)
+pytestmark = native_tests(primitives.NATIVE_DECODER, "_cdecode")
 FUZZ = settings(suppress_health_check=list(HealthCheck), deadline=None)
 
 
 def test_extension_is_built_and_used():
     """CI builds the extension (``pip install -e .``); a silent fallback would hide a slow path."""
-    if os.environ.get("KAFKA_RPC_PURE_PYTHON"):
+    if PURE_PYTHON:
         pytest.skip("pure Python requested")
     from kafka_rpc.protocol import _cdecode
 

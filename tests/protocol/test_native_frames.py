@@ -2,7 +2,6 @@
 frames.py: the same frames, end position and close decision for valid, truncated, mutated and
 random input (the error text may differ; whether there is one may not)."""
 
-import os
 import struct
 
 import pytest
@@ -12,19 +11,18 @@ from hypothesis import strategies as st
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.server.connection import RequestContext
 
+from .native_rule import PURE_PYTHON, native_tests
 from .strategies import draw_cut_and_mutation, message_strategy
 from .test_fuzz import SPECS
 
-pytestmark = pytest.mark.skipif(
-    not frames.NATIVE_FRAMES, reason="native frames disabled by KAFKA_RPC_PURE_PYTHON"
-)
+pytestmark = native_tests(frames.NATIVE_FRAMES, "_cframes")
 FUZZ = settings(suppress_health_check=list(HealthCheck), deadline=None)
 LISTENER = object()
 
 
 def test_extension_is_built_and_used():
     """CI builds the extension (``pip install -e .``); a silent fallback would hide a slow path."""
-    if os.environ.get("KAFKA_RPC_PURE_PYTHON"):
+    if PURE_PYTHON:
         pytest.skip("pure Python requested")
     from kafka_rpc.protocol import _cframes
 

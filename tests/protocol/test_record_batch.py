@@ -5,7 +5,6 @@ CorruptRecordError and nothing else."""
 
 from __future__ import annotations
 
-import os
 import struct
 
 import pytest
@@ -81,14 +80,15 @@ def test_a_corrupted_batch_with_a_fixed_crc_raises_only_corrupt_record_error(val
 
 # ------------------------------------------------------- native records (_crecords.c) = reference
 from kafka_rpc.protocol import record_batch as rb  # noqa: E402
+from tests.protocol.native_rule import PURE_PYTHON, native_tests  # noqa: E402
 
-native = pytest.mark.skipif(rb._native is None, reason="_crecords not built")
+native = native_tests(rb.NATIVE_RECORDS, "_crecords")
 
 
 def test_native_records_extension_is_built_and_used():
     """CI builds the extension (``pip install -e .``): a silent fallback would skip every
     native-vs-reference test below and hide a slow path."""
-    if os.environ.get("KAFKA_RPC_PURE_PYTHON", "") not in ("", "0"):
+    if PURE_PYTHON:
         pytest.skip("pure Python requested")
     from kafka_rpc.protocol import _crecords
 
