@@ -60,12 +60,6 @@ BROKER_ID = 2
 RETENTION_MS = 86_400_000  # log.retention.ms of both nodes (DescribeConfigs compares them)
 
 
-def _until(pred, what: str, timeout: float = STEP, interval: float = 0.2):
-    """:func:`tests.waiting.wait_until` bounded by this module's STEP; kept only because
-    ``test_kafka_broker_oldest.py`` imports it (this module calls ``wait_until`` itself)."""
-    return wait_until(pred, what, timeout=timeout, interval=interval)
-
-
 class Cluster:
     def __init__(self, root: Path, version: str) -> None:
         self.root = root

@@ -13,7 +13,8 @@ import time
 import pytest
 
 from tests.kafka import peer
-from tests.kafka.test_kafka_broker import STEP, Cluster, _describe, _until, running_cluster
+from tests.kafka.test_kafka_broker import STEP, Cluster, _describe, running_cluster
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -87,8 +88,8 @@ def test_a_4_0_broker_serves_clients(cluster):
     assert seen == {f"m-{i}" for i in range(20)}
     cluster.tool("kafka-configs", "--alter", "--entity-type", "topics", "--entity-name", "old",
                  "--add-config", "retention.ms=86400000")
-    _until(lambda: _describe(cluster, "topics", "old").get("retention.ms") == "86400000",
-           "the topic config on the 4.0 broker")  # fmt: skip
+    wait_until(lambda: _describe(cluster, "topics", "old").get("retention.ms") == "86400000",
+               "the topic config on the 4.0 broker", timeout=STEP)  # fmt: skip
     m = cluster.metrics()
     for api in ("BrokerRegistration", "Envelope", "CreateTopics", "AllocateProducerIds",
                 "IncrementalAlterConfigs", "UpdateFeatures"):  # fmt: skip
