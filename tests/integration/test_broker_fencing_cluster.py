@@ -57,10 +57,11 @@ from tests.integration.test_raft_cluster import (
     CLI_TIMEOUT,
     ENV,
     START_TIMEOUT,
+    STEP_TIMEOUT,
     VOTERS,
     Node,
-    until,
 )
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -195,7 +196,8 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
                 return all(m is not None and {b.node_id for b in m.brokers} == everyone
                            for m in md)  # fmt: skip
 
-            await until(all_listed, "every node's Metadata to list brokers 1-4")
+            await until(all_listed, "every node's Metadata to list brokers 1-4",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
             create = CT.CreateTopicsRequest(
                 topics=(CT.CreatableTopic(
                     name=TOPIC, num_partitions=-1, replication_factor=-1,
@@ -206,9 +208,10 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
             r = await on_active_controller(cluster, create, lambda r: r.topics[0].error_code)
             assert r.topics[0].error_code == 0, r
             await until(lambda: listed_everywhere([*voter_nodes, b4], everyone, B4),
-                        "every node's Metadata to show the partition led by 4")  # fmt: skip
+                        "every node's Metadata to show the partition led by 4",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
             log = CommittedLog(cluster)
-            assert await until(log.catch_up, "the committed log")
+            assert await until(log.catch_up, "the committed log", timeout=STEP_TIMEOUT)
             (epoch4,) = [r.broker_epoch for _, r in log.of("RegisterBrokerRecord")
                          if r.broker_id == B4]  # fmt: skip
             first_fence = len(log.records)  # records before any fencing of broker 4
@@ -216,16 +219,19 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
             # (2) frozen: fenced after the session timeout, gone from every voter's Metadata
             with stopped(b4) as stop_at:
                 await until(lambda: listed_everywhere(voter_nodes, set(VOTERS), -1),
-                            "broker 4 to be fenced and leave every voter's Metadata")  # fmt: skip
+                            "broker 4 to be fenced and leave every voter's Metadata",
+                            timeout=STEP_TIMEOUT)  # fmt: skip
                 gone_after = time.monotonic() - stop_at
             # not before its session ran out: its last heartbeat went at most one interval
             # before the stop (up to a second on a loaded runner, whose loop can stall)
             assert gone_after >= (SESSION_MS - 1000) / 1000, gone_after
             await until(lambda: listed_everywhere([*voter_nodes, b4], everyone, B4),
-                        "broker 4 to be unfenced and lead its partition again")  # fmt: skip
+                        "broker 4 to be unfenced and lead its partition again",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
 
             # (3) frozen again, and the active controller killed: the new one fences it too
-            lead = await until(cluster.agreed_leader, "a leader before the kill")
+            lead = await until(cluster.agreed_leader, "a leader before the kill",
+                               timeout=STEP_TIMEOUT)  # fmt: skip
             victim = lead.leader_id
             with stopped(b4):
                 await asyncio.sleep(0.3)
@@ -234,7 +240,7 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
                 await cluster.drop_client(victim)
                 survivors = [cluster.nodes[i] for i in VOTERS if i != victim]
                 await until(lambda: new_leader(cluster, victim, lead.leader_epoch),
-                            "a new leader after the SIGKILL")  # fmt: skip
+                            "a new leader after the SIGKILL", timeout=STEP_TIMEOUT)  # fmt: skip
                 elected_after = time.monotonic() - killed_at
 
                 async def fenced_on_survivors():
@@ -248,17 +254,20 @@ async def test_a_broker_that_stops_heartbeating_is_fenced_and_leaves_metadata(tm
                             return False
                     return True
 
-                await until(fenced_on_survivors, "broker 4 fenced by the new controller")
+                await until(fenced_on_survivors, "broker 4 fenced by the new controller",
+                            timeout=STEP_TIMEOUT)  # fmt: skip
                 fenced_after = time.monotonic() - killed_at
             # the new controller started broker 4's session at its activation, after the kill
             assert fenced_after >= SESSION_MS / 1000, (fenced_after, elected_after)
             await cluster.restart(victim)
             await until(lambda: listed_everywhere([*voter_nodes, b4], everyone, B4),
-                        "broker 4 back and the killed voter's broker registered again")  # fmt: skip
+                        "broker 4 back and the killed voter's broker registered again",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
 
             # (4) the log: broker 4 fenced twice and unfenced twice, always in its one epoch
-            final = await until(cluster.agreed_leader, "a leader at the end")
-            assert await until(lambda: log.catch_up(final.high_watermark), "the whole log")
+            final = await until(cluster.agreed_leader, "a leader at the end", timeout=STEP_TIMEOUT)
+            assert await until(lambda: log.catch_up(final.high_watermark), "the whole log",
+                               timeout=STEP_TIMEOUT)  # fmt: skip
             mine = [(r.fenced, r.broker_epoch) for _, r in log.records[first_fence:]
                     if type(r).__spec_name__ == "BrokerRegistrationChangeRecord"
                     and r.broker_id == B4 and r.fenced != 0]  # fmt: skip

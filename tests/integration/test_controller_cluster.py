@@ -49,7 +49,8 @@ from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
 from kafka_rpc.raft.wire import for_version
 from tests.integration.test_controller import registration
-from tests.integration.test_raft_cluster import Cluster, split_batches, until
+from tests.integration.test_raft_cluster import STEP_TIMEOUT, Cluster, split_batches
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -139,7 +140,8 @@ async def on_active_controller(cluster, request, code_of, retry=(NOT_CONTROLLER,
             return None
         return None if code_of(resp) in retry else resp
 
-    return await until(attempt, f"an answer to {type(request).__name__} from the controller")
+    return await until(attempt, f"an answer to {type(request).__name__} from the controller",
+                       timeout=STEP_TIMEOUT)  # fmt: skip
 
 
 async def new_leader(cluster, old: int, old_epoch: int):
@@ -247,7 +249,7 @@ async def create_topic(cluster, log: CommittedLog, name: str) -> UUID:
     )
     (t,) = r.topics
     if t.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
-        assert await until(log.catch_up, "the committed log")
+        assert await until(log.catch_up, "the committed log", timeout=STEP_TIMEOUT)
         (tid,) = [r.topic_id for _, r in log.of("TopicRecord") if r.name == name]
         return tid
     assert t.error_code == 0 and t.topic_id != UUID(int=0), r
@@ -290,7 +292,7 @@ async def allocate_block(cluster, log: CommittedLog, broker_id: int) -> Block:
         assert r.error_code == 0, (broker_id, epoch, r)
         return Block(broker_id, epoch, r.producer_id_start, r.producer_id_len)
 
-    return await until(attempt, f"a producer-id block for broker {broker_id}")
+    return await until(attempt, f"a producer-id block for broker {broker_id}", timeout=STEP_TIMEOUT)
 
 
 async def allocate_once(client: KafkaRpcClient, broker_id: int, epoch: int) -> Block | None:
@@ -339,10 +341,11 @@ async def test_blocks_and_topics_survive_20_controller_sigkills(tmp_path):
             # every node up and naming the same leader
             if booting is not None:
                 await cluster.finish_restart(booting)
-            lead = await until(cluster.agreed_leader, f"round {k}: a leader all nodes agree on")
+            lead = await until(cluster.agreed_leader, f"round {k}: a leader all nodes agree on",
+                               timeout=STEP_TIMEOUT)  # fmt: skip
             # more, straight to the active controller, and SIGKILL it while they are in flight
             victim = lead.leader_id
-            assert await until(log.catch_up, "the committed log")
+            assert await until(log.catch_up, "the committed log", timeout=STEP_TIMEOUT)
             owners = {b: log.broker_epoch(b) for b in live_brokers(cluster)}
             client = await cluster.client(victim)
             flying = [asyncio.ensure_future(allocate_once(client, b, e)) for b, e in owners.items()]
@@ -356,7 +359,7 @@ async def test_blocks_and_topics_survive_20_controller_sigkills(tmp_path):
 
             after = await until(
                 lambda v=victim, e=lead.leader_epoch: new_leader(cluster, v, e),
-                f"round {k}: a new leader after the SIGKILL of node {victim}",
+                f"round {k}: a new leader after the SIGKILL of node {victim}", timeout=STEP_TIMEOUT
             )
             failover_s.append(time.monotonic() - killed_at)
             epochs.append(after.leader_epoch)
@@ -369,8 +372,9 @@ async def test_blocks_and_topics_survive_20_controller_sigkills(tmp_path):
         await cluster.finish_restart(booting)
 
         # read the whole committed log, from a leader every node agrees on
-        final = await until(cluster.agreed_leader, "a leader at the end")
-        assert await until(lambda: log.catch_up(final.high_watermark), "the whole log")
+        final = await until(cluster.agreed_leader, "a leader at the end", timeout=STEP_TIMEOUT)
+        assert await until(lambda: log.catch_up(final.high_watermark), "the whole log",
+                           timeout=STEP_TIMEOUT)  # fmt: skip
 
         # no block answered twice, and no two answered blocks overlap
         assert all(b.length == BLOCK for b in blocks), blocks
@@ -400,7 +404,8 @@ async def test_blocks_and_topics_survive_20_controller_sigkills(tmp_path):
         assert not log.of("RemoveTopicRecord")
         for i in cluster.live():
             await until(lambda i=i: _lists_topics(cluster, i, topics),
-                        f"node {i}'s Metadata to list every topic with its id")  # fmt: skip
+                        f"node {i}'s Metadata to list every topic with its id",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
         # and the next block continues after the last one committed
         last = await allocate_block(cluster, log, BROKER)
         assert last.start >= nexts[-1], (last, nexts[-1])

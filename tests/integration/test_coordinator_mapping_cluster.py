@@ -20,7 +20,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
-from tests.integration.test_raft_cluster import until
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration]
 
@@ -52,7 +52,7 @@ async def test_metadata_topic_on_three_nodes_and_assign_through_any_controller(t
                     return False
             return True
 
-        await until(listed_everywhere, f"{META} in every node's Metadata", 30.0)
+        await until(listed_everywhere, f"{META} in every node's Metadata", timeout=30.0)
         md = await metadata(nodes[1])
         (meta,) = [t for t in md.topics if t.name == META]
         assert meta.is_internal
@@ -126,4 +126,4 @@ async def test_metadata_topic_on_three_nodes_and_assign_through_any_controller(t
                 return False
             return all(a[3] == (0, i, broker_port(nodes[i])) for i, a in got.items())
 
-        await until(agreed, "every node naming the same coordinator leaders", 15.0)
+        await until(agreed, "every node naming the same coordinator leaders", timeout=15.0)

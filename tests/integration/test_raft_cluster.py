@@ -38,6 +38,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
 from kafka_rpc.tools.bench_cluster import free_ports, write_properties
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -77,18 +78,6 @@ def cli(*args: str, timeout: float = CLI_TIMEOUT) -> subprocess.CompletedProcess
         [sys.executable, "-m", "kafka_rpc.cli", *args],
         capture_output=True, text=True, timeout=timeout, env=ENV,
     )  # fmt: skip
-
-
-async def until(pred, what: str, timeout: float = STEP_TIMEOUT, interval: float = 0.05):
-    """Await ``pred()`` until it returns something truthy (returned), at most ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = await pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(interval)
 
 
 # -- on-disk helpers ------------------------------------------------------------------------------
@@ -422,7 +411,8 @@ async def running_cluster(root: Path, **props: str):
 async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
     async with running_cluster(tmp_path) as cluster:
         # (1) exactly one leader, named by every node, and the high watermark grows (NoOps)
-        first = await until(cluster.agreed_leader, "one leader every node agrees on")
+        first = await until(cluster.agreed_leader, "one leader every node agrees on",
+                            timeout=STEP_TIMEOUT)  # fmt: skip
         lead, epoch = first.leader_id, first.leader_epoch
         assert lead in VOTERS and epoch >= 1
         assert sorted(r.replica_id for r in first.current_voters) == list(VOTERS)
@@ -432,7 +422,7 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
             grew = p is not None and p.high_watermark >= max(first.high_watermark, 0) + 5
             return p if grew else None
 
-        p = await until(grown, "the high watermark to grow by 5 NoOps")
+        p = await until(grown, "the high watermark to grow by 5 NoOps", timeout=STEP_TIMEOUT)
         assert (p.leader_id, p.leader_epoch) == (lead, epoch), "the leadership changed"
         hw = p.high_watermark
 
@@ -559,7 +549,7 @@ async def test_one_leader_independent_reader_and_bad_requests(tmp_path):
             q = await cluster.agreed_leader()
             return q if q is not None and q.high_watermark > hw + 5 else None
 
-        q = await until(still_leading, "the same leader to keep committing")
+        q = await until(still_leading, "the same leader to keep committing", timeout=STEP_TIMEOUT)
         assert (q.leader_id, q.leader_epoch) == (lead, epoch), "bad requests moved the quorum"
         for i in VOTERS:
             state = (cluster.nodes[i].meta_dir / "quorum-state").read_text()
@@ -576,7 +566,7 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
             p = await cluster.agreed_leader()
             return p if p is not None and p.high_watermark >= 8 else None
 
-        p = await until(led, "a leader with a high watermark of 8")
+        p = await until(led, "a leader with a high watermark of 8", timeout=STEP_TIMEOUT)
         old_lead, old_epoch = p.leader_id, p.leader_epoch
         old = await cluster.read_committed(old_lead, old_epoch, p.high_watermark)
         old_hw = old[-1][1] + 1  # everything read was committed when it was read
@@ -615,7 +605,8 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
                 return None
             return q if q.high_watermark >= old_hw else None
 
-        q = await until(new_leader, "a new leader past the old high watermark")
+        q = await until(new_leader, "a new leader past the old high watermark",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
         new_lead, new_epoch = q.leader_id, q.leader_epoch
         assert new_lead in rest and new_epoch > old_epoch, (q, old_epoch)
 
@@ -661,14 +652,15 @@ async def test_leader_sigkill_loses_nothing_committed_and_the_node_catches_up(tm
             ok = lp.high_watermark >= target and rs.log_end_offset >= lp.high_watermark
             return lp if ok else None
 
-        lp = await until(caught_up, f"node {old_lead} to reach the high watermark")
+        lp = await until(caught_up, f"node {old_lead} to reach the high watermark",
+                         timeout=STEP_TIMEOUT)  # fmt: skip
         assert (lp.leader_id, lp.leader_epoch) == (new_lead, new_epoch)
         assert voter_state(lp, old_lead).last_fetch_timestamp > 1_600_000_000_000
 
         async def all_agree():
             return await cluster.agreed_leader(list(VOTERS))
 
-        a = await until(all_agree, "all three nodes to agree on the leader")
+        a = await until(all_agree, "all three nodes to agree on the leader", timeout=STEP_TIMEOUT)
         assert (a.leader_id, a.leader_epoch) == (new_lead, new_epoch), "the restart moved it"
 
         r = await asyncio.to_thread(
@@ -719,7 +711,7 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
                 return None
             return p if all(r.log_end_offset > 0 for r in p.current_voters) else None
 
-        p = await until(led, "a leader and three replicas with records")
+        p = await until(led, "a leader and three replicas with records", timeout=STEP_TIMEOUT)
         lead, epoch = p.leader_id, p.leader_epoch
         follower = next(i for i in VOTERS if i != lead)
         other = next(i for i in VOTERS if i not in (lead, follower))
@@ -742,7 +734,8 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
                 return None  # still the first segment: nothing deleted on disk
             return q
 
-        q = await until(past_it, "the leader's log start to pass the dead follower's log end")
+        q = await until(past_it, "the leader's log start to pass the dead follower's log end",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
         assert q.snapshot_id.end_offset >= q.log_start_offset > old_end, q
         # what the dead node will ask for next is no longer in the log: only a snapshot has it
         r = await cluster.fetch(lead, old_end, old_last_epoch, epoch)
@@ -761,18 +754,25 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
             ok = lp.high_watermark >= target and rs.log_end_offset >= lp.high_watermark
             return lp if ok else None
 
-        lp = await until(caught_up, f"node {follower} to catch up through FetchSnapshot")
+        lp = await until(caught_up, f"node {follower} to catch up through FetchSnapshot",
+                         timeout=STEP_TIMEOUT)  # fmt: skip
         assert (lp.leader_id, lp.leader_epoch) == (lead, epoch), "the leadership moved"
 
-        # it loaded a snapshot it had not written: its log restarted at that snapshot's offset
+        # it loaded a snapshot it had not written: its log restarted at that snapshot's offset.
+        # (On its restart it may first truncate to its own latest snapshot, which ends at its
+        # old log end when its log had been cleaned up to it - Kafka's
+        # KafkaMetadataLog.truncateToLatestSnapshot at open, an empty log either way - so the
+        # fetched snapshot is the truncation past the old log end.)
         text = fnode.stderr_text()
-        loaded = [
+        truncations = [
             int(o)
             for o in re.findall(
                 r"truncating the log fully to snapshot OffsetAndEpoch\(offset=(\d+)", text
             )
         ]
-        assert loaded and loaded[0] > old_end, (old_end, text[-4000:])
+        loaded = [o for o in truncations if o > old_end]
+        assert loaded, (old_end, truncations, text[-4000:])
+        assert all(o == old_end for o in truncations[: truncations.index(loaded[0])]), truncations
         after = set(snapshot_ids(fnode.meta_dir))
         assert after and not (after & before), (before, after)
         assert min(s[0] for s in after) >= loaded[0] > old_end
@@ -812,5 +812,6 @@ async def test_follower_behind_the_log_start_catches_up_through_fetch_snapshot(t
         meta_topic = [("TopicRecord", "__diskless-metadata"), ("PartitionRecord", None)]
         assert image[f + n :] in ([], meta_topic), image
         # and the node works on: it keeps fetching what the leader commits
-        a = await until(cluster.agreed_leader, "all three nodes to agree on the leader")
+        a = await until(cluster.agreed_leader, "all three nodes to agree on the leader",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
         assert (a.leader_id, a.leader_epoch) == (lead, epoch)

@@ -14,8 +14,9 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.security.client import ClientSecurity
-from tests.integration.test_raft_cluster import Cluster, until
+from tests.integration.test_raft_cluster import STEP_TIMEOUT, Cluster
 from tests.security.certs import make_ca
+from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -62,7 +63,7 @@ async def test_three_nodes_over_mutual_tls(tmp_path):
     try:
         async with asyncio.timeout(BUDGET):
             await cluster.start()
-            lead = await until(cluster.agreed_leader, "one leader over TLS")
+            lead = await until(cluster.agreed_leader, "one leader over TLS", timeout=STEP_TIMEOUT)
             hw0 = lead.high_watermark
 
             async def registered():
@@ -72,7 +73,7 @@ async def test_three_nodes_over_mutual_tls(tmp_path):
                 return resp.error_code == 0 and len(resp.brokers) == 3 or None
 
             # the quorum commits (NoOpRecords) and the three controllers answer DescribeCluster
-            await until(registered, "DescribeCluster over TLS")
+            await until(registered, "DescribeCluster over TLS", timeout=STEP_TIMEOUT)
 
             async def brokers_unfenced():
                 p = await cluster.agreed_leader()
@@ -82,7 +83,8 @@ async def test_three_nodes_over_mutual_tls(tmp_path):
                 text = "".join(n.stderr_text() for n in cluster.nodes.values())
                 return text.count("unfenced (broker epoch") >= 3 or None
 
-            await until(brokers_unfenced, "three brokers registered and unfenced over TLS")
+            await until(brokers_unfenced, "three brokers registered and unfenced over TLS",
+                        timeout=STEP_TIMEOUT)  # fmt: skip
             # a certificate of the same CA but another subject: authenticated, not authorized
             stranger = ClientSecurity(_ctx(ca.path, stranger_ks))
             m = codec.module("DescribeQuorumRequest")
