@@ -8,7 +8,8 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
 from tests.integration.conftest import start_server
-from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port, until
+from tests.raft.test_driver_single import CLUSTER_ID, describe, free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ async def test_three_voters_and_an_observer(tmp_path):
                     return p
             return None
 
-        p = await until(leader, TIMEOUT, "a leader with a high watermark")
+        p = await until(leader, "a leader with a high watermark", timeout=TIMEOUT)
         assert sorted(r.replica_id for r in p.current_voters) == [1, 2, 3]
         lead = p.leader_id
 
@@ -68,7 +69,8 @@ async def test_three_voters_and_an_observer(tmp_path):
                 for s in states
             )
 
-        await until(replicated, TIMEOUT, "every node, the observer too, to replay the records")
+        await until(replicated, "every node, the observer too, to replay the records",
+                    timeout=TIMEOUT)  # fmt: skip
         assert [n.server.controller.is_active for n in nodes.values()].count(True) == 1
         # a leader with followers fsyncs off the loop, an observer inline (RaftDriver._start_flush)
         assert nodes[lead].server.raft.thread_flushes > 0
@@ -78,7 +80,7 @@ async def test_three_voters_and_an_observer(tmp_path):
             p = await describe(clients[lead - 1])
             return [r.replica_id for r in p.observers] == [4]
 
-        await until(observer_seen, TIMEOUT, "the observer in DescribeQuorum")
+        await until(observer_seen, "the observer in DescribeQuorum", timeout=TIMEOUT)
 
         # stop the leader: the two others elect a new one in a later epoch
         await nodes.pop(lead).stop()
@@ -94,7 +96,7 @@ async def test_three_voters_and_an_observer(tmp_path):
                     return q
             return None
 
-        q = await until(new_leader, TIMEOUT, "a new leader")
+        q = await until(new_leader, "a new leader", timeout=TIMEOUT)
         assert q.leader_epoch > p.leader_epoch
         hw = q.high_watermark
 
@@ -105,7 +107,7 @@ async def test_three_voters_and_an_observer(tmp_path):
                     return True
             return False
 
-        await until(advances, TIMEOUT, "the new leader to commit")
+        await until(advances, "the new leader to commit", timeout=TIMEOUT)
     finally:
         for c in clients:
             await c.close()
