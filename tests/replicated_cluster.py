@@ -7,7 +7,6 @@ the coordinator contract suite (``tests/contract/conftest.py``, implementation "
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import uuid
 from pathlib import Path
@@ -22,20 +21,10 @@ from kafka_rpc.coordinator.replicated import (
 from kafka_rpc.handlers.raft import register_partition, unregister_partition
 from tests.contract.conftest import Clock
 from tests.integration.conftest import start_server
+from tests.waiting import until
 
 TIMEOUT = 15.0
 RAFT = {"election_timeout_ms": 300, "fetch_timeout_ms": 600, "fetch_max_wait_ms": 100}
-
-
-async def until(pred, what: str, timeout: float = TIMEOUT):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 class Cluster:
@@ -90,7 +79,7 @@ class Cluster:
             leaders = [c for c in self.coords.values() if c.is_writable]
             return leaders[0] if len(leaders) == 1 else None
 
-        return await until(find, "one writable leader")
+        return await until(find, "one writable leader", timeout=TIMEOUT)
 
     async def caught_up(self) -> None:
         def done():
@@ -100,7 +89,7 @@ class Cluster:
             end = lead[0].applied_offset
             return all(c.applied_offset == end for c in self.coords.values())
 
-        await until(done, "every replica to apply the leader's log")
+        await until(done, "every replica to apply the leader's log", timeout=TIMEOUT)
 
     async def close(self) -> None:
         for i in list(self.coords):

@@ -32,7 +32,8 @@ from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.driver import monotonic_ms
 from tests.contract.conftest import batch, chain
 from tests.contract.test_differential import TOPICS, apply, op_st
-from tests.replicated_cluster import cluster, until
+from tests.replicated_cluster import TIMEOUT, cluster
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -122,7 +123,8 @@ async def test_a_replica_that_was_down_catches_up_from_a_snapshot(tmp_path):
             await lead.commit_file(f"b{i}", 1, 200, chain(tp, 2))
         for c in cl.coords.values():
             c.core.create_snapshot(monotonic_ms())
-        await until(lambda: lead.core.log.start_offset > 0, "the leader's log start to move")
+        await until(lambda: lead.core.log.start_offset > 0, "the leader's log start to move",
+                    timeout=TIMEOUT)  # fmt: skip
         back = await cl.start_replica(down)
         await cl.caught_up()
         assert back.snapshots_loaded == 1
