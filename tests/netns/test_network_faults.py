@@ -26,6 +26,7 @@ from kafka_rpc.tools.coordinator_workload import Clients
 from kafka_rpc.tools.nemesis import COORD, META, Run
 from kafka_rpc.tools.netns import NetBed, run_in_netns
 from kafka_rpc.tools.netns_cluster import log_batches
+from tests.waiting import until
 
 pytestmark = [pytest.mark.netns, pytest.mark.integration, pytest.mark.slow]
 
@@ -76,17 +77,6 @@ def scenario(tmp_path: Path, body, after=None, module: str = "kafka_rpc.cli",
     return run
 
 
-async def until(pred, what: str, timeout: float, interval: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = pred()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        await asyncio.sleep(interval)
-
-
 def last_seen(run: Run, node: int, log: str, since: float):
     """``node``'s last DescribeQuorum answer for ``log`` after ``since`` (or None)."""
     for o in reversed(run.poller.observations):
@@ -115,7 +105,7 @@ async def isolate_leader(run: Run) -> None:
     for log in logs:
         try:
             t = await until(lambda log=log: resigned(log), f"node {old} to resign {log}",
-                            CHECK_QUORUM_S + RESIGN_SLACK_S + 2.0)  # fmt: skip
+                            timeout=CHECK_QUORUM_S + RESIGN_SLACK_S + 2.0)  # fmt: skip
         except AssertionError:
             t = None
         took = None if t is None else t - cut
@@ -138,7 +128,7 @@ async def isolate_leader(run: Run) -> None:
         o = last_seen(run, old, COORD, healed)
         return o is not None and not o.is_leader and o.leader_id not in (-1, old)
 
-    await until(follows, f"node {old} to follow a new coordinator leader", 15)
+    await until(follows, f"node {old} to follow a new coordinator leader", timeout=15)
     run.isolated = (old, old_epoch, before_heal)
 
 
@@ -180,7 +170,8 @@ async def one_way_leader(run: Run) -> None:
     run.notes.append(f"node {old} (coordinator leader) receives nothing from {others}")
     # it still sends, but hears no fetch: check quorum makes it resign ...
     o = await until(lambda: (x := last_seen(run, old, COORD, cut)) and not x.is_leader and x,
-                    f"node {old} to resign", CHECK_QUORUM_S + RESIGN_SLACK_S + 2.0)  # fmt: skip
+                    f"node {old} to resign",
+                    timeout=CHECK_QUORUM_S + RESIGN_SLACK_S + 2.0)  # fmt: skip
     run.notes.append(f"node {old} resigned {o.t - cut:.2f} s after the cut")
     # ... and the others, whom its BeginQuorumEpoch no longer reaches either, elect a new one
     new = await run.coordinator_leader(among=others, exclude=old, timeout=15)
