@@ -340,11 +340,11 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
     is valid (Kafka's DUPLICATE_BROKER_REGISTRATION), an UnregisterBroker makes the next
     heartbeat STALE_BROKER_EPOCH and it registers again with a new epoch; its producer-id
     manager then gets a block with that epoch; stop() ends with a controlled shutdown."""
-    import asyncio
     import uuid
 
     from kafka_rpc.protocol.errors import ErrorCode, KafkaError
     from tests.integration.conftest import start_server
+    from tests.waiting import until
 
     running = await start_server(tmp_path)
     try:
@@ -359,14 +359,7 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
             assert reg.incarnation_id == ctl.incarnation_id
             assert [e.host for e in reg.endpoints] == [f"bench-broker-{ctl.broker_id}.invalid"]
 
-            async def until(pred, what):
-                for _ in range(500):  # bounded: 10 s
-                    if pred():
-                        return
-                    await asyncio.sleep(0.02)
-                raise AssertionError(f"{what}: {stats}")
-
-            await until(lambda: stats["heartbeats"] >= 3, "heartbeats")
+            await until(lambda: stats["heartbeats"] >= 3, "heartbeats", timeout=10.0)
             # another incarnation cannot take the id while ours heartbeats (fenced or not)
             from kafka_rpc.client import KafkaRpcClient
 
@@ -381,8 +374,8 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
                 assert (await client.request(unreg(broker_id=ctl.broker_id))).error_code == 0
             finally:
                 await client.close()
-            await until(lambda: stats["reregistrations"] >= 1, "re-registration")
-            await until(lambda: ctl.broker_epoch > first_epoch, "new epoch")
+            await until(lambda: stats["reregistrations"] >= 1, "re-registration", timeout=10.0)
+            await until(lambda: ctl.broker_epoch > first_epoch, "new epoch", timeout=10.0)
             assert running.server.controller.image.brokers[ctl.broker_id].epoch == (
                 ctl.broker_epoch
             )
@@ -390,7 +383,7 @@ async def test_bench_broker_registers_heartbeats_and_registers_again(tmp_path):
             with pytest.raises(KafkaError) as exc:  # the first call always fails
                 ctl.producer_ids.generate_producer_id()
             assert exc.value.code == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
-            await until(lambda: ctl.blocks, "a producer-id block")
+            await until(lambda: ctl.blocks, "a producer-id block", timeout=10.0)
             assert ctl.producer_ids.generate_producer_id() == ctl.blocks[0][0]
         finally:
             await ctl.stop()

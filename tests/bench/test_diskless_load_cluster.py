@@ -28,6 +28,7 @@ from bench import diskless_load as dl  # noqa: E402
 from kafka_rpc.client import KafkaRpcClient  # noqa: E402
 from kafka_rpc.tools.bench_cluster import BenchCluster, read_events  # noqa: E402
 from tests.bench.test_diskless_load import TINY  # noqa: E402
+from tests.waiting import until  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -119,10 +120,12 @@ async def test_roles_survive_a_sigkill_of_the_coordinator_leader(tmp_path):
 
                 want = await state(leader)
                 assert all(not err for *_, err in want), want
-                deadline = time.monotonic() + 20
-                while (got := await state(victim)) != want:
-                    assert time.monotonic() < deadline, ("not caught up", got[:2], want[:2])
-                    await asyncio.sleep(0.2)
+
+                async def caught_up():
+                    return await state(victim) == want
+
+                await until(caught_up, f"node {victim} to answer every partition as {leader} does",
+                            timeout=20, interval=0.2)  # fmt: skip
             finally:
                 for c in clients.values():
                     await c.close()
