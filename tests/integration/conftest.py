@@ -1,6 +1,7 @@
 """Helpers: an in-process server on ephemeral ports and a raw-socket Kafka peer."""
 
 import asyncio
+import contextlib
 import struct
 
 import pytest
@@ -38,16 +39,33 @@ class Running:
         await asyncio.wait_for(self.task, max(TIMEOUT, steps + 5))
 
 
-async def start_server(tmp_path, registry=None, start_timeout: float = TIMEOUT, **extra):
+START_TIMEOUT = 60.0
+"""s: the cap of a start (about a second alone; a loaded 2-core CI machine is many times slower:
+a cap against a hang, not an expectation)."""
+
+
+async def start_server(tmp_path, registry=None, start_timeout: float = START_TIMEOUT, **extra):
     """A server on ``<tmp_path>/data`` with :func:`make_config`'s overrides and ``extra``, once
-    it serves (bounded by ``start_timeout`` s)."""
+    it serves (bounded by ``start_timeout`` s; a start slower than ``tests.waiting.SLOW`` prints
+    how long it took)."""
+    from tests.waiting import SLOW
+
     server = Server(make_config(tmp_path, **extra), registry or handlers_registry())
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
     task = asyncio.create_task(server.serve())
     started = asyncio.create_task(server.started.wait())
     await asyncio.wait({task, started}, timeout=start_timeout, return_when=asyncio.FIRST_COMPLETED)
     if task.done():
         task.result()
-    assert server.started.is_set()
+    if not started.done():  # not started in time: stop what did start, then fail
+        started.cancel()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        raise AssertionError(f"the server did not start in {start_timeout:g} s")
+    if loop.time() - t0 > SLOW:
+        print(f"the server took {loop.time() - t0:.1f} s to start", flush=True)
     return Running(server, task)
 
 

@@ -225,7 +225,6 @@ async def test_no_controller_answers_request_timed_out(tmp_path):
         **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker", "node.id": "2",
            "controller.quorum.voters": voters, "cluster.id": controller.server.cluster_id,
            "controller.quorum.request.timeout.ms": "300"},
-        start_timeout=3 * TIMEOUT,
     )  # fmt: skip
     try:
         await controller.stop()  # nobody listens on the controller's port from now on

@@ -299,8 +299,7 @@ async def test_no_active_controller_not_controller_and_request_timed_out(tmp_pat
             **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
                "controller.quorum.voters": voters, "cluster.id": controller.server.cluster_id,
                "controller.quorum.request.timeout.ms": "300"},
-            start_timeout=3 * TIMEOUT,
-        )  # fmt: skip
+            )  # fmt: skip
         await controller.stop()
         controller = None
         client = await KafkaRpcClient.connect(f"127.0.0.1:{broker.port()}", request_timeout=TIMEOUT)
