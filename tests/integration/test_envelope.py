@@ -7,7 +7,6 @@ and a forwarded principal without CREATE gets the inner TOPIC_AUTHORIZATION_FAIL
 
 from __future__ import annotations
 
-import asyncio
 import struct
 
 import pytest
@@ -27,6 +26,7 @@ from kafka_rpc.security.client import ClientSecurity
 from tests.controller.harness import broker_features
 from tests.integration.conftest import start_server
 from tests.security.conftest import JAAS_PLAIN
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -68,11 +68,31 @@ def user_topics(image) -> dict:
 
 
 async def until_active(server, timeout: float = 10.0) -> None:
-    for _ in range(int(timeout / 0.02)):
-        if server.controller.is_active and server.controller.image.brokers:
-            return
-        await asyncio.sleep(0.02)
-    raise AssertionError("no active controller with a registered broker")
+    await until(lambda: server.controller.is_active and server.controller.image.brokers,
+                "an active controller with a registered broker", timeout=timeout)  # fmt: skip
+
+
+async def until_topic(server, name: str) -> None:
+    await until(lambda: name in server.controller.image.topics_by_name, f"topic {name}")
+
+
+async def barrier(c: KafkaRpcClient, server, name: str = "barrier"):
+    """Create topic ``name`` through the controller ``c`` reaches and wait until it is in the
+    committed image, then return that image. The metadata log is ordered: whatever an earlier
+    request had written is committed before it, so what the image lacks, earlier requests did
+    not write."""
+    resp = await c.request(R("CreateTopicsRequest")(topics=(CT.CreatableTopic(
+        name=name, num_partitions=1, replication_factor=1),), timeout_ms=5000))  # fmt: skip
+    assert resp.topics[0].error_code == 0, resp
+    await until_topic(server, name)
+    return server.controller.image
+
+
+def without(image, name: str):
+    """``image``'s brokers, user topics and configs, topic ``name`` left out."""
+    topics = {n: t for n, t in user_topics(image).items() if n != name}
+    configs = {k: v for k, v in image.configs.items() if k != (2, name)}
+    return image.brokers, topics, configs
 
 
 async def test_forwarded_create_topics_and_malformed_envelopes(tmp_path):
@@ -117,10 +137,10 @@ async def test_forwarded_create_topics_and_malformed_envelopes(tmp_path):
                 R("MetadataRequest")(topics=None), 12
             )
             await refused(envelope(meta), ErrorCode.INVALID_REQUEST)
-            # nothing of those reached the metadata log
-            await asyncio.sleep(0.2)
-            assert "never" not in server.controller.image.topics_by_name
-            assert user_topics(server.controller.image) == user_topics(before)
+            # nothing of those reached the metadata log (committed before the barrier if so)
+            after = await barrier(c, server)
+            assert "never" not in after.topics_by_name
+            assert without(after, "barrier")[1] == user_topics(before)
     finally:
         await running.stop()
 
@@ -198,7 +218,7 @@ async def test_bad_registrations_and_configs_change_nothing(tmp_path):
             ct = await c.request(R("CreateTopicsRequest")(topics=(CT.CreatableTopic(
                 name="t", num_partitions=1, replication_factor=1),), timeout_ms=5000))  # fmt: skip
             assert ct.topics[0].error_code == 0
-            await asyncio.sleep(0.2)
+            await until_topic(server, "t")
             before = server.controller.image
             end = server.controller.committed_offset
             cases = [
@@ -218,10 +238,10 @@ async def test_bad_registrations_and_configs_change_nothing(tmp_path):
             _, inner_resp = inner(resp, 44, 1)
             assert inner_resp.responses[0].error_code == ErrorCode.INVALID_CONFIG
             assert "Unknown topic config name" in inner_resp.responses[0].error_message
-            await asyncio.sleep(0.6)  # a NoOp may come; nothing else may
-            img = server.controller.image
-            assert (img.brokers, user_topics(img), img.configs) == (
-                before.brokers, user_topics(before), before.configs)  # fmt: skip
-            assert server.controller.committed_offset >= end
+            # nothing of those reached the metadata log (committed before the barrier if so; NoOps
+            # may come meanwhile)
+            img = await barrier(c, server)
+            assert without(img, "barrier") == without(before, "barrier")
+            assert server.controller.committed_offset > end
     finally:
         await running.stop()
