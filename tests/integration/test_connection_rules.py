@@ -10,6 +10,7 @@ from kafka_rpc.handlers import metadata as md_mod
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.server.registry import Registry
+from tests.waiting import until
 
 from .conftest import Peer, start_server
 
@@ -157,7 +158,10 @@ def private_registry(state):
             raise KafkaError(ErrorCode.NOT_CONTROLLER)
         elif request.key == "yield":
             await asyncio.sleep(0)
-        return FindCoordinatorResponse(node_id=1, host=request.key, port=1)
+        resp = FindCoordinatorResponse(node_id=1, host=request.key, port=1)
+        if request.key in state.get("done", {}):  # this handler has computed its answer
+            state["done"][request.key].set()
+        return resp
 
     reg.register("FindCoordinatorRequest", find_coordinator)
     return reg
@@ -165,7 +169,8 @@ def private_registry(state):
 
 @pytest.fixture
 async def private_server(tmp_path):
-    state = {"slow_started": asyncio.Event(), "release": asyncio.Event()}
+    state = {"slow_started": asyncio.Event(), "release": asyncio.Event(),
+             "done": {"fast": asyncio.Event(), "yield": asyncio.Event()}}  # fmt: skip
     running = await start_server(tmp_path, registry=private_registry(state))
     running.state = state
     yield running
@@ -178,9 +183,11 @@ async def test_responses_in_request_order(private_server):
     p.send(FindCoordinatorRequest(key="slow"), 3, 1)
     p.send(FindCoordinatorRequest(key="fast"), 3, 2)
     p.send(FindCoordinatorRequest(key="yield"), 3, 3)
-    await asyncio.wait_for(private_server.state["slow_started"].wait(), 5)
-    await asyncio.sleep(0.05)  # give the later requests time to finish first (not readiness)
-    private_server.state["release"].set()
+    state = private_server.state
+    await asyncio.wait_for(state["slow_started"].wait(), 5)
+    # the later requests finish while the first one still waits; their answers are held back
+    await asyncio.wait_for(asyncio.gather(*(e.wait() for e in state["done"].values())), 5)
+    state["release"].set()
     got = [await p.read_response("FindCoordinatorResponse", 3) for _ in range(3)]
     assert [(c, r.host) for c, r in got] == [(1, "slow"), (2, "fast"), (3, "yield")]
     await p.close()
@@ -219,11 +226,17 @@ async def test_graceful_shutdown_answers_in_flight(tmp_path):
     p.send(FindCoordinatorRequest(key="slow"), 3, 1)
     await asyncio.wait_for(state["slow_started"].wait(), 5)
     running.server.should_exit.set()
-    with pytest.raises(OSError):  # the listener stops accepting
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            r, w = await asyncio.open_connection("127.0.0.1", running.port())
-            w.close()
+
+    async def refused() -> bool:
+        try:
+            _r, w = await asyncio.open_connection("127.0.0.1", running.port())
+        except OSError:
+            return True
+        w.close()
+        return False
+
+    # within the slow handler's 5 s bound: it is still in flight
+    await until(refused, "the listener to stop accepting", timeout=3.0, interval=0.01)
     state["release"].set()
     corr, resp = await p.read_response("FindCoordinatorResponse", 3)
     assert (corr, resp.host) == (1, "slow")
