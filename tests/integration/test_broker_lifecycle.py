@@ -154,14 +154,21 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_broker_only_node_forwards_to_the_controller(tmp_path):
+async def start_controller(tmp_path, **extra):
+    """``(running, controller.quorum.voters)``: a controller-only node 1, the only voter, on a
+    free port (its controller listener's address is in the voters, so it is fixed)."""
     ctl_port = _free_port()
     voters = f"1@127.0.0.1:{ctl_port}"
     controller = await start_server(
-        tmp_path / "c",
+        tmp_path,
         **{"listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
-           "controller.quorum.voters": voters},
+           "controller.quorum.voters": voters, **extra},
     )  # fmt: skip
+    return controller, voters
+
+
+async def test_broker_only_node_forwards_to_the_controller(tmp_path):
+    controller, voters = await start_controller(tmp_path / "c")
     broker = None
     try:
         cid = controller.server.cluster_id
@@ -213,13 +220,7 @@ async def test_no_controller_answers_request_timed_out(tmp_path):
     """A broker-only node whose controller went away after it started (it starts only once it
     caught up with the metadata log, as Kafka's broker): forwarded admin requests answer
     REQUEST_TIMED_OUT with a message; Metadata still answers from its image."""
-    ctl_port = _free_port()
-    voters = f"1@127.0.0.1:{ctl_port}"
-    controller = await start_server(
-        tmp_path / "c",
-        **{"listeners": f"CONTROLLER://127.0.0.1:{ctl_port}", "process.roles": "controller",
-           "controller.quorum.voters": voters},
-    )  # fmt: skip
+    controller, voters = await start_controller(tmp_path / "c")
     broker = await start_server(
         tmp_path / "b",
         **{"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker", "node.id": "2",
