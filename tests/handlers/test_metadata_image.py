@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from types import SimpleNamespace
 
@@ -20,6 +19,7 @@ from kafka_rpc.controller.image import (
 from kafka_rpc.handlers import metadata as md
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
+from tests.waiting import until
 
 Req = codec.module("MetadataRequest")
 ZERO = uuid.UUID(int=0)
@@ -256,10 +256,7 @@ async def test_handler_reads_the_controller_image_and_auto_creates(monkeypatch):
         ("fresh", E.LEADER_NOT_AVAILABLE),
         ("alpha", 0),
     ]
-    for _ in range(50):
-        if created:
-            break
-        await asyncio.sleep(0.01)
+    await until(lambda: created, "the auto-creation request")
     assert created == [[("fresh", 3, 1)]]
     # no controller object: no topics, this node alone, nothing created
     server.controller = None
