@@ -29,6 +29,7 @@ from kafka_rpc.coordinator.replicated import (
 )
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from kafka_rpc.raft.driver import monotonic_ms
+from tests.waiting import until
 
 from .conftest import Clock, Topic, batch, chain
 
@@ -205,12 +206,14 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
         t = await _topic(c)
         await t.commit(*chain(t.tp(0), 2))
         log_ = c.core.log
-        for _ in range(500):  # bounded: the first write fails, a later trigger succeeds
+
+        async def snapshotted() -> bool:  # the first write fails, a later trigger succeeds
             if log_.snapshot_ids():
-                break
-            await t.commit(batch(t.tp(1)))
-            await asyncio.sleep(0.01)
-        assert log_.snapshot_ids(), "no background snapshot"
+                return True
+            await t.commit(batch(t.tp(1)))  # the next trigger
+            return False
+
+        await until(snapshotted, "a background snapshot", interval=0.01)
         assert not fail[0]  # the failed one came first
         loop_thread = threading.current_thread().name
         assert threads and all(name != loop_thread for name in threads)
@@ -486,14 +489,8 @@ async def test_the_snapshot_trigger_grows_with_the_image(tmp_path):
         await t.commit(*chain(t.tp(0), 50))  # > 1,000 record bytes: the core snapshots
         await t.commit(*chain(t.tp(1), 1))
 
-        def snapshotted():
-            return c.core.log.latest_snapshot_id() is not None
-
-        for _ in range(200):
-            if snapshotted():
-                break
-            await asyncio.sleep(0.01)
-        assert snapshotted()
+        await until(lambda: c.core.log.latest_snapshot_id() is not None, "the core's snapshot",
+                    interval=0.01)  # fmt: skip
         # raised to the image's size: a whole-database snapshot is not taken every 1,000 bytes
         assert c.core.config.snapshot_max_record_bytes > 1000
     finally:

@@ -19,6 +19,7 @@ from kafka_rpc.coordinator.api import (
     ListOffsetsRequest,
 )
 from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
+from tests.waiting import until
 
 from .conftest import Clock, Topic, batch, chain
 
@@ -88,11 +89,8 @@ async def test_commit_every_n_records_and_after_the_interval(tmp_path):
     try:
         t = await _topic(c)
         await t.commit(batch(t.tp(0)))
-        for _ in range(200):  # bounded: the timer fires 20 ms after the transaction opened
-            if _committed_batches(c) == 1:
-                break
-            await asyncio.sleep(0.01)
-        assert _committed_batches(c) == 1
+        # the timer fires 20 ms after the transaction opened
+        await until(lambda: _committed_batches(c) == 1, "the timer's COMMIT", interval=0.01)
     finally:
         await c.close()
 
