@@ -7,7 +7,6 @@ partition epoch after the change."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
 from tests.raft.test_driver_single import CLUSTER_ID, start_single
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -41,13 +41,12 @@ async def _register(client: KafkaRpcClient, bid: int) -> int:
         features=registration_features(),  # a kafka-rpc broker's: ours are finalized
         rack=None,
     )  # fmt: skip
-    deadline = asyncio.get_running_loop().time() + 2 * TIMEOUT
-    while True:
+
+    async def answered():  # NOT_CONTROLLER until the node is the active controller
         resp = await _call(client, req)
-        if resp.error_code != E.NOT_CONTROLLER:
-            break
-        assert asyncio.get_running_loop().time() < deadline, "never became the active controller"
-        await asyncio.sleep(0.05)
+        return None if resp.error_code == E.NOT_CONTROLLER else resp
+
+    resp = await until(answered, "the active controller", timeout=2 * TIMEOUT)
     assert resp.error_code == 0, resp
     return resp.broker_epoch
 

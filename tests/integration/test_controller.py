@@ -16,6 +16,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from tests.integration.conftest import start_server
 from tests.raft.test_driver_single import CLUSTER_ID, free_port, start_single
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -45,13 +46,12 @@ def registration(broker_id: int = BROKER):
 
 async def until_active(client: KafkaRpcClient):
     """Register once the node has become the active controller (NOT_CONTROLLER before)."""
-    deadline = asyncio.get_running_loop().time() + TIMEOUT
-    while True:
+
+    async def answered():
         resp = await client.request(registration(), timeout=TIMEOUT)
-        if resp.error_code != ErrorCode.NOT_CONTROLLER:
-            return resp
-        assert asyncio.get_running_loop().time() < deadline, "never became the active controller"
-        await asyncio.sleep(0.05)
+        return None if resp.error_code == ErrorCode.NOT_CONTROLLER else resp
+
+    return await until(answered, "the active controller", timeout=TIMEOUT)
 
 
 async def allocate(client: KafkaRpcClient, epoch: int, broker_id: int = BROKER):
