@@ -4,12 +4,12 @@ list offsets, delete records, files to delete, delete files, delete topic)."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from tests.integration.conftest import start_server
+from tests.waiting import until
 
 
 def M(name):
@@ -172,14 +172,13 @@ async def test_retention_task_applies_log_retention_bytes(tmp_path):
         lp = _first_elem(ml, "partitions", lt)
         earliest = M("ListDisklessOffsetsRequest")(topics=(lt(
             topic_id=topic, partitions=(lp(partition_index=0, timestamp=-2),)),))  # fmt: skip
-        lso = 0
-        for _ in range(100):  # bounded: at most ~5 s
+
+        async def log_start_at_30():
             r = await client.request(earliest)
-            lso = r.responses[0].partitions[0].offset
-            if lso == 30:
-                break
-            await asyncio.sleep(0.05)
-        assert lso == 30  # 5 batches x 100 bytes, 250 kept -> the 2 newest (offsets 30-49) stay
+            return r.responses[0].partitions[0].offset == 30
+
+        # 5 batches x 100 bytes, 250 kept -> the 2 newest (offsets 30-49) stay
+        await until(log_start_at_30, "the log start offset at 30", timeout=5.0)
         assert await running.server.enforce_retention_once() == 0  # nothing more to delete
     finally:
         await client.close()

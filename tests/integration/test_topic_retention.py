@@ -21,6 +21,7 @@ from kafka_rpc.coordinator.api import ListOffsetsRequest
 from kafka_rpc.coordinator.api import TopicIdPartition as TP
 from kafka_rpc.protocol import codec
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 CT = codec.module("CreateTopicsRequest")
 CB = codec.module("CommitBatchesRequest")
@@ -110,13 +111,14 @@ async def test_retention_task_uses_each_topics_configs(tmp_path):
             )
         )
         ids["pipeline"] = pipeline
-        deadline = time.monotonic() + 3 * TIMEOUT
-        while (
-            server.controller.image.topic_by_name("__diskless-metadata") is None
-            or len({tp.topic_id for tp in await server.coordinator.list_partitions()}) < 5
-        ):
-            assert time.monotonic() < deadline, "topics never reached the coordinator"
-            await asyncio.sleep(0.02)
+
+        async def reached():
+            return (
+                server.controller.image.topic_by_name("__diskless-metadata") is not None
+                and len({tp.topic_id for tp in await server.coordinator.list_partitions()}) >= 5
+            )
+
+        await until(reached, "the topics in the coordinator", timeout=3 * TIMEOUT)
         resp = await controller.request(
             AQ.AssignPartitionToBatchCoordinatorRequest(
                 topics=(
