@@ -26,6 +26,7 @@ from kafka_rpc.server.registry import Registry
 from tests.integration.conftest import Peer, start_server
 from tests.integration.test_controller import BROKER, registration, until_active
 from tests.raft.test_driver_single import start_single
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -214,11 +215,8 @@ def connection_of(running, peer: Peer):
 
 async def until_gone(running, peer: Peer, timeout: float = TIMEOUT) -> None:
     """Until the server's connection of ``peer`` has run ``connection_lost``."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while connection_of(running, peer) is not None:
-        assert loop.time() < deadline, "the server never dropped the connection"
-        await asyncio.sleep(0.005)
+    await until(lambda: connection_of(running, peer) is None, "the server to drop the connection",
+                timeout=timeout, interval=0.005)  # fmt: skip
 
 
 @pytest.fixture
@@ -275,11 +273,8 @@ async def test_a_connection_reset_while_muted_cancels_the_timer(private, no_erro
     sock = a.writer.get_extra_info("socket")
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # RST
     a.writer.transport.abort()
-    for _ in range(1000):  # bounded: until the socket is really closed (the RST sent)
-        if sock.fileno() == -1:
-            break
-        await asyncio.sleep(0)
-    assert sock.fileno() == -1
+    # the socket is really closed (the RST sent) within a few loop turns
+    await until(lambda: sock.fileno() == -1, "the socket closed", timeout=TIMEOUT, interval=0)
     private.gate.set()  # the in-flight request's response is written into the reset connection
     await until_gone(private, a)  # well before the 30 s mute would end
     assert timer.cancelled()
