@@ -33,6 +33,7 @@ from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from tests.integration.test_crash import _F_PART, _F_TOPIC, Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod
 from tests.raft.test_driver_single import free_port
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -224,20 +225,19 @@ async def test_sigkill_of_the_leader_loses_and_duplicates_nothing(tmp_path):
         for i, n in nodes.items():
             clients[i] = await KafkaRpcClient.connect(await n.started(), connect_timeout=5)
         # the data topic, created through whichever node leads
-        loop = asyncio.get_running_loop()
-        deadline, leader = loop.time() + START_TIMEOUT, None
-        while leader is None and loop.time() < deadline:
+        async def created_on_leader():
             for i, c in clients.items():
                 req = M("InitDisklessTopicsRequest")(
                     topics=(_I_TOPIC(topic_id=topic_id, num_partitions=PARTITIONS),)
                 )
                 resp = await c.request(req)
                 if resp.responses[0].error_code == 0:
-                    leader = i
-                    break
+                    return i
                 assert resp.responses[0].error_code == NOT_COORDINATOR, resp
-            await asyncio.sleep(0.1)
-        assert leader is not None, "no coordinator leader elected"
+            return None
+
+        leader = await until(created_on_leader, "a coordinator leader", timeout=START_TIMEOUT,
+                             interval=0.1)  # fmt: skip
 
         prod = Producers(topic_id, clients)
         prod.target = leader
@@ -270,11 +270,11 @@ async def test_sigkill_of_the_leader_loses_and_duplicates_nothing(tmp_path):
         # the survivors agree (the follower caught up), nothing lost, nothing twice
         follower = next(i for i in prod.alive if i != new_leader)
         want = await find_all(clients[new_leader], topic_id)
-        deadline = loop.time() + STEP_TIMEOUT
-        while (got := await find_all(clients[follower], topic_id)) != want:
-            assert loop.time() < deadline, "the follower did not catch up"
-            await asyncio.sleep(0.05)
-        assert got == want
+
+        async def caught_up():
+            return await find_all(clients[follower], topic_id) == want
+
+        await until(caught_up, "the follower to catch up", timeout=STEP_TIMEOUT)
         seen: dict[tuple[int, int, int], int] = {}
         for partition, batches in want.items():
             expect = 0
