@@ -125,9 +125,8 @@ def wait_broker_unfenced(bootstrap: str, timeout: float = 3 * TIMEOUT) -> None:
     """Block until a freshly started node has registered its broker and been unfenced: until
     then a topic with replication factor 1 cannot be placed, and a validate-only CreateTopics
     says so (INVALID_REPLICATION_FACTOR) without creating anything."""
-    import time
-
     from kafka_rpc.client import KafkaRpcClient
+    from tests.waiting import until
 
     mod = codec.module("CreateTopicsRequest")
     probe = mod.CreateTopicsRequest(
@@ -138,11 +137,12 @@ def wait_broker_unfenced(bootstrap: str, timeout: float = 3 * TIMEOUT) -> None:
 
     async def run() -> None:
         client = await KafkaRpcClient.connect(bootstrap, request_timeout=TIMEOUT)
-        deadline = time.monotonic() + timeout
+
+        async def placeable():
+            return (await client.request(probe)).topics[0].error_code == 0
+
         try:
-            while (await client.request(probe)).topics[0].error_code != 0:
-                assert time.monotonic() < deadline, "the node's broker was never unfenced"
-                await asyncio.sleep(0.02)
+            await until(placeable, "the node's broker to be unfenced", timeout=timeout)
         finally:
             await client.close()
 
