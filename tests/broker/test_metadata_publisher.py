@@ -37,6 +37,7 @@ from kafka_rpc.protocol.record_batch import encode_batch
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, OffsetAndEpoch
 from kafka_rpc.raft.memory import MemorySnapshotReader
 from tests.controller.harness import CLUSTER, Cluster, topic
+from tests.waiting import until
 
 R = codec.message_class
 DISKLESS = [("diskless.enable", "true")]
@@ -399,10 +400,8 @@ async def test_a_failing_round_succeeds_once_the_coordinator_works(tmp_path, dat
     try:
         node.c.create(topic("a", configs=DISKLESS))
         node.commit()
-        deadline = time.monotonic() + TIMEOUT
-        while pub.failed_attempts < 2:
-            assert time.monotonic() < deadline
-            await asyncio.sleep(0.005)
+        await until(lambda: pub.failed_attempts >= 2, "two failed attempts", timeout=TIMEOUT,
+                    interval=0.005)  # fmt: skip
         await coord.start()
         await idle(pub)
         assert await held(coord) == {node.tid("a"): 1}
@@ -419,10 +418,9 @@ async def test_stop_ends_the_task_during_a_backoff_and_unregisters(tmp_path, dat
     pub.start(node.qc)
     node.c.create(topic("a", configs=DISKLESS))
     node.commit()
-    deadline = time.monotonic() + TIMEOUT
-    while pub.failed_attempts < 1:  # now sleeping 60 s before the next attempt
-        assert time.monotonic() < deadline
-        await asyncio.sleep(0.005)
+    # then sleeping 60 s before the next attempt
+    await until(lambda: pub.failed_attempts >= 1, "a failed attempt", timeout=TIMEOUT,
+                interval=0.005)  # fmt: skip
     task = pub._task
     await asyncio.wait_for(pub.stop(), TIMEOUT)
     assert task.done() and not pub.running
