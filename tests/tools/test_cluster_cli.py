@@ -12,7 +12,6 @@ import re
 import socket
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -22,6 +21,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.tools.cluster import add_arguments, run
 from tests.controller.harness import broker_features
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -55,10 +55,12 @@ async def register(address: str, cluster_id: str, *broker_ids: int) -> None:
                 ),  # fmt: skip
                 features=broker_features(),
             )
-            deadline = time.monotonic() + 3 * TIMEOUT
-            while (resp := await client.request(req)).error_code == ErrorCode.NOT_CONTROLLER:
-                assert time.monotonic() < deadline, "no active controller"
-                await asyncio.sleep(0.05)
+
+            async def answered(req=req):
+                resp = await client.request(req)
+                return None if resp.error_code == ErrorCode.NOT_CONTROLLER else resp
+
+            resp = await until(answered, "an active controller", timeout=3 * TIMEOUT)
             assert resp.error_code == 0, resp
     finally:
         await client.close()
@@ -141,11 +143,9 @@ async def test_bootstrap_controller_follows_the_active_controller(tmp_path):
                    "node.id": str(i), "controller.quorum.voters": voters,
                    "cluster.id": "MkU3OEVBNTcwNTJENDM2Qg"},
             )  # fmt: skip
-        deadline = time.monotonic() + 3 * TIMEOUT
-        while not any(n.server.controller.is_active for n in nodes.values()):
-            assert time.monotonic() < deadline, "no leader elected"
-            await asyncio.sleep(0.05)
-        leader = next(i for i, n in nodes.items() if n.server.controller.is_active)
+        leader = await until(
+            lambda: next((i for i, n in nodes.items() if n.server.controller.is_active), None),
+            "a leader elected", timeout=3 * TIMEOUT)  # fmt: skip
         follower = 3 - leader
         await register(f"127.0.0.1:{ports[leader]}", "MkU3OEVBNTcwNTJENDM2Qg", 100)
 
@@ -157,12 +157,8 @@ async def test_bootstrap_controller_follows_the_active_controller(tmp_path):
         finally:
             await client.close()
 
-        async def follower_knows_leader():
-            return nodes[follower].server.controller.active_controller_id == leader
-
-        while not await follower_knows_leader():
-            assert time.monotonic() < deadline, "the follower never learned the leader"
-            await asyncio.sleep(0.05)
+        await until(lambda: nodes[follower].server.controller.active_controller_id == leader,
+                    "the follower to learn the leader", timeout=3 * TIMEOUT)  # fmt: skip
         p = argparse.ArgumentParser()
         add_arguments(p)
         bootstrap = f"127.0.0.1:{ports[follower]}"
