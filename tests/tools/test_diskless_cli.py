@@ -9,7 +9,6 @@ import base64
 import io
 import os
 import sys
-import time
 
 import pytest
 
@@ -18,6 +17,7 @@ from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC, co
 from kafka_rpc.protocol import codec
 from kafka_rpc.tools.diskless import parse_topic_id, run
 from tests.integration.conftest import TIMEOUT, start_server
+from tests.waiting import until
 
 CT = codec.module("CreateTopicsRequest")
 
@@ -45,10 +45,8 @@ async def test_assign_by_name_and_by_id(tmp_path):
     running = await start_server(tmp_path, **{"diskless.metadata.topic.num.partitions": "3"})
     server = running.server
     try:
-        deadline = time.monotonic() + 3 * TIMEOUT
-        while server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC) is None:
-            assert time.monotonic() < deadline, "__diskless-metadata never created"
-            await asyncio.sleep(0.02)
+        await until(lambda: server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC),
+                    f"{DISKLESS_METADATA_TOPIC} created", timeout=3 * TIMEOUT)  # fmt: skip
         from kafka_rpc.client import KafkaRpcClient
 
         async with KafkaRpcClient(f"127.0.0.1:{running.port()}") as c:
