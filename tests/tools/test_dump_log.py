@@ -8,7 +8,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 import uuid
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from kafka_rpc.protocol.record_batch import (
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.file_log import FileLog, segment_path, snapshot_path
 from kafka_rpc.tools.dump_log import dump_files
+from tests.waiting import wait_until
 
 TS = 1_700_000_000_000
 TOPIC_ID = uuid.UUID("6f0e8e2f-6bb4-4c57-9b5e-2f1a3c1f9a10")
@@ -200,14 +200,12 @@ def test_dump_a_running_servers_metadata_log(tmp_path):
     srv = ServeProcess(tmp_path, "--override", "metadata.max.idle.interval.ms=50")
     try:
         d = tmp_path / "data" / "__cluster_metadata-0"
-        deadline = time.monotonic() + 15
-        while True:
-            files = sorted(str(p) for p in d.glob("*.log"))
-            rc, lines = run(files, metadata_decoder=True)
-            if sum('"type":"NO_OP_RECORD"' in ln for ln in lines) >= 2:
-                break
-            assert time.monotonic() < deadline, lines
-            time.sleep(0.1)
+
+        def two_noops():  # (rc, lines) of a dump of the live log once it holds two NoOps
+            rc, lines = run(sorted(str(p) for p in d.glob("*.log")), metadata_decoder=True)
+            return (rc, lines) if sum('"type":"NO_OP_RECORD"' in ln for ln in lines) >= 2 else None
+
+        rc, lines = wait_until(two_noops, "two NoOps in the dumped log", timeout=15, interval=0.1)
     finally:
         srv.stop()
     assert rc == 0
