@@ -16,6 +16,7 @@ from kafka_rpc.protocol import codec, frames
 from kafka_rpc.security.client import ClientSecurity
 from kafka_rpc.security.tls import client_context, ssl_settings
 from tests.security.test_tls_clients import _closed
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -341,26 +342,24 @@ def test_registration_names_each_listeners_security_protocol(secure_server):
     import glob
     import subprocess
     import sys
-    import time
 
     data = secure_server.overrides["log.dirs"]
     want = {"PLAINTEXT": 0, "SSL": 1, "MTLS": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-    got: dict = {}
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
+
+    def registered() -> dict:  # the last RegisterBrokerRecord's endpoints in the dumped log
         segs = sorted(glob.glob(f"{data}/__cluster_metadata-0/*.log"))
         out = subprocess.run(
             [sys.executable, "-m", "kafka_rpc.cli", "dump-log", "--cluster-metadata-decoder",
              "--files", *segs], capture_output=True, text=True, timeout=30,
         ).stdout  # fmt: skip
+        got: dict = {}
         for line in out.splitlines():
             if '"REGISTER_BROKER_RECORD"' in line:
                 rec = json.loads(line[line.index("payload: ") + len("payload: ") :])
                 got = {e["name"]: e["securityProtocol"] for e in rec["data"]["endPoints"]}
-        if got:
-            break
-        time.sleep(0.2)
-    assert got == want
+        return got
+
+    assert wait_until(registered, "a RegisterBrokerRecord in the log", timeout=20) == want
 
 
 def test_tools_reach_a_sasl_ssl_listener_with_command_config(secure_server, pki, tmp_path):

@@ -8,11 +8,11 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
-import time
 
 import pytest
 
 from kafka_rpc.protocol import codec, frames
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.interop, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -123,10 +123,6 @@ def test_bad_tls_peers_are_closed_and_logged_once(secure_server, pki, which):
     assert _served(secure_server.ports["SSL"], pki)
     if sock is not None:
         needle = f"closing ('127.0.0.1', {local[1]}): TLS handshake failed"
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            hits = [x for x in secure_server.errors[before:] if needle in x]
-            if hits:
-                break
-            time.sleep(0.05)
+        hits = wait_until(lambda: [x for x in secure_server.errors[before:] if needle in x],
+                          "the handshake failure logged", timeout=5, interval=0.05)  # fmt: skip
         assert len(hits) == 1, secure_server.errors[before:]

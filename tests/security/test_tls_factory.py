@@ -15,6 +15,7 @@ import uvloop
 
 from kafka_rpc.server.secure_connection import _tls_protocol_class, tls_protocol_factory
 from tests.security.conftest import Pki
+from tests.waiting import until
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +68,8 @@ async def _scenario(pki: Pki, caplog) -> None:
         data, local = await hello(str(pki.untrusted))
         assert not data  # closed (EOF or a TLS alert), never served
         needle = f"closing ('127.0.0.1', {local[1]}): TLS handshake failed on MTLS"
-        for _ in range(200):  # at most 10 s
-            hits = [r for r in caplog.messages if needle in r]
-            if hits:
-                break
-            await asyncio.sleep(0.05)
+        hits = await until(lambda: [r for r in caplog.messages if needle in r],
+                           "the handshake failure logged", timeout=10.0)  # fmt: skip
         assert len(hits) == 1, caplog.messages
         assert len(_Hello.made) == 1  # only the trusted client reached the connection
         assert (await hello(str(pki.client)))[0] == b"hello"  # the listener serves on
