@@ -25,6 +25,7 @@ from kafka_rpc.security.client import ClientSecurity
 from tests.controller.harness import broker_features
 from tests.integration.conftest import start_server
 from tests.security.conftest import JAAS_PLAIN, Pki
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -59,12 +60,8 @@ async def test_cluster_action_needs_a_super_user_or_an_acl(tmp_path):
     admin = ClientSecurity(None, "PLAIN", "admin", "admin-secret")
     try:
         # the node's own broker role registered through its SASL controller listener as admin
-        for _ in range(750):  # at most 15 s
-            if server.controller.image.brokers.get(1) is not None:
-                break
-            await asyncio.sleep(0.02)
-        else:
-            raise AssertionError("the node's broker did not register")
+        await until(lambda: server.controller.image.brokers.get(1) is not None,
+                    "the node's broker to register", timeout=15.0)  # fmt: skip
         async with KafkaRpcClient(ctl, security=alice) as c:
             resp = await c.request(_registration(server.cluster_id, 7))
             assert resp.error_code == 31  # CLUSTER_AUTHORIZATION_FAILED
@@ -149,12 +146,10 @@ async def test_tls_principal_is_the_certificate_subject(tmp_path):
             r, w = await asyncio.open_connection("127.0.0.1", port, ssl=ctx,
                                                  server_hostname="localhost")  # fmt: skip
             local = w.get_extra_info("sockname")
-            for _ in range(1000):  # at most 10 s
-                conns = [c for c in running.server.listeners["SSL"].connections
-                         if c.peer == local]  # fmt: skip
-                if conns:
-                    break
-                await asyncio.sleep(0.01)
+            conns = await until(
+                lambda local=local: [c for c in running.server.listeners["SSL"].connections
+                                     if c.peer == local],
+                f"the server's connection of {who}", timeout=10.0, interval=0.01)  # fmt: skip
             principals[who] = conns[0].principal
             w.close()
             ctx = ssl.create_default_context(cafile=pki.truststore)
@@ -201,10 +196,8 @@ async def test_topic_apis_are_authorized_per_topic(tmp_path):
         ), timeout_ms=10000)  # fmt: skip
 
     try:
-        for _ in range(750):  # the node's broker registers and is unfenced (at most 15 s)
-            if server.controller.image.unfenced_brokers():
-                break
-            await asyncio.sleep(0.02)
+        await until(lambda: server.controller.image.unfenced_brokers(),
+                    "the node's broker registered and unfenced", timeout=15.0)  # fmt: skip
         async with KafkaRpcClient(bootstrap, security=admin) as c:
             resp = await c.request(create("orders", "secret"))
             assert [t.error_code for t in resp.topics] == [0, 0]
