@@ -30,6 +30,7 @@ from kafka_rpc.coordinator.postgres import (
 )
 from tests import pg_cluster as pg_cluster_module
 from tests.contract.conftest import Clock, batch
+from tests.waiting import until
 
 BIG = 10**9
 
@@ -197,16 +198,10 @@ async def test_connection_terminated_during_commit(pg_dsn):
         task = asyncio.create_task(
             c.commit_file("lost", 1, 100, [batch(tp, 3, pid=9, epoch=0, seq=2)])
         )
-        pid = None
-        for _ in range(500):  # bounded: 10 s
-            pid = await admin.fetchval(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()"
-            )
-            if pid is not None:
-                break
-            await asyncio.sleep(0.02)
-        assert pid is not None, "the commit never waited for the row lock"
+        pid = await until(lambda: admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ), "the commit to wait for the row lock", timeout=10.0)  # fmt: skip
         assert await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
         with pytest.raises(CoordinatorUnavailableError) as info:
             await asyncio.wait_for(task, 10)

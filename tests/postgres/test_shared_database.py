@@ -15,6 +15,7 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from tests.integration.test_cli import ServeProcess
 from tests.integration.test_diskless_e2e import _first_elem
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -164,8 +165,9 @@ async def test_two_servers_share_one_database(tmp_path, pg_dsn):
 
         async def killer(pid: int) -> None:
             acked = len(producers[pid].acked)
-            while len(producers[pid].acked) < acked + 8 * PARTITIONS:
-                await asyncio.sleep(0.002)  # bounded by the wait_for below
+            await until(lambda: len(producers[pid].acked) >= acked + 8 * PARTITIONS,
+                        f"{8 * PARTITIONS} more commits of producer {pid}", timeout=60,
+                        interval=0.002)  # fmt: skip
             a.proc.kill()
             killed.set()
 
@@ -233,16 +235,10 @@ async def test_lost_database_connection_answers_retriable_error(tmp_path, pg_dsn
         await lock.start()
         await admin.fetch("SELECT 1 FROM logs FOR UPDATE")
         inflight = asyncio.create_task(ca.request(_commit(topic, "lost", [(0, 3, 7, 2)], 1)))
-        pid = None
-        for _ in range(500):  # bounded: 10 s
-            pid = await admin.fetchval(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND datname = current_database()"
-            )
-            if pid is not None:
-                break
-            await asyncio.sleep(0.02)
-        assert pid is not None, "the commit never waited for the row lock"
+        pid = await until(lambda: admin.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND datname = current_database()"
+        ), "the commit to wait for the row lock", timeout=10.0)  # fmt: skip
         await admin.fetchval("SELECT pg_terminate_backend($1)", pid)
         resp = await asyncio.wait_for(inflight, 10)
         assert offsets(resp) == [(56, -1, False)]  # KAFKA_STORAGE_ERROR, retriable
