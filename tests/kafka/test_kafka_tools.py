@@ -22,7 +22,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +32,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import decode_batches
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from tests.kafka import peer
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -83,14 +83,14 @@ def create_topic(bootstrap: str, name: str, partitions: int, configs: dict[str, 
         name=name, num_partitions=partitions, replication_factor=1,
         configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in configs.items()),
     )  # fmt: skip
-    deadline = time.monotonic() + TIMEOUT
-    while True:
+
+    def created() -> bool:
         resp = call(bootstrap, m.CreateTopicsRequest(topics=(topic,), timeout_ms=30_000))
         code = resp.topics[0].error_code
-        if code == 0:
-            return
-        assert code == 38 and time.monotonic() < deadline, resp  # 38: no unfenced broker yet
-        time.sleep(0.1)
+        assert code in (0, 38), resp  # 38: no unfenced broker yet
+        return code == 0
+
+    wait_until(created, f"topic {name} created", timeout=TIMEOUT, interval=0.1)
 
 
 def tool(version: str, name: str, *args: str, **kw):
@@ -137,10 +137,11 @@ def ours(kafka_newest, tmp_path_factory, request):
 
 def wait_for_topic(bootstrap: str, name: str) -> None:
     m = codec.module("MetadataRequest")
-    deadline = time.monotonic() + TIMEOUT
-    while name not in {t.name for t in call(bootstrap, m.MetadataRequest(topics=None)).topics}:
-        assert time.monotonic() < deadline, f"{name} never appeared"
-        time.sleep(0.1)
+
+    def listed() -> bool:
+        return name in {t.name for t in call(bootstrap, m.MetadataRequest(topics=None)).topics}
+
+    wait_until(listed, f"topic {name} in Metadata", timeout=TIMEOUT, interval=0.1)
 
 
 def snapshots(directory: Path) -> list[tuple[int, int, Path]]:
@@ -153,13 +154,10 @@ def snapshots(directory: Path) -> list[tuple[int, int, Path]]:
 
 
 def wait_for_snapshot(directory: Path, end_offset: int) -> Path:
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        done = [f for off, _, f in snapshots(directory) if off >= end_offset]
-        if done:
-            return done[-1]
-        assert time.monotonic() < deadline, f"no snapshot up to {end_offset} in {directory}"
-        time.sleep(0.05)
+    done = wait_until(lambda: [f for off, _, f in snapshots(directory) if off >= end_offset],
+                      f"a snapshot up to {end_offset} in {directory}", timeout=TIMEOUT,
+                      interval=0.05)  # fmt: skip
+    return done[-1]
 
 
 # ----------------------------------------------------------------------- kafka-metadata-quorum

@@ -40,6 +40,7 @@ from tests.kafka.mixed import (
     replay_problems,
     replication_caught_up,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.kafka
 
@@ -153,17 +154,6 @@ def _snapshots(q: MixedQuorum, node: int) -> dict[str, bytes]:
             if not p.name.startswith("00000000000000000000-")}  # fmt: skip
 
 
-def _wait(what: str, fn, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = fn()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"no {what} within {timeout}s")
-        time.sleep(0.5)
-
-
 def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
     """KIP-630 across kinds: our node, joining with an empty log, installs the snapshot a Kafka
     leader wrote (byte-identical file; Kafka answers a Fetch at offset 0 with its latest
@@ -179,7 +169,7 @@ def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
     q.start(1, 2)
     q.wait_listening(1, 2)
     leader, _ = q.leader(timeout=120)
-    _wait("Kafka snapshot", lambda: _snapshots(q, leader))
+    wait_until(lambda: _snapshots(q, leader), "a Kafka snapshot", timeout=60.0, interval=0.5)
     q.start(ours)
     q.wait_listening(ours)
     m = q.nodes[ours].wait_for_log(r"snapshot OffsetAndEpoch\(offset=(\d+), epoch=(\d+)\) "
@@ -203,8 +193,8 @@ def test_snapshots_both_ways(kafka_newest, tmp_path, procs):
     down = next(i for i in q.ids if q.kind[i] == "kafka" and not q.alive(i))
     kafka_end = max((int(p.stem) for p in q.metadata_dir(down).glob("*.log")), default=0)
     start = q.nodes[ours].wait_for_log(r"log start offset moved to (\d+)", 60)
-    _wait("our log start past the Kafka voter's log",
-          lambda: int(start.group(1)) > kafka_end and _snapshots(q, ours))
+    wait_until(lambda: int(start.group(1)) > kafka_end and _snapshots(q, ours),
+               "our log start past the Kafka voter's log", timeout=60.0, interval=0.5)  # fmt: skip
     q.start(down)
     q.wait_listening(down)
     m = q.nodes[down].wait_for_log(r"after downloading snapshot OffsetAndEpoch\[offset=(\d+), "
