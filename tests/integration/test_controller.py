@@ -139,7 +139,9 @@ async def test_a_controller_that_is_not_active_answers_not_controller(tmp_path):
     running = await start_server(
         tmp_path,
         **{
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+            # controller only: a broker role would not open its listener without a leader
+            "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "process.roles": "controller",
             "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{other}",
             "cluster.id": CLUSTER_ID,
         },
