@@ -44,8 +44,15 @@ async def test_three_voters_and_an_observer(tmp_path):
     nodes = {}
     clients = []
     try:
-        for i in ports:
-            nodes[i] = await start_node(tmp_path, i, ports)
+        # together: a combined node serves only once a leader (a majority) acknowledged it
+        started = await asyncio.gather(*(start_node(tmp_path, i, ports) for i in ports),
+                                       return_exceptions=True)  # fmt: skip
+        for i, running in zip(ports, started):
+            if not isinstance(running, BaseException):
+                nodes[i] = running
+        for running in started:
+            if isinstance(running, BaseException):
+                raise running
         nodes[4] = await start_node(tmp_path, 4, ports, roles="broker")
         for i, p in ports.items():
             clients.append(await KafkaRpcClient.connect(f"127.0.0.1:{p}", connect_timeout=5))

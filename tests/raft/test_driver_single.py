@@ -222,7 +222,9 @@ async def test_a_bad_peer_does_not_kill_the_driver(tmp_path):
     running = await start_server(
         tmp_path,
         **{
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+            # controller only: a broker role would not open its listener without a leader
+            "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "process.roles": "controller",
             "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{bad_port}",
             "controller.quorum.election.timeout.ms": "100",
             "controller.quorum.request.timeout.ms": "200",
@@ -331,7 +333,9 @@ async def test_a_request_timeout_closes_the_connection(tmp_path):
     running = await start_server(
         tmp_path,
         **{
-            "listeners": f"PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}",
+            # controller only: a broker role would not open its listener without a leader
+            "listeners": f"CONTROLLER://127.0.0.1:{port}",
+            "process.roles": "controller",
             "controller.quorum.voters": f"1@127.0.0.1:{port},2@127.0.0.1:{peer_port}",
             "controller.quorum.election.timeout.ms": "100",
             "controller.quorum.request.timeout.ms": "200",
