@@ -50,14 +50,16 @@ Clusters (``--server`` a comma-separated bootstrap list, ``--controller`` one to
 FindCoordinator v7, key type BATCH (``write:`` for brokers and retention, the Raft leader of the
 coordinator partition; ``read:`` for consumers and verification, any replica: followers serve
 reads; consumer ``c`` asks node ``c`` first), and finds it again after NOT_COORDINATOR (16),
-COORDINATOR_NOT_AVAILABLE (15), a lost connection or a timeout, with backoff, for at most
+COORDINATOR_NOT_AVAILABLE (15), COORDINATOR_LOAD_IN_PROGRESS (14), a lost connection or a
+timeout, with backoff, for at most
 ``--failover-timeout`` seconds (:class:`Router`). Reads and retention's requests are simply sent
 again. A commit whose outcome is unknown (no answer, or per entry 16, 15, REQUEST_TIMED_OUT,
 KAFKA_STORAGE_ERROR or UNKNOWN_SERVER_ERROR: the replicated coordinator answers 16 also when its
 leader lost the epoch before the record committed, and the record may still commit) resends its
 idempotent entries with the same producer id, epoch and sequences in a new object until each is
 answered: committed, or IsDuplicate with the offsets the lost attempt got (acknowledged at those,
-which verification checks); after ``--failover-timeout`` they count as unknown outcome and the
+which verification checks; an entry answered 14 was not written and is resent the same way);
+after ``--failover-timeout`` they count as unknown outcome and the
 producer bumps its epoch. Its non-idempotent entries are never resent nor acknowledged: unknown
 outcome (verification tolerates as many unacknowledged batches). The broker roles' controller
 requests follow the active controller through NOT_CONTROLLER (:class:`ControllerChannel`).
@@ -339,14 +341,19 @@ async def cluster_info(cfg: dict) -> tuple[str, list[int]]:
 BATCH_KEY_TYPE = 3
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
+COORDINATOR_LOAD_IN_PROGRESS = 14
 NOT_CONTROLLER = 41
 #: per-entry codes after which a node is asked again who the coordinator is
-REDISCOVER_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE))
-#: per-entry CommitBatches codes that leave the entry's outcome unknown: NOT_COORDINATOR (the
+#: (COORDINATOR_LOAD_IN_PROGRESS: a coordinator still loading; asked again after the backoff)
+REDISCOVER_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+                              COORDINATOR_LOAD_IN_PROGRESS))  # fmt: skip
+#: per-entry CommitBatches codes after which the entry is sent again: NOT_COORDINATOR (the
 #: replicated coordinator answers it too when its leader lost the epoch before the record
 #: committed: the record may still commit), COORDINATOR_NOT_AVAILABLE, REQUEST_TIMED_OUT (7),
-#: KAFKA_STORAGE_ERROR (56, a write timeout is an OSError) and UNKNOWN_SERVER_ERROR (-1)
-UNKNOWN_OUTCOME_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, 7, 56, -1))
+#: KAFKA_STORAGE_ERROR (56, a write timeout is an OSError) and UNKNOWN_SERVER_ERROR (-1), whose
+#: outcome is unknown, and COORDINATOR_LOAD_IN_PROGRESS, retriable (nothing was written)
+UNKNOWN_OUTCOME_CODES = frozenset((NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE,
+                                   COORDINATOR_LOAD_IN_PROGRESS, 7, 56, -1))  # fmt: skip
 
 
 def addresses_of(servers: str) -> list[str]:

@@ -45,6 +45,7 @@ MAX_COMMITS = 2_000  # per producer and phase: bounds the loop whatever the timi
 START_TIMEOUT = 60.0  # s, a bound: a node starts in ~3 s alone, ~15 s on a loaded machine
 STEP_TIMEOUT = 15.0
 NOT_COORDINATOR = 16
+LOAD_IN_PROGRESS = 14  # COORDINATOR_LOAD_IN_PROGRESS: retriable on the same node
 
 _im = mod("InitDisklessTopicsRequest")
 _I_TOPIC = _first_elem(_im, "topics")
@@ -137,7 +138,8 @@ class Producers:
 
     async def send(self, batches: list[Batch], resend: bool = False) -> list:
         """Commit ``batches`` through the current target, failing over (new object key each
-        attempt) until a node answers without NOT_COORDINATOR; returns its partition results."""
+        attempt) until a node answers without NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS: the
+        same node again); returns its partition results."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STEP_TIMEOUT
         first = not resend
@@ -164,7 +166,11 @@ class Producers:
                     self.dup_retries += 1
                 return list(parts)
             first = False
-            assert parts is None or all(p.error_code == NOT_COORDINATOR for p in parts), parts
+            codes = {p.error_code for p in parts} if parts else set()
+            assert codes <= {NOT_COORDINATOR, LOAD_IN_PROGRESS}, parts
+            if codes == {LOAD_IN_PROGRESS}:  # the coordinator is loading here: ask again
+                await asyncio.sleep(0.05)
+                continue
             self.failovers += 1
             alive = sorted(self.alive)
             self.target = alive[(alive.index(node) + 1) % len(alive)] if node in alive else alive[0]
