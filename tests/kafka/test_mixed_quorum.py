@@ -25,8 +25,6 @@ leads, with a Kafka broker attached).
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.kafka import peer
@@ -36,6 +34,7 @@ from tests.kafka.mixed import (
     caught_up,
     compare_logs,
     describe_all,
+    describe_partition,
     fatal_lines,
     replay_problems,
     replication_caught_up,
@@ -87,8 +86,14 @@ def test_ours_follows_a_kafka_leader_then_leads_kafka_followers(version, tmp_pat
             leader, epoch = q.leader(timeout=90, exclude=(killed,))
             q.start(killed)
             q.wait_listening(killed)
-        # our leader's batches reach the Kafka followers
-        time.sleep(3)
+        # our leader's batches reach the Kafka followers: it appends a NoOp every 500 ms
+        # (metadata.max.idle.interval.ms); five of its epoch committed, then every voter there
+        def hw() -> int:
+            p = describe_partition(q.address(leader))
+            return p.high_watermark if p is not None and p.error_code == 0 else -1
+
+        since = wait_until(lambda: max(hw(), 0), "our leader's high watermark", timeout=90)
+        wait_until(lambda: hw() >= since + 5, "five batches of our leader committed", timeout=90)
         end = caught_up(q, leader)
         assert end > 0
         obs = describe_all({i: q.address(i) for i in q.ids})
