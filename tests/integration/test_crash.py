@@ -62,6 +62,11 @@ class Serve:
             sys.executable, "-m", "kafka_rpc.cli", "--log-level", "WARNING", "serve",
             "--override", "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
             "--override", f"log.dirs={data_dir}",
+            # a restarted node's new registration waits for its killed incarnation's session
+            # to expire (Kafka's ClusterControlManager), and the node serves only then: a
+            # shorter session than Kafka's 9 s, heartbeats well inside it
+            "--override", "broker.session.timeout.ms=3000",
+            "--override", "broker.heartbeat.interval.ms=500",
         ]  # fmt: skip
         # No re-exec: self.proc.pid is the server itself from the first instruction on.
         env = dict(os.environ, KAFKA_RPC_NO_REEXEC="1")

@@ -64,6 +64,10 @@ BASE_PROPS = {
     "controller.quorum.request.timeout.ms": "2000",
     "metadata.max.idle.interval.ms": "100",
     "shutdown.timeout.ms": "2000",
+    # a restarted node serves once its new registration is taken, which waits for its killed
+    # incarnation's session to expire (Kafka's ClusterControlManager): shorter than Kafka's 9 s
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
 }
 
 _SEGMENT_RE = re.compile(r"^(\d{20})\.log$")
