@@ -369,7 +369,7 @@ class Server:
                     await asyncio.wait_for(event.wait(), min(10.0, left))
                 if not event.is_set():
                     log.info("start: waiting for %s (%.0f s so far)", what, loop.time() - t0)
-        if failed is not None and failed.is_set() and not started.is_set():
+        if failed is not None and failed.is_set() and started is not None and not started.is_set():
             log.error("the Batch Coordinator could not start; the diskless RPCs answer "
                       "COORDINATOR_NOT_AVAILABLE")  # fmt: skip
 
