@@ -334,7 +334,7 @@ async def floor_main(spec: dict) -> None:
     the command's records in-process and prints ``window`` / ``result``; serves until killed."""
     from kafka_rpc.cli import _tune_gc
     from kafka_rpc.config import load_config
-    from kafka_rpc.server.server import Server, handlers_registry
+    from kafka_rpc.node import Node, handlers_registry
 
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         stream=sys.stderr)  # fmt: skip
@@ -342,7 +342,7 @@ async def floor_main(spec: dict) -> None:
     # encoded before the server starts: a leader busy encoding would starve its followers
     recs = FloorRecords(spec["kind"], list(range(1, n + 1)), spec["rf"], spec["pool"],
                         spec["conc"])  # fmt: skip
-    server = Server(load_config(overrides=spec["overrides"]), handlers_registry())
+    server = Node(load_config(overrides=spec["overrides"]), handlers_registry())
     task = asyncio.ensure_future(server.serve())
     started = asyncio.ensure_future(server.started.wait())
     await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
@@ -583,7 +583,7 @@ def main() -> int:
         ap.add_argument(mode, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.load or args.floor:
-        from kafka_rpc.server.server import install_uvloop
+        from kafka_rpc.server import install_uvloop
 
         install_uvloop()
         fn = load_main if args.load else floor_main

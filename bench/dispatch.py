@@ -26,10 +26,11 @@ from echo_server import Echo  # noqa: E402
 from server import request  # noqa: E402
 
 import kafka_rpc.handlers  # noqa: E402,F401 - registers the handlers
+from kafka_rpc.api.registry import default_registry  # noqa: E402
 from kafka_rpc.config import load_config  # noqa: E402
+from kafka_rpc.node import Node  # noqa: E402
 from kafka_rpc.server.connection import KafkaConnection  # noqa: E402
-from kafka_rpc.server.registry import default_registry  # noqa: E402
-from kafka_rpc.server.server import ListenerState, Server  # noqa: E402
+from kafka_rpc.server.listeners import ListenerState  # noqa: E402
 
 
 class CountingTransport:
@@ -66,7 +67,7 @@ async def main() -> None:
     a = ap.parse_args()
     listener = ListenerState(
         name="PLAINTEXT", role="broker", host="127.0.0.1", port=0,
-        server=Server(load_config(None, [])), table=default_registry.table("broker"),
+        services=Node(load_config(None, [])), table=default_registry.table("broker"),
         max_request_bytes=100 << 20, max_inflight=1000,
     )  # fmt: skip
     ours = KafkaConnection(listener)

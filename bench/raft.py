@@ -142,9 +142,9 @@ async def node_main(spec: dict) -> None:
     """A Server on the given overrides; when it leads (and its state machine replayed the
     bootstrap), run ``spec['load']`` once and print the result; serve until killed."""
     from kafka_rpc.config import load_config
-    from kafka_rpc.server.server import Server, handlers_registry
+    from kafka_rpc.node import Node, handlers_registry
 
-    server = Server(load_config(overrides=spec["overrides"]), handlers_registry())
+    server = Node(load_config(overrides=spec["overrides"]), handlers_registry())
     task = asyncio.ensure_future(server.serve())
     started = asyncio.ensure_future(server.started.wait())
     await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)
@@ -251,23 +251,25 @@ async def raft_node_main(spec: dict) -> None:
 
 class _RaftOnlyServer:
     """What the Raft handlers (``kafka_rpc.handlers.raft``) and ApiVersions look up on
-    ``ctx.server``: the driver, and no other partitions, coordinator or controller (ApiVersions
+    ``ctx.services``: the driver, and no other partitions, coordinator or controller (ApiVersions
     then lists no finalized features)."""
 
     def __init__(self, driver) -> None:
+        from kafka_rpc.raft.routing import RaftPartitions
+
         self.raft = driver
         self.controller = None
-        self.raft_partitions: dict = {}
+        self.raft_partitions = RaftPartitions()
         self.coordinator = None
 
 
 async def _raft_listener(cfg, driver):
     """The node's controller listener with the server's own connection code and only the Raft
     RPCs registered (Kafka's ``TestRaftServer`` runs its own network channel the same way)."""
+    from kafka_rpc.api.registry import default_registry
     from kafka_rpc.handlers import raft as raft_handlers  # noqa: F401 - registers the handlers
     from kafka_rpc.server.connection import KafkaConnection
-    from kafka_rpc.server.registry import default_registry
-    from kafka_rpc.server.server import ListenerState
+    from kafka_rpc.server.listeners import ListenerState
 
     ep = next(e for e in cfg.served_listeners() if cfg.role_of(e.name) == "controller")
     wanted = {"FetchRequest", "VoteRequest", "BeginQuorumEpochRequest",
@@ -275,7 +277,7 @@ async def _raft_listener(cfg, driver):
               "ApiVersionsRequest"}  # fmt: skip
     table = {k: e for k, e in default_registry.table("controller").items() if e.name in wanted}
     ls = ListenerState(name=ep.name, role="controller", host=ep.host, port=ep.port,
-                       server=_RaftOnlyServer(driver), table=table,
+                       services=_RaftOnlyServer(driver), table=table,
                        max_request_bytes=cfg.socket_request_max_bytes,
                        max_inflight=cfg.max_inflight_requests_per_connection)  # fmt: skip
     loop = asyncio.get_running_loop()

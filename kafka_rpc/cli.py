@@ -93,12 +93,13 @@ def _cmd_serve(args: argparse.Namespace, argv: list[str]) -> int:
         return 2
     _reexec_with_malloc_env(argv)
 
-    from kafka_rpc.server.server import Server, handlers_registry, install_uvloop
+    from kafka_rpc.node import Node, handlers_registry
+    from kafka_rpc.server import install_uvloop
 
     uv = install_uvloop()
 
     async def run() -> None:
-        server = Server(config, handlers_registry())
+        server = Node(config, handlers_registry())
         task = asyncio.ensure_future(server.serve(install_signals=True))
         started = asyncio.ensure_future(server.started.wait())
         await asyncio.wait({task, started}, return_when=asyncio.FIRST_COMPLETED)

@@ -1,6 +1,6 @@
 """Three replicas of one ``__diskless-metadata`` partition in this process: each a
 ReplicatedBatchCoordinator whose Raft RPCs reach it through a real server's controller listener
-(routed by topic id, ``kafka_rpc.handlers.raft.register_partition``), on loopback.
+(routed by topic id, ``kafka_rpc.raft.routing.RaftPartitions``), on loopback.
 
 Used by ``tests/integration/test_diskless_metadata_raft.py`` and, as :class:`LeaderOfThree`, by
 the coordinator contract suite (``tests/contract/conftest.py``, implementation "replicated-3")."""
@@ -18,7 +18,6 @@ from kafka_rpc.coordinator.replicated import (
     DISKLESS_METADATA_TOPIC_NAME,
     ReplicatedBatchCoordinator,
 )
-from kafka_rpc.handlers.raft import register_partition, unregister_partition
 from tests.contract.conftest import Clock
 from tests.integration.conftest import start_server
 from tests.waiting import until
@@ -63,15 +62,17 @@ class Cluster:
             raft_options={**RAFT, **self.options},
         )
         await c.start()
-        register_partition(
-            self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0, c.driver
+        self.servers[i].server.raft_partitions.register(
+            self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0, c.driver
         )
         self.coords[i] = c
         return c
 
     async def stop_replica(self, i: int) -> None:
         c = self.coords.pop(i)
-        unregister_partition(self.servers[i].server, self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0)
+        self.servers[i].server.raft_partitions.unregister(
+            self.topic_id, DISKLESS_METADATA_TOPIC_NAME, 0
+        )
         await c.close()
 
     async def leader(self) -> ReplicatedBatchCoordinator:

@@ -1,7 +1,7 @@
 """Requests from this node to the active controller (Kafka's ``NodeToControllerChannelManager``).
 
 The active controller is the Raft leader among ``controller.quorum.voters``. The channel asks the
-node's own metadata replica who that is (``server.controller.active_controller_id``, -1 when
+node's own metadata replica who that is (the controller's ``active_controller_id``, -1 when
 unknown); when it does not know, it walks the voters in id order. Requests go to the voter's
 controller listener (the address in ``controller.quorum.voters``) over one
 :class:`~kafka_rpc.client.KafkaRpcClient` per voter. A response that carries NOT_CONTROLLER in
@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
@@ -27,11 +27,13 @@ __all__ = [
     "ControllerChannel",
     "ControllerUnavailableError",
     "answer_or_forward",
-    "channel_of",
-    "close_channel",
     "error_codes",
     "forward_error_message",
 ]
+
+if TYPE_CHECKING:
+    from kafka_rpc.broker.services import BrokerServices
+    from kafka_rpc.config import Config
 
 log = logging.getLogger("kafka_rpc.broker.channel")
 
@@ -90,9 +92,27 @@ def _not_controller(response: Any) -> bool:
 class ControllerChannel:
     """Send requests to the active controller's controller listener."""
 
-    def __init__(self, server: Any, request_timeout: float | None = None) -> None:
-        cfg = server.config
-        self.server = server
+    def __init__(
+        self,
+        config: Config,
+        node_id: int,
+        *,
+        active_controller_id: Callable[[], int] = lambda: -1,
+        security: Any = None,
+        bound: Callable[[], dict[str, tuple[str, int]]] = dict,
+        request_timeout: float | None = None,
+    ) -> None:
+        """``config``: the node's settings (``controller.quorum.voters``, the controller
+        listener names, ``controller.quorum.request.timeout.ms``); ``active_controller_id()``:
+        the leader this node's metadata replica knows (-1: unknown); ``security``: the
+        controller listener's ``ClientSecurity`` (None for PLAINTEXT); ``bound()``: this node's
+        bound listeners, name -> (host, port); ``request_timeout`` in seconds."""
+        cfg = config
+        self.config = config
+        self.node_id = node_id
+        self._leader = active_controller_id
+        self._security_settings = security
+        self._bound = bound
         self.voters: dict[int, tuple[str, int]] = cfg.voters()
         self.request_timeout = (
             request_timeout
@@ -107,11 +127,9 @@ class ControllerChannel:
     # ------------------------------------------------------------------ who leads
     def active_controller_id(self) -> int:
         """The Raft leader as this node's replica knows it (-1: unknown)."""
-        ctl = getattr(self.server, "controller", None)
-        if ctl is not None:
-            leader = getattr(ctl, "active_controller_id", -1)
-            if leader in self.voters:
-                return leader
+        leader = self._leader()
+        if leader in self.voters:
+            return leader
         if self._last_active in self.voters:
             return self._last_active
         return -1
@@ -129,7 +147,7 @@ class ControllerChannel:
             host, port = self._address(node_id)
             client = KafkaRpcClient(
                 f"{host}:{port}",
-                client_id=f"broker-{self.server.node_id}-to-controller",
+                client_id=f"broker-{self.node_id}-to-controller",
                 request_timeout=self.request_timeout,
                 connect_timeout=self.connect_timeout,
                 security=self._security(),
@@ -138,18 +156,15 @@ class ControllerChannel:
         return client
 
     def _security(self) -> Any:
-        """TLS/SASL settings of the controller listener (``Server.client_security``), None for
-        PLAINTEXT or a server object without them."""
-        get = getattr(self.server, "client_security", None)
-        names = self.server.config.controller_listener_names
-        return get(names[0]) if get is not None and names else None
+        """TLS/SASL settings of the controller listener, None for PLAINTEXT."""
+        return self._security_settings
 
     def _address(self, node_id: int) -> tuple[str, int]:
         """The voter's controller listener; for this node itself, the bound controller listener
         (``controller.quorum.voters`` may name port 0 or a stale port in tests)."""
-        if node_id == self.server.node_id:
-            bound = getattr(self.server, "bound", {})
-            for name in self.server.config.controller_listener_names:
+        if node_id == self.node_id:
+            bound = self._bound()
+            for name in self.config.controller_listener_names:
                 if name in bound:
                     host, port = bound[name]
                     return (host or "127.0.0.1", port)
@@ -205,22 +220,6 @@ class ControllerChannel:
             await self._drop(node)
 
 
-def channel_of(server: Any) -> ControllerChannel:
-    """The server's channel to the active controller, created on first use."""
-    channel = getattr(server, "controller_channel", None)
-    if channel is None:
-        channel = ControllerChannel(server)
-        server.controller_channel = channel
-    return channel
-
-
-async def close_channel(server: Any) -> None:
-    channel = getattr(server, "controller_channel", None)
-    if channel is not None:
-        server.controller_channel = None
-        await channel.close()
-
-
 #: the ErrorMessage of the two errors :func:`answer_or_forward` makes itself (Kafka's texts)
 FORWARD_ERROR_MESSAGES = {
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
@@ -241,7 +240,7 @@ def forward_error_message(code: int) -> str:
 
 
 async def answer_or_forward(
-    server: Any,
+    services: BrokerServices,
     role: str,
     request: Any,
     version: int,
@@ -252,15 +251,15 @@ async def answer_or_forward(
     """Answer a controller request that came in on a listener of ``role`` (Kafka's
     ``ControllerApis`` on the controller listener, ``ForwardingManager`` on the broker listener):
 
-    - on the node of the active controller, either listener: ``server.controller.<local>
+    - on the node of the active controller, either listener: ``services.controller.<local>
       (request, version)``, answered once its records commit;
     - on a controller listener elsewhere: ``error(NOT_CONTROLLER)``;
     - on a broker listener elsewhere, or when the active controller itself answered
       NOT_CONTROLLER (leadership lost mid-request): the same request, at the same version, sent
-      to the active controller through :func:`channel_of` (``timeout`` in seconds, the channel's
-      default when None) and its answer relayed; ``error(REQUEST_TIMED_OUT)`` when no controller
-      answers."""
-    ctl = getattr(server, "controller", None)
+      to the active controller through ``services.controller_channel`` (``timeout`` in
+      seconds, the channel's default when None) and its answer relayed;
+      ``error(REQUEST_TIMED_OUT)`` when no controller answers."""
+    ctl = services.controller
     if ctl is not None and ctl.is_active:
         resp = await getattr(ctl, local)(request, version)
         if role == "controller" or ErrorCode.NOT_CONTROLLER not in error_codes(resp):
@@ -269,7 +268,7 @@ async def answer_or_forward(
         return error(ErrorCode.NOT_CONTROLLER)
     kw = {} if timeout is None else {"timeout": timeout}
     try:
-        _node, resp = await channel_of(server).send(request, version=version, **kw)
+        _node, resp = await services.controller_channel.send(request, version=version, **kw)
     except ControllerUnavailableError as e:
         log.warning("%s: %s", type(request).__name__, e)
         return error(ErrorCode.REQUEST_TIMED_OUT)

@@ -22,12 +22,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 from uuid import UUID
 
 from kafka_rpc.controller.chunks import alter_chunk_assignments_error_response
 from kafka_rpc.controller.image import MetadataImage
 from kafka_rpc.protocol import codec
+
+if TYPE_CHECKING:
+    from kafka_rpc.broker.services import BrokerServices
 
 __all__ = ["expired_chunks", "remove_expired_chunks", "schedule_removal"]
 
@@ -54,17 +57,19 @@ def expired_chunks(
     return out
 
 
-async def remove_expired_chunks(server: Any, moved: Iterable[tuple[UUID, int, int]]) -> int:
-    """Send the removals for :func:`expired_chunks` of ``server``'s committed image; returns
+async def remove_expired_chunks(
+    services: BrokerServices, moved: Iterable[tuple[UUID, int, int]]
+) -> int:
+    """Send the removals for :func:`expired_chunks` of ``services``'s committed image; returns
     how many the controller accepted."""
-    ctl = getattr(server, "controller", None)
+    ctl = services.controller
     if ctl is None:
         return 0
     expired = expired_chunks(ctl.image, moved)
-    return await _send_removals(server, expired) if expired else 0
+    return await _send_removals(services, expired) if expired else 0
 
 
-async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) -> int:
+async def _send_removals(services: BrokerServices, expired: list[tuple[str, int, int, int]]) -> int:
     """One AlterChunkAssignments request with no replicas for each ``expired`` chunk, sent as
     the broker listener sends it; returns how many the controller accepted."""
     from kafka_rpc.broker.channel import answer_or_forward
@@ -80,7 +85,7 @@ async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) 
         )
     )  # fmt: skip
     resp = await answer_or_forward(
-        server, "broker", req, 0, "alter_chunk_assignments",
+        services, "broker", req, 0, "alter_chunk_assignments",
         lambda code: alter_chunk_assignments_error_response(req, 0, code),
     )  # fmt: skip
     done = 0
@@ -95,17 +100,17 @@ async def _send_removals(server: Any, expired: list[tuple[str, int, int, int]]) 
     return done
 
 
-def schedule_removal(server: Any, moved: Iterable[tuple[UUID, int, int]]) -> None:
+def schedule_removal(services: BrokerServices, moved: Iterable[tuple[UUID, int, int]]) -> None:
     """:func:`remove_expired_chunks` in the background (a request handler does not wait for the
     metadata change); does nothing when no chunk expired."""
-    ctl = getattr(server, "controller", None)
+    ctl = services.controller
     expired = [] if ctl is None else expired_chunks(ctl.image, moved)
     if not expired:
         return
 
     async def run() -> None:
         try:
-            await _send_removals(server, expired)
+            await _send_removals(services, expired)
         except Exception:
             log.exception("automatic chunk deletion failed")
 

@@ -34,7 +34,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.controller.coordinator_mapping import (
     DISKLESS_METADATA_TOPIC,
@@ -43,6 +43,9 @@ from kafka_rpc.controller.coordinator_mapping import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafka_rpc.broker.services import BrokerServices
 
 __all__ = ["check_moves"]
 
@@ -53,11 +56,11 @@ _TIMEOUT_S = 5.0
 _RULE = "a topic-partition moves to another Batch Coordinator only before its first batch"
 
 
-async def check_moves(server: Any, request: Any) -> dict[tuple[uuid.UUID, int], int]:
+async def check_moves(services: BrokerServices, request: Any) -> dict[tuple[uuid.UUID, int], int]:
     """``(topic id, partition) -> error code`` for the entries of an
     AssignPartitionToBatchCoordinator ``request`` that the move rule (module docstring) refuses
-    on ``server`` (the active controller's node); entries not in the dict may be written."""
-    image = server.controller.uncommitted_image
+    on ``services`` (the active controller's node); entries not in the dict may be written."""
+    image = services.controller.uncommitted_image
     count = coordinator_partition_count(image)
     by_owner: dict[int, set[tuple[uuid.UUID, int]]] = {}
     for t in request.topics:
@@ -70,7 +73,7 @@ async def check_moves(server: Any, request: Any) -> dict[tuple[uuid.UUID, int], 
                 by_owner.setdefault(owner, set()).add((t.topic_id, p.partition_index))
     if not by_owner:
         return {}
-    results = await asyncio.gather(*(_high_watermarks(server, owner, tps)
+    results = await asyncio.gather(*(_high_watermarks(services, owner, tps)
                                      for owner, tps in by_owner.items()))  # fmt: skip
     refused: dict[tuple[uuid.UUID, int], int] = {}
     for (owner, tps), hws in zip(by_owner.items(), results, strict=True):
@@ -90,12 +93,12 @@ async def check_moves(server: Any, request: Any) -> dict[tuple[uuid.UUID, int], 
 
 
 async def _high_watermarks(
-    server: Any, owner: int, tps: Iterable[tuple[uuid.UUID, int]]
+    services: BrokerServices, owner: int, tps: Iterable[tuple[uuid.UUID, int]]
 ) -> dict[tuple[uuid.UUID, int], int]:
     """The high watermark of each of ``tps`` on coordinator partition ``owner`` (0 for one it
     does not know); a missing key: no replica answered."""
     tps = sorted(tps)
-    coordinator = server.coordinator
+    coordinator = services.coordinator
     replica = getattr(coordinator, "replica", None)
     inner = replica(owner) if replica is not None else None
     if inner is not None and inner.is_writable:
@@ -113,7 +116,7 @@ async def _high_watermarks(
             [ListOffsetsRequest(TopicIdPartition(t, p), -1) for t, p in tps]
         )
         return _merge({}, tps, [(a.error, a.offset) for a in answers])
-    image = server.controller.uncommitted_image
+    image = services.controller.uncommitted_image
     meta = image.topic_by_name(DISKLESS_METADATA_TOPIC)
     part = None if meta is None else meta.partitions.get(owner)
     if part is None:
@@ -122,7 +125,7 @@ async def _high_watermarks(
     candidates = [leader] if leader >= 0 else list(part.replicas)
     out: dict[tuple[uuid.UUID, int], int] = {}
     for node in candidates:
-        answers = await _ask(server, node, tps)
+        answers = await _ask(services, node, tps)
         if answers is not None:
             _merge(out, tps, answers)
     return out
@@ -140,13 +143,13 @@ def _merge(out: dict, tps: list, answers: list[tuple[int, int]]) -> dict:
     return out
 
 
-async def _ask(server: Any, node: int, tps: list) -> list[tuple[int, int]] | None:
+async def _ask(services: BrokerServices, node: int, tps: list) -> list[tuple[int, int]] | None:
     """ListDisklessOffsets (latest) of ``tps`` on broker ``node``'s inter-broker listener, as
     ``(error, offset)`` in order; None when it cannot be reached or answers otherwise."""
     from kafka_rpc.client import KafkaRpcClient
 
-    cfg = server.config
-    reg = server.controller.uncommitted_image.brokers.get(node)
+    cfg = services.config
+    reg = services.controller.uncommitted_image.brokers.get(node)
     name = cfg.inter_broker_listener_name
     ep = None if reg is None or name is None else reg.endpoint(name)
     if ep is None:
@@ -161,7 +164,7 @@ async def _ask(server: Any, node: int, tps: list) -> list[tuple[int, int]] | Non
     try:
         async with KafkaRpcClient(f"{ep.host}:{ep.port}", client_id="kafka-rpc-assign",
                                   request_timeout=_TIMEOUT_S, connect_timeout=_TIMEOUT_S,
-                                  security=server.client_security(name)) as c:  # fmt: skip
+                                  security=services.client_security(name)) as c:  # fmt: skip
             resp = await c.request(req)
     except (OSError, TimeoutError, ConnectionError) as e:
         log.info("AssignPartitionToBatchCoordinator: broker %d unreachable: %r", node, e)

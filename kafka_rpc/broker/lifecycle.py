@@ -13,7 +13,7 @@ does, through :class:`kafka_rpc.broker.channel.ControllerChannel`:
    passes the controller's feature check wherever our features are finalized, Rack null.
    Failures and errors are retried with exponential backoff.
 2. **BrokerHeartbeat** with the broker epoch of the registration, CurrentMetadataOffset = the
-   offset this node's committed image has reached (``server.controller.image.last_offset``) and
+   offset this node's committed image has reached (the controller's ``image.last_offset``) and
    WantFence false. While the controller keeps the broker fenced (it has not caught up to its
    registration) heartbeats go every 10 ms, as Kafka's STARTING/RECOVERY states; once unfenced,
    every ``broker.heartbeat.interval.ms``.
@@ -36,19 +36,20 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kafka_rpc.broker.channel import ControllerUnavailableError, channel_of, close_channel
+from kafka_rpc.broker.channel import ControllerUnavailableError
 from kafka_rpc.controller.features import supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from kafka_rpc.broker.services import BrokerServices
 
 __all__ = [
     "PLAINTEXT",
     "BrokerLifecycleManager",
     "registration_features",
-    "start_broker",
-    "stop_broker",
 ]
 
 log = logging.getLogger("kafka_rpc.broker.lifecycle")
@@ -78,10 +79,12 @@ def registration_features() -> tuple:
 
 
 class BrokerLifecycleManager:
-    def __init__(self, server: Any) -> None:
-        self.server = server
-        cfg = server.config
-        self.node_id = server.node_id
+    def __init__(self, services: BrokerServices) -> None:
+        """``services``: the node's config, node id, cluster id, advertised listeners,
+        committed image (``controller``) and its channel to the active controller."""
+        self._services = services
+        cfg = services.config
+        self.node_id = services.node_id
         self.incarnation_id = uuid.uuid4()
         self.heartbeat_interval = cfg.broker_heartbeat_interval_ms / 1000
         self.broker_epoch = -1
@@ -99,13 +102,13 @@ class BrokerLifecycleManager:
 
     # ------------------------------------------------------------------ requests
     def registration_request(self) -> Any:
-        cfg = self.server.config
+        cfg = self._services.config
         ctl_names = set(cfg.controller_listener_names)
         listeners = []
         for ep in cfg.advertised_listeners:
             if ep.name in ctl_names:
                 continue
-            adv = self.server.advertised(ep.name)
+            adv = self._services.advertised(ep.name)
             protocol = SECURITY_PROTOCOL_IDS.get(cfg.security_protocol(ep.name), PLAINTEXT)
             listeners.append(
                 _Reg.Listener(
@@ -114,7 +117,7 @@ class BrokerLifecycleManager:
             )
         return _Reg.BrokerRegistrationRequest(
             broker_id=self.node_id,
-            cluster_id=self.server.cluster_id,
+            cluster_id=self._services.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=tuple(listeners),
             features=registration_features(),
@@ -123,7 +126,7 @@ class BrokerLifecycleManager:
         )
 
     def _metadata_offset(self) -> int:
-        ctl = getattr(self.server, "controller", None)
+        ctl = self._services.controller
         image = getattr(ctl, "image", None)
         return image.last_offset if image is not None else -1
 
@@ -154,7 +157,7 @@ class BrokerLifecycleManager:
         self._backoff = min(self._backoff * 2, _MAX_BACKOFF)
 
     async def _register(self) -> bool:
-        channel = channel_of(self.server)
+        channel = self._services.controller_channel
         try:
             node, resp = await channel.send(
                 self.registration_request(), attempts=len(channel.voters) or 1
@@ -174,7 +177,7 @@ class BrokerLifecycleManager:
         return True
 
     async def _heartbeat(self, want_shut_down: bool) -> Any | None:
-        channel = channel_of(self.server)
+        channel = self._services.controller_channel
         try:
             _node, resp = await channel.send(
                 self.heartbeat_request(want_shut_down), attempts=len(channel.voters) or 1
@@ -262,24 +265,3 @@ class BrokerLifecycleManager:
                         self.node_id, timeout)  # fmt: skip
         self.state = "SHUTTING_DOWN"
         self.shut_down.set()
-
-
-def start_broker(server: Any) -> BrokerLifecycleManager:
-    """Start the broker lifecycle of ``server`` (call once its listeners are bound)."""
-    manager = BrokerLifecycleManager(server)
-    server.broker_lifecycle = manager
-    manager.start()
-    return manager
-
-
-async def stop_broker(server: Any, timeout: float | None = None) -> None:
-    """Controlled shutdown of ``server``'s broker role, then close its controller channel."""
-    manager = getattr(server, "broker_lifecycle", None)
-    if timeout is None:
-        timeout = server.config.shutdown_timeout_ms / 1000
-    if manager is not None:
-        try:
-            await manager.stop(timeout)
-        except Exception:
-            log.exception("broker lifecycle: stopping failed")
-    await close_channel(server)

@@ -65,7 +65,7 @@ predecessor did not (also after an import replaced its state).
 **Lifecycle**: :meth:`BrokerMetadataPublisher.start` registers the callback and publishes the
 controller's current image as the first one (a snapshot the Raft core loaded while it was
 constructed included); :meth:`BrokerMetadataPublisher.stop` unregisters it and cancels the task;
-the server stops the publisher before it closes the coordinator (see :func:`stop_publisher`).
+the node stops the publisher before it closes the coordinator.
 Work not done at a stop is found again by the next start-up's reconcile.
 """
 
@@ -100,8 +100,6 @@ __all__ = [
     "diskless_topics",
     "is_diskless",
     "partition_count",
-    "start_publisher",
-    "stop_publisher",
 ]
 
 log = logging.getLogger("kafka_rpc.broker.metadata_publisher")
@@ -541,30 +539,3 @@ class BrokerMetadataPublisher:
         if path not in self._reported:
             self._reported.add(path)
             log.warning("metadata publisher: left %s alone: %s", path, why)
-
-
-# ============================================================================ server wiring
-def start_publisher(server: Any) -> BrokerMetadataPublisher:
-    """Create and start the publisher of ``server`` (a ``kafka_rpc.server.server.Server`` whose
-    quorum replica is started): its coordinator (None without the broker role), its log
-    directories, the mirror file in the first log directory, caught up once the image holds this
-    process's broker registration."""
-    cfg = server.config
-    publisher = BrokerMetadataPublisher(
-        server.coordinator,
-        cfg.storage_dirs(),
-        mirror_file=cfg.data_dir / MIRROR_FILE_NAME,
-        caught_up=caught_up_when_registered(
-            server.node_id, lambda: getattr(server.broker_lifecycle, "incarnation_id", None)
-        ),
-    )
-    publisher.start(server.controller)
-    server.metadata_publisher = publisher
-    return publisher
-
-
-async def stop_publisher(server: Any) -> None:
-    """Stop ``server``'s publisher, if any (before its coordinator closes)."""
-    publisher, server.metadata_publisher = getattr(server, "metadata_publisher", None), None
-    if publisher is not None:
-        await publisher.stop()

@@ -1,5 +1,5 @@
 """Request handlers, one module per API. Importing this package registers every handler with
-``kafka_rpc.server.registry.default_registry``."""
+``kafka_rpc.api.registry.default_registry``."""
 
 from kafka_rpc.handlers import acls as acls  # CreateAcls, DeleteAcls, DescribeAcls
 from kafka_rpc.handlers import alter_configs as alter_configs  # (Incremental)AlterConfigs

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.security.acls import acl_error_response, describe_acls
-from kafka_rpc.server.registry import handles
 
 _NO_AUTHORIZER = "No Authorizer is configured."
 
@@ -32,10 +32,10 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 
 async def _write(ctx: Any, request: Any, local: str) -> Any:
-    if getattr(ctx.server, "authorizer", None) is None:
+    if ctx.services.authorizer is None:
         return acl_error_response(request, ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, local,
+        ctx.services, ctx.listener.role, request, ctx.api_version, local,
         lambda code: _error(request, ctx.api_version, code),
     )  # fmt: skip
 
@@ -55,7 +55,7 @@ async def delete_acls(ctx: Any, request: Any) -> Any:
 @handles("DescribeAclsRequest", error_response=_error)
 def describe(ctx: Any, request: Any) -> Any:
     """The bindings of this node's image that match the filter."""
-    server = ctx.server
-    if getattr(server, "authorizer", None) is None:
+    services = ctx.services
+    if getattr(services, "authorizer", None) is None:
         return acl_error_response(request, ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER)
-    return describe_acls(server.controller.image, request)
+    return describe_acls(services.controller.image, request)

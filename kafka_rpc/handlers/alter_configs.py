@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import answer_or_forward
 from kafka_rpc.controller.configuration import alter_configs_error_response
-from kafka_rpc.server.registry import handles
 
 __all__ = ["alter_configs", "incremental_alter_configs"]
 
@@ -33,7 +33,7 @@ def _error(request: Any, version: int, code: int) -> Any:
 
 async def _route(ctx: Any, request: Any, local: str) -> Any:
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, local,
+        ctx.services, ctx.listener.role, request, ctx.api_version, local,
         lambda code: alter_configs_error_response(request, code, None),
     )  # fmt: skip
 

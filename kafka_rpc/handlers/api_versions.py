@@ -31,10 +31,10 @@ from __future__ import annotations
 
 import re
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.controller.features import finalized_levels, supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
 
 _mod = codec.module("ApiVersionsResponse")
 ApiVersionsResponse = _mod.MESSAGE
@@ -96,7 +96,7 @@ def api_versions(ctx, request):
     ):  # fmt: skip
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     listener = ctx.listener
-    ctl = ctx.server.controller
+    ctl = ctx.services.controller
     image = None if ctl is None else ctl.image
     if image is not listener.api_versions_image:  # a new committed image: rebuild on demand
         listener.api_versions_bodies.clear()

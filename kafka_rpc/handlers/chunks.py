@@ -36,8 +36,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import answer_or_forward
 from kafka_rpc.controller.chunks import (
     alter_chunk_assignments_error_response,
@@ -45,7 +46,9 @@ from kafka_rpc.controller.chunks import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
+
+if TYPE_CHECKING:
+    from kafka_rpc.api.services import NodeServices
 
 __all__ = [
     "alter_chunk_assignments",
@@ -77,7 +80,7 @@ def _needs_fill(e: Any) -> bool:
     return e.start_offset == -1 or e.prev_stop_offset == -1 or e.start_timestamp == -1
 
 
-async def fill_from_coordinator(server: Any, entry: Any) -> Any:
+async def fill_from_coordinator(services: NodeServices, entry: Any) -> Any:
     """``entry`` (a CreateChunksTopicPartition) with its -1 offsets / timestamp filled in by this
     node as the partition's leader (see the module docstring); raises ``_Unfillable``."""
     from kafka_rpc.broker.metadata_publisher import is_diskless
@@ -88,7 +91,7 @@ async def fill_from_coordinator(server: Any, entry: Any) -> Any:
         TopicIdPartition,
     )
 
-    ctl = getattr(server, "controller", None)
+    ctl = services.controller
     image = getattr(ctl, "image", None)
     t = None if image is None else image.topic_by_name(entry.topic_name)
     p = None if t is None else t.partitions.get(entry.partition_id)
@@ -98,10 +101,10 @@ async def fill_from_coordinator(server: Any, entry: Any) -> Any:
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             f"Unable to find partition {entry.topic_name}:{entry.partition_id}.",
         )
-    if p.leader != server.node_id:
+    if p.leader != services.node_id:
         raise _Unfillable(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            f"Broker {server.node_id} is not the leader of {name} (the leader is {p.leader}); "
+            f"Broker {services.node_id} is not the leader of {name} (the leader is {p.leader}); "
             "only the leader fills in the chunk offsets.",
         )
     if not is_diskless(image, t):
@@ -109,10 +112,10 @@ async def fill_from_coordinator(server: Any, entry: Any) -> Any:
             ErrorCode.INVALID_REQUEST,
             f"{name} is not a diskless partition: this server cannot fill in its chunk offsets.",
         )
-    coordinator = getattr(server, "coordinator", None)
+    coordinator = getattr(services, "coordinator", None)
     if coordinator is None:
         raise _Unfillable(
-            ErrorCode.INVALID_REQUEST, f"No Batch Coordinator runs on broker {server.node_id}."
+            ErrorCode.INVALID_REQUEST, f"No Batch Coordinator runs on broker {services.node_id}."
         )
     tp = TopicIdPartition(t.topic_id, entry.partition_id)
     [lo] = await coordinator.list_offsets([ListOffsetsRequest(tp, LATEST_TIMESTAMP)])
@@ -141,7 +144,7 @@ async def fill_from_coordinator(server: Any, entry: Any) -> Any:
     )
 
 
-async def _broker_create(server: Any, request: Any, version: int) -> Any:
+async def _broker_create(services: NodeServices, request: Any, version: int) -> Any:
     results: list[Any] = [None] * len(request.topic_partitions)
     forward: list[tuple[int, Any]] = []
     for i, e in enumerate(request.topic_partitions):
@@ -150,7 +153,7 @@ async def _broker_create(server: Any, request: Any, version: int) -> Any:
             continue
         try:
             try:
-                forward.append((i, await fill_from_coordinator(server, e)))
+                forward.append((i, await fill_from_coordinator(services, e)))
             except _Unfillable:
                 raise
             except Exception as exc:  # the coordinator failed: this entry only
@@ -166,7 +169,7 @@ async def _broker_create(server: Any, request: Any, version: int) -> Any:
     if forward:
         sub = dataclasses.replace(request, topic_partitions=tuple(e for _, e in forward))
         resp = await answer_or_forward(
-            server, "broker", sub, version, "create_chunks",
+            services, "broker", sub, version, "create_chunks",
             lambda code: create_error_response(sub, version, code),
             timeout=_TIMEOUT_S,
         )  # fmt: skip
@@ -183,11 +186,11 @@ async def _broker_create(server: Any, request: Any, version: int) -> Any:
 
 @handles("CreateChunksRequest", error_response=create_error_response)
 async def create_chunks(ctx, request):
-    server = ctx.server
+    services = ctx.services
     if ctx.listener.role == "broker":
-        return await _broker_create(server, request, ctx.api_version)
+        return await _broker_create(services, request, ctx.api_version)
     return await answer_or_forward(
-        server, "controller", request, ctx.api_version, "create_chunks",
+        services, "controller", request, ctx.api_version, "create_chunks",
         lambda code: create_error_response(request, ctx.api_version, code),
     )  # fmt: skip
 
@@ -195,6 +198,6 @@ async def create_chunks(ctx, request):
 @handles("AlterChunkAssignmentsRequest", error_response=alter_error_response)
 async def alter_chunk_assignments(ctx, request):
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, "alter_chunk_assignments",
+        ctx.services, ctx.listener.role, request, ctx.api_version, "alter_chunk_assignments",
         lambda code: alter_error_response(request, ctx.api_version, code),
     )  # fmt: skip

@@ -48,14 +48,17 @@ KIP-919 and KIP-1073), answered from this node's committed image without a write
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.handlers.metadata import metadata_response
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
+
+if TYPE_CHECKING:
+    from kafka_rpc.api.services import NodeServices
 
 __all__ = [
     "CLUSTER_AUTHORIZED_OPERATIONS",
@@ -84,7 +87,7 @@ _NOT_REQUESTED = -(1 << 31)
 
 
 # ------------------------------------------------------------------ UnregisterBroker
-async def route_unregister(server: Any, role: str, request: Any, version: int) -> Any:
+async def route_unregister(services: NodeServices, role: str, request: Any, version: int) -> Any:
     """Answer an UnregisterBroker that came in on a listener of ``role``: at the active
     controller, NOT_CONTROLLER on a controller listener elsewhere, else forwarded
     (:func:`~kafka_rpc.broker.channel.answer_or_forward`)."""
@@ -92,12 +95,12 @@ async def route_unregister(server: Any, role: str, request: Any, version: int) -
     def error(code: int) -> Any:
         return _UnregisterResponse(error_code=code, error_message=FORWARD_ERROR_MESSAGES[code])
 
-    return await answer_or_forward(server, role, request, version, "unregister_broker", error)
+    return await answer_or_forward(services, role, request, version, "unregister_broker", error)
 
 
 @handles("UnregisterBrokerRequest")
 async def unregister_broker(ctx, request):
-    return await route_unregister(ctx.server, ctx.listener.role, request, ctx.api_version)
+    return await route_unregister(ctx.services, ctx.listener.role, request, ctx.api_version)
 
 
 # ------------------------------------------------------------------ DescribeCluster
@@ -140,8 +143,8 @@ def _broker_nodes(image, request, version, listener, **metadata_kw) -> tuple[lis
     return [nodes[i] for i in sorted(nodes)], md.controller_id
 
 
-def _controller_nodes(server: Any, listener: str) -> list:
-    ctl = getattr(server, "controller", None)
+def _controller_nodes(services: NodeServices, listener: str) -> list:
+    ctl = services.controller
     image = getattr(ctl, "image", None) or EMPTY
     if image.controllers:
         out = []
@@ -151,12 +154,12 @@ def _controller_nodes(server: Any, listener: str) -> list:
                 out.append(_Describe.DescribeClusterBroker(broker_id=cid, host=ep.host,
                                                            port=ep.port))  # fmt: skip
         return out
-    voters = server.config.voters()
+    voters = services.config.voters()
     out = []
     for vid in sorted(voters):
         host, port = voters[vid]
-        if vid == server.node_id:
-            bound_host, bound_port = server.bound.get(listener, (host, port))
+        if vid == services.node_id:
+            bound_host, bound_port = services.bound.get(listener, (host, port))
             if bound_host not in ("", "0.0.0.0", "::"):
                 host = bound_host
             port = bound_port
@@ -164,35 +167,38 @@ def _controller_nodes(server: Any, listener: str) -> list:
     return out
 
 
-def describe_cluster_response(server: Any, request: Any, version: int, listener: Any) -> Any:
+def describe_cluster_response(
+    services: NodeServices, request: Any, version: int, listener: Any
+) -> Any:
     """The DescribeClusterResponse for ``request`` at ``version`` arriving on ``listener`` (a
-    listener state with ``name`` and ``role``) of ``server``; see the module docstring."""
+    listener state with ``name`` and ``role``) of the node ``services``; see the module
+    docstring."""
     expected = ENDPOINT_CONTROLLER if listener.role == "controller" else ENDPOINT_BROKER
     error = _endpoint_error(request, version, expected)
     if error is not None:
         return error
-    ctl = getattr(server, "controller", None)
+    ctl = services.controller
     leader = getattr(ctl, "active_controller_id", -1) if ctl is not None else -1
     if expected == ENDPOINT_CONTROLLER:
-        nodes = _controller_nodes(server, listener.name)
+        nodes = _controller_nodes(services, listener.name)
         controller_id = leader if any(n.broker_id == leader for n in nodes) else -1
     else:
         image = getattr(ctl, "image", None) or EMPTY
-        ep = server.advertised(listener.name)
+        ep = services.advertised(listener.name)
         nodes, controller_id = _broker_nodes(
             image,
             request,
             version,
             listener.name,
-            cluster_id=server.cluster_id,
-            node_id=server.node_id,
+            cluster_id=services.cluster_id,
+            node_id=services.node_id,
             fallback_endpoint=(ep.host, ep.port),
             active_controller_id=leader,
         )
     return _Describe.DescribeClusterResponse(
         error_code=ErrorCode.NONE,
         endpoint_type=expected,
-        cluster_id=server.cluster_id or "",
+        cluster_id=services.cluster_id or "",
         controller_id=controller_id,
         brokers=tuple(nodes),
         cluster_authorized_operations=(
@@ -205,4 +211,4 @@ def describe_cluster_response(server: Any, request: Any, version: int, listener:
 
 @handles("DescribeClusterRequest")
 def describe_cluster(ctx, request):
-    return describe_cluster_response(ctx.server, request, ctx.api_version, ctx.listener)
+    return describe_cluster_response(ctx.services, request, ctx.api_version, ctx.listener)

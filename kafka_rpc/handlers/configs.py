@@ -1,7 +1,7 @@
 """DescribeConfigs (key 32), v1-4 on both listeners.
 
 Kafka's ``ConfigHelper.describeConfigs`` (served by ``KafkaApis`` and ``ControllerApis`` alike),
-answered from this node's committed metadata image (``ctx.server.controller.image``), one result
+answered from this node's committed metadata image (``ctx.services.controller.image``), one result
 per resource in request order:
 
 - TOPIC (2): the topic's effective configs (:func:`kafka_rpc.controller.topic_configs
@@ -29,12 +29,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.controller.image import EMPTY, RESOURCE_BROKER
 from kafka_rpc.controller.replication import validate_topic_name
 from kafka_rpc.controller.topic_configs import BROKER_SETTINGS, describe_topic_configs
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
 
 __all__ = ["RESOURCE_TOPIC", "describe_configs", "describe_configs_response"]
 
@@ -124,9 +124,9 @@ def describe_configs_response(
 
 @handles("DescribeConfigsRequest", error_response=error_response)
 def describe_configs(ctx: Any, request: Any) -> Any:
-    server = ctx.server
-    ctl = getattr(server, "controller", None)
+    services = ctx.services
+    ctl = getattr(services, "controller", None)
     image = getattr(ctl, "image", None) or EMPTY
-    raw = server.config.raw
+    raw = services.config.raw
     settings = {k: raw[k] for k in BROKER_SETTINGS if k in raw}
-    return describe_configs_response(image, request, settings, server.node_id)
+    return describe_configs_response(image, request, settings, services.node_id)

@@ -4,7 +4,7 @@ AlterPartition (56, a partition leader changing its ISR).
 
 API: the versions of our specs, on the controller listener only (the specs name it).
 Behavior: each handler passes the decoded request to the node's
-:class:`~kafka_rpc.controller.quorum_controller.QuorumController` (``ctx.server.controller``),
+:class:`~kafka_rpc.controller.quorum_controller.QuorumController` (``ctx.services.controller``),
 which runs it as a write event on the active controller and answers once its records are
 committed (DESIGN.md section 7, ``reference/kraft.md`` 3).
 Errors: NOT_CONTROLLER (41) when this node runs no controller or is not the active one (also
@@ -20,13 +20,13 @@ AllocateProducerIds over
 
 from __future__ import annotations
 
+from kafka_rpc.api.registry import default_registry
 from kafka_rpc.controller.quorum_controller import not_controller_response
-from kafka_rpc.server.registry import default_registry
 
 
 def _to_active_controller(method: str):
     async def handler(ctx, request):
-        controller = getattr(ctx.server, "controller", None)
+        controller = ctx.services.controller
         if controller is None or not controller.is_active:
             return not_controller_response(request)
         return await getattr(controller, method)(request, ctx.api_version)

@@ -782,8 +782,8 @@ def _register() -> None:
     """Register every diskless RPC with the server's default registry; each handler calls the
     server's Batch Coordinator (``Server.coordinator``), and answers COORDINATOR_NOT_AVAILABLE
     on every ErrorCode field when this node runs none (no broker role)."""
+    from kafka_rpc.api.registry import default_registry
     from kafka_rpc.protocol.errors import KafkaError
-    from kafka_rpc.server.registry import default_registry
 
     table = {
         "InitDisklessTopicsRequest": handle_init_diskless_topics,
@@ -798,20 +798,20 @@ def _register() -> None:
     for name, fn in table.items():
 
         async def handler(ctx: Any, request: Any, _fn=fn, _name=name) -> Any:
-            coordinator = ctx.server.coordinator
+            coordinator = ctx.services.coordinator
             if coordinator is None:
                 raise KafkaError(ErrorCode.COORDINATOR_NOT_AVAILABLE)
             kind = _OWNED.get(_name)
             if kind is None:
-                resp = await _fn(coordinator, request, broker_id=ctx.server.node_id)
+                resp = await _fn(coordinator, request, broker_id=ctx.services.node_id)
             else:
-                owns = owner_check(ctx.server, kind == "write")
-                resp = await _fn(coordinator, request, broker_id=ctx.server.node_id, owns=owns)
+                owns = owner_check(ctx.services, kind == "write")
+                resp = await _fn(coordinator, request, broker_id=ctx.services.node_id, owns=owns)
             if _name == "DeleteDisklessRecordsRequest":  # KIP-1114 automatic chunk deletion
                 from kafka_rpc.broker.chunk_deletion import schedule_removal
 
                 schedule_removal(
-                    ctx.server,
+                    ctx.services,
                     (
                         (t.topic_id, p.partition_index, p.low_watermark)
                         for t in resp.responses
@@ -833,10 +833,10 @@ def _register() -> None:
         from kafka_rpc.broker.coordinator_moves import check_moves
         from kafka_rpc.controller.quorum_controller import not_controller_response
 
-        controller = getattr(ctx.server, "controller", None)
+        controller = ctx.services.controller
         if controller is None or not controller.is_active:
             return not_controller_response(request)
-        refused = await check_moves(ctx.server, request)  # the move rule: before any batch
+        refused = await check_moves(ctx.services, request)  # the move rule: before any batch
         if not refused:
             return await controller.assign_partition_to_batch_coordinator(request, ctx.api_version)
         return await _assign_without(controller, request, refused, ctx.api_version)

@@ -39,12 +39,12 @@ import struct
 import time
 from typing import Any
 
+from kafka_rpc.api.context import RequestContext, error_response
+from kafka_rpc.api.registry import handles
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.protocol.frames import encode_response, frame, parse_request_header
 from kafka_rpc.security.authorizer import topic_plan
-from kafka_rpc.server.connection import RequestContext, error_response
-from kafka_rpc.server.registry import handles
 
 __all__ = ["FORWARDABLE", "envelope", "parse_principal", "serialize_principal"]
 

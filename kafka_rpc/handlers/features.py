@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
-from kafka_rpc.server.registry import handles
 
 __all__ = ["update_features", "update_features_error_response"]
 
@@ -41,7 +41,7 @@ def update_features_error_response(request: Any, version: int, code: int) -> Any
 async def update_features(ctx, request):
     version = ctx.api_version
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, version, "update_features",
+        ctx.services, ctx.listener.role, request, version, "update_features",
         lambda code: update_features_error_response(request, version, code),
         timeout=max(1.0, request.timeout_ms / 1000),
     )  # fmt: skip

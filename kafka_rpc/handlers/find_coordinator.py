@@ -6,7 +6,7 @@ Behavior: key type 3 (BATCH, v7, KIP-1164) with keys ``read:<topicId>:<partition
 36-char hyphenated form; partition >= 0), DESIGN.md section 9: the partition belongs to the
 ``__diskless-metadata`` partition its TopicPartitionToBatchCoordinatorMapping names in the
 committed metadata image (0 when unmapped). When this node serves that coordinator partition
-(``server.batch_coordinator_partitions``: for ``write:`` it leads it, for ``read:`` it holds a
+(``services.batch_coordinator_partitions``: for ``write:`` it leads it, for ``read:`` it holds a
 replica), the answer is this node at the advertised endpoint of the request's listener; that
 is every key on a single node, and on every ``kafka-rpc serve`` process sharing one PostgreSQL
 database (``postgresql://``: each is a writable coordinator whose acknowledged commits
@@ -34,6 +34,7 @@ import binascii
 import re
 from uuid import UUID
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.controller.coordinator_mapping import (
     DEFAULT_COORDINATOR_PARTITION,
     DISKLESS_METADATA_TOPIC,
@@ -41,7 +42,6 @@ from kafka_rpc.controller.coordinator_mapping import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
 
 _mod = codec.module("FindCoordinatorResponse")
 FindCoordinatorResponse = _mod.FindCoordinatorResponse
@@ -77,25 +77,25 @@ def parse_batch_key(key: str) -> tuple[str, UUID, int] | None:
 
 def _batch_answer(ctx, mode: str, topic_id: UUID, partition: int) -> tuple:
     """The coordinator of one parsed BATCH key (module docstring)."""
-    server = ctx.server
-    served = getattr(server, "batch_coordinator_partitions", None)
-    controller = getattr(server, "controller", None)
+    services = ctx.services
+    served = getattr(services, "batch_coordinator_partitions", None)
+    controller = getattr(services, "controller", None)
     write = mode == "write"
     c = DEFAULT_COORDINATOR_PARTITION
     if served is not None and controller is not None:
         c = coordinator_partition(controller.image, topic_id, partition)
     if served is None or controller is None or c in served(write):
-        ep = server.advertised(ctx.listener.name)
-        return ErrorCode.NONE, None, server.node_id, ep.host, ep.port
+        ep = services.advertised(ctx.listener.name)
+        return ErrorCode.NONE, None, services.node_id, ep.host, ep.port
     image = controller.image
     t = image.topic_by_name(DISKLESS_METADATA_TOPIC)
     p = None if t is None else t.partitions.get(c)
     if write and c in served(False):  # a replica here: its Raft group knows the leader
-        leader_of = getattr(server.coordinator, "leader_of", None)
+        leader_of = getattr(services.coordinator, "leader_of", None)
         leader = leader_of(c) if leader_of is not None else -1
-        if leader == server.node_id:  # elected, not yet writable: it will be in a moment
-            ep = server.advertised(ctx.listener.name)
-            return ErrorCode.NONE, None, server.node_id, ep.host, ep.port
+        if leader == services.node_id:  # elected, not yet writable: it will be in a moment
+            ep = services.advertised(ctx.listener.name)
+            return ErrorCode.NONE, None, services.node_id, ep.host, ep.port
         p = None
         if leader >= 0:
             reg = image.brokers.get(leader)

@@ -1,7 +1,7 @@
 """Metadata (key 3).
 
 API: versions 0-14 on the broker listener.
-Behavior: answered from this node's committed metadata image (``ctx.server.controller.image``,
+Behavior: answered from this node's committed metadata image (``ctx.services.controller.image``,
 ``kafka_rpc.controller.image.MetadataImage``), as Kafka's ``KRaftMetadataCache``:
 
 - Brokers: the registered brokers that are not fenced, at their endpoint for the listener the
@@ -39,15 +39,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.controller.coordinator_mapping import INTERNAL_TOPICS
 from kafka_rpc.controller.image import EMPTY, NO_LEADER, MetadataImage
 from kafka_rpc.controller.replication import validate_topic_name
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
+
+if TYPE_CHECKING:
+    from kafka_rpc.api.services import NodeServices
 
 __all__ = ["auto_create", "metadata", "metadata_response"]
 
@@ -231,22 +234,22 @@ _inflight: set[str] = set()
 _tasks: set[asyncio.Future] = set()
 
 
-def auto_create(server: Any, names: list[str]) -> None:
+def auto_create(services: NodeServices, names: list[str]) -> None:
     """Create ``names`` through the active controller in the background (each name at most once
     at a time, like Kafka's ``AutoTopicCreationManager.inflightTopics``)."""
     names = [n for n in names if n not in _inflight]
     if not names:
         return
     _inflight.update(names)
-    task = asyncio.ensure_future(_create(server, names))
+    task = asyncio.ensure_future(_create(services, names))
     _tasks.add(task)
     task.add_done_callback(_tasks.discard)
 
 
-async def _create(server: Any, names: list[str]) -> None:
+async def _create(services: NodeServices, names: list[str]) -> None:
     from kafka_rpc.handlers.topics import route
 
-    cfg = server.config
+    cfg = services.config
     mod = codec.module("CreateTopicsRequest")
     request = mod.CreateTopicsRequest(
         topics=tuple(
@@ -260,7 +263,7 @@ async def _create(server: Any, names: list[str]) -> None:
         timeout_ms=max(1000, cfg.quorum_request_timeout_ms),
     )
     try:
-        resp = await route(server, "broker", "create", request, 7)
+        resp = await route(services, "broker", "create", request, 7)
         for t in resp.topics:
             if t.error_code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
                 log.info("auto-creating topic %r: error %s %s", t.name, t.error_code,
@@ -274,21 +277,21 @@ async def _create(server: Any, names: list[str]) -> None:
 # ------------------------------------------------------------------ handler
 @handles("MetadataRequest")
 def metadata(ctx, request):
-    server = ctx.server
-    ctl = getattr(server, "controller", None)
+    services = ctx.services
+    ctl = services.controller
     image = getattr(ctl, "image", None) or EMPTY
-    ep = server.advertised(ctx.listener.name)
+    ep = services.advertised(ctx.listener.name)
     resp, to_create = metadata_response(
         image,
         request,
         ctx.api_version,
         ctx.listener.name,
-        cluster_id=server.cluster_id,
-        node_id=server.node_id,
+        cluster_id=services.cluster_id,
+        node_id=services.node_id,
         fallback_endpoint=(ep.host, ep.port),
         active_controller_id=getattr(ctl, "active_controller_id", -1) if ctl else -1,
-        auto_create_enabled=ctl is not None and server.config.auto_create_topics_enable,
+        auto_create_enabled=ctl is not None and services.config.auto_create_topics_enable,
     )
     if to_create:
-        auto_create(server, to_create)
+        auto_create(services, to_create)
     return resp

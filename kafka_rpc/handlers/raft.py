@@ -6,7 +6,7 @@ EndQuorumEpoch, FetchSnapshot and UpdateRaftVoter on the controller listener; Fe
 DescribeQuorum on both. UpdateRaftVoter names no partition: it always goes to the metadata log's
 replica, which answers it as a static quorum's leader does (``RaftCore._on_update_voter``).
 Behavior: each handler passes the decoded request to the node's Raft driver
-(``ctx.server.raft``, :class:`kafka_rpc.raft.driver.RaftDriver`), which answers as Kafka's
+(``ctx.services.raft``, :class:`kafka_rpc.raft.driver.RaftDriver`), which answers as Kafka's
 ``KafkaRaftClient`` does (``reference/kraft.md`` 1.4-1.13) at the request's version. A node in
 the broker role only runs its replica as an observer; its DescribeQuorum is answered by that
 replica (NOT_LEADER_OR_FOLLOWER with the known leader and epoch, as a non-leader controller).
@@ -21,9 +21,10 @@ On the controller listener every Fetch goes to the driver, which answers a topic
 metadata log with a top-level INVALID_REQUEST (kraft.md 1.9).
 
 Other Raft partitions (DESIGN.md section 9): a ``__diskless-metadata`` partition's
-replica registers its driver with :func:`register_partition` under the partition's topic id, its
-topic name and its partition index. A request whose first topic/partition names a registered
-partition, by topic id (Vote v3, BeginQuorumEpoch v2, EndQuorumEpoch v2, Fetch v13+) or by name
+replica registers its driver with ``RaftPartitions.register`` (``kafka_rpc.raft.routing``)
+under the partition's topic id, its topic name and its partition index. A request whose first
+topic/partition names a registered partition, by topic id (Vote v3, BeginQuorumEpoch v2,
+EndQuorumEpoch v2, Fetch v13+) or by name
 (older versions, FetchSnapshot and DescribeQuorum, which carry no id), goes to that driver; so
 does one naming the partition of the server's own Batch Coordinator when that is a
 ``ReplicatedBatchCoordinator`` (``diskless.coordinator.url=raft://...``: its
@@ -32,35 +33,18 @@ sentinel topic id. (A Raft
 request names one partition: Kafka's ``KafkaRaftClient`` rejects more.)
 
 Errors: NOT_CONTROLLER (41) in every ErrorCode field when the node runs no quorum
-(``ctx.server.raft`` is None) and the request names no registered partition; otherwise the
+(``ctx.services.raft`` is None) and the request names no registered partition; otherwise the
 driver's codes.
 """
 
 from __future__ import annotations
 
+from kafka_rpc.api.registry import default_registry, handles
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
-from kafka_rpc.server.registry import default_registry, handles
 
 _Fetch = codec.module("FetchResponse")
-
-
-def register_partition(server, topic_id, topic_name: str, partition: int, driver) -> None:
-    """Route the Raft RPCs naming ``topic_id`` (or ``topic_name``) / ``partition`` on ``server``'s
-    controller listener to ``driver`` (a :class:`~kafka_rpc.raft.driver.RaftDriver`)."""
-    table = getattr(server, "raft_partitions", None)
-    if table is None:
-        table = server.raft_partitions = {}
-    table[(topic_id, partition)] = driver
-    table[(topic_name, partition)] = driver
-
-
-def unregister_partition(server, topic_id, topic_name: str, partition: int) -> None:
-    """Stop routing a partition registered by :func:`register_partition` (no-op if absent)."""
-    table = getattr(server, "raft_partitions", None) or {}
-    table.pop((topic_id, partition), None)
-    table.pop((topic_name, partition), None)
 
 
 def _partition_driver(ctx, request):
@@ -82,16 +66,16 @@ def _partition_driver(ctx, request):
         if not name:
             return None
         key = (name, index)
-    table = getattr(ctx.server, "raft_partitions", None)
-    driver = table.get(key) if table else None
+    services = ctx.services
+    driver = services.raft_partitions.get(key)
     if driver is None:
-        route = getattr(getattr(ctx.server, "coordinator", None), "raft_driver_for", None)
+        route = getattr(services.coordinator, "raft_driver_for", None)
         driver = route(key) if route is not None else None
     return driver
 
 
 async def _to_raft(ctx, request):
-    raft = _partition_driver(ctx, request) or getattr(ctx.server, "raft", None)
+    raft = _partition_driver(ctx, request) or ctx.services.raft
     if raft is None:
         raise KafkaError(ErrorCode.NOT_CONTROLLER, "this node runs no metadata quorum")
     return await raft.handle(ctx.api_key, ctx.api_version, request)

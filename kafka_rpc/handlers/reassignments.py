@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.controller import partitions
-from kafka_rpc.server.registry import handles
 
 __all__ = ["alter_partition_reassignments", "elect_leaders", "list_partition_reassignments"]
 
@@ -50,7 +50,7 @@ def _elect_error(request: Any, version: int, code: int) -> Any:
 
 async def _route(ctx: Any, request: Any, method: str, error: Any) -> Any:
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, method,
+        ctx.services, ctx.listener.role, request, ctx.api_version, method,
         lambda code: error(request, ctx.api_version, code),
         timeout=max(1.0, request.timeout_ms / 1000),
     )  # fmt: skip

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
 
 _Handshake = codec.message_class("SaslHandshakeResponse")
 _Authenticate = codec.message_class("SaslAuthenticateResponse")

@@ -15,10 +15,10 @@ commit. Errors per user: NOT_CONTROLLER (41), REQUEST_TIMED_OUT (7), and the com
 
 from __future__ import annotations
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import answer_or_forward
 from kafka_rpc.controller.client_quotas import alter_client_quotas_error_response
 from kafka_rpc.controller.scram import alter_user_scram_credentials_error_response
-from kafka_rpc.server.registry import handles
 
 __all__ = ["alter_client_quotas", "alter_user_scram_credentials"]
 
@@ -30,7 +30,7 @@ def _error(request, version, code):
 @handles("AlterUserScramCredentialsRequest", error_response=_error)
 async def alter_user_scram_credentials(ctx, request):
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, "alter_user_scram_credentials",
+        ctx.services, ctx.listener.role, request, ctx.api_version, "alter_user_scram_credentials",
         lambda code: alter_user_scram_credentials_error_response(request, code, None),
     )  # fmt: skip
 
@@ -42,6 +42,6 @@ def _quota_error(request, version, code):
 @handles("AlterClientQuotasRequest", error_response=_quota_error)
 async def alter_client_quotas(ctx, request):
     return await answer_or_forward(
-        ctx.server, ctx.listener.role, request, ctx.api_version, "alter_client_quotas",
+        ctx.services, ctx.listener.role, request, ctx.api_version, "alter_client_quotas",
         lambda code: alter_client_quotas_error_response(request, code, None),
     )  # fmt: skip

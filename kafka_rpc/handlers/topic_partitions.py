@@ -31,12 +31,12 @@ from __future__ import annotations
 from typing import Any
 from uuid import UUID
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.controller.coordinator_mapping import INTERNAL_TOPICS
 from kafka_rpc.controller.image import EMPTY, NO_LEADER, MetadataImage
 from kafka_rpc.controller.replication import validate_topic_name
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import handles
 
 __all__ = [
     "MAX_REQUEST_PARTITION_SIZE_LIMIT",
@@ -152,6 +152,6 @@ def describe_topic_partitions_response(image: MetadataImage, request: Any, liste
 
 @handles("DescribeTopicPartitionsRequest", error_response=error_response)
 def describe_topic_partitions(ctx: Any, request: Any) -> Any:
-    ctl = getattr(ctx.server, "controller", None)
+    ctl = ctx.services.controller
     image = getattr(ctl, "image", None) or EMPTY
     return describe_topic_partitions_response(image, request, ctx.listener.name)

@@ -4,7 +4,7 @@ API: CreateTopics 2-7, DeleteTopics 1-6 and CreatePartitions 0-3 on both listene
 Behavior (Kafka's ``ControllerApis`` on the controller listener, ``ForwardingManager`` on the
 broker listener):
 
-- on the node of the active controller (``ctx.server.controller.is_active``), either listener:
+- on the node of the active controller (``ctx.services.controller.is_active``), either listener:
   ``controller.create_topics`` / ``delete_topics`` / ``create_partitions``, answered once the
   records commit;
 - on the controller listener of any other node: NOT_CONTROLLER per topic;
@@ -22,12 +22,15 @@ with the error code.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
+from kafka_rpc.api.registry import handles
 from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
-from kafka_rpc.server.registry import handles
+
+if TYPE_CHECKING:
+    from kafka_rpc.api.services import NodeServices
 
 __all__ = ["create_partitions", "create_topics", "delete_topics", "route", "topics_error_response"]
 
@@ -88,13 +91,13 @@ def topics_error_response(kind: str, request: Any, version: int, code: int, mess
     return _BUILDERS[kind](request, version, code, message)
 
 
-async def route(server: Any, role: str, kind: str, request: Any, version: int) -> Any:
+async def route(services: NodeServices, role: str, kind: str, request: Any, version: int) -> Any:
     """Answer a CreateTopics (``kind="create"``), DeleteTopics (``"delete"``) or
     CreatePartitions (``"partitions"``) request that came in on a listener of ``role``: at the
     active controller, NOT_CONTROLLER, or forwarded
     (:func:`~kafka_rpc.broker.channel.answer_or_forward`)."""
     return await answer_or_forward(
-        server, role, request, version, _LOCAL[kind],
+        services, role, request, version, _LOCAL[kind],
         lambda code: topics_error_response(kind, request, version, code),
         timeout=max(1.0, request.timeout_ms / 1000),
     )  # fmt: skip
@@ -110,12 +113,12 @@ def _delete_error(request, version, code):
 
 @handles("CreateTopicsRequest", error_response=_create_error)
 async def create_topics(ctx, request):
-    return await route(ctx.server, ctx.listener.role, "create", request, ctx.api_version)
+    return await route(ctx.services, ctx.listener.role, "create", request, ctx.api_version)
 
 
 @handles("DeleteTopicsRequest", error_response=_delete_error)
 async def delete_topics(ctx, request):
-    return await route(ctx.server, ctx.listener.role, "delete", request, ctx.api_version)
+    return await route(ctx.services, ctx.listener.role, "delete", request, ctx.api_version)
 
 
 def _partitions_error(request, version, code):
@@ -124,4 +127,4 @@ def _partitions_error(request, version, code):
 
 @handles("CreatePartitionsRequest", error_response=_partitions_error)
 async def create_partitions(ctx, request):
-    return await route(ctx.server, ctx.listener.role, "partitions", request, ctx.api_version)
+    return await route(ctx.services, ctx.listener.role, "partitions", request, ctx.api_version)

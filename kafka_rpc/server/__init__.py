@@ -1,6 +1,6 @@
-"""asyncio listeners, connections and the dispatch registry."""
+"""The listener layer: asyncio listeners and connections (Kafka's ``SocketServer``), serving a
+filled registry (:mod:`kafka_rpc.api`) with the node's services."""
 
-from kafka_rpc.server.registry import Registry, default_registry, handles
-from kafka_rpc.server.server import Server, install_uvloop
+from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics, install_uvloop
 
-__all__ = ["Registry", "Server", "default_registry", "handles", "install_uvloop"]
+__all__ = ["ListenerState", "Listeners", "RequestMetrics", "install_uvloop"]

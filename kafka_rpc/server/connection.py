@@ -35,8 +35,6 @@
 from __future__ import annotations
 
 import asyncio
-import collections
-import dataclasses
 import logging
 import struct
 import time
@@ -44,7 +42,7 @@ import types
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
-from kafka_rpc.protocol import codec
+from kafka_rpc.api.context import RequestContext, error_response
 from kafka_rpc.protocol.errors import EncodeError, ErrorCode, KafkaError
 from kafka_rpc.protocol.frames import (
     API_VERSIONS_KEY,
@@ -54,35 +52,12 @@ from kafka_rpc.protocol.frames import (
 )
 
 if TYPE_CHECKING:
-    from kafka_rpc.server.registry import ApiEntry
-    from kafka_rpc.server.server import ListenerState
+    from kafka_rpc.api.registry import ApiEntry
+    from kafka_rpc.server.listeners import ListenerState
 
 log = logging.getLogger("kafka_rpc.server")
 
 _size_unpack = struct.Struct(">i").unpack_from
-
-
-_RequestContextFields = collections.namedtuple(
-    "_RequestContextFields",
-    "api_key api_version correlation_id client_id listener frame body_pos",
-)
-
-
-class RequestContext(_RequestContextFields):
-    """What a handler sees besides the request: the request header, the listener and the server.
-
-    A tuple ``(api_key, api_version, correlation_id, client_id, listener, frame, body_pos)``
-    built by :func:`~kafka_rpc.protocol.frames.dispatch` (natively, one allocation per
-    request); ``frame`` is the request's frame (4-byte size included) and ``body_pos`` where its
-    body starts in it. Read it through the named fields (a namedtuple's field access costs
-    the same as indexing; ``property(itemgetter)`` cost about 20 ns more per read).
-    """
-
-    __slots__ = ()
-
-    @property
-    def server(self) -> Any:
-        return self[4].server
 
 
 @types.coroutine
@@ -118,30 +93,6 @@ def unsupported_api_versions_response(correlation_id: int, lo: int, hi: int) -> 
     """Kafka's answer to an ApiVersions version it does not support (reference F.2)."""
     body = struct.pack(">ihihhh", correlation_id, ErrorCode.UNSUPPORTED_VERSION, 1, 18, lo, hi)
     return struct.pack(">i", len(body)) + body
-
-
-def error_response(entry: ApiEntry, request: Any, version: int, code: int) -> Any:
-    """The error response of ``request``: the handler's own builder, or a default response with
-    every ErrorCode field that exists at ``version`` set to ``code`` (nested arrays included)."""
-    if entry.error_response is not None:
-        return entry.error_response(request, version, code)
-    mod = codec.module(entry.response_name)
-    return _set_codes(codec.message_class(entry.response_name)(), mod, version, code)
-
-
-def _set_codes(obj: Any, mod: Any, version: int, code: int) -> Any:
-    vcls = getattr(mod, f"{type(obj).__name__}V{version}", None)
-    present = vcls.__dataclass_fields__ if vcls is not None else {}
-    changes = {}
-    for f in dataclasses.fields(obj):
-        value = getattr(obj, f.name)
-        if f.name == "error_code" and f.name in present:
-            changes[f.name] = code
-        elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
-            changes[f.name] = tuple(_set_codes(x, mod, version, code) for x in value)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            changes[f.name] = _set_codes(value, mod, version, code)
-    return dataclasses.replace(obj, **changes) if changes else obj
 
 
 class KafkaConnection(asyncio.Protocol):

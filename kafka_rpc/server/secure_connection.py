@@ -17,20 +17,16 @@ from typing import TYPE_CHECKING, Any
 import uvloop
 from uvloop.loop import SSLProtocol as UvSSLProtocol
 
+from kafka_rpc.api.context import RequestContext, error_response
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.protocol.frames import API_VERSIONS_KEY
 from kafka_rpc.security.authorizer import API_RULES, topic_plan
-from kafka_rpc.server.connection import (
-    KafkaConnection,
-    RequestContext,
-    _size_unpack,
-    error_response,
-)
+from kafka_rpc.server.connection import KafkaConnection, _size_unpack
 
 if TYPE_CHECKING:
-    from kafka_rpc.server.registry import ApiEntry
-    from kafka_rpc.server.server import ListenerState
+    from kafka_rpc.api.registry import ApiEntry
+    from kafka_rpc.server.listeners import ListenerState
 
 __all__ = [
     "SASL_AUTHENTICATE_KEY",

@@ -249,7 +249,7 @@ async def test_handler_reads_the_controller_image_and_auto_creates(monkeypatch):
         node_id=1,
         advertised=lambda name: CfgEndpoint(name, "me", 1),
     )
-    ctx = SimpleNamespace(server=server, listener=SimpleNamespace(name=PLAIN), api_version=12)
+    ctx = SimpleNamespace(services=server, listener=SimpleNamespace(name=PLAIN), api_version=12)
     T = Req.MetadataRequestTopic
     resp = md.metadata(ctx, Req.MetadataRequest(topics=(T(name="fresh"), T(name="alpha"))))
     assert [(t.name, t.error_code) for t in resp.topics] == [
@@ -388,8 +388,7 @@ async def test_channel_follows_the_leader(tmp_path):
     )
     script = {1: moved, 2: ok, 3: KafkaConnectionError("down")}
     ctl = SimpleNamespace(active_controller_id=3)
-    server = SimpleNamespace(config=cfg, node_id=9, controller=ctl, bound={})
-    channel = ControllerChannel(server)
+    channel = ControllerChannel(cfg, 9, active_controller_id=lambda: ctl.active_controller_id)
     channel._client = lambda node: _FakeClient(script, node)  # type: ignore[method-assign]
     # the known leader (3) is down, then 1 says NOT_CONTROLLER: two attempts are not enough
     with pytest.raises(ControllerUnavailableError):

@@ -7,8 +7,8 @@ import struct
 import pytest
 
 from kafka_rpc.config import load_config
+from kafka_rpc.node import Node, handlers_registry
 from kafka_rpc.protocol import codec, frames
-from kafka_rpc.server.server import Server, handlers_registry
 
 TIMEOUT = 5.0
 
@@ -50,7 +50,7 @@ async def start_server(tmp_path, registry=None, start_timeout: float = START_TIM
     how long it took)."""
     from tests.waiting import SLOW
 
-    server = Server(make_config(tmp_path, **extra), registry or handlers_registry())
+    server = Node(make_config(tmp_path, **extra), registry or handlers_registry())
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     task = asyncio.create_task(server.serve())

@@ -256,12 +256,12 @@ async def test_broker_listener_accepts_only_once_caught_up(tmp_path):
     before its controller has its port bound (advertised in its registration) but refuses
     connections and is not started; once the controller runs, the broker registers, catches
     up, and only then accepts."""
-    from kafka_rpc.server.server import Server, handlers_registry
+    from kafka_rpc.node import Node, handlers_registry
     from tests.integration.conftest import make_config
 
     ctl_port = _free_port()
     voters = f"1@127.0.0.1:{ctl_port}"
-    server = Server(make_config(tmp_path / "b", **{
+    server = Node(make_config(tmp_path / "b", **{
         "listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker", "node.id": "2",
         "controller.quorum.voters": voters, "cluster.id": CLUSTER_ID}), handlers_registry())
     task = asyncio.create_task(server.serve())
@@ -290,14 +290,14 @@ async def test_start_fails_after_server_max_startup_time_ms(tmp_path):
     """Past Kafka's ``server.max.startup.time.ms`` without its controller the start fails with
     TimeoutError naming what it waited for, and releases what it took (the directory lock: a
     second start on the same directory gets as far again)."""
-    from kafka_rpc.server.server import Server, handlers_registry
+    from kafka_rpc.node import Node, handlers_registry
     from tests.integration.conftest import make_config
 
     overrides = {"listeners": "PLAINTEXT://127.0.0.1:0", "process.roles": "broker",
                  "controller.quorum.voters": f"9@127.0.0.1:{_free_port()}",
                  "server.max.startup.time.ms": "300"}  # fmt: skip
     for _ in range(2):
-        server = Server(make_config(tmp_path, **overrides), handlers_registry())
+        server = Node(make_config(tmp_path, **overrides), handlers_registry())
         with pytest.raises(TimeoutError, match="caught up with the metadata log"):
             await asyncio.wait_for(server.serve(), 3 * TIMEOUT)
         assert not server.started.is_set()

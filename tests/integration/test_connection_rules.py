@@ -5,11 +5,11 @@ import struct
 
 import pytest
 
+from kafka_rpc.api.registry import Registry
 from kafka_rpc.handlers import api_versions as av_mod
 from kafka_rpc.handlers import metadata as md_mod
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
-from kafka_rpc.server.registry import Registry
 from tests.waiting import until
 
 from .conftest import Peer, start_server
@@ -208,7 +208,7 @@ async def test_handler_exception_becomes_error_response(private_server):
 
 
 async def test_error_response_sets_nested_error_codes(server):
-    from kafka_rpc.server.connection import error_response
+    from kafka_rpc.api.context import error_response
 
     entry = server.server.listeners["PLAINTEXT"].table[10]
     req = FindCoordinatorRequest(key_type=3, coordinator_keys=("a", "b"))

@@ -1,6 +1,6 @@
 """Three replicas of one ``__diskless-metadata`` partition (DESIGN.md section 9), each a
 ReplicatedBatchCoordinator whose Raft RPCs reach it through a real server's controller listener
-(routed by topic id, ``kafka_rpc.handlers.raft.register_partition``), all on loopback in this
+(routed by topic id, ``kafka_rpc.raft.routing.RaftPartitions``), all on loopback in this
 process: the leader's acknowledged commits are found on every follower, followers answer reads
 and refuse writes with NOT_COORDINATOR, hypothesis-generated writes leave the leader's and the
 followers' SQLite states equal row by row (a leader stopped midway included), and a follower

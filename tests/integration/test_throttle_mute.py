@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from kafka_rpc.api.registry import Registry
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.handlers import api_versions as av_mod
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.server.registry import Registry
 from tests.integration.conftest import Peer, start_server
 from tests.integration.test_controller import BROKER, registration, until_active
 from tests.raft.test_driver_single import start_single

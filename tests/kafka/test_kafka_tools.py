@@ -214,7 +214,7 @@ _API_LINE = re.compile(
 
 
 def test_broker_api_versions_lists_what_our_broker_listener_serves(ours, kafka_newest):
-    from kafka_rpc.server.server import handlers_registry
+    from kafka_rpc.node import handlers_registry
 
     out = tool(kafka_newest, "kafka-broker-api-versions", "--bootstrap-server", ours.broker).stdout
     assert out.startswith(f"{ours.broker} (id: 1 rack: null isFenced: false) -> (")

@@ -124,8 +124,8 @@ def test_our_raft_versions_stay_above_kafkas(kafka_newest, kafka_oldest):
     import zipfile
 
     from kafka_rpc.handlers import raft as _raft  # noqa: F401 - registers the Raft handlers
+    from kafka_rpc.node import handlers_registry
     from kafka_rpc.raft.wire import TOPIC_ID_FROM_VERSION
-    from kafka_rpc.server.server import handlers_registry
 
     names = {52: "Vote", 53: "BeginQuorumEpoch", 54: "EndQuorumEpoch", 1: "Fetch",
              59: "FetchSnapshot", 55: "DescribeQuorum", 82: "UpdateRaftVoter"}  # fmt: skip

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_rpc.api.context import RequestContext
 from kafka_rpc.protocol import codec, frames
-from kafka_rpc.server.connection import RequestContext
 
 from .native_rule import PURE_PYTHON, native_tests
 from .strategies import draw_cut_and_mutation, message_strategy
@@ -306,14 +306,15 @@ def test_dispatch_lets_base_exceptions_through():
 # at every version they serve, then mutated; the native and the reference walk must answer alike.
 def _real_listener():
     import kafka_rpc.handlers  # noqa: F401 - registers the handlers
+    from kafka_rpc.api.registry import default_registry
     from kafka_rpc.config import load_config
-    from kafka_rpc.server.registry import default_registry
-    from kafka_rpc.server.server import ListenerState, Server
+    from kafka_rpc.node import Node
+    from kafka_rpc.server.listeners import ListenerState
 
     table = default_registry.table("broker")
-    server = Server(load_config(None, []))
+    server = Node(load_config(None, []))
     return ListenerState(name="PLAINTEXT", role="broker", host="127.0.0.1", port=9092,
-                         server=server, table=table, max_request_bytes=1 << 20,
+                         services=server, table=table, max_request_bytes=1 << 20,
                          max_inflight=100)  # fmt: skip
 
 

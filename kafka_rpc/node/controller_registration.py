@@ -116,7 +116,7 @@ class ControllerRegistrationManager:
             self._channel = None
 
     async def _run(self) -> None:
-        from kafka_rpc.broker.channel import ControllerChannel, ControllerUnavailableError
+        from kafka_rpc.broker.channel import ControllerUnavailableError
 
         backoff = self.min_backoff
         while True:
@@ -124,7 +124,7 @@ class ControllerRegistrationManager:
                 await asyncio.sleep(_POLL_S)
                 continue
             if self._channel is None:
-                self._channel = ControllerChannel(self.server)
+                self._channel = self.server.new_controller_channel()
             self.attempts += 1
             try:
                 node, resp = await self._channel.send(self.request(), version=0,

@@ -1,11 +1,10 @@
-"""Listeners, lifecycle and metrics (modelled on uvicorn's ``Server``).
+"""The node: one kafka-rpc process and every role it plays (:class:`Node`).
 
-``Server(config).serve()`` binds one listener per configured listener whose role this process
-plays, sets ``started`` (bound ports in ``bound``; port 0 picks a free port), runs until
-``should_exit`` (SIGTERM/SIGINT when ``install_signals``), then shuts down: stop accepting, let
-every connection finish its in-flight requests within ``shutdown.timeout.ms``, force-close the
-rest (a second signal forces at once). Per-API request/error counters and latency histograms
-are kept with prometheus-client when ``metrics.port`` >= 0 (served over HTTP on that port).
+This is the composition root. It reads the settings, builds each collaborator (the metadata
+quorum replica, the controller on it, the Batch Coordinator, the broker lifecycle, the metadata
+publisher, security, metrics, retention) and hands each the others it needs as arguments; the
+listener layer (:mod:`kafka_rpc.server`) gets a filled registry and this node as the handlers'
+services. Nothing below reaches back up here.
 """
 
 from __future__ import annotations
@@ -16,144 +15,97 @@ import logging
 import signal
 import socket
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kafka_rpc.api.registry import Registry, default_registry
+from kafka_rpc.broker.channel import ControllerChannel
+from kafka_rpc.broker.lifecycle import BrokerLifecycleManager
+from kafka_rpc.broker.metadata_publisher import (
+    MIRROR_FILE_NAME,
+    BrokerMetadataPublisher,
+    caught_up_when_registered,
+)
 from kafka_rpc.config import Config, Endpoint
-from kafka_rpc.server.connection import KafkaConnection
-from kafka_rpc.server.registry import ApiEntry, Registry, default_registry, dispatch_table
-from kafka_rpc.server.secure_connection import SecureConnection, tls_protocol_factory
+from kafka_rpc.node.controller_registration import ControllerRegistrationManager
+from kafka_rpc.raft.routing import RaftPartitions
+from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics
 
-log = logging.getLogger("kafka_rpc.server")
+if TYPE_CHECKING:
+    from kafka_rpc.controller.quorum_controller import QuorumController
+    from kafka_rpc.raft.driver import RaftDriver
 
-__all__ = ["ListenerState", "Server", "install_uvloop"]
+log = logging.getLogger("kafka_rpc.node")
 
-
-def install_uvloop() -> bool:
-    """Use uvloop's event loop policy if it is importable."""
-    try:
-        import uvloop
-    except ImportError:
-        return False
-    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-    return True
-
-
-class ApiMetrics:
-    """Prometheus children for one listener: ``kafka_rpc_requests_total{listener, api,
-    version}`` (requests answered, per API and request version, as Kafka's
-    ``RequestMetrics`` ``RequestsPerSec`` has ``request`` and ``version`` tags),
-    ``kafka_rpc_request_errors_total{listener, api}`` and ``kafka_rpc_request_seconds{listener,
-    api}`` (handler latency, seconds). Children are bound once per api key (and version)."""
-
-    def __init__(self, listener: str, table: dict[int, ApiEntry], reqs, errs, lat) -> None:
-        self._listener = listener
-        self._reqs = reqs
-        self._names = {key: e.name[: -len("Request")] for key, e in table.items()}
-        self._children = {
-            key: (errs.labels(listener, name), lat.labels(listener, name))
-            for key, name in self._names.items()
-        }
-        self._counted: dict[tuple[int, int], Any] = {}
-
-    def observe(self, api_key: int, version: int, seconds: float, error: bool) -> None:
-        """One request of ``api_key`` at ``version`` answered after ``seconds``; ``error``: the
-        handler raised (counted as an error, not as a request)."""
-        e, h = self._children[api_key]
-        if error:
-            e.inc()
-            return
-        r = self._counted.get((api_key, version))
-        if r is None:
-            r = self._counted[api_key, version] = self._reqs.labels(
-                self._listener, self._names[api_key], str(version)
-            )
-        r.inc()
-        h.observe(seconds)
-
-
-@dataclass(eq=False)
-class ListenerState:
-    name: str
-    role: str
-    host: str
-    port: int  # the bound port once started
-    server: Server
-    table: dict[int, ApiEntry]
-    max_request_bytes: int
-    max_inflight: int
-    metrics: ApiMetrics | None = None
-    connections: set = field(default_factory=set)
-    asyncio_server: Any = None
-    #: ApiVersions: version -> encoded body, valid while the committed metadata image is
-    #: ``api_versions_image`` (kafka_rpc.handlers.api_versions)
-    api_versions_bodies: dict[int, bytes] = field(default_factory=dict)
-    api_versions_image: Any = None
-    dispatch_table: tuple = field(init=False, repr=False)  # registry.dispatch_table(table)
-    #: ``kafka_rpc.security.listener.ListenerSecurity`` when the listener is not plain
-    #: PLAINTEXT (TLS, SASL or an authorizer): its connections are ``SecureConnection``s
-    security: Any = None
-    #: the dispatch table of an authenticated SASL connection: SaslHandshake and
-    #: SaslAuthenticate left to the connection (re-authentication)
-    secure_dispatch_table: tuple = field(default=(), repr=False)
-
-    def __post_init__(self) -> None:
-        self.dispatch_table = dispatch_table(self.table)
-        self.secure_dispatch_table = tuple(
-            None if key in (17, 36) else e for key, e in enumerate(self.dispatch_table)
-        )
-
-    @property
-    def api_versions(self) -> list[tuple[int, int, int]]:
-        return [(e.api_key, e.min_version, e.max_version) for e in self.table.values()]
+__all__ = ["Node", "handlers_registry"]
 
 
 _COORDINATOR_ZERO = frozenset({0})
 
 
-class Server:
+class Node:
+    """One kafka-rpc process (Kafka's ``KafkaRaftServer`` with its ``SharedServer``,
+    ``ControllerServer`` and ``BrokerServer``): the one composition root that builds and wires
+    every role of ``config`` and starts and stops them in order.
+
+    :meth:`start`: directory locks, metrics, the Batch Coordinator (broker role), security, the
+    listeners (bound; broker ones not yet accepting), the metadata quorum replica and its
+    controller, the controller registration (controller role), the broker lifecycle and
+    metadata publisher, then the wait until the broker may serve (:meth:`_wait_until_ready`),
+    then the broker listeners accept and ``started`` is set. A failed start releases what it
+    took, the directory locks included. :meth:`serve` runs until ``should_exit`` (SIGTERM /
+    SIGINT with ``install_signals``), then :meth:`shutdown`.
+
+    ``registry``: the filled registry the listeners serve (every handler module's by default,
+    :func:`handlers_registry`). The node is what the handlers get as ``ctx.services``
+    (:class:`kafka_rpc.api.services.NodeServices`)."""
+
     def __init__(self, config: Config, registry: Registry | None = None) -> None:
         self.config = config
-        self.registry = registry or default_registry
+        self.registry = registry if registry is not None else handlers_registry()
         self.node_id = config.node_id
         self.cluster_id: str | None = None
-        self.listeners: dict[str, ListenerState] = {}
+        #: the listener layer (``kafka_rpc.server.listeners.Listeners``), bound by start
+        self._sockets: Listeners | None = None
         self.started = asyncio.Event()
         self.should_exit = asyncio.Event()
         self.force_exit = False
-        self.metrics_registry = None
+        self.metrics_registry: Any = None
         self.metrics_port: int | None = None
         self._metrics_httpd = None
         #: The KIP-1164 Batch Coordinator this node serves (broker role), started with the
         #: server from ``diskless.coordinator.url`` and closed after connections drain.
-        self.coordinator = None
+        self.coordinator: Any = None
         self._retention_task: asyncio.Future | None = None
         #: The metadata quorum replica (``kafka_rpc.raft.driver.RaftDriver``): a voter when the
         #: process has the controller role, an observer when it is broker-only; None until
         #: started.
-        self.raft = None
+        self.raft: RaftDriver | None = None
+        #: the Raft partitions other than the metadata log whose RPCs this node's controller
+        #: listener routes (``kafka_rpc.raft.routing.RaftPartitions``)
+        self.raft_partitions = RaftPartitions()
         #: this controller's registration with the active controller (KIP-919;
-        #: ``kafka_rpc.server.controller_registration``), with the controller role
-        self.controller_registration = None
+        #: ``kafka_rpc.node.controller_registration``), with the controller role
+        self.controller_registration: ControllerRegistrationManager | None = None
         #: the ``.lock`` files this node holds (``_lock_dirs``)
         self._dir_locks: list[Any] = []
         #: The state machine on the metadata log
         #: (``kafka_rpc.controller.quorum_controller.QuorumController``): the committed image on
         #: every node, the active controller's write path on the leader; None until started.
-        self.controller = None
+        self.controller: QuorumController | None = None
         #: The broker role's registration and heartbeats
-        #: (``kafka_rpc.broker.lifecycle.BrokerLifecycleManager``) and its channel to the active
-        #: controller (``kafka_rpc.broker.channel.ControllerChannel``, created on first use).
-        self.broker_lifecycle = None
-        self.controller_channel = None
+        #: (``kafka_rpc.broker.lifecycle.BrokerLifecycleManager``).
+        self.broker_lifecycle: BrokerLifecycleManager | None = None
+        #: requests to the active controller (``kafka_rpc.broker.channel.ControllerChannel``;
+        #: forwarding and the broker lifecycle), made at start, closed at the end of shutdown
+        self._controller_channel: ControllerChannel | None = None
         #: ``kafka_rpc.broker.metadata_publisher.BrokerMetadataPublisher``: mirrors the image's
         #: diskless topics into the coordinator, garbage-collects deleted topic ids
-        self.metadata_publisher = None
+        self.metadata_publisher: BrokerMetadataPublisher | None = None
         #: ``kafka_rpc.security.authorizer.StandardAuthorizer`` (``authorizer.class.name``) or
         #: None; the SCRAM credentials SASL listeners check (``ScramCredentials``)
-        self.authorizer = None
-        self.scram_credentials = None
+        self.authorizer: Any = None
+        self.scram_credentials: Any = None
 
     # ------------------------------------------------------------------ Batch Coordinators
     def batch_coordinator_partitions(self, write: bool) -> frozenset[int]:
@@ -180,9 +132,37 @@ class Server:
 
     # ------------------------------------------------------------------ addresses
     @property
+    def listeners(self) -> dict[str, ListenerState]:
+        """The bound listeners by name (empty before start)."""
+        return self._sockets.by_name if self._sockets is not None else {}
+
+    @property
     def bound(self) -> dict[str, tuple[str, int]]:
         """Listener name -> (host, bound port)."""
         return {n: (ls.host, ls.port) for n, ls in self.listeners.items()}
+
+    @property
+    def controller_channel(self) -> ControllerChannel:
+        """Requests to the active controller (made on first use before start)."""
+        if self._controller_channel is None:
+            self._controller_channel = self.new_controller_channel()
+        return self._controller_channel
+
+    def new_controller_channel(self) -> ControllerChannel:
+        """A channel to the active controller's controller listener, as this node sees the
+        leader, with the controller listener's client security."""
+        names = self.config.controller_listener_names
+        return ControllerChannel(
+            self.config,
+            self.node_id,
+            active_controller_id=self._active_controller_id,
+            security=self.client_security(names[0]) if names else None,
+            bound=lambda: self.bound,
+        )
+
+    def _active_controller_id(self) -> int:
+        ctl = self.controller
+        return getattr(ctl, "active_controller_id", -1) if ctl is not None else -1
 
     def advertised(self, listener_name: str | None = None) -> Endpoint:
         """The advertised endpoint of a broker listener (the named one if advertised), with
@@ -206,25 +186,16 @@ class Server:
         if self.cluster_id is None:
             self.cluster_id = self.config.ensure_cluster_id()
         self._lock_dirs()
-        reqs = errs = lat = None
+        metrics = None
         if self.config.metrics_port >= 0:
             import prometheus_client as prom
 
-            self.metrics_registry = prom.CollectorRegistry()
-            labels = ["listener", "api"]
-            reqs = prom.Counter("kafka_rpc_requests", "Requests answered", [*labels, "version"],
-                                registry=self.metrics_registry)  # fmt: skip
-            errs = prom.Counter("kafka_rpc_request_errors", "Requests answered with a handler "
-                                "error", labels, registry=self.metrics_registry)  # fmt: skip
-            lat = prom.Histogram("kafka_rpc_request_seconds", "Handler latency", labels,
-                                 registry=self.metrics_registry,
-                                 buckets=(1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 0.01, 0.05,
-                                          0.1, 0.5, 1.0, 5.0))  # fmt: skip
+            metrics = RequestMetrics()
+            self.metrics_registry = metrics.registry
             self._metrics_httpd, _ = prom.start_http_server(
                 self.config.metrics_port, self.config.metrics_host, registry=self.metrics_registry
             )
             self.metrics_port = self._metrics_httpd.server_port
-        loop = asyncio.get_running_loop()
         if self.coordinator is None and "broker" in self.config.process_roles:
             from kafka_rpc.coordinator import create_coordinator
 
@@ -235,64 +206,47 @@ class Server:
                 self._retention_task = asyncio.ensure_future(self._retention_loop())
         try:
             self._setup_security()
-            for ep in self.config.served_listeners():
-                role = self.config.role_of(ep.name)
-                table = self.registry.table(role)
-                ls = ListenerState(
-                    name=ep.name,
-                    role=role,
-                    host=ep.host,
-                    port=ep.port,
-                    server=self,
-                    table=table,
-                    max_request_bytes=self.config.socket_request_max_bytes,
-                    max_inflight=self.config.max_inflight_requests_per_connection,
-                )
-                if reqs is not None:
-                    ls.metrics = ApiMetrics(ep.name, table, reqs, errs, lat)
-                ls.security = sec = self._listener_security(ep.name)
-                if sec is None:
-                    factory = lambda ls=ls: KafkaConnection(ls)  # noqa: E731
-                elif sec.ssl_context is None:
-                    factory = lambda ls=ls: SecureConnection(ls)  # noqa: E731
-                else:
-                    factory = tls_protocol_factory(ls, SecureConnection, sec.ssl_context)
-                # bound now (its port is advertised and registered), but a broker listener
-                # accepts only once the node is ready (:meth:`_wait_until_ready`)
-                srv = await loop.create_server(
-                    factory,
-                    host=ep.host or None,
-                    port=ep.port,
-                    reuse_address=True,
-                    backlog=1024,
-                    start_serving=role != "broker",
-                )
-                ls.asyncio_server = srv
-                ls.port = srv.sockets[0].getsockname()[1]
-                self.listeners[ep.name] = ls
+            # bound now (their ports are advertised and registered), but a broker listener
+            # accepts only once the node is ready (:meth:`_wait_until_ready`)
+            self._sockets = Listeners(self.config, self.registry, self, self._listener_security,
+                                      metrics)  # fmt: skip
+            await self._sockets.bind()
             self._start_raft()  # after the listeners are bound, so peers can reach us
             attach = getattr(self.coordinator, "attach_server", None)
             if attach is not None:  # the topic-based coordinator from the metadata log
                 attach(self)
             if "broker" in self.config.process_roles:
-                from kafka_rpc.broker.lifecycle import start_broker
-
-                start_broker(self)  # registers with the active controller, then heartbeats
-            from kafka_rpc.broker.metadata_publisher import start_publisher
-
-            start_publisher(self)
+                # registers with the active controller, then heartbeats
+                self.broker_lifecycle = BrokerLifecycleManager(self)
+                self.broker_lifecycle.start()
+            self._start_publisher()
             await self._wait_until_ready()
-            for ls in self.listeners.values():
-                if ls.role == "broker":
-                    await ls.asyncio_server.start_serving()
+            await self._sockets.start_serving("broker")
         except BaseException:
             await self._stop_broker()
             await self._stop_raft()
             await self._close_listeners()
             await self._close_coordinator()
+            await self._close_controller_channel()
             self._unlock_dirs()
             raise
         self.started.set()
+
+    def _start_publisher(self) -> None:
+        """The broker metadata publisher on the started quorum replica: its coordinator (None
+        without the broker role), its log directories, the mirror file in the first log
+        directory, caught up once the image holds this process's broker registration."""
+        cfg = self.config
+        publisher = BrokerMetadataPublisher(
+            self.coordinator,
+            cfg.storage_dirs(),
+            mirror_file=cfg.data_dir / MIRROR_FILE_NAME,
+            caught_up=caught_up_when_registered(
+                self.node_id, lambda: getattr(self.broker_lifecycle, "incarnation_id", None)
+            ),
+        )
+        publisher.start(self.controller)
+        self.metadata_publisher = publisher
 
     def _lock_dirs(self) -> None:
         """Hold ``<dir>/.lock`` (``kafka_rpc.meta_properties.DirectoryLock``, a POSIX lock as
@@ -496,8 +450,6 @@ class Server:
         self.raft, self.controller = driver, state
         if cfg.is_controller:
             state.start()
-            from kafka_rpc.server.controller_registration import ControllerRegistrationManager
-
             self.controller_registration = ControllerRegistrationManager(self)
             self.controller_registration.start()
 
@@ -519,11 +471,19 @@ class Server:
         return bootstrap
 
     async def _stop_broker(self) -> None:
-        if self.broker_lifecycle is not None or self.controller_channel is not None:
-            from kafka_rpc.broker.lifecycle import stop_broker
+        """Controlled shutdown of the broker role (bounded by ``shutdown.timeout.ms``)."""
+        manager, self.broker_lifecycle = self.broker_lifecycle, None
+        if manager is not None:
+            try:
+                await manager.stop(self.config.shutdown_timeout_ms / 1000)
+            except Exception:
+                log.exception("broker lifecycle: stopping failed")
 
-            await stop_broker(self)
-            self.broker_lifecycle = None
+    async def _close_controller_channel(self) -> None:
+        channel, self._controller_channel = self._controller_channel, None
+        if channel is not None:
+            with contextlib.suppress(Exception):
+                await channel.close()
 
     async def _stop_raft(self) -> None:
         registration, self.controller_registration = self.controller_registration, None
@@ -591,9 +551,9 @@ class Server:
                 log.exception("retention task failed; retrying next interval")
 
     async def _close_coordinator(self) -> None:
-        from kafka_rpc.broker.metadata_publisher import stop_publisher
-
-        await stop_publisher(self)  # its task uses the coordinator
+        publisher, self.metadata_publisher = self.metadata_publisher, None
+        if publisher is not None:  # its task uses the coordinator
+            await publisher.stop()
         task, self._retention_task = self._retention_task, None
         if task is not None:
             task.cancel()
@@ -622,15 +582,13 @@ class Server:
         """First call: graceful shutdown. Second call: force."""
         if self.should_exit.is_set():
             self.force_exit = True
-            for ls in self.listeners.values():
-                for conn in list(ls.connections):
-                    conn.force_close()
+            if self._sockets is not None:
+                self._sockets.force_close_connections()
         self.should_exit.set()
 
     async def _close_listeners(self) -> None:
-        for ls in self.listeners.values():
-            if ls.asyncio_server is not None:
-                ls.asyncio_server.close()
+        if self._sockets is not None:
+            self._sockets.close()
 
     async def shutdown(self, timeout: float | None = None) -> None:
         """Stop in order: the broker's controlled shutdown (while the controller still runs),
@@ -645,34 +603,23 @@ class Server:
             await self._stop_broker()
             await self._stop_raft()
             await self._close_listeners()
-            conns = [c for ls in self.listeners.values() for c in ls.connections]
-            if conns and not self.force_exit:
-                drains = [asyncio.ensure_future(c.drain_and_close()) for c in conns]
-                _done, not_done = await asyncio.wait(drains, timeout=timeout)
-                if not_done:
-                    log.warning("shutdown: %d connection(s) still busy after %.1fs; closing "
-                                "them", len(not_done), timeout)  # fmt: skip
-                    for d in not_done:
-                        d.cancel()
+            if self._sockets is not None and not self.force_exit:
+                await self._sockets.drain(timeout)
         finally:
             await self._release(timeout)
 
     async def _release(self, timeout: float) -> None:
         """What shutdown must do even when cut short: force-close connections and listeners,
-        stop a quorum replica still running, close the coordinator, stop the metrics server."""
-        await self._close_listeners()
-        for ls in self.listeners.values():
-            for c in list(ls.connections):
-                c.force_close()
-        for ls in self.listeners.values():
-            if ls.asyncio_server is not None:
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(ls.asyncio_server.wait_closed(), 1.0)
+        stop a quorum replica still running, close the coordinator and the controller channel,
+        stop the metrics server."""
+        if self._sockets is not None:
+            await self._sockets.release()
         if self.raft is not None:
             driver, self.raft = self.raft, None
             with contextlib.suppress(Exception):
                 await driver.stop(timeout_ms=0)  # no graceful wait: close clients and log
         await self._close_coordinator()
+        await self._close_controller_channel()
         if self._metrics_httpd is not None:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None
@@ -698,7 +645,7 @@ class _EitherEvent:
 
 
 def handlers_registry() -> Registry:
-    """The default registry with every handler module imported."""
+    """The default registry with every handler module imported (their ``@handles``)."""
     import kafka_rpc.handlers  # noqa: F401
 
     return default_registry

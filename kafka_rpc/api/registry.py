@@ -4,7 +4,7 @@ dispatch tables and each listener's ApiVersions answer are derived from it plus 
 
 Usage::
 
-    from kafka_rpc.server.registry import handles
+    from kafka_rpc.api.registry import handles
 
     @handles("FindCoordinatorRequest")
     async def find_coordinator(ctx, request): ...   # -> FindCoordinatorResponse
