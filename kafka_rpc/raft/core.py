@@ -21,11 +21,11 @@ leader changes). The log and the quorum-state store are reached through the inte
 ``kafka_rpc.raft.api`` (files in the server, memory in the simulator); randomness through the
 ``random.Random`` it is given.
 
-States (Kafka ``QuorumState``; ``reference/kraft.md`` 1.1): Unattached (optionally voted),
-Prospective (KIP-996 pre-vote, Vote v2+), Candidate, Leader, Follower, Resigned. A durable
-transition writes ``quorum-state`` before the state changes in memory. Requests are validated
-in Kafka's order with Kafka's error codes (kraft.md 1.4-1.13); a peer's request never raises
-out of the core, never lowers the epoch and changes nothing when it is answered with an error.
+States (Kafka ``QuorumState``): Unattached (optionally voted), Prospective (KIP-996 pre-vote,
+Vote v2+), Candidate, Leader, Follower, Resigned. A durable transition writes ``quorum-state``
+before the state changes in memory. Requests are validated in Kafka's order with Kafka's error
+codes (``KafkaRaftClient``'s ``handle*Request``); a peer's request never raises out of the core,
+never lowers the epoch and changes nothing when it is answered with an error.
 
 No response carries a partition-level INVALID_REQUEST: a Kafka node that receives one throws
 (``KafkaRaftClient.maybeHandleCommonResponse``: "Received unexpected invalid request error")
@@ -309,7 +309,7 @@ class RaftCore:
 
     # ================================================================== start-up
     def _initialize(self, now: int) -> None:
-        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize`` (kraft.md 1.1)."""
+        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize``."""
         self.log.truncate_to_latest_snapshot()
         if self.log.start_offset > 0:
             self.high_watermark = self.log.start_offset
@@ -345,7 +345,7 @@ class RaftCore:
                 now + self._random_election_timeout() if self.config.is_voter else None
             )
         # the state machine loads the latest snapshot before this node can lead (a leader's
-        # state machine never loads one, kraft.md 2.5)
+        # state machine never loads one)
         self._deliver(now)
         if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
             # Kafka ``KafkaRaftClient.initialize``: the only voter goes Prospective, which wins
@@ -460,7 +460,7 @@ class RaftCore:
         return True
 
     # ================================================================== transitions
-    # Kafka ``QuorumState``'s transitions (kraft.md 1.1; Kafka 4.x with KIP-996 pre-vote):
+    # Kafka ``QuorumState``'s transitions (Kafka 4.x with KIP-996 pre-vote):
     # Unattached/Follower/Candidate -> Prospective (same epoch, memory only) -> Candidate
     # (epoch + 1) -> Leader -> Resigned; Unattached at the same epoch only from Prospective;
     # the epoch never goes down. Each transition ends in :meth:`_transitioned`.
@@ -591,7 +591,7 @@ class RaftCore:
         self.state, self.leader_id = LEADER, self.node_id
         self._persist()
         self._reset_connections()
-        self.high_watermark = -1  # the leader starts without one (kraft.md 1.1)
+        self.high_watermark = -1  # the leader starts without one (Kafka ``LeaderState``)
         self._epoch_start_offset = self.log.end_offset
         self._replicas = {v: _ReplicaState() for v in self.voters}
         self._replicas[self.node_id] = _ReplicaState(end_offset=self.log.flushed_offset)
@@ -1007,7 +1007,7 @@ class RaftCore:
             log.exception("node %d: raft request %d v%d failed", self.node_id, api_key, version)
             raise
 
-    # -- shared validation (kraft.md 1.4)
+    # -- shared validation (Kafka ``KafkaRaftClient``'s request checks)
     def _cluster_ok(self, cluster_id: str | None) -> bool:
         return cluster_id is None or cluster_id == self.config.cluster_id
 
@@ -1064,7 +1064,7 @@ class RaftCore:
             return ()
         return (mod.NodeEndpoint(node_id=self.leader_id, host=addr[0], port=addr[1]),)
 
-    # -- Vote (kraft.md 1.5, KIP-996 pre-vote)
+    # -- Vote (KIP-996 pre-vote)
     def _epoch_resp(
         self, mod: Any, cls: str, id_from: int, version: int, top: int = 0, code: int = 0,
         **extra: Any,
@@ -1101,7 +1101,7 @@ class RaftCore:
         return voter_dir.int == 0 or voter_dir == self.config.directory_id
 
     def _on_vote(self, now: int, version: int, req: Any) -> Any:
-        """Kafka ``handleVoteRequest`` (kraft.md 1.5, KIP-996): a higher epoch is adopted
+        """Kafka ``handleVoteRequest`` (KIP-996): a higher epoch is adopted
         (Unattached, persisted) for a pre-vote too, before the voter key is checked; a granted
         standard vote is persisted before the answer."""
         if not self._cluster_ok(req.cluster_id):
@@ -1152,7 +1152,7 @@ class RaftCore:
             return False
         return up_to_date
 
-    # -- BeginQuorumEpoch (kraft.md 1.7)
+    # -- BeginQuorumEpoch (Kafka ``handleBeginQuorumEpochRequest``)
     def _begin_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
         return self._epoch_resp(_BeginResp, "BeginQuorumEpochResponse", 2, version, top, code)
 
@@ -1198,7 +1198,7 @@ class RaftCore:
             return False
         return not (self.leader_id >= 0 and self.leader_id != leader)
 
-    # -- EndQuorumEpoch (kraft.md 1.8)
+    # -- EndQuorumEpoch (Kafka ``handleEndQuorumEpochRequest``)
     def _end_resp(self, version: int, top: int = 0, code: int = 0) -> Any:
         return self._epoch_resp(_EndResp, "EndQuorumEpochResponse", 2, version, top, code)
 
@@ -1229,7 +1229,7 @@ class RaftCore:
             self._fetch_deadline = now + self._strict_backoff(pos, len(succ))
         return self._end_resp(version)
 
-    # -- Fetch, leader side (kraft.md 1.9)
+    # -- Fetch, leader side (Kafka ``handleFetchRequest``)
     def _fetch_resp(
         self,
         version: int,
@@ -1396,7 +1396,7 @@ class RaftCore:
             self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
 
     def _update_high_watermark(self, now: int) -> None:
-        """Kafka ``LeaderState.maybeUpdateHighWatermark`` (kraft.md 1.9)."""
+        """Kafka ``LeaderState.maybeUpdateHighWatermark``."""
         if self.state != LEADER:
             return
         self._replicas[self.node_id].end_offset = self.log.flushed_offset
@@ -1426,7 +1426,7 @@ class RaftCore:
     def _reply_fetch_error(self, p: _Parked, code: int) -> None:
         p.reply(self._fetch_resp(p.version, code=code))
 
-    # -- FetchSnapshot, leader side (kraft.md 1.11)
+    # -- FetchSnapshot, leader side (Kafka ``handleFetchSnapshotRequest``)
     def _snap_resp(self, version: int, top: int = 0, code: int = 0, **kw: Any) -> Any:
         m = _SnapResp
         if top:
@@ -1491,8 +1491,8 @@ class RaftCore:
 
     # -- UpdateRaftVoter (KIP-853; kraft.version 0)
     def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
-        """Kafka ``handleUpdateVoterRequest`` for a static quorum (``reference/
-        kafka-mixed-quorum.md`` 2.4): a Kafka follower voter sends it to every new leader until
+        """Kafka ``handleUpdateVoterRequest`` for a static quorum (docs/mixed-quorum.md): a
+        Kafka follower voter sends it to every new leader until
         it is answered NONE or UNSUPPORTED_VERSION with that leader as CurrentLeader. The
         voter set here is static (no kraft.version upgrade), so the leader answers
         UNSUPPORTED_VERSION with CurrentLeader {this node, epoch, its controller host and
@@ -1634,7 +1634,7 @@ class RaftCore:
                 pass  # the fetch timer decides
 
     def _common(self, now: int, code: int, leader: int, epoch: int) -> bool | None:
-        """Kafka ``maybeHandleCommonResponse`` (kraft.md 1.12): True/False = handled (success,
+        """Kafka ``maybeHandleCommonResponse``: True/False = handled (success,
         backoff); None = continue with the API-specific handling."""
         if epoch < self.epoch or code == _E.UNKNOWN_LEADER_EPOCH:
             return True
@@ -1714,7 +1714,7 @@ class RaftCore:
             self._end_epoch_unacked.discard(dest)
         return True
 
-    # -- Fetch, follower side (kraft.md 1.10)
+    # -- Fetch, follower side (Kafka ``handleFetchResponse``)
     def _on_fetch_response(self, now: int, dest: int, resp: Any) -> bool:
         if resp.error_code:
             return False
@@ -1784,7 +1784,7 @@ class RaftCore:
         sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
         if p.error_code != _NONE or sid != d.snapshot_id or p.position != d.writer.size:
             # SNAPSHOT_NOT_FOUND, POSITION_OUT_OF_RANGE or anything unexpected: abandon the
-            # download and go back to Fetch (kraft.md 7; Kafka would crash on some of these)
+            # download and go back to Fetch (Kafka would crash on some of these)
             d.writer.close()
             self._download = None
             self._fetch_deadline = now + self.config.fetch_timeout_ms
@@ -1898,7 +1898,7 @@ class RaftCore:
 
     def _deliver_now(self, now: int) -> None:
         """Hand committed batches (below the high watermark) to the state machine, loading the
-        latest snapshot first when it is new or behind the log start offset (kraft.md 2.5)."""
+        latest snapshot first when it is new or behind the log start offset."""
         latest = self.log.latest_snapshot_id()
         if (self._next_offset < 0 or self._next_offset < self.log.start_offset) and (
             latest is not None and latest.offset > 0
@@ -1951,7 +1951,9 @@ class RaftCore:
 
     # ================================================================== snapshots
     def _maybe_snapshot(self, now: int) -> None:
-        """Kafka's ``SnapshotGenerator`` triggers (DESIGN section 6) plus the KIP-630 seed's
+        """Kafka's ``SnapshotGenerator`` triggers (committed record bytes since the last
+        snapshot reach ``metadata.log.max.record.bytes.between.snapshots``, or the time since it
+        ``metadata.log.max.snapshot.interval.ms``) plus the KIP-630 seed's
         ``controller.snapshot.minimum.records``."""
         if (self._records_since_snapshot == 0 or self._next_offset <= 0
                 or self._snapshot_writing is not None):  # fmt: skip
@@ -1968,11 +1970,11 @@ class RaftCore:
     def create_snapshot(self, now: int, background: bool = False) -> OffsetAndEpoch | None:
         """Write the state machine's committed state as snapshot ``(committed offset, epoch of
         its last batch)`` (``%020d-%010d.checkpoint``): a SnapshotHeader control batch, the
-        records in batches of 1,024, a SnapshotFooter (kraft.md 2.2). Returns the id, or None
-        when there is nothing new (the id exists, or is below the log start). ``background``:
-        the file work goes to :attr:`snapshot_writer`, and the snapshot exists once
-        :meth:`snapshot_written` says so. None too (and the snapshot stays due) while the state
-        machine's ``in_transaction`` is true: the committed offset is inside a metadata
+        records in batches of 1,024, a SnapshotFooter (Kafka ``RecordsSnapshotWriter``). Returns
+        the id, or None when there is nothing new (the id exists, or is below the log start).
+        ``background``: the file work goes to :attr:`snapshot_writer`, and the snapshot exists
+        once :meth:`snapshot_written` says so. None too (and the snapshot stays due) while the
+        state machine's ``in_transaction`` is true: the committed offset is inside a metadata
         transaction, not a stable one."""
         if getattr(self.sm, "in_transaction", False):
             return None
