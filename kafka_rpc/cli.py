@@ -530,8 +530,8 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
     if args.cluster is not None and args.cluster < 1:
         print("kafka-rpc: --cluster needs at least 1 node", file=sys.stderr)
         return 2
-    if args.cluster:  # kafka_rpc/tools/bench_cluster.py: nodes, kill and restart, cleanup
-        from kafka_rpc.tools.bench_cluster import run_load
+    if args.cluster:  # kafka_rpc/testbed/bench_cluster.py: nodes, kill and restart, cleanup
+        from kafka_rpc.testbed.bench_cluster import run_load
 
         kill_at = (
             None if args.no_kill else args.duration / 2 if args.kill_at is None else args.kill_at
