@@ -67,7 +67,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kafka_rpc.cli import MALLOC_ENV  # what kafka-rpc serve re-executes with; the floor too
+from kafka_rpc.cli.serve import MALLOC_ENV  # what kafka-rpc serve re-executes with; the floor too
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -332,7 +332,7 @@ async def floor_main(spec: dict) -> None:
     """A floor node: the Server of ``kafka-rpc serve`` on the cell's overrides; when it leads
     (active controller, every node's broker unfenced) it runs the closed loop of raw appends of
     the command's records in-process and prints ``window`` / ``result``; serves until killed."""
-    from kafka_rpc.cli import _tune_gc
+    from kafka_rpc.cli.serve import _tune_gc
     from kafka_rpc.config import load_config
     from kafka_rpc.node import Node, handlers_registry
 

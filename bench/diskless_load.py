@@ -337,7 +337,7 @@ async def cluster_info(cfg: dict) -> tuple[str, list[int]]:
 
 # --------------------------------------------------------------------------- cluster routing
 
-#: FindCoordinator key type BATCH (KIP-1164; DESIGN.md section 9)
+#: FindCoordinator key type BATCH (KIP-1164; docs/batch-coordinator.md)
 BATCH_KEY_TYPE = 3
 NOT_COORDINATOR = 16
 COORDINATOR_NOT_AVAILABLE = 15
@@ -373,7 +373,7 @@ def error_codes(msg) -> list[int]:
 
 
 def _batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
-    from kafka_rpc.tools.bench_cluster import batch_key
+    from kafka_rpc.testbed.bench_cluster import batch_key
 
     return batch_key(mode, topic_id, partition)
 
@@ -384,8 +384,8 @@ class Router:
 
     The coordinator is found with FindCoordinator v7, key type BATCH, key
     ``<mode>:<first bench topic>:0`` (``mode``: ``write`` for the coordinator partition's Raft
-    leader, ``read`` for a replica, the asked node itself when it holds one; DESIGN.md section
-    9). Every bench partition is unmapped, so it belongs to coordinator partition 0 like that
+    leader, ``read`` for a replica, the asked node itself when it holds one).
+    Every bench partition is unmapped, so it belongs to coordinator partition 0 like that
     key's. Nodes are asked in bootstrap order starting at ``first`` (consumers spread over the
     nodes). :meth:`invalidate` forgets the coordinator (after NOT_COORDINATOR (16),
     COORDINATOR_NOT_AVAILABLE (15), a lost connection or a timeout); the next :meth:`client`
@@ -2059,7 +2059,7 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # broker role 0 writes it at its first acknowledged commit; `kafka-rpc bench --cluster`
     # times the coordinator-leader kill from it (local masters: the tasks share the disk)
-    from kafka_rpc.tools.bench_cluster import LOAD_STARTED
+    from kafka_rpc.testbed.bench_cluster import LOAD_STARTED
 
     cfg["started_marker"] = str(out / LOAD_STARTED)
     from pyspark.sql import SparkSession
@@ -2194,7 +2194,7 @@ def main(argv=None) -> int:
     merged["throughput"][report.ACKED_COMMITS] = sorted(ok_series.items())
     events = []
     if args.cluster_events:
-        from kafka_rpc.tools.bench_cluster import read_events
+        from kafka_rpc.testbed.bench_cluster import read_events
 
         events = read_events(args.cluster_events)
     results = {

@@ -3,8 +3,8 @@
     sudo python bench/nemesis.py --seconds 600 --seed 1 [--out DIR] [--kinds isolate-leader,loss]
 
 Three combined nodes, each ``kafka-rpc serve`` in its own network namespace behind a Toxiproxy
-(``kafka_rpc.tools.netns``, ``netns_cluster``), three idempotent writers, a reader on every node
-and a DescribeQuorum poller, all from a client namespace (``kafka_rpc.tools.nemesis``). From the
+(``kafka_rpc.testbed.netns``, ``netns_cluster``), three idempotent writers, a reader on every node
+and a DescribeQuorum poller, all from a client namespace (``kafka_rpc.testbed.nemesis``). From the
 seed, a schedule of faults (each 2-8 s, then 2-5 s of healed network): the coordinator leader
 isolated, any node isolated, the leader's input cut (it sends but does not receive), a bridge (two
 nodes cut, the third sees both), 5 % random loss, 100 ms +- 50 ms of delay, a link down. At the
@@ -34,9 +34,9 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from kafka_rpc.tools.history import INFO, OK
-from kafka_rpc.tools.nemesis import FAULT_KINDS, Run, random_schedule, unavailability
-from kafka_rpc.tools.netns import NetBed, cleanup_stale, require_root, run_in_netns
+from kafka_rpc.testbed.history import INFO, OK
+from kafka_rpc.testbed.nemesis import FAULT_KINDS, Run, random_schedule, unavailability
+from kafka_rpc.testbed.netns import NetBed, cleanup_stale, require_root, run_in_netns
 
 
 def parse_args(argv=None) -> argparse.Namespace:

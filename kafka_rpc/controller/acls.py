@@ -36,6 +36,7 @@ from kafka_rpc.security.authorizer import (
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "acl_records",
     "create_acls",
     "delete_acls",
@@ -173,3 +174,7 @@ REPLAY = {
     "AccessControlEntryRecord": replay_access_control_entry,
     "RemoveAccessControlEntryRecord": replay_remove_access_control_entry,
 }
+
+
+SNAPSHOT = (acl_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

@@ -1,4 +1,4 @@
-"""Chunks of a partition (KIP-1114; DESIGN.md section 8): our own control manager, modelled on
+"""Chunks of a partition (KIP-1114): our own control manager, modelled on
 ``ReplicationControlManager``'s reassignment code.
 
 * Commands: :func:`create_chunks` (CreateChunks: close the active chunk, start a new one) and
@@ -40,6 +40,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "alter_chunk_assignments",
     "alter_chunk_assignments_error_response",
     "chunk_records",
@@ -138,7 +139,7 @@ def _check_chunk_brokers(image: MetadataImage, brokers) -> None:
 
 
 def create_chunks(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
-    """CreateChunks (KIP-1114 "Handle ChunkCreateRequest", the controller part; DESIGN.md 8).
+    """CreateChunks (KIP-1114 "Handle ChunkCreateRequest", the controller part).
 
     Per entry, checked against the image as left by the earlier entries of the request, in
     this order (each error carries a message and writes nothing):
@@ -269,7 +270,7 @@ def alter_chunk_assignments(
     image: MetadataImage, request: Any, ctx: ControllerContext
 ) -> ControllerResult:
     """AlterChunkAssignments (KIP-1114; modelled on ``ReplicationControlManager.
-    changePartitionReassignment``, reference/kraft.md 4.1; DESIGN.md 8).
+    changePartitionReassignment``).
 
     Per entry, against the image as left by the earlier entries, in this order (each error
     carries a message and writes nothing):
@@ -509,3 +510,7 @@ def chunk_records(image: MetadataImage) -> list:
                     )
                 )
     return out
+
+
+SNAPSHOT = (chunk_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

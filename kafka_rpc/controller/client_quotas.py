@@ -24,6 +24,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "alter_client_quotas",
     "alter_client_quotas_error_response",
     "client_quota_records",
@@ -210,3 +211,7 @@ def client_quota_records(image: MetadataImage) -> list:
                 entity=tuple(mod.EntityData(entity_type=t, entity_name=n) for t, n in ent),
                 key=k, value=quotas[k], remove=False))  # fmt: skip
     return out
+
+
+SNAPSHOT = (client_quota_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

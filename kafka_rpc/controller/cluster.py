@@ -41,6 +41,7 @@ __all__ = [
     "DIR_UNASSIGNED",
     "KAFKA_RPC_FEATURE_PREFIX",
     "REPLAY",
+    "SNAPSHOT",
     "broker_records",
     "broker_state",
     "calculate_next_broker_state",
@@ -550,3 +551,7 @@ def broker_records(image: MetadataImage) -> list:
             )
         )
     return out
+
+
+SNAPSHOT = (broker_records, controller_records)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

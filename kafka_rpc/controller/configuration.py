@@ -26,6 +26,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "alter_configs_error_response",
     "check_topic_configs",
     "config_records",
@@ -335,3 +336,7 @@ def config_records(image: MetadataImage) -> list:
                 _R("ConfigRecord")(resource_type=rtype, resource_name=rname, name=k, value=cfg[k])
             )
     return out
+
+
+SNAPSHOT = (config_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

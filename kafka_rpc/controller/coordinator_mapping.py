@@ -1,5 +1,5 @@
 """Which Batch Coordinator owns a diskless partition (KIP-1164 "Scaling the number of Batch
-Coordinators", DESIGN.md section 9), and the ``__diskless-metadata`` topic the coordinators live
+Coordinators"), and the ``__diskless-metadata`` topic the coordinators live
 on: the controller side. Our own control manager (Kafka has no counterpart); the topic is
 created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.controller.placement`,
 :func:`kafka_rpc.controller.replication.new_topic_id`).
@@ -60,6 +60,7 @@ __all__ = [
     "DISKLESS_METADATA_TOPIC",
     "INTERNAL_TOPICS",
     "REPLAY",
+    "SNAPSHOT",
     "assign_error_response",
     "assign_partition_to_batch_coordinator",
     "coordinator_partition",
@@ -73,7 +74,7 @@ __all__ = [
 log = logging.getLogger("kafka_rpc.controller.coordinator_mapping")
 
 DEFAULT_COORDINATOR_PARTITION = 0
-"""The coordinator partition of a partition no mapping record names (DESIGN.md section 9)."""
+"""The coordinator partition of a partition no mapping record names."""
 INTERNAL_TOPICS = frozenset(
     {"__consumer_offsets", "__transaction_state", "__share_group_state", DISKLESS_METADATA_TOPIC}
 )
@@ -143,6 +144,10 @@ def mapping_records(image: MetadataImage) -> list:
                 )
             )
     return out
+
+
+SNAPSHOT = (mapping_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""
 
 
 # ============================================================================ the command
@@ -263,7 +268,7 @@ def metadata_topic_due(
 def create_diskless_metadata_topic(
     image: MetadataImage, ctx: Any, num_partitions: int, replication_factor: int
 ) -> Any:
-    """The records creating ``__diskless-metadata`` (DESIGN.md section 9), as CreateTopics would
+    """The records creating ``__diskless-metadata``, as CreateTopics would
     with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, usable
     brokers)`` replicas (at least 1) placed as ``create_topics`` places them, on the unfenced
     brokers that run our Batch Coordinator and are in ``ctx.raft_hosts`` (the controller voters)

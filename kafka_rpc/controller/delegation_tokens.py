@@ -18,7 +18,7 @@ from typing import Any
 from kafka_rpc.controller.image import DelegationToken, MetadataImage, evolve
 from kafka_rpc.protocol import codec
 
-__all__ = ["REPLAY", "delegation_token_records"]
+__all__ = ["REPLAY", "SNAPSHOT", "delegation_token_records"]
 
 
 def _token(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
@@ -43,3 +43,7 @@ def delegation_token_records(image: MetadataImage) -> list:
             expiration_timestamp=t.expiration_timestamp, token_id=t.token_id)
         for _, t in sorted(image.delegation_tokens.items())
     ]  # fmt: skip
+
+
+SNAPSHOT = (delegation_token_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

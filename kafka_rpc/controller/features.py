@@ -68,6 +68,7 @@ __all__ = [
     "MINIMUM_METADATA_VERSION",
     "OUR_FEATURES",
     "REPLAY",
+    "SNAPSHOT",
     "BootstrapMetadata",
     "FeatureError",
     "FeatureSpec",
@@ -503,6 +504,10 @@ def feature_records(image: MetadataImage) -> list:
     the others by name (``FeaturesImage.write``)."""
     names = sorted(image.features, key=lambda n: (n != METADATA_VERSION, n))
     return [_R("FeatureLevelRecord")(name=n, feature_level=image.features[n]) for n in names]
+
+
+SNAPSHOT = (feature_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""
 
 
 # ============================================================================ bootstrap

@@ -28,7 +28,7 @@ from typing import Any
 from kafka_rpc.controller.base import ReplayError
 from kafka_rpc.controller.image import ImageDraft, MetadataImage, evolve
 
-__all__ = ["MARKERS", "REPLAY", "TransactionState"]
+__all__ = ["MARKERS", "REPLAY", "SNAPSHOT", "TransactionState"]
 
 MARKERS = frozenset({"BeginTransactionRecord", "EndTransactionRecord", "AbortTransactionRecord"})
 """The transaction marker record types."""
@@ -41,6 +41,9 @@ def _marker(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
 
 
 REPLAY = dict.fromkeys(MARKERS, _marker)
+
+SNAPSHOT = ()
+"""Nothing: a snapshot never holds a transaction marker (``snapshot.load`` refuses one)."""
 
 
 class TransactionState:

@@ -21,6 +21,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 __all__ = [
     "PRODUCER_ID_BLOCK_SIZE",
     "REPLAY",
+    "SNAPSHOT",
     "AllocationThrottle",
     "allocate_producer_ids",
     "producer_ids_records",
@@ -125,3 +126,7 @@ def producer_ids_records(image: MetadataImage) -> list:
             next_producer_id=pids.next_producer_id,
         )
     ]
+
+
+SNAPSHOT = (producer_ids_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

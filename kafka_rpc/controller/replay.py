@@ -37,7 +37,25 @@ from kafka_rpc.controller import (
 from kafka_rpc.controller.base import ReplayError, apply_record
 from kafka_rpc.controller.image import MetadataImage
 
-__all__ = ["ReplayError", "replay", "replay_all"]
+__all__ = ["MANAGERS", "ReplayError", "replay", "replay_all"]
+
+MANAGERS = (
+    features,
+    cluster,
+    replication,
+    configuration,
+    client_quotas,
+    producer_ids,
+    acls,
+    scram,
+    delegation_tokens,
+    coordinator_mapping,
+    chunks,
+    offsets,
+)
+"""Every control manager module, in Kafka's ``MetadataImage.write`` order (the snapshot's): each
+has ``REPLAY`` (record type name -> replay rule; the tables are disjoint) and ``SNAPSHOT`` (its
+snapshot writers, ``(MetadataImage) -> list`` of records)."""
 
 
 def _noop(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
@@ -48,20 +66,9 @@ def _noop(img: MetadataImage, r: Any, offset: int) -> MetadataImage:
 
 
 _HANDLERS = {
-    **cluster.REPLAY,
-    **replication.REPLAY,
-    **chunks.REPLAY,
-    **configuration.REPLAY,
-    **features.REPLAY,
-    **producer_ids.REPLAY,
     "NoOpRecord": _noop,
     "ZkMigrationStateRecord": _noop,
-    **acls.REPLAY,
-    **scram.REPLAY,
-    **client_quotas.REPLAY,
-    **delegation_tokens.REPLAY,
-    **coordinator_mapping.REPLAY,
-    **offsets.REPLAY,
+    **{name: rule for manager in MANAGERS for name, rule in manager.REPLAY.items()},
 }
 """Record type name -> replay rule, over every manager."""
 

@@ -64,6 +64,7 @@ from kafka_rpc.protocol.errors import ErrorCode
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "assign_replicas_to_dirs",
     "assign_replicas_to_dirs_error_response",
     "broker_heartbeat",
@@ -1086,6 +1087,10 @@ def topic_records(image: MetadataImage) -> list:
                 )
             )
     return out
+
+
+SNAPSHOT = (topic_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""
 
 
 # ============================================================================ error answers

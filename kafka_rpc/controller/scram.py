@@ -25,6 +25,7 @@ from kafka_rpc.security.sasl import SCRAM_MECHANISM_IDS, ScramCredential, ScramC
 
 __all__ = [
     "REPLAY",
+    "SNAPSHOT",
     "alter_user_scram_credentials",
     "alter_user_scram_credentials_error_response",
     "image_scram_records",
@@ -189,3 +190,7 @@ def image_scram_records(image: MetadataImage) -> list:
     for (mech_id, name), c in image.scram.items():
         store.by_mechanism.setdefault(ids[mech_id], {})[name] = c
     return scram_records(store)
+
+
+SNAPSHOT = (image_scram_records,)
+"""This manager's part of a snapshot (``kafka_rpc.controller.snapshot``), in order."""

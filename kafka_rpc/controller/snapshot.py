@@ -29,41 +29,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kafka_rpc.controller import (
-    acls,
-    chunks,
-    client_quotas,
-    cluster,
-    configuration,
-    coordinator_mapping,
-    delegation_tokens,
-    features,
-    offsets,
-    producer_ids,
-    replication,
-    scram,
-)
+from kafka_rpc.controller import features, offsets
 from kafka_rpc.controller.base import ReplayError
 from kafka_rpc.controller.image import EMPTY, ImageDraft, MetadataImage
-from kafka_rpc.controller.replay import replay
+from kafka_rpc.controller.replay import MANAGERS, replay
 from kafka_rpc.protocol import codec
 
 __all__ = ["image_records", "image_to_records", "load"]
 
-_WRITERS = (
-    features.feature_records,
-    cluster.broker_records,
-    cluster.controller_records,
-    replication.topic_records,
-    configuration.config_records,
-    client_quotas.client_quota_records,
-    producer_ids.producer_ids_records,
-    acls.acl_records,
-    scram.image_scram_records,
-    delegation_tokens.delegation_token_records,
-    coordinator_mapping.mapping_records,
-    chunks.chunk_records,
-)
+_WRITERS = tuple(write for manager in MANAGERS for write in manager.SNAPSHOT)
 """Each manager's snapshot part, in the order written."""
 
 

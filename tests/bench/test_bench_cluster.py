@@ -1,4 +1,4 @@
-"""``kafka-rpc bench --cluster``'s launcher (``kafka_rpc.tools.bench_cluster.run_load``) with a
+"""``kafka-rpc bench --cluster``'s launcher (``kafka_rpc.testbed.bench_cluster.run_load``) with a
 stand-in for the Spark job: a small Python program that, like bench/diskless_load.py, writes
 ``load_started`` and then runs until the launcher's events show the restarted node (bounded).
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from kafka_rpc.tools.bench_cluster import EVENTS, LOAD_STARTED, read_events
+from kafka_rpc.testbed.bench_cluster import EVENTS, LOAD_STARTED, read_events
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -77,7 +77,7 @@ def _launcher(tmp_path: Path, kill_at: str, wait_s: str) -> list[str]:
     code = f"""
 import os, sys
 from pathlib import Path
-from kafka_rpc.tools.bench_cluster import run_load
+from kafka_rpc.testbed.bench_cluster import run_load
 out = Path({str(tmp_path / "out")!r})
 cmd = lambda b, c, e: [sys.executable, {str(tmp_path / "load.py")!r}, b, c, e, str(out),
                        {str(tmp_path / "load.pid")!r}, {wait_s!r}]

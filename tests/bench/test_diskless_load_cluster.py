@@ -1,5 +1,5 @@
 """The load roles of bench/diskless_load.py against a real 3-node cluster with a SIGKILL of the
-coordinator leader (``kafka_rpc.tools.bench_cluster``, what ``kafka-rpc bench
+coordinator leader (``kafka_rpc.testbed.bench_cluster``, what ``kafka-rpc bench
 --cluster 3`` starts).
 
 Three ``kafka-rpc serve`` processes (combined broker+controller, the replicated Batch Coordinator
@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from bench import diskless_load as dl  # noqa: E402
 from kafka_rpc.client import KafkaRpcClient  # noqa: E402
-from kafka_rpc.tools.bench_cluster import BenchCluster, read_events  # noqa: E402
+from kafka_rpc.testbed.bench_cluster import BenchCluster, read_events  # noqa: E402
 from tests.bench.test_diskless_load import TINY  # noqa: E402
 from tests.waiting import until  # noqa: E402
 

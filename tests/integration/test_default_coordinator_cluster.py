@@ -22,7 +22,7 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.protocol import codec
-from kafka_rpc.tools.bench_cluster import batch_key
+from kafka_rpc.testbed.bench_cluster import batch_key
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.integration.test_crash import Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod

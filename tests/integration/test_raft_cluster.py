@@ -37,7 +37,7 @@ from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
 from kafka_rpc.raft.wire import for_version
-from kafka_rpc.tools.bench_cluster import free_ports, write_properties
+from kafka_rpc.testbed.bench_cluster import free_ports, write_properties
 from tests.waiting import until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

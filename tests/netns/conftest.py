@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from kafka_rpc.tools.netns import NetnsUnavailable, cleanup_stale, require_root
+from kafka_rpc.testbed.netns import NetnsUnavailable, cleanup_stale, require_root
 
 SKIP_ENV = "KAFKA_RPC_SKIP_NETNS"
 

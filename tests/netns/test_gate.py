@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_rpc.tools import netns
+from kafka_rpc.testbed import netns
 from tests.netns.conftest import netns_gate
 
 

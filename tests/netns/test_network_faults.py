@@ -1,5 +1,5 @@
 """Real network faults between three combined nodes, each in its own network namespace
-(``docs/network-faults.md``; ``kafka_rpc.tools.netns``, ``netns_cluster``, ``nemesis``).
+(``docs/network-faults.md``; ``kafka_rpc.testbed.netns``, ``netns_cluster``, ``nemesis``).
 
 Every scenario starts a fresh cluster (``process.roles=broker,controller``, the replicated Batch
 Coordinator on ``__diskless-metadata``), runs three idempotent writers (CommitBatches through
@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from kafka_rpc.tools.coordinator_workload import Clients
-from kafka_rpc.tools.nemesis import COORD, META, Run
-from kafka_rpc.tools.netns import NetBed, run_in_netns
-from kafka_rpc.tools.netns_cluster import log_batches
+from kafka_rpc.testbed.coordinator_workload import Clients
+from kafka_rpc.testbed.nemesis import COORD, META, Run
+from kafka_rpc.testbed.netns import NetBed, run_in_netns
+from kafka_rpc.testbed.netns_cluster import log_batches
 from tests.waiting import until
 
 pytestmark = [pytest.mark.netns, pytest.mark.integration, pytest.mark.slow]

@@ -9,7 +9,7 @@ which node answered, and its outcome:
 * ``fail``: it certainly did not take effect (the request was never sent: connection refused;
   or an error that rejects the entry before anything is written);
 * ``info``: indeterminate -- a timeout, a lost connection, NOT_COORDINATOR from a leader that lost
-  its epoch before the record committed (it may still commit: DESIGN.md section 9). It may or may
+  its epoch before the record committed (it may still commit). It may or may
   not have taken effect.
 
 A write is a CommitBatches request of one object (:class:`Entry` per batch). An entry is named by

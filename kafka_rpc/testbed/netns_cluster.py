@@ -1,9 +1,9 @@
-"""A kafka-rpc cluster on the network-namespace test bed (``kafka_rpc.tools.netns``,
+"""A kafka-rpc cluster on the network-namespace test bed (``kafka_rpc.testbed.netns``,
 ``docs/network-faults.md``).
 
 :class:`NetnsCluster` runs ``n`` combined broker+controller nodes (``process.roles=broker,
 controller``, every node a voter of the metadata quorum and a replica of ``__diskless-metadata``
-partition 0, the replicated Batch Coordinator of DESIGN.md section 9), each ``kafka-rpc serve``
+partition 0, the replicated Batch Coordinator), each ``kafka-rpc serve``
 in its own namespace. A node's listeners are on 127.0.0.1 inside its namespace
 (:data:`LOCAL_BROKER_PORT`, :data:`LOCAL_CONTROLLER_PORT`); the node's address
 ``10.77.0.<id>`` (:data:`BROKER_PORT`, :data:`CONTROLLER_PORT`) is its Toxiproxy, which forwards
@@ -37,8 +37,8 @@ from pathlib import Path
 from kafka_rpc.config import load_config, random_uuid_text
 from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME, partition_dir_name
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
-from kafka_rpc.tools.bench_cluster import write_properties
-from kafka_rpc.tools.netns import NetBed
+from kafka_rpc.testbed.bench_cluster import write_properties
+from kafka_rpc.testbed.netns import NetBed
 
 __all__ = [
     "COORDINATOR_PROPS",

@@ -1,11 +1,11 @@
-"""The history checker (``kafka_rpc.tools.history``) checked: a valid history passes, and each
+"""The history checker (``kafka_rpc.testbed.history``) checked: a valid history passes, and each
 rule catches a history broken on purpose to break exactly that rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from kafka_rpc.tools.history import (
+from kafka_rpc.testbed.history import (
     FAIL,
     INFO,
     OK,

@@ -15,7 +15,7 @@ stays valid). Each process runs in its own process group, in its own directory
 * :meth:`BenchCluster.start`: format, start every node, wait (bounded) for each one's
   ``cluster id`` line.
 * :meth:`BenchCluster.coordinator_leader`: the node every live node names for FindCoordinator v7
-  key type BATCH ``write:<topic>:0`` (DESIGN.md section 9: the Raft leader of coordinator
+  key type BATCH ``write:<topic>:0`` (docs/batch-coordinator.md: the Raft leader of coordinator
   partition 0, where every partition not mapped elsewhere belongs), or None while they disagree or
   one answers an error (an election, a replica still starting).
 * :meth:`BenchCluster.wait_coordinator_leader`: that, polled until ``timeout`` seconds.

@@ -1,11 +1,11 @@
 """Clients of the replicated Batch Coordinator that record a history
-(``kafka_rpc.tools.history``) while faults happen: the workload of the network-fault scenarios
+(``kafka_rpc.testbed.history``) while faults happen: the workload of the network-fault scenarios
 and of ``bench/nemesis.py`` (``docs/network-faults.md``).
 
 * :class:`Writer`: an idempotent producer (its own producer id, epoch 0, a base sequence per
   partition) committing one object per operation with CommitBatches, one batch on each of one or
   two partitions, to the coordinator it finds with FindCoordinator v7 key type BATCH
-  ``write:<topic>:0`` (DESIGN.md section 9), asking the nodes in turn. An answer with every
+  ``write:<topic>:0`` (docs/batch-coordinator.md), asking the nodes in turn. An answer with every
   entry NONE is ``ok``; an entry answering NOT_COORDINATOR (16), COORDINATOR_NOT_AVAILABLE (15),
   REQUEST_TIMED_OUT (7), KAFKA_STORAGE_ERROR (56) or UNKNOWN_SERVER_ERROR (-1), a timeout or a
   lost connection leaves the operation indeterminate (``info``) and the same request (same
@@ -18,7 +18,7 @@ and of ``bench/nemesis.py`` (``docs/network-faults.md``).
   alternating FindDisklessBatches from where it left off and ListDisklessOffsets (LATEST) for
   every partition, each an ``ok`` read with the high watermarks (and batches) the node answered.
 * :class:`QuorumPoller`: DescribeQuorum of the metadata log and of ``__diskless-metadata``
-  partition 0 on nodes, as :class:`~kafka_rpc.tools.history.LeaderObservation`.
+  partition 0 on nodes, as :class:`~kafka_rpc.testbed.history.LeaderObservation`.
 * :func:`final_state`: every batch of every partition, read on the leader after the heal.
 
 Times are ``time.monotonic()`` seconds. Every request is bounded by a timeout.
@@ -37,8 +37,8 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME
 from kafka_rpc.protocol import codec
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
-from kafka_rpc.tools.bench_cluster import batch_key
-from kafka_rpc.tools.history import (
+from kafka_rpc.testbed.bench_cluster import batch_key
+from kafka_rpc.testbed.history import (
     FAIL,
     INFO,
     OK,

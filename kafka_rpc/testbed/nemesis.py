@@ -1,9 +1,9 @@
 """Runs of the replicated Batch Coordinator under network faults: the driver of the netns
 scenarios (``tests/netns``) and of the soak (``bench/nemesis.py``); ``docs/network-faults.md``.
 
-A :class:`Run` owns a three-node :class:`~kafka_rpc.tools.netns_cluster.NetnsCluster` on a
-:class:`~kafka_rpc.tools.netns.NetBed` and the workload of
-``kafka_rpc.tools.coordinator_workload`` (writers and a reader on every node, run from the
+A :class:`Run` owns a three-node :class:`~kafka_rpc.testbed.netns_cluster.NetnsCluster` on a
+:class:`~kafka_rpc.testbed.netns.NetBed` and the workload of
+``kafka_rpc.testbed.coordinator_workload`` (writers and a reader on every node, run from the
 client namespace), and a :class:`QuorumWatch`: DescribeQuorum polled from inside every node's
 namespace, on the node's own local listener, so the node's view is seen whatever the faults.
 A scenario (or the soak's random schedule, :func:`random_schedule`) calls :meth:`Run.fault` /
@@ -11,7 +11,7 @@ A scenario (or the soak's random schedule, :func:`random_schedule`) calls :meth:
 waits until every replica's SQLite state is the same row by row, reads the final state on the
 leader and checks:
 
-* the history (``kafka_rpc.tools.history.check``);
+* the history (``kafka_rpc.testbed.history.check``);
 * one leader per epoch, for the metadata log and the coordinator partition, from every node's
   DescribeQuorum answers (``check_leaders``);
 * committed entries never lost: every batch below the highest high watermark a leader reported
@@ -42,7 +42,7 @@ from pathlib import Path
 
 from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
-from kafka_rpc.tools.coordinator_workload import (
+from kafka_rpc.testbed.coordinator_workload import (
     Clients,
     QuorumPoller,
     Reader,
@@ -54,7 +54,7 @@ from kafka_rpc.tools.coordinator_workload import (
     last_leader,
     max_high_watermark,
 )
-from kafka_rpc.tools.history import (
+from kafka_rpc.testbed.history import (
     OK,
     CheckResult,
     LeaderObservation,
@@ -62,8 +62,8 @@ from kafka_rpc.tools.history import (
     check_leaders,
     dump_history,
 )
-from kafka_rpc.tools.netns import NetBed, enter_netns, partition_pairs
-from kafka_rpc.tools.netns_cluster import LOCAL_BROKER_PORT, NetnsCluster, log_batches
+from kafka_rpc.testbed.netns import NetBed, enter_netns, partition_pairs
+from kafka_rpc.testbed.netns_cluster import LOCAL_BROKER_PORT, NetnsCluster, log_batches
 
 __all__ = [
     "FAULT_KINDS",
@@ -146,7 +146,7 @@ def unavailability(ops, faults: list[Fault], end: float) -> dict[str, float]:
 
 
 class QuorumWatch:
-    """A :class:`~kafka_rpc.tools.coordinator_workload.QuorumPoller` per node, each on a thread
+    """A :class:`~kafka_rpc.testbed.coordinator_workload.QuorumPoller` per node, each on a thread
     inside that node's namespace (``netns.enter_netns``) asking the node's local broker
     listener. :attr:`observations`: every answer of every node, in time order."""
 
