@@ -72,7 +72,7 @@ async def remove_expired_chunks(
 async def _send_removals(services: BrokerServices, expired: list[tuple[str, int, int, int]]) -> int:
     """One AlterChunkAssignments request with no replicas for each ``expired`` chunk, sent as
     the broker listener sends it; returns how many the controller accepted."""
-    from kafka_rpc.broker.channel import answer_or_forward
+    from kafka_rpc.broker.forwarding import answer_or_forward
 
     mod = codec.module("AlterChunkAssignmentsRequest")
     req = mod.MESSAGE(

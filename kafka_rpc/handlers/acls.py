@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
+from kafka_rpc.broker.forwarding import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.protocol.errors import ErrorCode
 from kafka_rpc.security.acls import acl_error_response, describe_acls
 

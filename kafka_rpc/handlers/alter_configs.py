@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import answer_or_forward
+from kafka_rpc.broker.forwarding import answer_or_forward
 from kafka_rpc.controller.configuration import alter_configs_error_response
 
 __all__ = ["alter_configs", "incremental_alter_configs"]

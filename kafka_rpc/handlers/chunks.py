@@ -39,7 +39,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import answer_or_forward
+from kafka_rpc.broker.forwarding import answer_or_forward
 from kafka_rpc.controller.chunks import (
     alter_chunk_assignments_error_response,
     create_chunks_error_response,

@@ -51,7 +51,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
+from kafka_rpc.broker.forwarding import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.controller.image import EMPTY
 from kafka_rpc.handlers.metadata import metadata_response
 from kafka_rpc.protocol import codec

@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
+from kafka_rpc.broker.forwarding import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
 
 __all__ = ["update_features", "update_features_error_response"]

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import FORWARD_ERROR_MESSAGES, answer_or_forward
+from kafka_rpc.broker.forwarding import FORWARD_ERROR_MESSAGES, answer_or_forward
 from kafka_rpc.controller import partitions
 
 __all__ = ["alter_partition_reassignments", "elect_leaders", "list_partition_reassignments"]

@@ -16,7 +16,7 @@ commit. Errors per user: NOT_CONTROLLER (41), REQUEST_TIMED_OUT (7), and the com
 from __future__ import annotations
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import answer_or_forward
+from kafka_rpc.broker.forwarding import answer_or_forward
 from kafka_rpc.controller.client_quotas import alter_client_quotas_error_response
 from kafka_rpc.controller.scram import alter_user_scram_credentials_error_response
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from kafka_rpc.api.registry import handles
-from kafka_rpc.broker.channel import answer_or_forward, forward_error_message
+from kafka_rpc.broker.forwarding import answer_or_forward, forward_error_message
 from kafka_rpc.protocol import codec
 
 if TYPE_CHECKING:
