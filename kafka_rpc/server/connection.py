@@ -53,7 +53,7 @@ from kafka_rpc.protocol.frames import (
 
 if TYPE_CHECKING:
     from kafka_rpc.api.registry import ApiEntry
-    from kafka_rpc.server.listeners import ListenerState
+    from kafka_rpc.server.listener_state import ListenerState
 
 log = logging.getLogger("kafka_rpc.server")
 

@@ -26,7 +26,7 @@ from kafka_rpc.server.connection import KafkaConnection, _size_unpack
 
 if TYPE_CHECKING:
     from kafka_rpc.api.registry import ApiEntry
-    from kafka_rpc.server.listeners import ListenerState
+    from kafka_rpc.server.listener_state import ListenerState
 
 __all__ = [
     "SASL_AUTHENTICATE_KEY",
