@@ -46,9 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import importlib.resources
-import re
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -57,7 +54,7 @@ from typing import Any
 
 import aiosqlite
 
-from . import _rules
+from . import _rules, schema
 from ._rules import ProducerEntry
 from .api import (
     _COMMIT_INVALID,
@@ -89,19 +86,12 @@ from .api import (
     new_commit_batch_response,
 )
 from .memory import wall_clock_ms
+from .schema import SchemaVersionError
 
 __all__ = ["SchemaVersionError", "SqliteBatchCoordinator", "load_migrations", "load_queries"]
 
-_PACKAGE = "kafka_rpc.coordinator"
-_MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
-_SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _INT64_MAX = 9_223_372_036_854_775_807
 _SYNCHRONOUS = ("FULL", "NORMAL")
-
-
-class SchemaVersionError(RuntimeError):
-    """The database was written by a newer schema than this code knows, or a recorded migration
-    differs from the one shipped (edited after being applied)."""
 
 
 # -- SQL resources ---------------------------------------------------------------------------
@@ -109,32 +99,12 @@ class SchemaVersionError(RuntimeError):
 
 def load_queries() -> dict[str, str]:
     """All named statements of ``sql/*.sql`` (sections start with ``-- name: <name>``)."""
-    queries: dict[str, str] = {}
-    root = importlib.resources.files(_PACKAGE).joinpath("sql")
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".sql"):
-            continue
-        parts = _SECTION.split(entry.read_text(encoding="utf-8"))
-        for name, body in zip(parts[1::2], parts[2::2]):
-            if name in queries:
-                raise ValueError(f"duplicate SQL statement name {name!r} in {entry.name}")
-            queries[name] = body.strip()
-    return queries
+    return schema.load_queries("sql")
 
 
 def load_migrations() -> list[tuple[int, str, str]]:
     """``(version, name, sql)`` of ``migrations/V###__name.sql``, by version."""
-    out: list[tuple[int, str, str]] = []
-    root = importlib.resources.files(_PACKAGE).joinpath("migrations")
-    for entry in root.iterdir():
-        m = _MIGRATION_NAME.match(entry.name)
-        if m:
-            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
-    out.sort()
-    versions = [v for v, _, _ in out]
-    if len(set(versions)) != len(versions):
-        raise ValueError(f"duplicate migration versions: {versions}")
-    return out
+    return schema.load_migrations("migrations")
 
 
 def _split_statements(script: str) -> list[str]:
@@ -160,7 +130,6 @@ def apply_migrations(conn: sqlite3.Connection, now_ms: int) -> int:
     migration's checksum differs from the shipped file.
     """
     migrations = load_migrations()
-    latest = migrations[-1][0] if migrations else 0
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
@@ -169,30 +138,21 @@ def apply_migrations(conn: sqlite3.Connection, now_ms: int) -> int:
             " applied_at_ms INTEGER NOT NULL) STRICT"
         )
         applied = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
-        newest = max(applied, default=0)
-        if newest > latest:
-            raise SchemaVersionError(
-                f"database schema version {newest} is newer than this code's {latest}"
-            )
-        for version, name, script in migrations:
-            checksum = hashlib.sha256(script.encode()).hexdigest()
-            if version in applied:
-                if applied[version] != checksum:
-                    raise SchemaVersionError(f"migration V{version:03d}__{name} was changed")
-                continue
+        pending, version = schema.pending_migrations(migrations, applied)
+        for number, name, checksum, script in pending:
             for stmt in _split_statements(script):
                 conn.execute(stmt)
             conn.execute(
                 "INSERT INTO schema_version (version, name, checksum, applied_at_ms)"
                 " VALUES (?, ?, ?, ?)",
-                (version, name, checksum, now_ms),
+                (number, name, checksum, now_ms),
             )
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return max(latest, newest)
+    return version
 
 
 Q = SimpleNamespace(**load_queries())
