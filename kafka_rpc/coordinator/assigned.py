@@ -804,7 +804,7 @@ class _Listing:
 def _fetch_budget(
     requests: Sequence[FindBatchRequest], answers: list[FindBatchResponse], fetch_max_bytes: int
 ) -> list[FindBatchResponse]:
-    """The single-coordinator fetch budget (``sqlite._Ops.find_batches``) applied again, in
+    """The single-coordinator fetch budget (``sqlite.SqliteOps.find_batches``) applied again, in
     request order, to answers each computed with the whole budget by its own coordinator
     partition: a batch is kept unless the request already has bytes and the entry reached its
     ``max_partition_fetch_bytes`` or the request ``fetch_max_bytes``. An answer that is within

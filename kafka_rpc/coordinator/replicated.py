@@ -17,7 +17,7 @@ for the metadata log).
   0: every append made before the driver's next poll goes into one batch).
 * **Apply** (every replica, leader included): committed records are applied to the replica's own
   SQLite file (``coordinator.db`` in the partition directory) by
-  :mod:`kafka_rpc.coordinator.sqlite`'s own operations (``_Ops``) with the clock fixed to the
+  :mod:`kafka_rpc.coordinator.sqlite`'s own operations (``SqliteOps``) with the clock fixed to the
   recorded time, so offsets, idempotence answers, deletions and object/file ids come out the same
   on every replica. The applied records and the applied offset (table ``raft_applied``) go into
   one SQLite transaction, committed every ``apply_commit_records`` records (64),
@@ -99,12 +99,12 @@ from .api import (
 )
 from .memory import wall_clock_ms
 from .sqlite import (
+    OpFailed,
+    OpFailure,
     SqliteBatchCoordinator,
-    _Failure,
-    _init_writer,
-    _OpFailed,
-    _Ops,
-    _run_ops,
+    SqliteOps,
+    init_writer,
+    run_ops,
 )
 
 __all__ = [
@@ -225,7 +225,7 @@ class NotCoordinatorError(Exception):
 
 
 class _FixedClock:
-    """The ``time_ms`` of the applying ``_Ops``: the recorded TimestampMs of the record being
+    """The ``time_ms`` of the applying ``SqliteOps``: the recorded TimestampMs of the record being
     applied (ms)."""
 
     __slots__ = ("now",)
@@ -238,7 +238,7 @@ class _FixedClock:
 
 
 class _Timed:
-    """An operation of ``_Ops`` run with the clock set to ``time_ms`` first."""
+    """An operation of ``SqliteOps`` run with the clock set to ``time_ms`` first."""
 
     __slots__ = ("clock", "fn", "time_ms")
 
@@ -258,10 +258,10 @@ def _write_applied(conn: sqlite3.Connection, next_offset: int, epoch: int, last_
 
 
 class _Cache:
-    """``_run_write_group``'s cache hooks for ``_Timed`` operations: the ``_Ops`` row cache,
+    """``_run_write_group``'s cache hooks for ``_Timed`` operations: the ``SqliteOps`` row cache,
     kept across apply groups (this connection is the database's only writer)."""
 
-    def __init__(self, ops: _Ops) -> None:
+    def __init__(self, ops: SqliteOps) -> None:
         self.ops = ops
 
     def keeps(self, fn: Any) -> bool:
@@ -297,7 +297,7 @@ def _commit_record(key: str, broker: int, size: int, reqs: Sequence[CommitBatchR
     return codec.encode_record(rec)
 
 
-def _decode_op(ops: _Ops, value: bytes) -> Any:
+def _decode_op(ops: SqliteOps, value: bytes) -> Any:
     """``(operation, args, recorded time)`` of one record, or the ``DisklessSnapshotChunkRecord``
     itself (a piece of an import). Raises DecodeError for an unknown type."""
     rec, _ = codec.decode_record(value)
@@ -506,7 +506,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         self._raft_options = dict(raft_options or {})
         self._client_security = client_security
         self._clock = _FixedClock()
-        self._ops = _Ops(self._clock, producer_id_expiration_ms)
+        self._ops = SqliteOps(self._clock, producer_id_expiration_ms)
         self._cache = _Cache(self._ops)
         self._conn: sqlite3.Connection | None = None  # the apply connection (loop thread)
         # The apply's open SQLite transaction (see _apply_open): the work of each group applied
@@ -574,7 +574,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 check_same_thread=False,
             )  # fmt: skip
             self._conn = conn
-            _init_writer(conn, self._synchronous, 0)
+            init_writer(conn, self._synchronous, 0)
             conn.execute(_APPLIED_DDL)
             conn.execute("INSERT OR IGNORE INTO raft_applied VALUES (1, 0, 0, 0)")
             self._read_applied()
@@ -890,7 +890,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 fut = self._pending.pop(offset, None)
                 if fut is None or fut.done():
                     continue
-                if type(res) is _Failure:
+                if type(res) is OpFailure:
                     fut.set_exception(res.exc)
                 else:
                     fut.set_result(res)
@@ -931,14 +931,14 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             if not conn.in_transaction:
                 conn.execute("BEGIN IMMEDIATE")
             try:
-                results = _run_ops(conn, work, cache, optimistic=True)
-            except _OpFailed:
+                results = run_ops(conn, work, cache, optimistic=True)
+            except OpFailed:
                 cache.drop()
                 conn.execute("ROLLBACK")
                 conn.execute("BEGIN IMMEDIATE")
                 for earlier in self._open_work:
-                    _run_ops(conn, earlier, cache, optimistic=False)
-                results = _run_ops(conn, work, cache, optimistic=False)
+                    run_ops(conn, earlier, cache, optimistic=False)
+                results = run_ops(conn, work, cache, optimistic=False)
                 self._open_work.append(work)
                 self._open_records += len(work) - 1
                 self.commit_applied()
@@ -1028,7 +1028,7 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             src.commit()
 
         self._load_image(image, bookkeeping)
-        _init_writer(self._conn, self._synchronous, 0)
+        init_writer(self._conn, self._synchronous, 0)
         self._import_buf = None
         self.applied_offset, self._applied_epoch = end, epoch
         self.imports_applied += 1
