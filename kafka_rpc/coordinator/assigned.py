@@ -101,7 +101,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -124,6 +123,7 @@ from .api import (
     ListOffsetsResponse,
     TopicIdPartition,
 )
+from .errors import error_code_of
 from .replicated import (
     DISKLESS_METADATA_TOPIC_NAME,
     NOT_COORDINATOR,
@@ -161,15 +161,6 @@ class _Slot:
         self.topic_id = topic_id
         self.task: asyncio.Task | None = None
         self.inner: ReplicatedBatchCoordinator | None = None
-
-
-def _code_of(exc: BaseException) -> int:
-    own = getattr(exc, "error_code", None)
-    if isinstance(own, int) and own > 0:
-        return own
-    if isinstance(exc, sqlite3.Error | OSError):
-        return int(Errors.KAFKA_STORAGE_ERROR)
-    return int(Errors.UNKNOWN_SERVER_ERROR)
 
 
 class AssignedBatchCoordinator(BatchCoordinator):
@@ -502,7 +493,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                     if len(answers) != len(mine):
                         raise RuntimeError(f"{what}: {len(answers)} answers for {len(mine)}")
                 except Exception as e:  # this part's entries only; logged
-                    code = _code_of(e)
+                    code = error_code_of(e)
                     log.log(logging.INFO if code > 0 else logging.ERROR,
                             "%s on %s-%d failed: %r", what, DISKLESS_METADATA_TOPIC_NAME, c, e,
                             exc_info=code <= 0)  # fmt: skip

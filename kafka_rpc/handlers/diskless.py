@@ -114,7 +114,6 @@ DeleteDisklessFiles (10103)
 from __future__ import annotations
 
 import logging
-import sqlite3
 import uuid
 from collections.abc import Sequence
 from typing import Any
@@ -138,6 +137,7 @@ from kafka_rpc.coordinator.api import (
     new_commit_batch_request,
     new_topic_id_partition,
 )
+from kafka_rpc.coordinator.errors import error_code_of
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -159,6 +159,8 @@ _UNKNOWN_TP = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
 _LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
+_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
+_UNKNOWN_SERVER_ERROR = int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
 #: [image, {topic id: {partition: coordinator partition}}] of the topics with a mapping record,
 #: as plain dicts (a PMap lookup is Python code: this is on the CommitBatches path)
@@ -263,19 +265,19 @@ _del_files_resp = codec.module("DeleteDisklessFilesResponse")
 
 
 def _failure_code(exc: Exception, api: str, broker_id: int | None) -> int:
-    """Map an exception raised by a coordinator call to a Kafka error code, and log it: an
-    exception that names its own Kafka code (an ``error_code`` attribute > 0, e.g. the
-    replicated coordinator's NotCoordinatorError, 16) answers that code; a storage failure
-    KAFKA_STORAGE_ERROR; anything else UNKNOWN_SERVER_ERROR."""
-    own = getattr(exc, "error_code", None)
-    if isinstance(own, int) and own > 0:
-        logger.info("%s (broker %s): %s: %s", api, broker_id, type(exc).__name__, exc)
-        return int(own)
-    if isinstance(exc, sqlite3.Error | OSError):
+    """The Kafka error code of an exception raised by a coordinator call
+    (:func:`kafka_rpc.coordinator.errors.error_code_of`), logged: an exception that names its
+    own code at INFO, a storage failure (KAFKA_STORAGE_ERROR) and anything else
+    (UNKNOWN_SERVER_ERROR) at ERROR with the traceback. ``api`` and ``broker_id`` (the caller,
+    when known) are only for the log line."""
+    code = error_code_of(exc)
+    if code == _UNKNOWN_SERVER_ERROR:
+        logger.error("%s (broker %s): unexpected coordinator failure", api, broker_id, exc_info=exc)
+    elif code == _STORAGE_ERROR and getattr(exc, "error_code", None) != code:
         logger.error("%s (broker %s): storage failure: %r", api, broker_id, exc, exc_info=exc)
-        return int(ErrorCode.KAFKA_STORAGE_ERROR)
-    logger.error("%s (broker %s): unexpected coordinator failure", api, broker_id, exc_info=exc)
-    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
+    else:
+        logger.info("%s (broker %s): %s: %s", api, broker_id, type(exc).__name__, exc)
+    return code
 
 
 def _checked(results: Sequence[Any], expected: int, api: str) -> Sequence[Any]:
