@@ -226,7 +226,7 @@ class Server:
             self.metrics_port = self._metrics_httpd.server_port
         loop = asyncio.get_running_loop()
         if self.coordinator is None and "broker" in self.config.process_roles:
-            from kafka_rpc.coordinator import create_coordinator
+            from kafka_rpc.coordinator.factory import create_coordinator
 
             coordinator = create_coordinator(self.config.diskless_coordinator_url)
             await coordinator.start()

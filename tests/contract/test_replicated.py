@@ -14,7 +14,6 @@ import uuid
 import pytest
 
 from kafka_rpc.broker import partition_metadata
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     DeleteRecordsRequest,
@@ -22,6 +21,7 @@ from kafka_rpc.coordinator.api import (
     FindBatchRequest,
     ListOffsetsRequest,
 )
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.replicated import (
     NOT_COORDINATOR,
     NotCoordinatorError,

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kafka_rpc.coordinator import BatchCoordinator, create_coordinator
+from kafka_rpc.coordinator import BatchCoordinator
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.handlers import diskless as h
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
