@@ -64,11 +64,9 @@ import contextlib
 import hashlib
 import logging
 import os
-import random
 import sqlite3
 import sys
 import threading
-import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -547,10 +545,8 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         if self.driver is not None:
             return
         from kafka_rpc.broker import partition_metadata
-        from kafka_rpc.raft.core import RaftConfig, RaftCore
-        from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
-        from kafka_rpc.raft.file_log import FileLog
-        from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+        from kafka_rpc.raft.core import RaftConfig
+        from kafka_rpc.raft.replica import open_raft_replica
 
         self._leader_event = asyncio.Event()
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -567,7 +563,6 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
         )
         await store.start()
         self._store = store
-        raft_log = None
         try:
             conn = sqlite3.connect(
                 str(self.db_path), isolation_level=None, cached_statements=256,
@@ -579,7 +574,6 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
             conn.execute("INSERT OR IGNORE INTO raft_applied VALUES (1, 0, 0, 0)")
             self._read_applied()
             self._seen = self.applied_offset
-            raft_log = FileLog(self.directory)
             options = {"append_linger_ms": 0, **self._raft_options}
             rc = RaftConfig(
                 node_id=self.node_id,
@@ -591,15 +585,10 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 **options,
             )
             self._snapshot_bytes_floor = rc.snapshot_max_record_bytes
-            now = monotonic_ms()
-            store_q = FileQuorumStateStore(self.directory / "quorum-state")
-            self.core = RaftCore(rc, raft_log, store_q, self, random.Random(), now,
-                                 wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
-            self.driver = RaftDriver(
-                self.core,
-                raft_log,
-                self.node_id,
-                self.voters,
+            replica = open_raft_replica(
+                self.directory,
+                rc,
+                self,
                 request_timeout_ms=rc.request_timeout_ms,
                 retry_backoff_ms=rc.retry_backoff_ms,
                 shutdown_timeout_ms=self._shutdown_timeout_ms,
@@ -613,10 +602,9 @@ class ReplicatedBatchCoordinator(BatchCoordinator):
                 # fsynced off the loop (see snapshot_records)
                 background_snapshots=True,
             )
+            self.core, self.driver = replica.core, replica.driver
             self.driver.start()
         except BaseException:
-            if self.driver is None and raft_log is not None:
-                raft_log.close()
             self.driver = None
             await self._close_db()
             raise
