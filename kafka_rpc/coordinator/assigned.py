@@ -124,6 +124,7 @@ from .api import (
     TopicIdPartition,
 )
 from .errors import error_code_of
+from .ownership import DEFAULT_PARTITION, coordinator_of, owner_map
 from .replicated import (
     DISKLESS_METADATA_TOPIC_NAME,
     NOT_COORDINATOR,
@@ -137,8 +138,6 @@ log = logging.getLogger("kafka_rpc.coordinator.assigned")
 
 #: Kafka ``Errors.COORDINATOR_NOT_AVAILABLE``.
 COORDINATOR_NOT_AVAILABLE = 15
-#: The coordinator partition of every unmapped topic-partition (DESIGN.md section 9).
-DEFAULT_PARTITION = 0
 _NONE: frozenset[int] = frozenset()
 
 
@@ -195,8 +194,6 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._controller: Any = None
         self._closed = False
         self._reported: set[str] = set()
-        # [image, {topic id: {partition: coordinator partition}}] (a PMap lookup is Python code)
-        self._owners: list[Any] = [None, {}]
         #: set once the first replica runs
         self.started = asyncio.Event()
         #: set when a replica of this node cannot start (logged): what ``started`` waits for
@@ -418,23 +415,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
     # ------------------------------------------------------------------ routing
     def _owner_map(self) -> dict[uuid.UUID, dict[int, int]]:
         controller = self._controller
-        if controller is None:
-            return {}
-        image = controller.image
-        cache = self._owners
-        if cache[0] is not image:
-            cache[1] = {
-                t.topic_id: dict(t.batch_coordinators)
-                for t in image.topics.values()
-                if t.batch_coordinators
-            }
-            cache[0] = image
-        return cache[1]
+        return {} if controller is None else owner_map(controller.image)
 
     def owner(self, tp: TopicIdPartition) -> int:
         """The coordinator partition owning ``tp`` in the committed image (unmapped -> 0)."""
-        m = self._owner_map().get(tp.topic_id)
-        return DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+        return coordinator_of(self._owner_map(), tp.topic_id, tp.partition)
 
     def _any_running(self) -> None:
         if not any(s.inner is not None for s in self._slots.values()):
@@ -460,8 +445,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if owners:  # else every entry is coordinator partition 0's
             for i, r in enumerate(reqs):
                 tp = r.topic_id_partition
-                m = owners.get(tp.topic_id)
-                c = DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+                c = coordinator_of(owners, tp.topic_id, tp.partition)
                 g = groups.get(c)
                 if g is None:
                     groups[c] = [i]

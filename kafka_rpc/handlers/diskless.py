@@ -119,7 +119,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kafka_rpc._frozen import frozen_constructor
-from kafka_rpc.controller.coordinator_mapping import DEFAULT_COORDINATOR_PARTITION
+from kafka_rpc.coordinator import ownership
 from kafka_rpc.coordinator.api import (
     ZERO_UUID,
     BatchCoordinator,
@@ -138,6 +138,7 @@ from kafka_rpc.coordinator.api import (
     new_topic_id_partition,
 )
 from kafka_rpc.coordinator.errors import error_code_of
+from kafka_rpc.coordinator.ownership import Owns
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -162,71 +163,24 @@ _LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
 _STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 _UNKNOWN_SERVER_ERROR = int(ErrorCode.UNKNOWN_SERVER_ERROR)
 
-#: [image, {topic id: {partition: coordinator partition}}] of the topics with a mapping record,
-#: as plain dicts (a PMap lookup is Python code: this is on the CommitBatches path)
-_mapped_cache: list[Any] = [None, {}]
-
-
-class Owns:
-    """``owns(topic id, partition)``: whether this node's Batch Coordinator serves the
-    partition (the coordinator partition it maps to is one this node serves); for one it does
-    not, ``owns.refusal(topic id, partition)`` is the entry's error code:
-    COORDINATOR_LOAD_IN_PROGRESS (14, retriable: this node has that coordinator's replica and
-    it is starting, or it leads it and is still replaying or importing, as Kafka's group
-    coordinator answers while it loads) or NOT_COORDINATOR (16: another node's coordinator)."""
-
-    __slots__ = ("_default", "_loading", "_mapped", "_served")
-
-    def __init__(self, mapped: dict[uuid.UUID, dict[int, int]], served: frozenset[int],
-                 loading: frozenset[int]) -> None:  # fmt: skip
-        self._mapped = mapped
-        self._served = served
-        self._loading = loading
-        self._default = DEFAULT_COORDINATOR_PARTITION
-
-    def _coordinator(self, topic_id: uuid.UUID, partition: int) -> int:
-        m = self._mapped.get(topic_id)
-        return self._default if m is None else m.get(partition, self._default)
-
-    def __call__(self, topic_id: uuid.UUID, partition: int) -> bool:
-        return self._coordinator(topic_id, partition) in self._served
-
-    def refusal(self, topic_id: uuid.UUID, partition: int) -> int:
-        if self._coordinator(topic_id, partition) in self._loading:
-            return _LOAD_IN_PROGRESS
-        return _NOT_COORDINATOR
-
-
 def owner_check(server: Any, write: bool) -> Owns | None:
-    """KIP-1164 with several Batch Coordinators: the partition -> ``__diskless-metadata``
-    partition mapping of the node's committed metadata image
-    (:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: unmapped
-    partitions belong to 0) against ``server.batch_coordinator_partitions(write)``, the
-    coordinator partitions this node serves for writes (it leads them) or reads (it has a
-    replica), and ``server.batch_coordinator_loading(write)``, those it will serve once loaded
-    (see :class:`Owns`). None when no check applies (no metadata image or no such method on the
-    server, or every partition is coordinator 0's and this node serves 0), so every entry goes
-    to the local coordinator as before."""
+    """KIP-1164 with several Batch Coordinators: the node's owner check for one kind of call
+    (:func:`kafka_rpc.coordinator.ownership.owner_check`: the mapping of ``server``'s committed
+    metadata image, ``server.controller.image``, against
+    ``server.batch_coordinator_partitions(write)``, the coordinator partitions this node serves
+    for writes or reads, and ``server.batch_coordinator_loading(write)``, those it will serve
+    once loaded; see :class:`~kafka_rpc.coordinator.ownership.Owns`). None when no check
+    applies (no metadata image or no such method on the server, or every partition is
+    coordinator 0's and this node serves 0), so every entry goes to the local coordinator."""
     controller = getattr(server, "controller", None)
     served_fn = getattr(server, "batch_coordinator_partitions", None)
     if controller is None or served_fn is None:
         return None
-    served = served_fn(write)
-    image = controller.image
-    cache = _mapped_cache
-    if cache[0] is not image:  # the image changed: the mappings again
-        cache[1] = {
-            t.topic_id: dict(t.batch_coordinators)
-            for t in image.topics.values()
-            if t.batch_coordinators
-        }
-        cache[0] = image
-    mapped: dict[uuid.UUID, dict[int, int]] = cache[1]
-    if DEFAULT_COORDINATOR_PARTITION in served and not mapped:
-        return None  # every partition is coordinator 0's, which this node serves
     loading_fn = getattr(server, "batch_coordinator_loading", None)
-    loading = loading_fn(write) if loading_fn is not None else frozenset()
-    return Owns(mapped, served, loading)
+    return ownership.owner_check(
+        controller.image, served_fn(write),
+        (lambda: loading_fn(write)) if loading_fn is not None else frozenset,
+    )  # fmt: skip
 
 
 def _refusal(owns: Owns | None, topic_id: uuid.UUID, partition: int) -> int:
@@ -314,7 +268,7 @@ def _topic_owned(owns: Owns | None, topic_id: uuid.UUID) -> bool:
     Coordinator that owns the topic's partition 0 (the one ``FindCoordinator write:<id>:0``
     names); a node that does not lead it is a read-only coordinator for this call. The zero id
     is everyone's (answered UNKNOWN_TOPIC_OR_PARTITION)."""
-    return owns is None or topic_id == ZERO_UUID or owns(topic_id, 0)
+    return owns is None or topic_id == ZERO_UUID or owns.owns_topic(topic_id)
 
 
 async def handle_init_diskless_topics(
