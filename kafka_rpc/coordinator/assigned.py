@@ -1,4 +1,4 @@
-"""The replicated Batch Coordinators as the metadata log assigns them (DESIGN.md s. 9).
+"""The replicated Batch Coordinators as the metadata log assigns them (docs/batch-coordinator.md).
 
 ``diskless.coordinator.url=raft:///dir`` with none of ``node_id``, ``voters`` or ``topic_id`` in
 the URL selects :class:`AssignedBatchCoordinator` ("from the metadata log"): instead of static
@@ -123,14 +123,9 @@ from .api import (
     ListOffsetsResponse,
     TopicIdPartition,
 )
-from .errors import error_code_of
+from .errors import NOT_COORDINATOR, NotCoordinatorError, error_code_of
 from .ownership import DEFAULT_PARTITION, coordinator_of, owner_map
-from .replicated import (
-    DISKLESS_METADATA_TOPIC_NAME,
-    NOT_COORDINATOR,
-    NotCoordinatorError,
-    ReplicatedBatchCoordinator,
-)
+from .replicated import DISKLESS_METADATA_TOPIC_NAME, ReplicatedBatchCoordinator
 
 __all__ = ["COORDINATOR_NOT_AVAILABLE", "AssignedBatchCoordinator", "CoordinatorNotAvailableError"]
 

@@ -1,6 +1,7 @@
-"""Exception -> Kafka error code for a failed Batch Coordinator call: the one rule the wire
-handlers (``kafka_rpc.handlers.diskless``) and the routing coordinator
-(``kafka_rpc.coordinator.assigned``, a part of a split call) both answer by."""
+"""The Batch Coordinators' errors: exception -> Kafka error code for a failed coordinator call,
+the one rule the wire handlers (``kafka_rpc.handlers.diskless``) and the routing coordinator
+(``kafka_rpc.coordinator.assigned``, a part of a split call) both answer by, and the replicated
+coordinator's NOT_COORDINATOR."""
 
 from __future__ import annotations
 
@@ -8,7 +9,17 @@ import sqlite3
 
 from .api import Errors
 
-__all__ = ["error_code_of"]
+__all__ = ["NOT_COORDINATOR", "NotCoordinatorError", "error_code_of"]
+
+#: Kafka ``Errors.NOT_COORDINATOR``.
+NOT_COORDINATOR = 16
+
+
+class NotCoordinatorError(Exception):
+    """This replica is not (or stopped being) the leader of its ``__diskless-metadata``
+    partition: Kafka's NOT_COORDINATOR (16)."""
+
+    error_code = NOT_COORDINATOR
 
 
 def error_code_of(exc: BaseException) -> int:

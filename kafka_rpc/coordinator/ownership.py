@@ -28,6 +28,8 @@ from typing import Any
 
 from kafka_rpc.controller.coordinator_mapping import DEFAULT_COORDINATOR_PARTITION
 
+from .errors import NOT_COORDINATOR
+
 __all__ = [
     "COORDINATOR_LOAD_IN_PROGRESS",
     "DEFAULT_PARTITION",
@@ -42,8 +44,6 @@ __all__ = [
 
 #: The coordinator partition of every unmapped topic-partition.
 DEFAULT_PARTITION = DEFAULT_COORDINATOR_PARTITION
-#: Kafka ``Errors.NOT_COORDINATOR``.
-NOT_COORDINATOR = 16
 #: Kafka ``Errors.COORDINATOR_LOAD_IN_PROGRESS``.
 COORDINATOR_LOAD_IN_PROGRESS = 14
 

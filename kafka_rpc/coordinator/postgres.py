@@ -5,7 +5,7 @@ The shared-database deployment (KIP-1164 names "a stand-alone database" among th
 implementations; Inkless runs its control plane on PostgreSQL): any number of ``kafka-rpc serve``
 processes point at one database and each is a writable coordinator.
 
-Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
+Design (docs/batch-coordinator.md; Inkless's PostgreSQL control plane):
 
 * **One transaction per call.** Every mutating call runs in one ``READ COMMITTED`` transaction
   on a pooled connection; a call is acknowledged only after its ``COMMIT`` returned (PostgreSQL

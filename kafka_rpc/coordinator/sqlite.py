@@ -1,6 +1,6 @@
 """SQLite Batch Coordinator (the default), through aiosqlite.
 
-Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 3.4):
+Design (docs/batch-coordinator.md; the rules are Inkless's control plane's, on SQLite):
 
 * **Two connections.** A writer (WAL, ``synchronous=FULL`` by default, foreign keys on) and a
   read-only reader (``PRAGMA query_only``); WAL lets the reader run beside the writer, each read

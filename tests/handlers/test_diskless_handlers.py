@@ -537,7 +537,7 @@ class Failing:
 async def test_failures_map_to_codes_per_call(coord, caplog):
     t = uuid.uuid4()
     await call(coord, init((t, 1)))
-    from kafka_rpc.coordinator.replicated import NotCoordinatorError
+    from kafka_rpc.coordinator.errors import NotCoordinatorError
 
     f = Failing(coord, {"disk": sqlite3.OperationalError("disk I/O error"),
                         "bug": ZeroDivisionError("bug"),
