@@ -1,4 +1,4 @@
-"""The replicated Batch Coordinators as the metadata log assigns them (DESIGN.md s. 9).
+"""The replicated Batch Coordinators as the metadata log assigns them (docs/batch-coordinator.md).
 
 ``diskless.coordinator.url=raft:///dir`` with none of ``node_id``, ``voters`` or ``topic_id`` in
 the URL selects :class:`AssignedBatchCoordinator` ("from the metadata log"): instead of static
@@ -101,7 +101,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
-import sqlite3
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
@@ -124,12 +123,9 @@ from .api import (
     ListOffsetsResponse,
     TopicIdPartition,
 )
-from .replicated import (
-    DISKLESS_METADATA_TOPIC_NAME,
-    NOT_COORDINATOR,
-    NotCoordinatorError,
-    ReplicatedBatchCoordinator,
-)
+from .errors import NOT_COORDINATOR, NotCoordinatorError, error_code_of
+from .ownership import DEFAULT_PARTITION, coordinator_of, owner_map
+from .replicated import DISKLESS_METADATA_TOPIC_NAME, ReplicatedBatchCoordinator
 
 __all__ = ["COORDINATOR_NOT_AVAILABLE", "AssignedBatchCoordinator", "CoordinatorNotAvailableError"]
 
@@ -137,8 +133,6 @@ log = logging.getLogger("kafka_rpc.coordinator.assigned")
 
 #: Kafka ``Errors.COORDINATOR_NOT_AVAILABLE``.
 COORDINATOR_NOT_AVAILABLE = 15
-#: The coordinator partition of every unmapped topic-partition (DESIGN.md section 9).
-DEFAULT_PARTITION = 0
 _NONE: frozenset[int] = frozenset()
 
 
@@ -161,15 +155,6 @@ class _Slot:
         self.topic_id = topic_id
         self.task: asyncio.Task | None = None
         self.inner: ReplicatedBatchCoordinator | None = None
-
-
-def _code_of(exc: BaseException) -> int:
-    own = getattr(exc, "error_code", None)
-    if isinstance(own, int) and own > 0:
-        return own
-    if isinstance(exc, sqlite3.Error | OSError):
-        return int(Errors.KAFKA_STORAGE_ERROR)
-    return int(Errors.UNKNOWN_SERVER_ERROR)
 
 
 class AssignedBatchCoordinator(BatchCoordinator):
@@ -204,8 +189,6 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._controller: Any = None
         self._closed = False
         self._reported: set[str] = set()
-        # [image, {topic id: {partition: coordinator partition}}] (a PMap lookup is Python code)
-        self._owners: list[Any] = [None, {}]
         #: set once the first replica runs
         self.started = asyncio.Event()
         #: set when a replica of this node cannot start (logged): what ``started`` waits for
@@ -427,23 +410,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
     # ------------------------------------------------------------------ routing
     def _owner_map(self) -> dict[uuid.UUID, dict[int, int]]:
         controller = self._controller
-        if controller is None:
-            return {}
-        image = controller.image
-        cache = self._owners
-        if cache[0] is not image:
-            cache[1] = {
-                t.topic_id: dict(t.batch_coordinators)
-                for t in image.topics.values()
-                if t.batch_coordinators
-            }
-            cache[0] = image
-        return cache[1]
+        return {} if controller is None else owner_map(controller.image)
 
     def owner(self, tp: TopicIdPartition) -> int:
         """The coordinator partition owning ``tp`` in the committed image (unmapped -> 0)."""
-        m = self._owner_map().get(tp.topic_id)
-        return DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+        return coordinator_of(self._owner_map(), tp.topic_id, tp.partition)
 
     def _any_running(self) -> None:
         if not any(s.inner is not None for s in self._slots.values()):
@@ -469,8 +440,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if owners:  # else every entry is coordinator partition 0's
             for i, r in enumerate(reqs):
                 tp = r.topic_id_partition
-                m = owners.get(tp.topic_id)
-                c = DEFAULT_PARTITION if m is None else m.get(tp.partition, DEFAULT_PARTITION)
+                c = coordinator_of(owners, tp.topic_id, tp.partition)
                 g = groups.get(c)
                 if g is None:
                     groups[c] = [i]
@@ -502,7 +472,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                     if len(answers) != len(mine):
                         raise RuntimeError(f"{what}: {len(answers)} answers for {len(mine)}")
                 except Exception as e:  # this part's entries only; logged
-                    code = _code_of(e)
+                    code = error_code_of(e)
                     log.log(logging.INFO if code > 0 else logging.ERROR,
                             "%s on %s-%d failed: %r", what, DISKLESS_METADATA_TOPIC_NAME, c, e,
                             exc_info=code <= 0)  # fmt: skip
@@ -804,7 +774,7 @@ class _Listing:
 def _fetch_budget(
     requests: Sequence[FindBatchRequest], answers: list[FindBatchResponse], fetch_max_bytes: int
 ) -> list[FindBatchResponse]:
-    """The single-coordinator fetch budget (``sqlite._Ops.find_batches``) applied again, in
+    """The single-coordinator fetch budget (``sqlite.SqliteOps.find_batches``) applied again, in
     request order, to answers each computed with the whole budget by its own coordinator
     partition: a batch is kept unless the request already has bytes and the entry reached its
     ``max_partition_fetch_bytes`` or the request ``fetch_max_bytes``. An answer that is within

@@ -5,7 +5,7 @@ The shared-database deployment (KIP-1164 names "a stand-alone database" among th
 implementations; Inkless runs its control plane on PostgreSQL): any number of ``kafka-rpc serve``
 processes point at one database and each is a writable coordinator.
 
-Design (``/work/shared/DESIGN.md`` section 5; Inkless notes section 3.4):
+Design (docs/batch-coordinator.md; Inkless's PostgreSQL control plane):
 
 * **One transaction per call.** Every mutating call runs in one ``READ COMMITTED`` transaction
   on a pooled connection; a call is acknowledged only after its ``COMMIT`` returned (PostgreSQL
@@ -54,10 +54,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import importlib.resources
 import logging
-import re
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from types import SimpleNamespace
@@ -65,7 +62,7 @@ from typing import Any
 
 import asyncpg
 
-from . import _rules
+from . import _rules, schema
 from ._rules import ProducerEntry
 from .api import (
     _COMMIT_INVALID,
@@ -98,6 +95,7 @@ from .api import (
     new_commit_batch_response,
 )
 from .memory import wall_clock_ms
+from .schema import SchemaVersionError
 
 __all__ = [
     "CoordinatorUnavailableError",
@@ -110,19 +108,11 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-_PACKAGE = "kafka_rpc.coordinator"
-_MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
-_SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _INT64_MAX = 9_223_372_036_854_775_807
 _MIGRATION_LOCK = 0x6B61666B61727063  # pg_advisory_xact_lock key ("kafkarpc")
 _CONFLICT_RETRIES = 5
 _FIND_PAGE = 64  # batches fetched per partition and round trip by find_batches
 _FIND_GROUP = 64  # partitions per find_many statement (concurrent find_batches calls together)
-
-
-class SchemaVersionError(RuntimeError):
-    """The database was written by a newer schema than this code knows, or a recorded migration
-    differs from the one shipped (edited after being applied)."""
 
 
 class CoordinatorUnavailableError(OSError):
@@ -138,29 +128,12 @@ class CoordinatorUnavailableError(OSError):
 
 def load_queries() -> dict[str, str]:
     """All named statements of ``pg/queries.sql`` (sections start with ``-- name: <name>``)."""
-    text = importlib.resources.files(_PACKAGE).joinpath("pg", "queries.sql").read_text("utf-8")
-    parts = _SECTION.split(text)
-    queries: dict[str, str] = {}
-    for name, body in zip(parts[1::2], parts[2::2]):
-        if name in queries:
-            raise ValueError(f"duplicate SQL statement name {name!r}")
-        queries[name] = body.strip()
-    return queries
+    return schema.load_queries("pg", "queries.sql")
 
 
 def load_migrations() -> list[tuple[int, str, str]]:
     """``(version, name, sql)`` of ``pg/migrations/V###__name.sql``, by version."""
-    out: list[tuple[int, str, str]] = []
-    root = importlib.resources.files(_PACKAGE).joinpath("pg", "migrations")
-    for entry in root.iterdir():
-        m = _MIGRATION_NAME.match(entry.name)
-        if m:
-            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
-    out.sort()
-    versions = [v for v, _, _ in out]
-    if len(set(versions)) != len(versions):
-        raise ValueError(f"duplicate migration versions: {versions}")
-    return out
+    return schema.load_migrations("pg", "migrations")
 
 
 async def apply_migrations(conn: asyncpg.Connection, now_ms: int) -> int:
@@ -170,7 +143,6 @@ async def apply_migrations(conn: asyncpg.Connection, now_ms: int) -> int:
     Raises ``SchemaVersionError`` if the database is newer than the code, or an applied
     migration's checksum differs from the shipped file."""
     migrations = load_migrations()
-    latest = migrations[-1][0] if migrations else 0
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock($1)", _MIGRATION_LOCK)
         await conn.execute(
@@ -181,27 +153,18 @@ async def apply_migrations(conn: asyncpg.Connection, now_ms: int) -> int:
         applied = {
             r[0]: r[1] for r in await conn.fetch("SELECT version, checksum FROM schema_version")
         }
-        newest = max(applied, default=0)
-        if newest > latest:
-            raise SchemaVersionError(
-                f"database schema version {newest} is newer than this code's {latest}"
-            )
-        for version, name, script in migrations:
-            checksum = hashlib.sha256(script.encode()).hexdigest()
-            if version in applied:
-                if applied[version] != checksum:
-                    raise SchemaVersionError(f"migration V{version:03d}__{name} was changed")
-                continue
+        pending, version = schema.pending_migrations(migrations, applied)
+        for number, name, checksum, script in pending:
             await conn.execute(script)  # simple query protocol: the whole script
             await conn.execute(
                 "INSERT INTO schema_version (version, name, checksum, applied_at_ms)"
                 " VALUES ($1, $2, $3, $4)",
-                version,
+                number,
                 name,
                 checksum,
                 now_ms,
             )
-    return max(latest, newest)
+    return version
 
 
 Q = SimpleNamespace(**load_queries())

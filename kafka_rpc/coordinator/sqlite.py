@@ -1,6 +1,6 @@
 """SQLite Batch Coordinator (the default), through aiosqlite.
 
-Design (see ``/work/shared/DESIGN.md`` section 5 and the Inkless notes, section 3.4):
+Design (docs/batch-coordinator.md; the rules are Inkless's control plane's, on SQLite):
 
 * **Two connections.** A writer (WAL, ``synchronous=FULL`` by default, foreign keys on) and a
   read-only reader (``PRAGMA query_only``); WAL lets the reader run beside the writer, each read
@@ -46,9 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import hashlib
-import importlib.resources
-import re
 import sqlite3
 import uuid
 from collections.abc import Callable, Sequence
@@ -57,7 +54,7 @@ from typing import Any
 
 import aiosqlite
 
-from . import _rules
+from . import _rules, schema
 from ._rules import ProducerEntry
 from .api import (
     _COMMIT_INVALID,
@@ -89,19 +86,22 @@ from .api import (
     new_commit_batch_response,
 )
 from .memory import wall_clock_ms
+from .schema import SchemaVersionError
 
-__all__ = ["SchemaVersionError", "SqliteBatchCoordinator", "load_migrations", "load_queries"]
+__all__ = [
+    "OpFailed",
+    "OpFailure",
+    "SchemaVersionError",
+    "SqliteBatchCoordinator",
+    "SqliteOps",
+    "init_writer",
+    "load_migrations",
+    "load_queries",
+    "run_ops",
+]
 
-_PACKAGE = "kafka_rpc.coordinator"
-_MIGRATION_NAME = re.compile(r"^V(\d{3,})__([A-Za-z0-9_]+)\.sql$")
-_SECTION = re.compile(r"^--\s*name:\s*(\w+)\s*$", re.MULTILINE)
 _INT64_MAX = 9_223_372_036_854_775_807
 _SYNCHRONOUS = ("FULL", "NORMAL")
-
-
-class SchemaVersionError(RuntimeError):
-    """The database was written by a newer schema than this code knows, or a recorded migration
-    differs from the one shipped (edited after being applied)."""
 
 
 # -- SQL resources ---------------------------------------------------------------------------
@@ -109,32 +109,12 @@ class SchemaVersionError(RuntimeError):
 
 def load_queries() -> dict[str, str]:
     """All named statements of ``sql/*.sql`` (sections start with ``-- name: <name>``)."""
-    queries: dict[str, str] = {}
-    root = importlib.resources.files(_PACKAGE).joinpath("sql")
-    for entry in sorted(root.iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".sql"):
-            continue
-        parts = _SECTION.split(entry.read_text(encoding="utf-8"))
-        for name, body in zip(parts[1::2], parts[2::2]):
-            if name in queries:
-                raise ValueError(f"duplicate SQL statement name {name!r} in {entry.name}")
-            queries[name] = body.strip()
-    return queries
+    return schema.load_queries("sql")
 
 
 def load_migrations() -> list[tuple[int, str, str]]:
     """``(version, name, sql)`` of ``migrations/V###__name.sql``, by version."""
-    out: list[tuple[int, str, str]] = []
-    root = importlib.resources.files(_PACKAGE).joinpath("migrations")
-    for entry in root.iterdir():
-        m = _MIGRATION_NAME.match(entry.name)
-        if m:
-            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
-    out.sort()
-    versions = [v for v, _, _ in out]
-    if len(set(versions)) != len(versions):
-        raise ValueError(f"duplicate migration versions: {versions}")
-    return out
+    return schema.load_migrations("migrations")
 
 
 def _split_statements(script: str) -> list[str]:
@@ -160,7 +140,6 @@ def apply_migrations(conn: sqlite3.Connection, now_ms: int) -> int:
     migration's checksum differs from the shipped file.
     """
     migrations = load_migrations()
-    latest = migrations[-1][0] if migrations else 0
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute(
@@ -169,30 +148,21 @@ def apply_migrations(conn: sqlite3.Connection, now_ms: int) -> int:
             " applied_at_ms INTEGER NOT NULL) STRICT"
         )
         applied = dict(conn.execute("SELECT version, checksum FROM schema_version").fetchall())
-        newest = max(applied, default=0)
-        if newest > latest:
-            raise SchemaVersionError(
-                f"database schema version {newest} is newer than this code's {latest}"
-            )
-        for version, name, script in migrations:
-            checksum = hashlib.sha256(script.encode()).hexdigest()
-            if version in applied:
-                if applied[version] != checksum:
-                    raise SchemaVersionError(f"migration V{version:03d}__{name} was changed")
-                continue
+        pending, version = schema.pending_migrations(migrations, applied)
+        for number, name, checksum, script in pending:
             for stmt in _split_statements(script):
                 conn.execute(stmt)
             conn.execute(
                 "INSERT INTO schema_version (version, name, checksum, applied_at_ms)"
                 " VALUES (?, ?, ?, ?)",
-                (version, name, checksum, now_ms),
+                (number, name, checksum, now_ms),
             )
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
-    return max(latest, newest)
+    return version
 
 
 Q = SimpleNamespace(**load_queries())
@@ -215,8 +185,10 @@ async def _run_on_db_thread(db: aiosqlite.Connection, fn: Callable[..., Any], *a
     return await db._execute(call)
 
 
-class _Failure:
-    """An exception raised by one operation of a group (returned as a value, not raised)."""
+class OpFailure:
+    """An exception raised by one operation of a group (returned as a value, not raised): what
+    :func:`run_ops` leaves in the result slot of an operation it rolled back to its SAVEPOINT.
+    Shared with the replicated coordinator's apply (``kafka_rpc.coordinator.replicated``)."""
 
     __slots__ = ("exc",)
 
@@ -240,16 +212,17 @@ class _NoCache:
         pass
 
 
-class _OpFailed(Exception):
+class OpFailed(Exception):
     """An operation raised in a group transaction run without SAVEPOINTs (see
-    ``_run_write_group``)."""
+    ``_run_write_group`` and :func:`run_ops`): the caller rolls the transaction back and runs
+    the group again with one SAVEPOINT per operation."""
 
 
 def _run_write_group(
     conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any], tuple]], cache: Any = _NoCache
 ) -> list:
     """One write transaction for a group of operations, each isolated: a failing operation
-    (``_Failure`` in its result slot) changes nothing, the others commit.
+    (``OpFailure`` in its result slot) changes nothing, the others commit.
 
     Isolation is optimistic. A group of several operations first runs without SAVEPOINTs: a
     SAVEPOINT makes SQLite copy every page an operation touches into a statement journal, about
@@ -260,7 +233,7 @@ def _run_write_group(
     failing one rolls back only itself. A single operation runs alone; its failure rolls back the
     transaction and is raised.
 
-    ``cache`` is the writer-side cache of rows (see ``_Ops``): ``cache.flush(conn)`` writes its
+    ``cache`` is the writer-side cache of rows (see ``SqliteOps``): ``cache.flush(conn)`` writes its
     deferred changes, ``cache.keeps(fn)`` tells whether operation ``fn`` keeps it exact (else it
     is flushed before and dropped after ``fn``, outside ``fn``'s SAVEPOINT so a rollback of ``fn``
     cannot undo the flush), ``cache.drop()`` forgets it. It is flushed before ``COMMIT`` and
@@ -268,7 +241,7 @@ def _run_write_group(
     if len(ops) > 1:
         try:
             return _write_transaction(conn, ops, cache, optimistic=True)
-        except _OpFailed:
+        except OpFailed:
             pass  # rolled back: run again, each operation in its own SAVEPOINT
         return _write_transaction(conn, ops, cache, optimistic=False)
     return _write_transaction(conn, ops, cache, optimistic=True)
@@ -282,11 +255,11 @@ def _write_transaction(
     optimistic: bool,
 ) -> list:
     """``_run_write_group``'s transaction: without SAVEPOINTs when ``optimistic`` (an operation's
-    exception rolls everything back and is raised, as ``_OpFailed`` if there are several
+    exception rolls everything back and is raised, as ``OpFailed`` if there are several
     operations), else one SAVEPOINT per operation."""
     conn.execute("BEGIN IMMEDIATE")
     try:
-        results = _run_ops(conn, ops, cache, optimistic=optimistic)
+        results = run_ops(conn, ops, cache, optimistic=optimistic)
         cache.flush(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -297,7 +270,7 @@ def _write_transaction(
     return results
 
 
-def _run_ops(
+def run_ops(
     conn: sqlite3.Connection,
     ops: list[tuple[Callable[..., Any], tuple]],
     cache: Any,
@@ -305,10 +278,11 @@ def _run_ops(
     optimistic: bool,
 ) -> list:
     """The operations of a write transaction that the caller opened and ends (its COMMIT or
-    ROLLBACK; ``cache.flush`` before COMMIT, ``cache.drop`` on ROLLBACK): without SAVEPOINTs when
-    ``optimistic`` (an operation's exception is raised, as ``_OpFailed`` if there are several
-    operations; the caller must roll back), else one SAVEPOINT per operation (a failing one
-    leaves a ``_Failure`` in its result slot and changes nothing)."""
+    ROLLBACK; ``cache.flush`` before COMMIT, ``cache.drop`` on ROLLBACK). ``ops``: ``(fn,
+    args)`` pairs, each run as ``fn(conn, *args)``; one result per operation, in order. Without
+    SAVEPOINTs when ``optimistic`` (an operation's exception is raised, as ``OpFailed`` if there
+    are several operations; the caller must roll back), else one SAVEPOINT per operation (a
+    failing one leaves an ``OpFailure`` in its result slot and changes nothing)."""
     results: list[Any] = []
     for fn, args in ops:
         keeps = cache.keeps(fn)
@@ -322,7 +296,7 @@ def _run_ops(
                 try:
                     results.append(fn(conn, *args))
                 except Exception as exc:
-                    raise _OpFailed from exc
+                    raise OpFailed from exc
                 continue
             conn.execute("SAVEPOINT op")
             try:
@@ -330,7 +304,7 @@ def _run_ops(
             except Exception as exc:  # noqa: BLE001 - isolate this operation only
                 conn.execute("ROLLBACK TO op")
                 conn.execute("RELEASE op")
-                results.append(_Failure(exc))
+                results.append(OpFailure(exc))
             else:
                 conn.execute("RELEASE op")
                 results.append(res)
@@ -349,7 +323,7 @@ def _run_read_group(conn: sqlite3.Connection, ops: list[tuple[Callable[..., Any]
             try:
                 results.append(fn(conn, *args))
             except Exception as exc:  # noqa: BLE001 - reported to its own caller
-                results.append(_Failure(exc))
+                results.append(OpFailure(exc))
     finally:
         if conn.in_transaction:
             conn.execute("COMMIT")
@@ -390,7 +364,7 @@ class _GroupRunner:
                         self._db, self._run_group, [(fn, args) for fn, args, _ in group]
                     )
                 except Exception as exc:  # noqa: BLE001 - the group failed: tell every caller
-                    results = [_Failure(exc)] * n
+                    results = [OpFailure(exc)] * n
                 except BaseException as exc:  # cancelled: fail everything queued, then stop
                     failure = RuntimeError(f"coordinator stopped: {exc!r}")
                     for _, _, fut in [*group, *self._pending]:
@@ -403,7 +377,7 @@ class _GroupRunner:
                 for (_, _, fut), res in zip(group, results):
                     if fut.done():
                         continue
-                    if type(res) is _Failure:
+                    if type(res) is OpFailure:
                         fut.set_exception(res.exc)
                     else:
                         fut.set_result(res)
@@ -421,9 +395,17 @@ class _GroupRunner:
 _MISSING = object()
 
 
-class _Ops:
-    """Synchronous implementations over a ``sqlite3.Connection`` (transaction managed by the
-    group runner). Same rules as ``InMemoryBatchCoordinator`` via ``_rules``."""
+class SqliteOps:
+    """The Batch Coordinator's operations as synchronous functions over a ``sqlite3.Connection``
+    (``fn(conn, *args)``; the transaction is the caller's: the group runner's here, the Raft
+    apply's in ``kafka_rpc.coordinator.replicated``). Same rules as ``InMemoryBatchCoordinator``
+    via ``_rules`` (Inkless's control-plane semantics, Kafka's where they differ).
+
+    ``time_ms()``: the clock of every decision (ms since the epoch; the replicated apply fixes
+    it to the recorded time, so every replica decides alike); ``producer_id_expiration_ms`` as
+    Kafka's. The instance holds a writer-side cache of ``logs`` rows: the writing connection
+    must be the database's only writer, and the caller must :meth:`flush` before ``COMMIT`` and
+    :meth:`drop` on ``ROLLBACK`` (:func:`run_ops`' ``cache`` protocol: :meth:`keeps`)."""
 
     def __init__(self, time_ms: Callable[[], int], producer_id_expiration_ms: int) -> None:
         self.time_ms = time_ms
@@ -883,16 +865,20 @@ def _release_files(conn: sqlite3.Connection, deleted: collections.Counter[int], 
 
 
 _CACHE_AWARE = frozenset(
-    {_Ops.commit_file, _Ops.is_safe_to_delete_file, _Ops.delete_files}
+    {SqliteOps.commit_file, SqliteOps.is_safe_to_delete_file, SqliteOps.delete_files}
 )
-"""Write operations that keep ``_Ops.logs`` exact; any other one is run with the cache flushed
+"""Write operations that keep ``SqliteOps.logs`` exact; any other one is run with the cache flushed
 before and dropped after it."""
 
 
 # -- the coordinator -------------------------------------------------------------------------
 
 
-def _init_writer(conn: sqlite3.Connection, synchronous: str, now_ms: int) -> int:
+def init_writer(conn: sqlite3.Connection, synchronous: str, now_ms: int) -> int:
+    """Set up the database's writing connection ``conn`` (WAL, ``synchronous`` = ``OFF`` /
+    ``NORMAL`` / ``FULL``, foreign keys, a 64 MiB page cache) and bring the schema up to date
+    (:func:`apply_migrations` at ``now_ms``); returns the schema version. Raises
+    ``RuntimeError`` if WAL cannot be enabled, ``SchemaVersionError`` as the migrations do."""
     mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
     if str(mode).lower() != "wal":
         raise RuntimeError(f"could not enable WAL (journal_mode={mode})")
@@ -926,7 +912,7 @@ class _InlineReader:
 
     def run(self, fn: Callable[..., Any], *args: Any) -> Any:
         res = _run_read_group(self.conn, [(fn, args)])[0]
-        if type(res) is _Failure:
+        if type(res) is OpFailure:
             exc = res.exc
             # SQLITE_BUSY and its extended codes (BUSY_RECOVERY, BUSY_SNAPSHOT...)
             code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
@@ -972,7 +958,7 @@ class SqliteBatchCoordinator(BatchCoordinator):
         self._synchronous = synchronous
         self._cap = max_group_size
         self._time_ms = time_ms
-        self._ops = _Ops(time_ms, producer_id_expiration_ms)
+        self._ops = SqliteOps(time_ms, producer_id_expiration_ms)
         self._writer_db: aiosqlite.Connection | None = None
         self._reader_db: aiosqlite.Connection | None = None
         self._writer: _GroupRunner | None = None
@@ -988,7 +974,7 @@ class SqliteBatchCoordinator(BatchCoordinator):
         writer = await aiosqlite.connect(self.path, isolation_level=None, cached_statements=256)
         try:
             self.schema_version = await _run_on_db_thread(
-                writer, _init_writer, self._synchronous, self._time_ms()
+                writer, init_writer, self._synchronous, self._time_ms()
             )
             reader = await aiosqlite.connect(self.path, isolation_level=None, cached_statements=256)
         except BaseException:

@@ -10,7 +10,8 @@ API (``kafka_rpc.coordinator.api``); validation lives in the coordinator and its
 mapped, not re-derived. ``broker_id`` is the id of the calling broker when the server knows it; it
 is used only in log messages (CommitBatches' uploader is the request's own ``BrokerId``).
 
-Conventions shared by every handler (DESIGN.md section 5):
+Conventions shared by every handler (docs/batch-coordinator.md; the owner routing and the
+per-entry fan-out are :mod:`kafka_rpc.handlers.diskless_routing`):
 
 * Unknown topic id, unknown partition and the zero topic id answer UNKNOWN_TOPIC_OR_PARTITION (3).
 * Response topics mirror the request's topic entries, in request order (CommitBatches: see below);
@@ -19,7 +20,7 @@ Conventions shared by every handler (DESIGN.md section 5):
   ``OSError`` map to KAFKA_STORAGE_ERROR (56), anything else to UNKNOWN_SERVER_ERROR (-1). Both
   are logged (the latter with its traceback, as a probable bug). ``asyncio.CancelledError`` is
   never caught.
-* Several Batch Coordinators (KIP-1164, DESIGN.md section 9): an entry of CommitBatches or
+* Several Batch Coordinators (KIP-1164): an entry of CommitBatches or
   DeleteDisklessRecords (writes) or FindDisklessBatches or ListDisklessOffsets (reads) whose
   partition the node's metadata image maps to a ``__diskless-metadata`` partition this node does
   not serve for that kind of call (``Server.batch_coordinator_partitions``; unmapped partitions
@@ -113,14 +114,11 @@ DeleteDisklessFiles (10103)
 
 from __future__ import annotations
 
-import logging
-import sqlite3
 import uuid
 from collections.abc import Sequence
 from typing import Any
 
 from kafka_rpc._frozen import frozen_constructor
-from kafka_rpc.controller.coordinator_mapping import DEFAULT_COORDINATOR_PARTITION
 from kafka_rpc.coordinator.api import (
     ZERO_UUID,
     BatchCoordinator,
@@ -138,6 +136,16 @@ from kafka_rpc.coordinator.api import (
     new_commit_batch_request,
     new_topic_id_partition,
 )
+from kafka_rpc.coordinator.ownership import Owns
+from kafka_rpc.handlers.diskless_routing import (
+    checked,
+    failure_code,
+    owned_only,
+    owner_check,
+    per_entry,
+    refusal,
+    topic_owned,
+)
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -152,104 +160,11 @@ __all__ = [
     "handle_list_diskless_offsets",
 ]
 
-logger = logging.getLogger(__name__)
-
 _NONE = int(ErrorCode.NONE)
 _UNKNOWN_TP = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 _INVALID_REQUEST = int(ErrorCode.INVALID_REQUEST)
 _NOT_COORDINATOR = int(ErrorCode.NOT_COORDINATOR)
 _LOAD_IN_PROGRESS = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)
-
-#: [image, {topic id: {partition: coordinator partition}}] of the topics with a mapping record,
-#: as plain dicts (a PMap lookup is Python code: this is on the CommitBatches path)
-_mapped_cache: list[Any] = [None, {}]
-
-
-class Owns:
-    """``owns(topic id, partition)``: whether this node's Batch Coordinator serves the
-    partition (the coordinator partition it maps to is one this node serves); for one it does
-    not, ``owns.refusal(topic id, partition)`` is the entry's error code:
-    COORDINATOR_LOAD_IN_PROGRESS (14, retriable: this node has that coordinator's replica and
-    it is starting, or it leads it and is still replaying or importing, as Kafka's group
-    coordinator answers while it loads) or NOT_COORDINATOR (16: another node's coordinator)."""
-
-    __slots__ = ("_default", "_loading", "_mapped", "_served")
-
-    def __init__(self, mapped: dict[uuid.UUID, dict[int, int]], served: frozenset[int],
-                 loading: frozenset[int]) -> None:  # fmt: skip
-        self._mapped = mapped
-        self._served = served
-        self._loading = loading
-        self._default = DEFAULT_COORDINATOR_PARTITION
-
-    def _coordinator(self, topic_id: uuid.UUID, partition: int) -> int:
-        m = self._mapped.get(topic_id)
-        return self._default if m is None else m.get(partition, self._default)
-
-    def __call__(self, topic_id: uuid.UUID, partition: int) -> bool:
-        return self._coordinator(topic_id, partition) in self._served
-
-    def refusal(self, topic_id: uuid.UUID, partition: int) -> int:
-        if self._coordinator(topic_id, partition) in self._loading:
-            return _LOAD_IN_PROGRESS
-        return _NOT_COORDINATOR
-
-
-def owner_check(server: Any, write: bool) -> Owns | None:
-    """KIP-1164 with several Batch Coordinators: the partition -> ``__diskless-metadata``
-    partition mapping of the node's committed metadata image
-    (:func:`~kafka_rpc.controller.coordinator_mapping.coordinator_partition`: unmapped
-    partitions belong to 0) against ``server.batch_coordinator_partitions(write)``, the
-    coordinator partitions this node serves for writes (it leads them) or reads (it has a
-    replica), and ``server.batch_coordinator_loading(write)``, those it will serve once loaded
-    (see :class:`Owns`). None when no check applies (no metadata image or no such method on the
-    server, or every partition is coordinator 0's and this node serves 0), so every entry goes
-    to the local coordinator as before."""
-    controller = getattr(server, "controller", None)
-    served_fn = getattr(server, "batch_coordinator_partitions", None)
-    if controller is None or served_fn is None:
-        return None
-    served = served_fn(write)
-    image = controller.image
-    cache = _mapped_cache
-    if cache[0] is not image:  # the image changed: the mappings again
-        cache[1] = {
-            t.topic_id: dict(t.batch_coordinators)
-            for t in image.topics.values()
-            if t.batch_coordinators
-        }
-        cache[0] = image
-    mapped: dict[uuid.UUID, dict[int, int]] = cache[1]
-    if DEFAULT_COORDINATOR_PARTITION in served and not mapped:
-        return None  # every partition is coordinator 0's, which this node serves
-    loading_fn = getattr(server, "batch_coordinator_loading", None)
-    loading = loading_fn(write) if loading_fn is not None else frozenset()
-    return Owns(mapped, served, loading)
-
-
-def _refusal(owns: Owns | None, topic_id: uuid.UUID, partition: int) -> int:
-    """The error code of an entry ``owns`` rejects (:meth:`Owns.refusal`)."""
-    return owns.refusal(topic_id, partition) if owns is not None else _NOT_COORDINATOR
-
-
-async def _owned_only(reqs: list[Any], owns: Owns | None, call: Any, error_entry: Any) -> Any:
-    """``call`` on the requests whose ``topic_id_partition`` ``owns`` accepts; the others
-    answer ``error_entry(owns.refusal(...), request)`` (NOT_COORDINATOR or
-    COORDINATOR_LOAD_IN_PROGRESS), in request order."""
-    if owns is None:
-        return await call(reqs)
-    mine = [r for r in reqs if owns(r.topic_id_partition.topic_id, r.topic_id_partition.partition)]
-    if len(mine) == len(reqs):
-        return await call(reqs)
-    it = iter(_checked(await call(mine), len(mine), "coordinator") if mine else ())
-    keep = {id(r) for r in mine}
-    return [
-        next(it) if id(r) in keep
-        else error_entry(owns.refusal(r.topic_id_partition.topic_id,
-                                      r.topic_id_partition.partition), r)
-        for r in reqs
-    ]  # fmt: skip
-
 
 # Wire modules (generated); nested classes are module attributes.
 _init_resp = codec.module("InitDisklessTopicsResponse")
@@ -262,57 +177,7 @@ _files_resp = codec.module("ListDisklessFilesToDeleteResponse")
 _del_files_resp = codec.module("DeleteDisklessFilesResponse")
 
 
-def _failure_code(exc: Exception, api: str, broker_id: int | None) -> int:
-    """Map an exception raised by a coordinator call to a Kafka error code, and log it: an
-    exception that names its own Kafka code (an ``error_code`` attribute > 0, e.g. the
-    replicated coordinator's NotCoordinatorError, 16) answers that code; a storage failure
-    KAFKA_STORAGE_ERROR; anything else UNKNOWN_SERVER_ERROR."""
-    own = getattr(exc, "error_code", None)
-    if isinstance(own, int) and own > 0:
-        logger.info("%s (broker %s): %s: %s", api, broker_id, type(exc).__name__, exc)
-        return int(own)
-    if isinstance(exc, sqlite3.Error | OSError):
-        logger.error("%s (broker %s): storage failure: %r", api, broker_id, exc, exc_info=exc)
-        return int(ErrorCode.KAFKA_STORAGE_ERROR)
-    logger.error("%s (broker %s): unexpected coordinator failure", api, broker_id, exc_info=exc)
-    return int(ErrorCode.UNKNOWN_SERVER_ERROR)
-
-
-def _checked(results: Sequence[Any], expected: int, api: str) -> Sequence[Any]:
-    """A coordinator must answer one result per request; anything else is a bug (raised)."""
-    if len(results) != expected:
-        raise RuntimeError(f"{api}: coordinator answered {len(results)} results for {expected}")
-    return results
-
-
 # -- InitDisklessTopics (10093) --------------------------------------------------------------------
-
-
-async def _per_entry(
-    api: str,
-    broker_id: int | None,
-    reqs: list[Any],
-    call: Any,
-    error_entry: Any,
-) -> Sequence[Any]:
-    """One coordinator call answering ``reqs`` entry for entry; if it raises, every entry gets
-    ``error_entry(code, request)`` with the code ``_failure_code`` maps (and logs)."""
-    if not reqs:
-        return []
-    try:
-        out = await call(reqs)
-    except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-        code = _failure_code(exc, api, broker_id)
-        out = [error_entry(code, r) for r in reqs]
-    return _checked(out, len(reqs), api)
-
-
-def _topic_owned(owns: Owns | None, topic_id: uuid.UUID) -> bool:
-    """A topic-level write (InitDisklessTopics, DeleteDisklessTopics) belongs to the Batch
-    Coordinator that owns the topic's partition 0 (the one ``FindCoordinator write:<id>:0``
-    names); a node that does not lead it is a read-only coordinator for this call. The zero id
-    is everyone's (answered UNKNOWN_TOPIC_OR_PARTITION)."""
-    return owns is None or topic_id == ZERO_UUID or owns(topic_id, 0)
 
 
 async def handle_init_diskless_topics(
@@ -329,7 +194,7 @@ async def handle_init_diskless_topics(
     reqs = [
         CreateTopicAndPartitionsRequest(t.topic_id, str(t.topic_id), t.num_partitions)
         for t in topics
-        if _topic_owned(owns, t.topic_id)
+        if topic_owned(owns, t.topic_id)
     ]
     codes: Sequence[int]
     if not reqs:
@@ -337,12 +202,12 @@ async def handle_init_diskless_topics(
     else:
         try:
             codes = await coordinator.create_topic_and_partitions(reqs)
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            codes = [_failure_code(exc, "InitDisklessTopics", broker_id)] * len(reqs)
-        codes = _checked(codes, len(reqs), "InitDisklessTopics")
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+            codes = [failure_code(exc, "InitDisklessTopics", broker_id)] * len(reqs)
+        codes = checked(codes, len(reqs), "InitDisklessTopics")
     if len(reqs) < len(topics):
         it = iter(codes)
-        codes = [next(it) if _topic_owned(owns, t.topic_id) else _refusal(owns, t.topic_id, 0)
+        codes = [next(it) if topic_owned(owns, t.topic_id) else refusal(owns, t.topic_id, 0)
                  for t in topics]  # fmt: skip
     results = []
     for t, code in zip(topics, codes, strict=True):
@@ -435,10 +300,10 @@ async def handle_commit_batches(
             continue  # every entry of this object belongs to another coordinator
         try:
             out = await coordinator.commit_file(object_key, request.broker_id, file_size, reqs)
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            code = _failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+            code = failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
             out = [CommitBatchResponse.of_error(code)] * len(reqs)
-        out = _checked(out, len(reqs), "CommitBatches")
+        out = checked(out, len(reqs), "CommitBatches")
         if len(objects) == 1 and not rejected:
             answers = out  # the entries of the only object are all entries, in order
         else:
@@ -469,7 +334,7 @@ async def handle_commit_batches(
 
 _NO_ANSWER = CommitBatchResponse.of_error(int(ErrorCode.UNKNOWN_SERVER_ERROR))
 """Placeholder of an entry whose object has not been answered yet (never returned: every
-object's call answers all its entries or ``_checked`` raises)."""
+object's call answers all its entries or ``checked`` raises)."""
 _REFUSED_ANSWERS = {code: CommitBatchResponse.of_error(code)
                     for code in (_NOT_COORDINATOR, _LOAD_IN_PROGRESS)}  # fmt: skip
 
@@ -488,22 +353,22 @@ async def handle_delete_diskless_topics(
     ``owns`` rejects answers NOT_COORDINATOR and is not deleted (see
     :func:`handle_init_diskless_topics`)."""
     ids = [t.topic_id for t in request.topics]
-    valid = [tid for tid in ids if tid != ZERO_UUID and _topic_owned(owns, tid)]
+    valid = [tid for tid in ids if tid != ZERO_UUID and topic_owned(owns, tid)]
     codes: list[int] = []
     if valid:
         try:
             codes = await coordinator.delete_topics(valid)
-            _checked(codes, len(valid), "DeleteDisklessTopics")
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            codes = [_failure_code(exc, "DeleteDisklessTopics", broker_id)] * len(valid)
+            checked(codes, len(valid), "DeleteDisklessTopics")
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+            codes = [failure_code(exc, "DeleteDisklessTopics", broker_id)] * len(valid)
     it = iter(codes)
     results = tuple(
         _del_topics_resp.DeleteDisklessTopicResult(
             topic_id=tid,
             error_code=(
                 _UNKNOWN_TP if tid == ZERO_UUID
-                else int(next(it)) if _topic_owned(owns, tid)
-                else _refusal(owns, tid, 0)
+                else int(next(it)) if topic_owned(owns, tid)
+                else refusal(owns, tid, 0)
             ),
         )
         for tid in ids
@@ -529,8 +394,8 @@ async def handle_delete_diskless_records(
         for p in t.partitions
     ]
     error = lambda code, _r: DeleteRecordsResponse(code, -1)  # noqa: E731
-    out = await _per_entry("DeleteDisklessRecords", broker_id, reqs,
-                           lambda rs: _owned_only(rs, owns, coordinator.delete_records, error),
+    out = await per_entry("DeleteDisklessRecords", broker_id, reqs,
+                           lambda rs: owned_only(rs, owns, coordinator.delete_records, error),
                            error)  # fmt: skip
     it = iter(out)
     topics = []
@@ -603,9 +468,9 @@ async def handle_find_diskless_batches(
         for p in t.partitions
     ]
     error = lambda code, _r: FindBatchResponse(code, (), -1, -1)  # noqa: E731
-    out = await _per_entry(
+    out = await per_entry(
         "FindDisklessBatches", broker_id, reqs,
-        lambda rs: _owned_only(
+        lambda rs: owned_only(
             rs, owns, lambda mine: coordinator.find_batches(mine, request.max_bytes), error
         ),
         error,
@@ -645,9 +510,9 @@ async def handle_list_diskless_offsets(
         for p in t.partitions
     ]
     error = lambda code, r: ListOffsetsResponse(code, r.topic_id_partition, -1, -1)  # noqa: E731
-    out = await _per_entry(
+    out = await per_entry(
         "ListDisklessOffsets", broker_id, reqs,
-        lambda rs: _owned_only(rs, owns, coordinator.list_offsets, error),
+        lambda rs: owned_only(rs, owns, coordinator.list_offsets, error),
         error,
     )  # fmt: skip
     it = iter(out)
@@ -709,8 +574,8 @@ async def handle_list_diskless_files_to_delete(
                 limit=max_objects + 1,
                 after_object_key=request.after_object_key,
             )
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            return whole_request_error(_failure_code(exc, "ListDisklessFilesToDelete", broker_id))
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+            return whole_request_error(failure_code(exc, "ListDisklessFilesToDelete", broker_id))
         has_more = len(found) > max_objects
         files = [
             _files_resp.DisklessFileToDelete(
@@ -725,8 +590,8 @@ async def handle_list_diskless_files_to_delete(
     for k in keys:
         try:
             safe, code = bool(await coordinator.is_safe_to_delete_file(k)), _NONE
-        except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-            safe, code = False, _failure_code(exc, "ListDisklessFilesToDelete (safety)", broker_id)
+        except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+            safe, code = False, failure_code(exc, "ListDisklessFilesToDelete (safety)", broker_id)
         safety.append(
             _files_resp.DisklessFileSafetyResult(
                 object_key=k, is_safe_to_delete=safe, error_code=code
@@ -747,9 +612,9 @@ async def handle_delete_diskless_files(
     keys = request.object_keys
     try:
         codes = await coordinator.delete_files(list(keys)) if keys else []
-        _checked(codes, len(keys), "DeleteDisklessFiles")
-    except Exception as exc:  # noqa: BLE001 - mapped and logged by _failure_code
-        code = _failure_code(exc, "DeleteDisklessFiles", broker_id)
+        checked(codes, len(keys), "DeleteDisklessFiles")
+    except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
+        code = failure_code(exc, "DeleteDisklessFiles", broker_id)
         return _del_files_resp.DeleteDisklessFilesResponse(
             error_code=code,
             results=tuple(
@@ -766,7 +631,7 @@ async def handle_delete_diskless_files(
 
 
 # ---------------------------------------------------------------------------- server registration
-#: the RPCs answered per entry by the partition's Batch Coordinator (DESIGN.md section 9), and
+#: the RPCs answered per entry by the partition's Batch Coordinator (KIP-1164), and
 #: whether they write (the coordinator partition's leader) or read (any of its replicas)
 _OWNED = {
     "InitDisklessTopicsRequest": "write",
@@ -823,8 +688,8 @@ def _register() -> None:
         default_registry.register(name, handler)
 
     async def assign_partition_to_batch_coordinator(ctx: Any, request: Any) -> Any:
-        """AssignPartitionToBatchCoordinator (10099), controller listener only (DESIGN.md section
-        3): the active controller's write event
+        """AssignPartitionToBatchCoordinator (10099), controller listener only (a controller
+        API, docs/batch-coordinator.md): the active controller's write event
         (:func:`kafka_rpc.controller.coordinator_mapping.assign_partition_to_batch_coordinator`),
         answered once committed, for the entries the move rule lets through
         (:mod:`kafka_rpc.broker.coordinator_moves`: a partition moves only before its first

@@ -197,7 +197,7 @@ class Node:
             )
             self.metrics_port = self._metrics_httpd.server_port
         if self.coordinator is None and "broker" in self.config.process_roles:
-            from kafka_rpc.coordinator import create_coordinator
+            from kafka_rpc.coordinator.factory import create_coordinator
 
             coordinator = create_coordinator(self.config.diskless_coordinator_url)
             await coordinator.start()
@@ -511,12 +511,14 @@ class Node:
         if coordinator is None:
             return 0
         from kafka_rpc.broker.retention import retention_requests
-        from kafka_rpc.handlers.diskless import owner_check
+        from kafka_rpc.coordinator.ownership import owner_check
 
         image = self.controller.image if self.controller is not None else None
         all_reqs = retention_requests(
             image, await coordinator.list_partitions(), self.config.log_retention_ms,
-            self.config.log_retention_bytes, owner_check(self, True),
+            self.config.log_retention_bytes,
+            owner_check(image, self.batch_coordinator_partitions(True),
+                        lambda: self.batch_coordinator_loading(True)),
         )  # fmt: skip
         deleted = 0
         moved = []

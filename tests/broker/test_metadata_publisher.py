@@ -25,13 +25,13 @@ from kafka_rpc.broker.metadata_publisher import (
 )
 from kafka_rpc.controller.quorum_controller import QuorumController
 from kafka_rpc.controller.snapshot import image_records
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import (
     CommitBatchRequest,
     CreateTopicAndPartitionsRequest,
     ListOffsetsRequest,
     TopicIdPartition,
 )
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import encode_batch
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, OffsetAndEpoch

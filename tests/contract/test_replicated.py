@@ -14,7 +14,6 @@ import uuid
 import pytest
 
 from kafka_rpc.broker import partition_metadata
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     DeleteRecordsRequest,
@@ -22,11 +21,9 @@ from kafka_rpc.coordinator.api import (
     FindBatchRequest,
     ListOffsetsRequest,
 )
-from kafka_rpc.coordinator.replicated import (
-    NOT_COORDINATOR,
-    NotCoordinatorError,
-    ReplicatedBatchCoordinator,
-)
+from kafka_rpc.coordinator.errors import NOT_COORDINATOR, NotCoordinatorError
+from kafka_rpc.coordinator.factory import create_coordinator
+from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from kafka_rpc.raft.driver import monotonic_ms
 from tests.waiting import until
@@ -175,9 +172,9 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
         return real_append(self, data)
 
     monkeypatch.setattr(file_log.FileRawSnapshotWriter, "append", append)
-    from kafka_rpc.coordinator import replicated
+    from kafka_rpc.coordinator import replicated_state
 
-    real_image_of = replicated._image_of
+    real_image_of = replicated_state.image_of
     serialized: list[str] = []
 
     def image_of(conn):  # records which thread serializes the SQLite image, slowly
@@ -185,7 +182,7 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
         time.sleep(0.05)  # commits go on meanwhile: the image must still be the snapshot's state
         return real_image_of(conn)
 
-    monkeypatch.setattr(replicated, "_image_of", image_of)
+    monkeypatch.setattr(replicated_state, "image_of", image_of)
     real_freeze = file_log.FileRawSnapshotWriter.freeze
     fail = [True]
 
@@ -197,7 +194,7 @@ async def test_a_due_snapshot_is_written_off_the_event_loop(tmp_path, monkeypatc
 
     monkeypatch.setattr(file_log.FileRawSnapshotWriter, "freeze", freeze)
     # every delivery makes a snapshot due (no growth of the trigger with the image)
-    monkeypatch.setattr("kafka_rpc.coordinator.replicated.SNAPSHOT_LOG_PER_IMAGE", 0)
+    monkeypatch.setattr("kafka_rpc.coordinator.replicated_state.SNAPSHOT_LOG_PER_IMAGE", 0)
     clock = Clock()
     # every group committed at once, so later commits reach the file while the image is read
     c = await _started(tmp_path, clock, raft_options={"snapshot_max_record_bytes": 1},
@@ -240,7 +237,7 @@ def test_the_snapshot_image_is_the_state_when_the_records_were_asked_for(tmp_pat
     serialized later on another thread, holds nothing committed in between."""
     import sqlite3
 
-    from kafka_rpc.coordinator.replicated import _ChunkRec, _ImageChunks
+    from kafka_rpc.coordinator.replicated_state import _ChunkRec, _ImageChunks
     from kafka_rpc.protocol import codec
 
     db = tmp_path / "c.db"
@@ -435,14 +432,14 @@ async def test_an_import_cut_short_is_dropped_by_the_next_record(tmp_path, monke
     """An import whose leader lost its epoch after appending some of its chunks: the next
     record of the log (another leader's write) drops it; every replica, and a rebuild from the
     log, applies the same (nothing of the import, everything after it)."""
-    from kafka_rpc.coordinator import replicated
+    from kafka_rpc.coordinator import replicated, replicated_state
 
-    monkeypatch.setattr(replicated, "SNAPSHOT_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(replicated_state, "SNAPSHOT_CHUNK_BYTES", 4096)
     clock = Clock()
     source = tmp_path / "coordinator.db"
     await _standalone(source, clock)
     image = await asyncio.to_thread(replicated._read_source_image, source)
-    chunks = replicated._chunk_records(image)
+    chunks = replicated_state.chunk_records(image)
     assert len(chunks) > 3
     logs = tmp_path / "logs"
     c = await _started(logs, clock)

@@ -22,12 +22,8 @@ from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     TopicIdPartition,
 )
-from kafka_rpc.coordinator.replicated import (
-    SNAPSHOT_CHUNK_BYTES,
-    ReplicatedBatchCoordinator,
-    _chunk_records,
-    _ChunkRec,
-)
+from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
+from kafka_rpc.coordinator.replicated_state import SNAPSHOT_CHUNK_BYTES, _ChunkRec, chunk_records
 from kafka_rpc.protocol import codec
 from kafka_rpc.raft.driver import monotonic_ms
 
@@ -143,7 +139,7 @@ async def test_concurrent_commits_share_one_group_and_restart_keeps_them(tmp_pat
 @given(st.integers(0, 3 * SNAPSHOT_CHUNK_BYTES + 5), st.binary(min_size=0, max_size=64))
 def test_snapshot_chunks_are_the_codecs_records(size, head):
     image = (head * (size // max(len(head), 1) + 1))[:size] if head else bytes(size)
-    records = _chunk_records(bytearray(image))
+    records = chunk_records(bytearray(image))
     want = [
         codec.encode_record(
             _ChunkRec(position=pos, image_size=size, data=image[pos : pos + SNAPSHOT_CHUNK_BYTES])

@@ -9,7 +9,6 @@ import uuid
 
 import pytest
 
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     DeleteRecordsRequest,
@@ -18,6 +17,7 @@ from kafka_rpc.coordinator.api import (
     ListOffsetsRequest,
     TopicIdPartition,
 )
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.memory import InMemoryBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SchemaVersionError, SqliteBatchCoordinator, load_migrations
 

@@ -25,7 +25,8 @@ from kafka_rpc.coordinator.api import (
 from kafka_rpc.coordinator.api import CreateTopicAndPartitionsRequest as CTP
 from kafka_rpc.coordinator.api import TopicIdPartition as TP
 from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator
-from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME, NotCoordinatorError
+from kafka_rpc.coordinator.errors import NotCoordinatorError
+from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from tests.waiting import until
 

@@ -9,7 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kafka_rpc.coordinator import BatchCoordinator, create_coordinator
+from kafka_rpc.coordinator import BatchCoordinator
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.handlers import diskless as h
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode as E
@@ -536,7 +537,7 @@ class Failing:
 async def test_failures_map_to_codes_per_call(coord, caplog):
     t = uuid.uuid4()
     await call(coord, init((t, 1)))
-    from kafka_rpc.coordinator.replicated import NotCoordinatorError
+    from kafka_rpc.coordinator.errors import NotCoordinatorError
 
     f = Failing(coord, {"disk": sqlite3.OperationalError("disk I/O error"),
                         "bug": ZeroDivisionError("bug"),

@@ -11,9 +11,9 @@ import uuid
 from pyrsistent import pmap
 
 from kafka_rpc.controller.image import EMPTY, TopicImage, evolve
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import CreateTopicAndPartitionsRequest, ListOffsetsRequest
 from kafka_rpc.coordinator.api import TopicIdPartition as TP
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.handlers import diskless as h
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode

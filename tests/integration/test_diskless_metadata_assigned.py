@@ -27,9 +27,9 @@ from kafka_rpc.broker import partition_metadata
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.controller.image import evolve
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import CreateTopicAndPartitionsRequest, FindBatchRequest
 from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator, CoordinatorNotAvailableError
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
 from kafka_rpc.protocol import codec
 from tests.integration.conftest import TIMEOUT, start_server

@@ -23,10 +23,8 @@ from kafka_rpc.coordinator.api import (
     FindBatchRequest,
     TopicIdPartition,
 )
-from kafka_rpc.coordinator.replicated import (
-    DISKLESS_METADATA_TOPIC_NAME,
-    NOT_COORDINATOR,
-)
+from kafka_rpc.coordinator.errors import NOT_COORDINATOR
+from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME
 from kafka_rpc.protocol import codec
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
 from kafka_rpc.raft.driver import monotonic_ms

@@ -14,7 +14,6 @@ import uuid
 import asyncpg
 import pytest
 
-from kafka_rpc.coordinator import create_coordinator
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     Errors,
@@ -22,6 +21,7 @@ from kafka_rpc.coordinator.api import (
     ListOffsetsRequest,
     TopicIdPartition,
 )
+from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.postgres import (
     CoordinatorUnavailableError,
     PostgresBatchCoordinator,
