@@ -6,7 +6,7 @@ voters and topic id, the server's committed metadata image says which replicas e
 ``__diskless-metadata`` partition has (the topic the active controller creates,
 ``kafka_rpc.controller.coordinator_mapping``; KIP-1164 "Batch Coordinator implemented with an
 internal topic" and "Scaling the number of Batch Coordinators"). The server attaches it
-(:meth:`AssignedBatchCoordinator.attach_server`) once its metadata log runs; from then on every
+(:meth:`AssignedBatchCoordinator.attach_metadata`) once its metadata log runs; from then on every
 committed image is looked at, and for **every** ``__diskless-metadata`` partition ``p`` whose
 replicas include this node a :class:`~kafka_rpc.coordinator.replicated.ReplicatedBatchCoordinator`
 starts (its own Raft group, in ``<dir>/__diskless-metadata-<p>/``, named by topic id + ``p`` in
@@ -197,17 +197,21 @@ class AssignedBatchCoordinator(BatchCoordinator):
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
-        """Nothing to open: replicas start once an image assigns them (:meth:`attach_server`)."""
+        """Nothing to open: replicas start once an image assigns them (:meth:`attach_metadata`)."""
 
-    def attach_server(self, server: Any) -> None:
-        """Follow ``server``'s committed metadata image (``server.controller``, a
-        ``QuorumController`` whose ``publishers`` are called on every change): this node's id,
-        ``controller.quorum.voters`` addresses, cluster id, controller-listener client security
-        and Raft timing (``controller.quorum.election.timeout.ms``, ``fetch.timeout.ms``,
+    def attach_metadata(
+        self, config: Any, node_id: int, cluster_id: str, controller: Any, client_security: Any
+    ) -> None:
+        """Follow ``controller``'s committed metadata image (a ``QuorumController`` whose
+        ``publishers`` are called on every change), with this node's ``config``
+        (``controller.quorum.voters`` addresses and Raft timing:
+        ``controller.quorum.election.timeout.ms``, ``fetch.timeout.ms``,
         ``election.backoff.max.ms``, ``request.timeout.ms``, ``retry.backoff.ms``; the URL's
-        ``raft.<field>`` wins). Call once the server's metadata log runs."""
-        cfg = server.config
-        self.node_id = server.node_id
+        ``raft.<field>`` wins), ``node_id``, ``cluster_id`` and ``client_security`` (how its Raft
+        groups connect to the controller listener; None for PLAINTEXT). Call once the node's
+        metadata log runs."""
+        cfg = config
+        self.node_id = node_id
         self._voters = cfg.voters()
         # the Raft groups time out as the metadata quorum does (controller.quorum.*), unless the
         # URL sets raft.<field>
@@ -221,10 +225,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if cfg.controller_listener_names:
             quorum["listener_name"] = cfg.controller_listener_names[0]
         self._options["raft_options"] = {**quorum, **self._options.get("raft_options", {})}
-        self._cluster_id = server.cluster_id
-        names = cfg.controller_listener_names
-        self._client_security = server.client_security(names[0]) if names else None
-        self._controller = server.controller
+        self._cluster_id = cluster_id
+        self._client_security = client_security
+        self._controller = controller
         self._controller.publishers.append(self.on_metadata_update)
         self.on_metadata_update(None, self._controller.image)
 

@@ -14,7 +14,6 @@ import contextlib
 import logging
 import signal
 import socket
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from kafka_rpc.broker.metadata_publisher import (
     caught_up_when_registered,
 )
 from kafka_rpc.config import Config, Endpoint
+from kafka_rpc.coordinator import ownership
 from kafka_rpc.node.controller_registration import ControllerRegistrationManager
 from kafka_rpc.raft.routing import RaftPartitions
 from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics
@@ -40,7 +40,6 @@ log = logging.getLogger("kafka_rpc.node")
 __all__ = ["Node", "handlers_registry"]
 
 
-_COORDINATOR_ZERO = frozenset({0})
 
 
 class Node:
@@ -116,10 +115,7 @@ class Node:
         (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). A coordinator
         that knows its partitions says so (``served_partitions(write)``: the topic-based one,
         the default); any other local coordinator is coordinator partition 0."""
-        served = getattr(self.coordinator, "served_partitions", None)
-        if served is not None:
-            return served(write)
-        return _COORDINATOR_ZERO
+        return ownership.served_partitions(self.coordinator, write)
 
     def batch_coordinator_loading(self, write: bool) -> frozenset[int]:
         """The ``__diskless-metadata`` partitions this node has a replica of that cannot answer
@@ -127,8 +123,7 @@ class Node:
         and still replaying or importing); the diskless handlers answer their entries
         COORDINATOR_LOAD_IN_PROGRESS (14), retriable, as Kafka's group coordinator does while
         it loads. Empty for any other coordinator."""
-        loading = getattr(self.coordinator, "loading_partitions", None)
-        return loading(write) if loading is not None else frozenset()
+        return ownership.loading_partitions(self.coordinator, write)
 
     # ------------------------------------------------------------------ addresses
     @property
@@ -212,9 +207,11 @@ class Node:
                                       metrics)  # fmt: skip
             await self._sockets.bind()
             self._start_raft()  # after the listeners are bound, so peers can reach us
-            attach = getattr(self.coordinator, "attach_server", None)
+            attach = getattr(self.coordinator, "attach_metadata", None)
             if attach is not None:  # the topic-based coordinator from the metadata log
-                attach(self)
+                names = self.config.controller_listener_names
+                attach(self.config, self.node_id, self.cluster_id, self.controller,
+                       self.client_security(names[0]) if names else None)  # fmt: skip
             if "broker" in self.config.process_roles:
                 # registers with the active controller, then heartbeats
                 self.broker_lifecycle = BrokerLifecycleManager(self)
@@ -307,7 +304,7 @@ class Node:
                           "metadata log", lifecycle.caught_up))  # fmt: skip
         started = getattr(self.coordinator, "started", None)
         failed = getattr(self.coordinator, "start_failed", None)
-        if (getattr(self.coordinator, "attach_server", None) is not None and self._alone()
+        if (getattr(self.coordinator, "attach_metadata", None) is not None and self._alone()
                 and started is not None and failed is not None):  # fmt: skip
             waits.append(("the Batch Coordinator to run", _EitherEvent(started, failed)))
         loop = asyncio.get_running_loop()
@@ -382,13 +379,8 @@ class Node:
         without it. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
-        import random
-
         from kafka_rpc.controller.quorum_controller import QuorumController
-        from kafka_rpc.raft.core import RaftCore
-        from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
-        from kafka_rpc.raft.file_log import FileLog
-        from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+        from kafka_rpc.raft.replica import open_raft_replica
 
         cfg = self.config
         bootstrap = self._read_bootstrap() if cfg.is_controller else None
@@ -398,53 +390,44 @@ class Node:
         from kafka_rpc.raft.api import METADATA_TOPIC_ID
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
-        raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
-        try:
-            state = QuorumController(
-                self.node_id,
-                self.cluster_id,
-                session_timeout_ms=cfg.broker_session_timeout_ms,
-                idle_interval_ms=cfg.metadata_max_idle_interval_ms,
-                producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
-                num_partitions=cfg.num_partitions,
-                default_replication_factor=cfg.default_replication_factor,
-                # KIP-1164: the controller creates __diskless-metadata; in combined
-                # mode every voter is a broker too, so it waits for that many (or the grace)
-                diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
-                diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
-                diskless_metadata_expected_brokers=(
-                    len(cfg.voters()) if "broker" in cfg.process_roles else 1
-                ),
-                diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
-                unclean_leader_election_enable=cfg.unclean_leader_election_enable,
-                leader_imbalance_check_interval_ms=(
-                    cfg.leader_imbalance_check_interval_seconds * 1000
-                    if cfg.auto_leader_rebalance_enable
-                    else None
-                ),
-                unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-                # a replica's Raft group talks over the controller listener: voters only
-                diskless_metadata_hosts=frozenset(cfg.voters()),
-                bootstrap=bootstrap,
-            )
-            rc = cfg.raft_config(self.cluster_id)
-            now = monotonic_ms()
-            core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
-                            state, random.Random(), now,
-                            wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
-        except BaseException:
-            raft_log.close()
-            raise
-        driver = RaftDriver(
-            core,
-            raft_log,
+        state = QuorumController(
             self.node_id,
-            rc.voters,
+            self.cluster_id,
+            session_timeout_ms=cfg.broker_session_timeout_ms,
+            idle_interval_ms=cfg.metadata_max_idle_interval_ms,
+            producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
+            num_partitions=cfg.num_partitions,
+            default_replication_factor=cfg.default_replication_factor,
+            # KIP-1164: the controller creates __diskless-metadata; in combined
+            # mode every voter is a broker too, so it waits for that many (or the grace)
+            diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
+            diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
+            diskless_metadata_expected_brokers=(
+                len(cfg.voters()) if "broker" in cfg.process_roles else 1
+            ),
+            diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
+            unclean_leader_election_enable=cfg.unclean_leader_election_enable,
+            leader_imbalance_check_interval_ms=(
+                cfg.leader_imbalance_check_interval_seconds * 1000
+                if cfg.auto_leader_rebalance_enable
+                else None
+            ),
+            unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
+            # a replica's Raft group talks over the controller listener: voters only
+            diskless_metadata_hosts=frozenset(cfg.voters()),
+            bootstrap=bootstrap,
+        )
+        replica = open_raft_replica(
+            directory,
+            cfg.raft_config(self.cluster_id),
+            state,
+            segment_bytes=cfg.metadata_log_segment_bytes,
             request_timeout_ms=cfg.quorum_request_timeout_ms,
             shutdown_timeout_ms=cfg.shutdown_timeout_ms,
             retry_backoff_ms=cfg.quorum_retry_backoff_ms,
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
+        driver = replica.driver
         state.attach(driver)
         driver.start()
         self.raft, self.controller = driver, state

@@ -80,7 +80,7 @@ def server(img) -> types.SimpleNamespace:
 async def started(tmp_path, replicas) -> tuple[AssignedBatchCoordinator, types.SimpleNamespace]:
     c = AssignedBatchCoordinator(tmp_path / "coord", synchronous="OFF")
     srv = server(image(replicas))
-    c.attach_server(srv)
+    c.attach_metadata(srv.config, srv.node_id, srv.cluster_id, srv.controller, None)
     mine = {p for p, r in replicas.items() if 1 in r}
     await until(lambda: c.served_partitions(True) == mine, f"leaders of {sorted(mine)}",
                 timeout=10.0)  # fmt: skip
