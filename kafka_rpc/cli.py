@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rpc.config import ConfigError, load_config
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.tools import add_command_config, secured
 
 #: Fixed glibc thresholds (setting them also turns off glibc's sliding mmap threshold).
@@ -165,7 +166,7 @@ def _cmd_api_versions(args: argparse.Namespace, argv: list[str]) -> int:
 def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     """Kafka's ``kafka-storage.sh``: ``random-uuid`` prints a new cluster id; ``format`` writes
     ``bootstrap.checkpoint`` and ``meta.properties`` into every log directory and the metadata
-    log directory (``kafka_rpc.config.Config.format_storage``). The bootstrap's feature levels
+    log directory (``kafka_rpc.storage.formatter.format_storage``). The bootstrap's feature levels
     are Kafka's ``Formatter`` rules (``--release-version`` parsed as Kafka's
     ``MetadataVersion.fromVersionString``, ``--feature NAME=LEVEL`` repeatable, every other
     feature at its default for that version) with our features (``kafka_rpc.*``) at their max,
@@ -173,8 +174,6 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     (docs/features.md). Exit 1 with Kafka's message when a directory is already formatted
     (unless ``--ignore-formatted``) or a feature setting is refused, 2 on a configuration
     error."""
-    from kafka_rpc.bootstrap_directory import bootstrap_from
-    from kafka_rpc.config import StorageFormattedError, random_uuid_text
     from kafka_rpc.controller.features import (
         BOOTSTRAP_METADATA_VERSION,
         FeatureError,
@@ -182,6 +181,10 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         metadata_version,
         parse_release_version,
     )
+    from kafka_rpc.protocol.uuids import random_uuid_text
+    from kafka_rpc.storage.bootstrap import bootstrap_from
+    from kafka_rpc.storage.errors import StorageFormattedError
+    from kafka_rpc.storage.formatter import format_storage
 
     if args.storage_command == "random-uuid":
         print(random_uuid_text())
@@ -207,7 +210,7 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return 1
     try:
-        formatted = config.format_storage(args.cluster_id, args.ignore_formatted, bootstrap)
+        formatted = format_storage(config, args.cluster_id, args.ignore_formatted, bootstrap)
     except StorageFormattedError as e:
         print(e, file=sys.stderr)
         return 1
@@ -262,12 +265,6 @@ def _scram_credentials(items) -> Any:
     return store
 
 
-def _uuid_text(u) -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
 def _quorum_status_lines(cluster_id: str, p, nodes) -> list[str]:
     """Kafka's ``kafka-metadata-quorum describe --status`` lines for DescribeQuorum partition
     data ``p`` (MaxFollowerLag = high watermark - the smallest voter log end offset, and its
@@ -280,7 +277,7 @@ def _quorum_status_lines(cluster_id: str, p, nodes) -> list[str]:
     def replicas(states, with_endpoints: bool) -> str:
         out = []
         for r in states:
-            d = {"id": r.replica_id, "directoryId": _uuid_text(r.replica_directory_id)}
+            d = {"id": r.replica_id, "directoryId": uuid_text(r.replica_directory_id)}
             if with_endpoints and r.replica_id in endpoints:
                 d["endpoints"] = endpoints[r.replica_id]
             out.append(json.dumps(d))
@@ -319,7 +316,7 @@ def _quorum_replication_lines(p) -> list[str]:
         for r in states:
             status = "Leader" if r.replica_id == p.leader_id else kind
             lag = max(0, p.high_watermark - r.log_end_offset)
-            rows.append((str(r.replica_id), _uuid_text(r.replica_directory_id),
+            rows.append((str(r.replica_id), uuid_text(r.replica_directory_id),
                          str(r.log_end_offset), str(lag), str(r.last_fetch_timestamp),
                          str(r.last_caught_up_timestamp), status))  # fmt: skip
     leader_first = rows[:1] + sorted(rows[1:], key=lambda r: r[6] != "Leader")

@@ -24,6 +24,7 @@ from kafka_rpc.config import Config, Endpoint
 from kafka_rpc.server.connection import KafkaConnection
 from kafka_rpc.server.registry import ApiEntry, Registry, default_registry, dispatch_table
 from kafka_rpc.server.secure_connection import SecureConnection, tls_protocol_factory
+from kafka_rpc.storage.formatter import ensure_cluster_id
 
 log = logging.getLogger("kafka_rpc.server")
 
@@ -204,7 +205,7 @@ class Server:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         if self.cluster_id is None:
-            self.cluster_id = self.config.ensure_cluster_id()
+            self.cluster_id = ensure_cluster_id(self.config)
         self._lock_dirs()
         reqs = errs = lat = None
         if self.config.metrics_port >= 0:
@@ -295,12 +296,12 @@ class Server:
         self.started.set()
 
     def _lock_dirs(self) -> None:
-        """Hold ``<dir>/.lock`` (``kafka_rpc.meta_properties.DirectoryLock``, a POSIX lock as
-        Kafka's) on the metadata log directory, as Kafka's ``KafkaRaftManager`` does, and with
-        the broker role on every ``log.dirs`` entry too, as its ``LogManager`` does; released at
-        shutdown. Another process holding one (Kafka or ours) stops the start with Kafka's
-        message (ConfigError)."""
-        from kafka_rpc.meta_properties import DirectoryLock
+        """Hold ``<dir>/.lock`` (``kafka_rpc.storage.meta_properties.DirectoryLock``, a POSIX
+        lock as Kafka's) on the metadata log directory, as Kafka's ``KafkaRaftManager`` does,
+        and with the broker role on every ``log.dirs`` entry too, as its ``LogManager`` does;
+        released at shutdown. Another process holding one (Kafka or ours) stops the start with
+        Kafka's message (ConfigError)."""
+        from kafka_rpc.storage.meta_properties import DirectoryLock
 
         cfg = self.config
         dirs = [Path(cfg.metadata_log_dir)]
@@ -440,8 +441,9 @@ class Server:
         bootstrap = self._read_bootstrap() if cfg.is_controller else None
         directory = cfg.metadata_partition_dir
         directory.mkdir(parents=True, exist_ok=True)
-        from kafka_rpc.broker import partition_metadata
         from kafka_rpc.raft.api import METADATA_TOPIC_ID
+        from kafka_rpc.storage import partition_metadata
+        from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
         raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
@@ -473,7 +475,7 @@ class Server:
                 diskless_metadata_hosts=frozenset(cfg.voters()),
                 bootstrap=bootstrap,
             )
-            rc = cfg.raft_config(self.cluster_id)
+            rc = cfg.raft_config(self.cluster_id, metadata_directory_id(cfg.metadata_log_dir))
             now = monotonic_ms()
             core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
                             state, random.Random(), now,
@@ -507,8 +509,8 @@ class Server:
         the ``--add-scram`` credentials the first active controller of an empty log writes);
         without the file, the default bootstrap (``kafka.compatible``: our features at 0).
         Raises ConfigError when the file cannot be used (a level we do not support ...)."""
-        from kafka_rpc.bootstrap_directory import BootstrapFileError, read_bootstrap
         from kafka_rpc.config import ConfigError
+        from kafka_rpc.storage.bootstrap import BootstrapFileError, read_bootstrap
 
         try:
             bootstrap = read_bootstrap(self.config.metadata_log_dir, self.config.kafka_compatible)

@@ -84,8 +84,7 @@ def ensure_cluster_id(config: Config) -> str:
         meta = d0 / "meta.properties"
         if config.cluster_id and m0.cluster_id and config.cluster_id != m0.cluster_id:
             raise StorageError(
-                f"cluster.id: configured {config.cluster_id!r} but {meta} holds "
-                f"{m0.cluster_id!r}"
+                f"cluster.id: configured {config.cluster_id!r} but {meta} holds {m0.cluster_id!r}"
             )
         if m0.node_id is not None and m0.node_id != config.node_id:
             raise StorageError(f"node.id: configured {config.node_id} but {meta} holds "
