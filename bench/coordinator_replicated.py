@@ -46,9 +46,9 @@ import coordinator as bench  # bench/coordinator.py (run as a script: its direct
 import coordinator_floor as floor
 from server import _start
 
-from kafka_rpc.broker.partition_metadata import uuid_to_string
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.uuids import uuid_text
 
 CONNS = bench.CONNS
 _lm = codec.module("ListDisklessOffsetsRequest")
@@ -305,7 +305,7 @@ def main_replicated(args) -> None:
         bench.SERVER_PID = None
         cports = {i: _free_port() for i in (1, 2, 3)}
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in cports.items())
-        topic = uuid_to_string(uuid.uuid4())
+        topic = uuid_text(uuid.uuid4())
         ports, dbs = {}, {}
         for i in cports:
             d = os.path.join(base, f"r3-{i}")

@@ -249,9 +249,10 @@ def _codec():
 def _directory_id() -> uuid.UUID:
     """A fresh log directory id, as a Kafka broker registers one at metadata.version >= 3.7-IV2
     (never one of Kafka's reserved ids)."""
-    from kafka_rpc.meta_properties import random_directory_id, uuid_from_text
+    from kafka_rpc.protocol.uuids import parse_uuid_text
+    from kafka_rpc.storage.meta_properties import random_directory_id
 
-    return uuid_from_text(random_directory_id())
+    return parse_uuid_text(random_directory_id())
 
 
 def topic_ids(cfg: dict) -> list[uuid.UUID]:

@@ -213,12 +213,13 @@ async def raft_node_main(spec: dict) -> None:
     from kafka_rpc.raft.driver import RaftDriver, monotonic_ms
     from kafka_rpc.raft.file_log import FileLog
     from kafka_rpc.raft.quorum_state import FileQuorumStateStore
+    from kafka_rpc.storage.meta_properties import metadata_directory_id
 
     cfg = load_config(overrides=spec["overrides"])
     directory = cfg.metadata_partition_dir
     directory.mkdir(parents=True, exist_ok=True)
     raft_log = FileLog(directory, segment_bytes=cfg.metadata_log_segment_bytes)
-    rc = cfg.raft_config(CLUSTER_ID)
+    rc = cfg.raft_config(CLUSTER_ID, metadata_directory_id(cfg.metadata_log_dir))
     now = monotonic_ms()
     core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
                     CountingStateMachine(), random.Random(), now,

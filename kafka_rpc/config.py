@@ -8,14 +8,14 @@ An unknown key or a malformed value raises :class:`ConfigError` naming the key (
 The cluster id is generated once and persisted in ``<log.dirs>/meta.properties`` like Kafka's
 ``kafka-storage format`` (``version=1``, ``cluster.id``, ``node.id``, ``directory.id``):
 ``kafka-rpc storage format`` does it explicitly, ``kafka-rpc serve`` on an empty directory by
-itself. The metadata quorum's settings (``controller.quorum.*``, ``metadata.*``) feed
+itself (:mod:`kafka_rpc.storage.formatter`; this module reads and writes no data directory).
+The metadata quorum's settings (``controller.quorum.*``, ``metadata.*``) feed
 :meth:`Config.raft_config`; a controller's ``node.id`` must be one of ``controller.quorum.voters``
 and a broker-only node's must not (as Kafka's ``KafkaConfig`` requires).
 """
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import os
 import re
@@ -32,7 +32,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "Endpoint",
-    "StorageFormattedError",
     "load_config",
 ]
 
@@ -575,9 +574,12 @@ class Config:
         """``controller.quorum.voters`` as voter id -> (host, port) of its controller listener."""
         return {vid: (host, port) for vid, host, port in self.controller_quorum_voters}
 
-    def raft_config(self, cluster_id: str):
+    def raft_config(self, cluster_id: str, directory_id: uuid.UUID):
         """The metadata partition's :class:`kafka_rpc.raft.core.RaftConfig` from these settings
-        (the core's own defaults for what Kafka hard-codes: fetch wait, fetch size)."""
+        (the core's own defaults for what Kafka hard-codes: fetch wait, fetch size);
+        ``directory_id``: the replica's directory id, the ``directory.id`` of
+        ``metadata.log.dir``'s ``meta.properties``
+        (:func:`kafka_rpc.storage.meta_properties.metadata_directory_id`)."""
         from kafka_rpc.raft.core import RaftConfig
 
         return RaftConfig(
@@ -598,7 +600,7 @@ class Config:
             retention_check_interval_ms=self.metadata_retention_check_interval_ms,
             max_replication_lag_ms=self.max_replication_lag_ms,
             listener_name=self.controller_listener_names[0],
-            directory_id=self.metadata_directory_id(),
+            directory_id=directory_id,
         )
 
     @property
@@ -612,22 +614,6 @@ class Config:
         """Listeners whose role this process plays."""
         return tuple(e for e in self.listeners if self.role_of(e.name) in self.process_roles)
 
-    def directory_ids(self) -> tuple[uuid.UUID, ...]:
-        """The ``directory.id`` of each ``log.dirs`` entry that has one in its ``meta.properties``
-        (Kafka's ``LogManager.directoryIdsSet``), sorted: what a broker registers as LogDirs."""
-        out = []
-        for d in self.log_dirs:
-            meta = Path(d) / "meta.properties"
-            if not meta.exists():
-                continue
-            p = Properties()
-            with meta.open("rb") as f:
-                p.load(f, "utf-8")
-            text = p.properties.get("directory.id")
-            if text:
-                out.append(uuid.UUID(bytes=base64.urlsafe_b64decode(text.strip() + "==")))
-        return tuple(sorted(out))
-
     def storage_dirs(self) -> list[Path]:
         """Every directory ``kafka-rpc storage format`` writes ``meta.properties`` into: each of
         ``log.dirs``, then ``metadata.log.dir`` when it is not one of them."""
@@ -636,126 +622,6 @@ class Config:
         if all(meta_dir.resolve() != d.resolve() for d in dirs):
             dirs.append(meta_dir)
         return dirs
-
-    def format_storage(
-        self, cluster_id: str, ignore_formatted: bool = False, bootstrap: Any = None
-    ) -> list[Path]:
-        """Kafka's ``kafka-storage format`` (``Formatter.doFormat``): into every directory of
-        :meth:`storage_dirs` that has no ``meta.properties``, write ``bootstrap.checkpoint``
-        (``bootstrap``, a :class:`~kafka_rpc.controller.features.BootstrapMetadata`; the default
-        one of :attr:`kafka_compatible` when None; :mod:`kafka_rpc.bootstrap_directory`), then
-        ``meta.properties`` (``version=1``, ``cluster.id``, ``node.id``, a fresh
-        ``directory.id`` per directory, as Kafka 3.7+); and create
-        :attr:`metadata_partition_dir` with its ``partition.metadata`` (the metadata topic id,
-        KIP-516). Returns the directories formatted now. A directory that already has
-        ``meta.properties`` raises :class:`StorageFormattedError` (Kafka's message), or is
-        skipped with ``ignore_formatted``."""
-        from kafka_rpc.bootstrap_directory import write_bootstrap
-        from kafka_rpc.controller.features import BootstrapMetadata
-
-        if bootstrap is None:
-            bootstrap = BootstrapMetadata.default(self.kafka_compatible)
-        check_uuid_text("--cluster-id", cluster_id)
-        dirs = self.storage_dirs()
-        todo = []
-        for d in dirs:
-            if (d / "meta.properties").exists():
-                if not ignore_formatted:
-                    raise StorageFormattedError(
-                        f"Log directory {d} is already formatted. Use --ignore-formatted to "
-                        "ignore this directory and format the others."
-                    )
-            else:
-                todo.append(d)
-        for d in todo:
-            d.mkdir(parents=True, exist_ok=True)
-            write_bootstrap(d, bootstrap)
-            _write_meta(d, cluster_id, self.node_id)
-        self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
-        from kafka_rpc.broker import partition_metadata
-        from kafka_rpc.raft.api import METADATA_TOPIC_ID
-
-        partition_metadata.ensure(self.metadata_partition_dir, METADATA_TOPIC_ID)
-        return todo
-
-    def ensure_cluster_id(self) -> str:
-        """Format the storage on first start (the embedded default: :meth:`format_storage` with
-        ``cluster.id`` or a new id when no directory holds ``meta.properties``; a formatted
-        node's other, empty directories get its ``meta.properties``), check every directory as
-        Kafka does at start-up (``kafka_rpc.meta_properties.verify``: one cluster id, equal to
-        ``cluster.id`` when configured, ``node.id``, directory ids, a ``directory.id`` written
-        back where missing) and return the cluster id. Raises ConfigError."""
-        from kafka_rpc import meta_properties
-
-        dirs = self.storage_dirs()
-        stored = {d: meta_properties.read(d) for d in dirs}
-        present = [(d, m) for d, m in stored.items() if m is not None]
-        if not present:
-            cid = self.cluster_id or random_uuid_text()
-            self.format_storage(cid, ignore_formatted=True)
-        else:
-            d0, m0 = present[0]
-            meta = d0 / "meta.properties"
-            if self.cluster_id and m0.cluster_id and self.cluster_id != m0.cluster_id:
-                raise ConfigError(
-                    f"cluster.id: configured {self.cluster_id!r} but {meta} holds "
-                    f"{m0.cluster_id!r}"
-                )
-            if m0.node_id is not None and m0.node_id != self.node_id:
-                raise ConfigError(f"node.id: configured {self.node_id} but {meta} holds "
-                                  f"{m0.node_id}")  # fmt: skip
-            cid = m0.cluster_id or self.cluster_id or random_uuid_text()
-            for d, m in stored.items():
-                if m is None:
-                    _write_meta(d, cid, self.node_id)
-        metas = meta_properties.verify(dirs, Path(self.metadata_log_dir), self.node_id,
-                                       self.cluster_id)  # fmt: skip
-        self.metadata_partition_dir.mkdir(parents=True, exist_ok=True)
-        return metas[Path(self.metadata_log_dir)].cluster_id or cid
-
-    def metadata_directory_id(self) -> uuid.UUID:
-        """The ``directory.id`` of ``metadata.log.dir``'s ``meta.properties`` (the Raft
-        replica's directory id; Kafka ``SharedServer``); the zero UUID when it has none."""
-        from kafka_rpc import meta_properties
-
-        m = meta_properties.read(Path(self.metadata_log_dir))
-        if m is None or m.directory_id is None:
-            return uuid.UUID(int=0)
-        return meta_properties.uuid_from_text(m.directory_id)
-
-
-class StorageFormattedError(ConfigError):
-    """``kafka-rpc storage format`` found a directory already formatted."""
-
-
-def _write_meta(d: Path, cluster_id: str, node_id: int) -> None:
-    """``<d>/meta.properties`` as Kafka 3.7+ writes it, with a new non-reserved ``directory.id``
-    (``kafka_rpc.meta_properties``), atomically (temp file, fsync, rename, fsync of the
-    directory, as Kafka's ``PropertiesUtils.writePropertiesFile``)."""
-    from kafka_rpc import meta_properties as mp
-
-    mp.write(d, mp.MetaProperties(1, cluster_id, node_id, mp.random_directory_id()))
-
-
-def check_uuid_text(what: str, text: str) -> None:
-    """Kafka's ``Uuid.fromString``: 22 chars of URL-safe base64 for 16 bytes."""
-    try:
-        ok = len(text) == 22 and len(base64.urlsafe_b64decode(text + "==")) == 16
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ConfigError(f"{what}: {text!r} is not a valid UUID (22 chars of URL-safe base64)")
-
-
-def random_uuid_text() -> str:
-    """Kafka's ``Uuid.randomUuid().toString()``: 22 chars of URL-safe base64, no padding. As
-    Kafka, never the zero or metadata-topic id, and never one starting with ``-``, which a
-    command line would take for an option (``kafka-rpc storage format -t -abc...``)."""
-    while True:
-        u = uuid.uuid4()
-        text = base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-        if u.int not in (0, 1) and not text.startswith("-"):
-            return text
 
 
 def read_properties(path: str | os.PathLike) -> dict[str, str]:

@@ -42,6 +42,7 @@ from kafka_rpc.broker.channel import ControllerUnavailableError
 from kafka_rpc.controller.features import supported_features
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.storage.meta_properties import directory_ids
 
 if TYPE_CHECKING:
     from kafka_rpc.broker.services import BrokerServices
@@ -122,7 +123,7 @@ class BrokerLifecycleManager:
             listeners=tuple(listeners),
             features=registration_features(),
             rack=None,
-            log_dirs=cfg.directory_ids(),
+            log_dirs=directory_ids(cfg.log_dirs),
         )
 
     def _metadata_offset(self) -> int:

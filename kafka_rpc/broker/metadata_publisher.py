@@ -84,12 +84,13 @@ from pathlib import Path
 from typing import Any
 from uuid import UUID
 
-from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.controller.image import DISKLESS_ENABLE_CONFIG, EMPTY, MetadataImage, TopicImage
 from kafka_rpc.coordinator.api import BatchCoordinator, CreateTopicAndPartitionsRequest, Errors
-from kafka_rpc.durable import fsync_dir
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
+from kafka_rpc.storage import partition_metadata as pm
+from kafka_rpc.storage.durable import fsync_dir
 
 __all__ = [
     "DISKLESS_ENABLE",
@@ -181,7 +182,7 @@ class MirrorFile:
                 key, sep, value = ln.partition(": ")
                 if key != "topic_id" or not sep:
                     raise ValueError(f"malformed line {ln!r}")
-                ids.add(pm.uuid_from_string(value))
+                ids.add(parse_uuid_text(value))
         except ValueError as e:
             log.error("%s is malformed (%s); starting from an empty set", self.path, e)
             ids = set()
@@ -189,7 +190,7 @@ class MirrorFile:
         return ids
 
     def _save(self, ids: set[UUID]) -> None:
-        body = "".join(f"topic_id: {pm.uuid_to_string(i)}\n" for i in sorted(ids))
+        body = "".join(f"topic_id: {uuid_text(i)}\n" for i in sorted(ids))
         pm.atomic_write(self.path, "version: 0\n" + body)
         self.ids = ids
 
@@ -447,7 +448,7 @@ class BrokerMetadataPublisher:
         for tid, code in zip(ids, codes, strict=True):
             if code == Errors.NONE:
                 log.info("metadata publisher: deleted topic id %s from the Batch Coordinator",
-                         pm.uuid_to_string(tid))  # fmt: skip
+                         uuid_text(tid))  # fmt: skip
         if self.mirror is not None:
             await asyncio.to_thread(self.mirror.discard, ids)
 
@@ -463,7 +464,7 @@ class BrokerMetadataPublisher:
         for req, code in zip(reqs, codes, strict=True):
             if code == Errors.NONE:
                 log.info("metadata publisher: diskless topic %s (%s) has partitions 0..%d in the "
-                         "Batch Coordinator", req.topic_name, pm.uuid_to_string(req.topic_id),
+                         "Batch Coordinator", req.topic_name, uuid_text(req.topic_id),
                          req.num_partitions - 1)  # fmt: skip
             elif code == ErrorCode.NOT_COORDINATOR:
                 # a replica that does not lead its coordinator partition: the leader creates
@@ -474,7 +475,7 @@ class BrokerMetadataPublisher:
                 unavailable += 1
             else:  # not transient (zero id, empty name): retrying would not help
                 log.error("metadata publisher: the Batch Coordinator refused topic %s (%s): "
-                          "error %d", req.topic_name, pm.uuid_to_string(req.topic_id),
+                          "error %d", req.topic_name, uuid_text(req.topic_id),
                           code)  # fmt: skip
         if unavailable:  # transient: the round is retried with backoff
             raise RuntimeError(f"the Batch Coordinator is not available for {unavailable} "
@@ -532,7 +533,7 @@ class BrokerMetadataPublisher:
             delete_partition_dir(path)
             removed += 1
             log.info("metadata publisher: removed partition directory %s of deleted topic id %s",
-                     path, pm.uuid_to_string(tid))  # fmt: skip
+                     path, uuid_text(tid))  # fmt: skip
         return removed
 
     def _report(self, path: Path, why: str) -> None:

@@ -8,13 +8,8 @@ import asyncio
 import sys
 from typing import Any
 
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.tools import secured
-
-
-def _uuid_text(u) -> str:
-    import base64
-
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def _quorum_status_lines(cluster_id: str, p, nodes) -> list[str]:
@@ -29,7 +24,7 @@ def _quorum_status_lines(cluster_id: str, p, nodes) -> list[str]:
     def replicas(states, with_endpoints: bool) -> str:
         out = []
         for r in states:
-            d = {"id": r.replica_id, "directoryId": _uuid_text(r.replica_directory_id)}
+            d = {"id": r.replica_id, "directoryId": uuid_text(r.replica_directory_id)}
             if with_endpoints and r.replica_id in endpoints:
                 d["endpoints"] = endpoints[r.replica_id]
             out.append(json.dumps(d))
@@ -68,7 +63,7 @@ def _quorum_replication_lines(p) -> list[str]:
         for r in states:
             status = "Leader" if r.replica_id == p.leader_id else kind
             lag = max(0, p.high_watermark - r.log_end_offset)
-            rows.append((str(r.replica_id), _uuid_text(r.replica_directory_id),
+            rows.append((str(r.replica_id), uuid_text(r.replica_directory_id),
                          str(r.log_end_offset), str(lag), str(r.last_fetch_timestamp),
                          str(r.last_caught_up_timestamp), status))  # fmt: skip
     leader_first = rows[:1] + sorted(rows[1:], key=lambda r: r[6] != "Leader")

@@ -14,7 +14,7 @@ from kafka_rpc.config import ConfigError, load_config
 def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     """Kafka's ``kafka-storage.sh``: ``random-uuid`` prints a new cluster id; ``format`` writes
     ``bootstrap.checkpoint`` and ``meta.properties`` into every log directory and the metadata
-    log directory (``kafka_rpc.config.Config.format_storage``). The bootstrap's feature levels
+    log directory (``kafka_rpc.storage.formatter.format_storage``). The bootstrap's feature levels
     are Kafka's ``Formatter`` rules (``--release-version`` parsed as Kafka's
     ``MetadataVersion.fromVersionString``, ``--feature NAME=LEVEL`` repeatable, every other
     feature at its default for that version) with our features (``kafka_rpc.*``) at their max,
@@ -22,8 +22,6 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     (docs/features.md). Exit 1 with Kafka's message when a directory is already formatted
     (unless ``--ignore-formatted``) or a feature setting is refused, 2 on a configuration
     error."""
-    from kafka_rpc.bootstrap_directory import bootstrap_from
-    from kafka_rpc.config import StorageFormattedError, random_uuid_text
     from kafka_rpc.controller.features import (
         BOOTSTRAP_METADATA_VERSION,
         FeatureError,
@@ -31,6 +29,10 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         metadata_version,
         parse_release_version,
     )
+    from kafka_rpc.protocol.uuids import random_uuid_text
+    from kafka_rpc.storage.bootstrap import bootstrap_from
+    from kafka_rpc.storage.errors import StorageFormattedError
+    from kafka_rpc.storage.formatter import format_storage
 
     if args.storage_command == "random-uuid":
         print(random_uuid_text())
@@ -56,7 +58,7 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return 1
     try:
-        formatted = config.format_storage(args.cluster_id, args.ignore_formatted, bootstrap)
+        formatted = format_storage(config, args.cluster_id, args.ignore_formatted, bootstrap)
     except StorageFormattedError as e:
         print(e, file=sys.stderr)
         return 1

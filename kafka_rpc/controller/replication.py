@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import base64
 import logging
 import random
 import re
@@ -61,6 +60,7 @@ from kafka_rpc.controller.placement import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import uuid_text
 
 __all__ = [
     "REPLAY",
@@ -410,7 +410,7 @@ def new_topic_id(image: MetadataImage, rng: random.Random) -> UUID:
         tid = UUID(int=rng.getrandbits(128), version=4)
         if tid.int in (0, 1) or tid in image.topics:
             continue
-        if base64.urlsafe_b64encode(tid.bytes).startswith(b"-"):
+        if uuid_text(tid).startswith("-"):
             continue
         return tid
 

@@ -134,9 +134,9 @@ def create_coordinator(url: str, **options: Any) -> BatchCoordinator:
             elif k == "voters":
                 raft_params["voters"] = _parse_voters(v)
             elif k == "topic_id":
-                from kafka_rpc.broker.partition_metadata import uuid_from_string
+                from kafka_rpc.protocol.uuids import parse_uuid_text
 
-                raft_params["topic_id"] = uuid.UUID(v) if len(v) == 36 else uuid_from_string(v)
+                raft_params["topic_id"] = uuid.UUID(v) if len(v) == 36 else parse_uuid_text(v)
             elif k in _RAFT_OPTIONS:
                 raft_params[k] = _RAFT_OPTIONS[k](v)
             else:

@@ -166,7 +166,7 @@ def _read_source_image(source: Path) -> bytes:
 def _rename_source(source: Path, target: Path) -> None:
     """(Worker thread.) ``source`` (and a ``-wal``/``-shm`` file beside it) renamed to
     ``target`` durably (the directory fsynced)."""
-    from kafka_rpc.durable import fsync_dir
+    from kafka_rpc.storage.durable import fsync_dir
 
     for suffix in ("-wal", "-shm"):
         side = source.with_name(source.name + suffix)
@@ -205,7 +205,7 @@ def _commit_record(key: str, broker: int, size: int, reqs: Sequence[CommitBatchR
 
 def _write_marker(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` durably (temp file, fsync, rename)."""
-    from kafka_rpc.broker.partition_metadata import atomic_write
+    from kafka_rpc.storage.partition_metadata import atomic_write
 
     atomic_write(path, text)
 
@@ -335,9 +335,9 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
     async def start(self) -> None:
         if self.driver is not None:
             return
-        from kafka_rpc.broker import partition_metadata
         from kafka_rpc.raft.core import RaftConfig
         from kafka_rpc.raft.replica import open_raft_replica
+        from kafka_rpc.storage import partition_metadata
 
         self._leader_event = asyncio.Event()
         self.directory.mkdir(parents=True, exist_ok=True)

@@ -30,6 +30,7 @@ from kafka_rpc.coordinator import ownership
 from kafka_rpc.node.controller_registration import ControllerRegistrationManager
 from kafka_rpc.raft.routing import RaftPartitions
 from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics
+from kafka_rpc.storage.formatter import ensure_cluster_id
 
 if TYPE_CHECKING:
     from kafka_rpc.controller.quorum_controller import QuorumController
@@ -179,7 +180,7 @@ class Node:
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
         if self.cluster_id is None:
-            self.cluster_id = self.config.ensure_cluster_id()
+            self.cluster_id = ensure_cluster_id(self.config)
         self._lock_dirs()
         metrics = None
         if self.config.metrics_port >= 0:
@@ -246,12 +247,12 @@ class Node:
         self.metadata_publisher = publisher
 
     def _lock_dirs(self) -> None:
-        """Hold ``<dir>/.lock`` (``kafka_rpc.meta_properties.DirectoryLock``, a POSIX lock as
-        Kafka's) on the metadata log directory, as Kafka's ``KafkaRaftManager`` does, and with
-        the broker role on every ``log.dirs`` entry too, as its ``LogManager`` does; released at
-        shutdown. Another process holding one (Kafka or ours) stops the start with Kafka's
-        message (ConfigError)."""
-        from kafka_rpc.meta_properties import DirectoryLock
+        """Hold ``<dir>/.lock`` (``kafka_rpc.storage.meta_properties.DirectoryLock``, a POSIX
+        lock as Kafka's) on the metadata log directory, as Kafka's ``KafkaRaftManager`` does,
+        and with the broker role on every ``log.dirs`` entry too, as its ``LogManager`` does;
+        released at shutdown. Another process holding one (Kafka or ours) stops the start with
+        Kafka's message (ConfigError)."""
+        from kafka_rpc.storage.meta_properties import DirectoryLock
 
         cfg = self.config
         dirs = [Path(cfg.metadata_log_dir)]
@@ -386,8 +387,9 @@ class Node:
         bootstrap = self._read_bootstrap() if cfg.is_controller else None
         directory = cfg.metadata_partition_dir
         directory.mkdir(parents=True, exist_ok=True)
-        from kafka_rpc.broker import partition_metadata
         from kafka_rpc.raft.api import METADATA_TOPIC_ID
+        from kafka_rpc.storage import partition_metadata
+        from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
         state = QuorumController(
@@ -419,7 +421,7 @@ class Node:
         )
         replica = open_raft_replica(
             directory,
-            cfg.raft_config(self.cluster_id),
+            cfg.raft_config(self.cluster_id, metadata_directory_id(cfg.metadata_log_dir)),
             state,
             segment_bytes=cfg.metadata_log_segment_bytes,
             request_timeout_ms=cfg.quorum_request_timeout_ms,
@@ -442,8 +444,8 @@ class Node:
         the ``--add-scram`` credentials the first active controller of an empty log writes);
         without the file, the default bootstrap (``kafka.compatible``: our features at 0).
         Raises ConfigError when the file cannot be used (a level we do not support ...)."""
-        from kafka_rpc.bootstrap_directory import BootstrapFileError, read_bootstrap
         from kafka_rpc.config import ConfigError
+        from kafka_rpc.storage.bootstrap import BootstrapFileError, read_bootstrap
 
         try:
             bootstrap = read_bootstrap(self.config.metadata_log_dir, self.config.kafka_compatible)

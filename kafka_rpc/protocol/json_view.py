@@ -30,8 +30,9 @@ from typing import Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import UnsupportedVersionError
+from kafka_rpc.protocol.uuids import uuid_text
 
-__all__ = ["kafka_uuid", "to_kafka_json"]
+__all__ = ["to_kafka_json"]
 
 # Field kinds and flags of a decoder program (kafka_rpc/protocol/_cdecode.c, codegen/emit.py).
 _BOOL, _INT8, _INT16, _UINT16, _INT32, _UINT32, _INT64, _FLOAT64 = range(1, 9)
@@ -39,11 +40,6 @@ _UUID, _STRING, _BYTES, _STRUCT = range(9, 13)
 _ARRAY = 4
 _RECORDS = 13  # not a decoder kind: bytes whose spec type is ``records``
 _ABSENT = object()
-
-
-def kafka_uuid(u) -> str:
-    """Kafka's ``Uuid.toString()`` of a uuid.UUID: URL-safe base64 without padding."""
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def _camel(what: str) -> str:
@@ -88,7 +84,7 @@ def _value(x: Any, kind: int, sub: tuple | None, records: str) -> Any:
     if kind == _STRUCT:
         return _struct(x, sub, records)
     if kind == _UUID:
-        return kafka_uuid(x)
+        return uuid_text(x)
     if kind == _BYTES:
         return base64.b64encode(x).decode()
     if kind == _RECORDS:

@@ -47,8 +47,6 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from kafka_rpc.durable import atomic_write as _atomic_write
-from kafka_rpc.durable import fsync_dir as _fsync_dir
 from kafka_rpc.protocol.record_batch import BATCH_OVERHEAD, Batch, decode_batches
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.epoch_cache import (
@@ -57,6 +55,8 @@ from kafka_rpc.raft.epoch_cache import (
     end_offset_for_epoch,
     last_fetched_epoch,
 )
+from kafka_rpc.storage.durable import atomic_write as _atomic_write
+from kafka_rpc.storage.durable import fsync_dir as _fsync_dir
 
 __all__ = [
     "FileLog",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from kafka_rpc.durable import atomic_write
 from kafka_rpc.raft.api import ElectionState
+from kafka_rpc.storage.durable import atomic_write
 
 __all__ = ["DEFAULT_FILE_NAME", "FileQuorumStateStore", "QuorumStateError"]
 

@@ -9,7 +9,7 @@ Kafka's semantics (``PlainSaslServer``, ``ScramSaslServer``, ``ScramCredentialUt
   than empty or the user fails.
 * SCRAM credentials are kept salted (salt, StoredKey, ServerKey, iterations; never the
   password), created at format time with Kafka's ``--add-scram`` syntax (:class:`ScramCredentials`)
-  as UserScramCredentialRecords in ``bootstrap.checkpoint`` (:mod:`kafka_rpc.bootstrap_directory`,
+  as UserScramCredentialRecords in ``bootstrap.checkpoint`` (:mod:`kafka_rpc.storage.bootstrap`,
   as Kafka's ``Formatter``); the first active controller of an empty log writes them in its
   bootstrap transaction
   (their records and replay: :mod:`kafka_rpc.controller.scram`), and every node authenticates

@@ -6,10 +6,11 @@ with no coordinator setting: the default topic-based Batch Coordinator
 (``kafka_rpc.coordinator.assigned``: the replica of ``__diskless-metadata`` partition 0 starts once
 the controller created the topic, replication factor ``min(3, N)``; its Raft group times out as
 the metadata quorum's ``controller.quorum.*`` settings say). Every node directory is formatted
-with ``kafka-rpc storage format`` and one cluster id (``kafka_rpc.config.random_uuid_text``,
-what ``kafka-rpc storage random-uuid`` prints). Ports are picked free on 127.0.0.1 before the
-first start and kept, so a restarted node is at the same addresses (the bench's bootstrap list
-stays valid). Each process runs in its own process group, in its own directory
+with ``kafka-rpc storage format`` and one cluster id
+(``kafka_rpc.protocol.uuids.random_uuid_text``, what ``kafka-rpc storage random-uuid`` prints).
+Ports are picked free on 127.0.0.1 before the first start and kept, so a restarted node is at
+the same addresses (the bench's bootstrap list stays valid). Each process runs in its own process
+group, in its own directory
 (``<root>/node<i>/``), with stdout/stderr in ``stdout.<run>`` / ``stderr.<run>``.
 
 * :meth:`BenchCluster.start`: format, start every node, wait (bounded) for each one's
@@ -43,8 +44,7 @@ import time
 import uuid
 from pathlib import Path
 
-from kafka_rpc.broker.partition_metadata import uuid_to_string
-from kafka_rpc.config import random_uuid_text
+from kafka_rpc.protocol.uuids import random_uuid_text, uuid_text
 
 #: the quorum's timing (the coordinator's Raft groups follow it): Kafka's defaults (election
 #: 1000 ms, fetch 2000 ms), shorter broker sessions so a killed node's broker is fenced in seconds;
@@ -100,7 +100,7 @@ def write_properties(path: Path, base: dict[str, str], node_id: int, broker_port
 def batch_key(mode: str, topic_id: uuid.UUID, partition: int) -> str:
     """A FindCoordinator BATCH key, ``read:`` or ``write:`` + Kafka's 22-char URL-safe base64
     topic id + ``:partition`` (``kafka_rpc.handlers.find_coordinator``)."""
-    return f"{mode}:{uuid_to_string(topic_id)}:{partition}"
+    return f"{mode}:{uuid_text(topic_id)}:{partition}"
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess:

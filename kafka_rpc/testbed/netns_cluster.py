@@ -34,9 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-from kafka_rpc.config import load_config, random_uuid_text
+from kafka_rpc.config import load_config
 from kafka_rpc.coordinator.replicated import DISKLESS_METADATA_TOPIC_NAME, partition_dir_name
+from kafka_rpc.protocol.uuids import random_uuid_text
 from kafka_rpc.raft.api import METADATA_TOPIC_NAME
+from kafka_rpc.storage.formatter import format_storage
 from kafka_rpc.testbed.bench_cluster import write_properties
 from kafka_rpc.testbed.netns import NetBed
 
@@ -158,7 +160,7 @@ class NetnsCluster:
         storage format --cluster-id ID --config FILE`` does, in this process)."""
         self.cluster_id = random_uuid_text()
         for n in self.nodes.values():
-            load_config(str(n.config)).format_storage(self.cluster_id)
+            format_storage(load_config(str(n.config)), self.cluster_id)
 
     def start_node(self, node_id: int) -> None:
         n = self.nodes[node_id]

@@ -30,9 +30,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
-from kafka_rpc.broker.partition_metadata import uuid_from_string, uuid_to_string
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
 from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["add_arguments", "parse_topic_id", "run", "run_sync"]
@@ -57,10 +57,10 @@ def parse_topic_id(text: str) -> uuid.UUID | None:
             return None
     if len(text) == 22:
         try:
-            u = uuid_from_string(text)
+            u = parse_uuid_text(text)
         except ValueError:
             return None
-        if uuid_to_string(u) == text:  # canonical only: "a" * 22 is a name, not an id
+        if uuid_text(u) == text:  # canonical only: "a" * 22 is a name, not an id
             return u
     return None
 

@@ -46,6 +46,7 @@ from uuid import UUID
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError
 from kafka_rpc.protocol.record_batch import BATCH_OVERHEAD, CorruptRecordError, decode_batches
+from kafka_rpc.protocol.uuids import uuid_text
 
 __all__ = ["dump_file", "dump_files", "message_json", "record_type_name"]
 
@@ -79,15 +80,11 @@ def record_type_name(spec_name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", spec_name).upper()
 
 
-def _uuid_text(u: UUID) -> str:
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
 def _json_value(v: Any, version: int) -> Any:
     if v is None or isinstance(v, bool | int | float | str):
         return v
     if isinstance(v, UUID):
-        return _uuid_text(v)
+        return uuid_text(v)
     if isinstance(v, bytes | bytearray | memoryview):
         return base64.b64encode(bytes(v)).decode()
     if isinstance(v, tuple | list):

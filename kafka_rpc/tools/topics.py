@@ -34,13 +34,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
 import sys
 from collections.abc import Awaitable, Callable
 from typing import IO, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.tools import add_command_config, secured
 
 __all__ = ["TopicCommandError", "add_arguments", "run", "run_sync"]
@@ -167,10 +167,6 @@ def parse_configs(items: list[str]) -> list[tuple[str, str]]:
     return out
 
 
-def _uuid_text(u: Any) -> str:
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
-
-
 def _error(code: int, message: str | None) -> TopicCommandError:
     ec = ErrorCode.for_code(code)
     return TopicCommandError(message or _DEFAULT_MESSAGES.get(ec, ec.name))
@@ -186,7 +182,7 @@ def describe_lines(topic: Any, configs: str = "") -> list[str]:
     parts = sorted(topic.partitions, key=lambda p: p.partition_index)
     rf = len(parts[0].replica_nodes) if parts else 0
     lines = [
-        f"Topic: {topic.name}\tTopicId: {_uuid_text(topic.topic_id)}\t"
+        f"Topic: {topic.name}\tTopicId: {uuid_text(topic.topic_id)}\t"
         f"PartitionCount: {len(parts)}\tReplicationFactor: {rf}\tConfigs: {configs}"
     ]
     for p in parts:

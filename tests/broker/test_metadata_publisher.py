@@ -15,7 +15,6 @@ import uuid
 
 import pytest
 
-from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.broker.metadata_publisher import (
     MIRROR_FILE_NAME,
     BrokerMetadataPublisher,
@@ -34,8 +33,10 @@ from kafka_rpc.coordinator.api import (
 from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import encode_batch
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, OffsetAndEpoch
 from kafka_rpc.raft.memory import MemorySnapshotReader
+from kafka_rpc.storage import partition_metadata as pm
 from tests.controller.harness import CLUSTER, Cluster, topic
 from tests.waiting import until
 
@@ -173,7 +174,7 @@ async def test_diskless_topics_are_mirrored_and_grow(coord, data):
         assert diskless_topics(node.qc.image) == {node.tid("d"): ("d", 3)}
         assert MirrorFile(data / MIRROR_FILE_NAME).load() == {node.tid("d")}
         text = (data / MIRROR_FILE_NAME).read_text()
-        assert text == f"version: 0\ntopic_id: {pm.uuid_to_string(node.tid('d'))}\n"
+        assert text == f"version: 0\ntopic_id: {uuid_text(node.tid('d'))}\n"
 
         # a partition added to the topic (a PartitionRecord for index 3) is created too
         node.c.apply([R("PartitionRecord")(partition_id=3, topic_id=node.tid("d"), replicas=(1,),

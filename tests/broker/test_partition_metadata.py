@@ -12,24 +12,13 @@ from uuid import UUID
 
 import pytest
 
-from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.config import ConfigError, load_config
 from kafka_rpc.raft.api import METADATA_TOPIC_ID
+from kafka_rpc.storage import partition_metadata as pm
+from kafka_rpc.storage.formatter import format_storage
 
 #: bytes chosen so that the URL-safe alphabet's '-' and '_' both appear
 ODD = UUID(bytes=b"\xfb\xff\xbf" * 5 + b"\x01")
-
-
-def test_kafka_uuid_strings():
-    assert pm.uuid_to_string(METADATA_TOPIC_ID) == "AAAAAAAAAAAAAAAAAAAAAQ"
-    assert pm.uuid_to_string(ODD) == "-_-_-_-_-_-_-_-_-_-_AQ"
-    for u in (METADATA_TOPIC_ID, ODD, UUID("6f2a4b1e-9c3d-4e5f-8a7b-1c2d3e4f5a6b")):
-        assert pm.uuid_from_string(pm.uuid_to_string(u)) == u
-    assert pm.uuid_from_string("AAAAAAAAAAAAAAAAAAAAAQ==") == METADATA_TOPIC_ID  # padded, as Java
-    for bad in ("", "AAAAAAAAAAAAAAAAAAAAA", "AAAAAAAAAAAAAAAAAAAAAQA", "+/AAAAAAAAAAAAAAAAAAAQ",
-                "AAAAAAAAAAAAAAAAAAAA Q", "AAAAAAAAAAAAAAAAAAAAAQ="):  # fmt: skip
-        with pytest.raises(ValueError):
-            pm.uuid_from_string(bad)
 
 
 def test_write_is_kafkas_exact_text(tmp_path):
@@ -130,7 +119,7 @@ def test_ensure_writes_once_and_refuses_another_id(tmp_path):
 
 def test_storage_format_writes_the_metadata_topic_id(tmp_path):
     config = load_config(overrides={"log.dirs": str(tmp_path / "data")})
-    config.format_storage("AAAAAAAAAAAAAAAAAAAAAQ")
+    format_storage(config, "AAAAAAAAAAAAAAAAAAAAAQ")
     path = tmp_path / "data" / "__cluster_metadata-0" / "partition.metadata"
     assert path.read_text() == "version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
 

@@ -13,7 +13,6 @@ import uuid
 
 import pytest
 
-from kafka_rpc.broker import partition_metadata
 from kafka_rpc.coordinator.api import (
     CreateTopicAndPartitionsRequest,
     DeleteRecordsRequest,
@@ -26,6 +25,7 @@ from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
 from kafka_rpc.coordinator.sqlite import SqliteBatchCoordinator
 from kafka_rpc.raft.driver import monotonic_ms
+from kafka_rpc.storage import partition_metadata
 from tests.waiting import until
 
 from .conftest import Clock, Topic, batch, chain

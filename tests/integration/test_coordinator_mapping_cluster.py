@@ -19,6 +19,7 @@ import pytest
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import uuid_text
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.waiting import until
 
@@ -107,7 +108,7 @@ async def test_metadata_topic_on_three_nodes_and_assign_through_any_controller(t
         # partitions (replication factor 3), so read: keys name the node asked, and write: keys
         # name the Raft leader of the owning partition -- the same node whichever node is asked
         # (d-0 and d-1: partition 1; d-2, unmapped: partition 0)
-        b64 = __import__("base64").urlsafe_b64encode(tid.bytes).decode().rstrip("=")
+        b64 = uuid_text(tid)
         keys = (f"write:{b64}:0", f"write:{b64}:1", f"write:{b64}:2", f"read:{b64}:1")
 
         async def answers(i):

@@ -17,13 +17,11 @@ the controller created the topic with this node among its replicas, with the ima
 from __future__ import annotations
 
 import asyncio
-import base64
 import dataclasses
 import uuid
 
 import pytest
 
-from kafka_rpc.broker import partition_metadata
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.controller.image import evolve
@@ -32,6 +30,8 @@ from kafka_rpc.coordinator.assigned import AssignedBatchCoordinator, Coordinator
 from kafka_rpc.coordinator.factory import create_coordinator
 from kafka_rpc.coordinator.replicated import ReplicatedBatchCoordinator
 from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.uuids import uuid_text
+from kafka_rpc.storage import partition_metadata
 from tests.integration.conftest import TIMEOUT, start_server
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.integration.test_crash import _F_PART, _F_TOPIC, Batch, commit_request
@@ -213,7 +213,7 @@ DQ = codec.module("DescribeClusterRequest")
 
 
 def b64(topic: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(topic.bytes).decode().rstrip("=")
+    return uuid_text(topic)
 
 
 async def find_coordinators(client, keys) -> list[tuple[int, int]]:

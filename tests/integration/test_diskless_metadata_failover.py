@@ -28,8 +28,8 @@ import uuid
 
 import pytest
 
-from kafka_rpc.broker.partition_metadata import uuid_to_string
 from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
+from kafka_rpc.protocol.uuids import uuid_text
 from tests.integration.test_crash import _F_PART, _F_TOPIC, Batch, commit_request
 from tests.integration.test_diskless_e2e import M, _first_elem, mod
 from tests.raft.test_driver_single import free_port
@@ -59,7 +59,7 @@ class Node:
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in cports.items())
         url = (
             f"raft://{root}/n{node_id}/coordinator?node_id={node_id}&voters={voters}"
-            f"&topic_id={uuid_to_string(topic_id)}&raft.election_timeout_ms=300"
+            f"&topic_id={uuid_text(topic_id)}&raft.election_timeout_ms=300"
             "&raft.fetch_timeout_ms=600&write_timeout_ms=5000"
         )
         args = [

@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-from kafka_rpc.broker import partition_metadata as pm
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.coordinator.api import ListOffsetsRequest, TopicIdPartition
 from kafka_rpc.protocol import codec
+from kafka_rpc.storage import partition_metadata as pm
 from tests.integration.conftest import TIMEOUT, start_server
 from tests.waiting import until
 

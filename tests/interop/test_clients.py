@@ -112,10 +112,10 @@ async def test_kio_decodes_our_responses(served):
 
 
 async def test_our_client_find_coordinator_batch(served):
-    from base64 import urlsafe_b64encode
+    from kafka_rpc.protocol.uuids import uuid_text
 
     fc = codec.message_class("FindCoordinatorRequest")
-    short = urlsafe_b64encode(TID.bytes).decode().rstrip("=")
+    short = uuid_text(TID)
     keys = (f"read:{short}:0", f"write:{TID}:7", "read:nope:1", f"write:{short}:-1")
     client = await KafkaRpcClient.connect(served.bootstrap, client_id="t", request_timeout=5)
     try:

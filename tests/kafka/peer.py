@@ -591,12 +591,9 @@ def random_cluster_id() -> str:
     """A cluster id as ``kafka-storage random-uuid`` prints it (22 characters of URL-safe
     base64 of a random UUID), never starting with '-' (Kafka's ``Uuid.randomUuid`` draws again:
     such an id would read as an option on a command line)."""
-    import base64
+    from kafka_rpc.protocol.uuids import random_uuid_text
 
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not cid.startswith("-"):
-            return cid
+    return random_uuid_text()
 
 
 class KafkaNode(KafkaProcess):

@@ -119,7 +119,7 @@ def test_formatted_directories_start_on_the_other_side(kafka_newest, tmp_path, p
 def test_we_read_the_bootstrap_checkpoint_kafka_4_0_writes(kafka_oldest, tmp_path):
     """Kafka 4.0's kafka-storage format writes bootstrap.checkpoint into every directory (4.4
     writes the bootstrap snapshot instead): our reader takes its records as they are."""
-    from kafka_rpc.bootstrap_directory import BOOTSTRAP_FILE, read_bootstrap
+    from kafka_rpc.storage.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 
     node = peer.KafkaNode("kafka-fmt", kafka_oldest, tmp_path,
                           _props(1, "controller", peer.free_port(), tmp_path / "d"))  # fmt: skip

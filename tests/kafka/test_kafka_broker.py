@@ -263,15 +263,15 @@ def test_kafka_compatible_refuses_our_commands(cluster):
     finalizing our feature is refused while the Kafka broker, which does not list it, is
     registered (FeatureControlManager's broker check), through Kafka's own kafka-features."""
     from kafka_rpc.client import KafkaRpcClient
-    from kafka_rpc.meta_properties import uuid_from_text
     from kafka_rpc.protocol.errors import ErrorCode
+    from kafka_rpc.protocol.uuids import parse_uuid_text
 
     topic = "refused-chunks"
     _create_topics(cluster, [topic])
     R = codec.message_class
     CC = codec.module("CreateChunksRequest")
     AP = codec.module("AssignPartitionToBatchCoordinatorRequest")
-    tid = uuid_from_text(cluster.topic_id(topic))
+    tid = parse_uuid_text(cluster.topic_id(topic))
 
     async def ask():
         client = await KafkaRpcClient.connect(f"127.0.0.1:{cluster.ctrl_port}")

@@ -9,13 +9,14 @@ import pytest
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import UnsupportedVersionError
-from kafka_rpc.protocol.json_view import kafka_uuid, to_kafka_json
+from kafka_rpc.protocol.json_view import to_kafka_json
 from kafka_rpc.protocol.primitives import METADATA_TOPIC_ID
+from kafka_rpc.protocol.uuids import uuid_text
 
 
 def test_uuid_is_kafkas_22_character_form():
-    assert kafka_uuid(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"
-    assert kafka_uuid(METADATA_TOPIC_ID) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    assert uuid_text(uuid.UUID(int=0)) == "AAAAAAAAAAAAAAAAAAAAAA"
+    assert uuid_text(METADATA_TOPIC_ID) == "AAAAAAAAAAAAAAAAAAAAAQ"
 
 
 def test_fields_of_the_version_only_and_tagged_fields_only_when_not_default():

@@ -1,4 +1,4 @@
-"""Data directories as Kafka keeps them (``kafka_rpc.meta_properties``): directory ids, the
+"""Data directories as Kafka keeps them (``kafka_rpc.storage.meta_properties``): directory ids, the
 start-up checks of ``KafkaRaftServer.initializeLogDirs`` / ``MetaPropertiesEnsemble.verify``, and
 the ``.lock`` held with a POSIX lock (another process, as a Kafka JVM would, is refused)."""
 
@@ -10,8 +10,10 @@ import uuid
 
 import pytest
 
-from kafka_rpc import meta_properties as mp
 from kafka_rpc.config import ConfigError, load_config
+from kafka_rpc.protocol.uuids import parse_uuid_text
+from kafka_rpc.storage import meta_properties as mp
+from kafka_rpc.storage.formatter import ensure_cluster_id
 
 
 def _meta(d, cluster="Q2mw2yNDQz2B6x2ZyHqhTA", node=1, directory=None, version=1):
@@ -25,7 +27,7 @@ def test_reserved_directory_ids_are_kafkas_first_hundred():
     assert not mp.is_reserved(uuid.UUID(int=(1 << 64) | 5))
     for _ in range(500):
         text = mp.random_directory_id()
-        assert not text.startswith("-") and not mp.is_reserved(mp.uuid_from_text(text))
+        assert not text.startswith("-") and not mp.is_reserved(parse_uuid_text(text))
 
 
 def test_written_meta_properties_read_back(tmp_path):
@@ -96,15 +98,16 @@ def test_config_start_up_formats_checks_and_names_the_raft_directory_id(tmp_path
         "listeners": "CONTROLLER://127.0.0.1:9093", "controller.listener.names": "CONTROLLER",
         "log.dirs": str(tmp_path / "logs"), "metadata.log.dir": str(tmp_path / "meta"),
     })  # fmt: skip
-    cid = cfg.ensure_cluster_id()
+    cid = ensure_cluster_id(cfg)
     a, m = mp.read(tmp_path / "logs"), mp.read(tmp_path / "meta")
     assert a.cluster_id == m.cluster_id == cid and a.directory_id != m.directory_id
-    assert cfg.raft_config(cid).directory_id == mp.uuid_from_text(m.directory_id)
-    assert cfg.ensure_cluster_id() == cid  # idempotent
+    directory_id = mp.metadata_directory_id(cfg.metadata_log_dir)
+    assert cfg.raft_config(cid, directory_id).directory_id == parse_uuid_text(m.directory_id)
+    assert ensure_cluster_id(cfg) == cid  # idempotent
     wrong = load_config(overrides={**cfg.raw, "node.id": "2", "controller.quorum.voters":
                                    "2@127.0.0.1:9093"})  # fmt: skip
     with pytest.raises(ConfigError, match="node.id"):
-        wrong.ensure_cluster_id()
+        ensure_cluster_id(wrong)
 
 
 _HOLD = """

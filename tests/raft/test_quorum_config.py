@@ -1,5 +1,7 @@
 """The metadata quorum's settings in kafka_rpc.config (Kafka's keys and defaults)."""
 
+import uuid
+
 import pytest
 
 from kafka_rpc.config import ConfigError, load_config
@@ -62,7 +64,7 @@ def test_raft_config(tmp_path):
     pytest.importorskip("kafka_rpc.raft.core")
     c = load_config(overrides={"controller.quorum.election.timeout.ms": "300",
                                "metadata.log.max.snapshot.interval.ms": "0"})  # fmt: skip
-    rc = c.raft_config("AAAAAAAAAAAAAAAAAAAAAQ")
+    rc = c.raft_config("AAAAAAAAAAAAAAAAAAAAAQ", uuid.UUID(int=0))
     assert (rc.node_id, rc.voters, rc.cluster_id) == (1, {1: ("127.0.0.1", 9093)},
                                                       "AAAAAAAAAAAAAAAAAAAAAQ")  # fmt: skip
     assert (rc.election_timeout_ms, rc.snapshot_interval_ms) == (300, 0)

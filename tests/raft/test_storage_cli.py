@@ -97,11 +97,11 @@ def test_random_uuid_never_starts_with_a_dash(monkeypatch):
     it as an option; seen: `storage format -t -dBoGn...` failing)."""
     import uuid as uuid_mod
 
-    from kafka_rpc import config as config_mod
+    from kafka_rpc.protocol import uuids as uuids_mod
 
-    assert all(not config_mod.random_uuid_text().startswith("-") for _ in range(2000))
+    assert all(not uuids_mod.random_uuid_text().startswith("-") for _ in range(2000))
     # 0xf8 << 120 encodes to '-' first; the generator must skip it and take the next draw
     draws = iter([uuid_mod.UUID(int=0xF8 << 120), uuid_mod.UUID(int=0x12 << 120)])
-    monkeypatch.setattr(config_mod.uuid, "uuid4", lambda: next(draws))
-    text = config_mod.random_uuid_text()
+    monkeypatch.setattr(uuids_mod.uuid, "uuid4", lambda: next(draws))
+    text = uuids_mod.random_uuid_text()
     assert text == "EgAAAAAAAAAAAAAAAAAAAA", text

@@ -130,7 +130,7 @@ def test_credentials_are_salted_in_the_bootstrap_checkpoint(secure_server):
     (as Kafka's Formatter), salted: no password in the file."""
     from pathlib import Path
 
-    from kafka_rpc.bootstrap_directory import BOOTSTRAP_FILE, read_bootstrap
+    from kafka_rpc.storage.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 
     data = Path(secure_server.overrides["log.dirs"])
     raw = (data / BOOTSTRAP_FILE).read_bytes()

@@ -15,6 +15,7 @@ import pytest
 from kafka_rpc.cli import build_parser
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC, coordinator_partition
 from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.tools.diskless import parse_topic_id, run
 from tests.integration.conftest import TIMEOUT, start_server
 from tests.waiting import until
@@ -68,7 +69,7 @@ async def test_assign_by_name_and_by_id(tmp_path):
         img = server.controller.image
         assert [coordinator_partition(img, tid, p) for p in (0, 1)] == [2, 2]
 
-        short = base64.urlsafe_b64encode(tid.bytes).decode().rstrip("=")
+        short = uuid_text(tid)
         rc, out, _ = await _cli("assign", "--bootstrap-controller", ctl, "--topic", short,
                                 "--partition", "1", "--partition", "5",
                                 "--coordinator-partition", "1")  # fmt: skip

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from kafka_rpc.bootstrap_directory import BOOTSTRAP_FILE, read_bootstrap
 from kafka_rpc.controller.features import CHUNKS_VERSION, DISKLESS_VERSION
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import (
@@ -18,6 +17,7 @@ from kafka_rpc.protocol.record_batch import (
     control_type,
     decode_batches,
 )
+from kafka_rpc.storage.bootstrap import BOOTSTRAP_FILE, read_bootstrap
 
 pytestmark = pytest.mark.integration
 

@@ -21,21 +21,21 @@ newline::
   that id (else :class:`InconsistentTopicIdError`, Kafka's ``InconsistentTopicIdException``); a
   missing one is written.
 
-The errors derive from :class:`kafka_rpc.config.ConfigError`, like a ``meta.properties`` that
-does not match the configuration: at start-up they stop the node with a clear message
+The errors derive from :class:`kafka_rpc.storage.errors.StorageError`, like a ``meta.properties``
+that does not match the configuration: at start-up they stop the node with a clear message
 (``kafka-rpc serve`` exits 2).
 """
 
 from __future__ import annotations
 
-import base64
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from uuid import UUID
 
-from kafka_rpc import durable
-from kafka_rpc.config import ConfigError
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
+from kafka_rpc.storage import durable
+from kafka_rpc.storage.errors import StorageError
 
 __all__ = [
     "CURRENT_VERSION",
@@ -47,8 +47,6 @@ __all__ = [
     "ensure",
     "read",
     "read_topic_id",
-    "uuid_from_string",
-    "uuid_to_string",
     "write",
 ]
 
@@ -63,10 +61,9 @@ _ZERO = UUID(int=0)
 _KEY_SEP = re.compile(r":[ \t\n\x0b\f\r]+")
 _LINE_END = re.compile(r"\r\n|\r|\n")
 _INT = re.compile(r"[+-]?[0-9]+")
-_B64_UUID = re.compile(r"[A-Za-z0-9_-]{22}(==)?")
 
 
-class PartitionMetadataError(ConfigError):
+class PartitionMetadataError(StorageError):
     """A ``partition.metadata`` that cannot be used (Kafka: the ``IOException`` of
     ``PartitionMetadataReadBuffer``, raised as ``KafkaStorageException``)."""
 
@@ -74,22 +71,6 @@ class PartitionMetadataError(ConfigError):
 class InconsistentTopicIdError(PartitionMetadataError):
     """The directory belongs to another topic id than the one the log is opened with (Kafka's
     ``InconsistentTopicIdException``)."""
-
-
-def uuid_to_string(u: UUID) -> str:
-    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, no padding (22 chars)."""
-    return base64.urlsafe_b64encode(u.bytes).decode("ascii").rstrip("=")
-
-
-def uuid_from_string(text: str) -> UUID:
-    """Kafka's ``Uuid.fromString``: 22 URL-safe base64 characters (or 24 with ``==``) for 16
-    bytes. Raises ``ValueError`` otherwise."""
-    if not _B64_UUID.fullmatch(text):
-        raise ValueError(f"{text!r} is not a base64-encoded UUID (22 URL-safe base64 chars)")
-    raw = base64.urlsafe_b64decode(text[:22] + "==")
-    if len(raw) != 16:  # pragma: no cover - 22 base64 chars always decode to 16 bytes
-        raise ValueError(f"{text!r} decoded as {len(raw)} bytes, not 16")
-    return UUID(bytes=raw)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +83,7 @@ class PartitionMetadata:
     def encode(self) -> str:
         """Kafka's ``PartitionMetadata.encode``: ``"version: V\\ntopic_id: ID"``, no final
         newline."""
-        return f"version: {self.version}\ntopic_id: {uuid_to_string(self.topic_id)}"
+        return f"version: {self.version}\ntopic_id: {uuid_text(self.topic_id)}"
 
 
 def path_of(directory: Path | str) -> Path:
@@ -122,7 +103,8 @@ def write(directory: Path | str, topic_id: UUID) -> None:
 def atomic_write(path: Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) so that a crash leaves the old or the new content
     (Kafka's ``PartitionMetadataFile.maybeFlush`` with ``Utils.atomicMoveWithFallback``):
-    :func:`kafka_rpc.durable.atomic_write` with ``<path>.tmp``. ``OSError`` on an I/O failure."""
+    :func:`kafka_rpc.storage.durable.atomic_write` with ``<path>.tmp``. ``OSError`` on an I/O
+    failure."""
     durable.atomic_write(path, text, _TMP_SUFFIX)
 
 
@@ -166,7 +148,7 @@ def read(directory: Path | str) -> PartitionMetadata:
             f"Unrecognized version of partition metadata file ({path}): {version}"
         )
     try:
-        topic_id = uuid_from_string(_value(path, lines[1], "topic_id"))
+        topic_id = parse_uuid_text(_value(path, lines[1], "topic_id"))
     except ValueError as e:
         raise _malformed(path, lines[1]) from e
     if topic_id == _ZERO:
@@ -194,8 +176,8 @@ def ensure(directory: Path | str, topic_id: UUID) -> bool:
         return True
     if found != topic_id:
         raise InconsistentTopicIdError(
-            f"Tried to assign topic ID {uuid_to_string(topic_id)} to log for topic partition "
-            f"{directory.name}, but log already contained topic ID {uuid_to_string(found)} "
+            f"Tried to assign topic ID {uuid_text(topic_id)} to log for topic partition "
+            f"{directory.name}, but log already contained topic ID {uuid_text(found)} "
             f"({path_of(directory)})"
         )
     return False

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any
 
 from kafka_rpc.controller.features import BootstrapMetadata, FeatureError, record_version
-from kafka_rpc.durable import atomic_write
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import DecodeError
 from kafka_rpc.protocol.record_batch import (
@@ -42,6 +41,7 @@ from kafka_rpc.protocol.record_batch import (
     encode_batch,
     encode_control_batch,
 )
+from kafka_rpc.storage.durable import atomic_write
 
 __all__ = ["BOOTSTRAP_FILE", "BootstrapFileError", "read_bootstrap", "write_bootstrap"]
 

@@ -15,7 +15,8 @@
   to the configured one, directory ids not reserved and not shared by two directories, no
   ``__cluster_metadata-0`` in a data directory other than ``metadata.log.dir``; a directory whose
   ``meta.properties`` has no ``directory.id`` gets a new one written back. Each failure raises
-  :class:`~kafka_rpc.config.ConfigError` with Kafka's message (``kafka-rpc serve`` exits 2).
+  :class:`~kafka_rpc.storage.errors.StorageError` with Kafka's message (``kafka-rpc serve`` exits
+  2).
 * The directory lock (:class:`DirectoryLock`): ``<dir>/.lock`` held with a POSIX record lock
   (``fcntl.lockf``, what Java's ``FileChannel.tryLock`` takes on Linux, so a Kafka process and
   ours exclude each other on one directory); Kafka's ``KafkaRaftManager.lockDataDir`` message
@@ -24,19 +25,20 @@
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import errno
 import fcntl
 import os
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from jproperties import Properties
 
-from kafka_rpc.config import ConfigError
-from kafka_rpc.durable import atomic_write
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
+from kafka_rpc.storage.durable import atomic_write
+from kafka_rpc.storage.errors import StorageError
 
 __all__ = [
     "LOCK_FILE_NAME",
@@ -44,10 +46,11 @@ __all__ = [
     "META_PROPERTIES_NAME",
     "DirectoryLock",
     "MetaProperties",
+    "directory_ids",
     "is_reserved",
+    "metadata_directory_id",
     "random_directory_id",
     "read",
-    "uuid_from_text",
     "verify",
     "write",
 ]
@@ -56,21 +59,6 @@ META_PROPERTIES_NAME = "meta.properties"
 LOCK_FILE_NAME = ".lock"  # Kafka ``LogManager.LOCK_FILE_NAME``
 METADATA_PARTITION_DIR = "__cluster_metadata-0"
 _RESERVED_BELOW = 100  # DirectoryId.reserved: msb 0 and lsb < 100
-
-
-def uuid_from_text(text: str) -> uuid.UUID:
-    """Kafka's ``Uuid.fromString``: 22 characters of URL-safe base64 for 16 bytes; ValueError
-    otherwise."""
-    if len(text) != 22:
-        raise ValueError(f"{text!r} is not a 22-character Kafka Uuid")
-    raw = base64.urlsafe_b64decode(text + "==")
-    if len(raw) != 16:
-        raise ValueError(f"{text!r} does not hold 16 bytes")
-    return uuid.UUID(bytes=raw)
-
-
-def _text(u: uuid.UUID) -> str:
-    return base64.urlsafe_b64encode(u.bytes).decode().rstrip("=")
 
 
 def is_reserved(u: uuid.UUID) -> bool:
@@ -83,7 +71,7 @@ def random_directory_id(taken: set[str] = frozenset()) -> str:  # type: ignore[a
     ``taken`` (Kafka ``Copier.generateValidDirectoryId``)."""
     while True:
         u = uuid.uuid4()
-        text = _text(u)
+        text = uuid_text(u)
         if not is_reserved(u) and not text.startswith("-") and text not in taken:
             return text
 
@@ -109,7 +97,7 @@ class MetaProperties:
 
 def read(directory: Path) -> MetaProperties | None:
     """``<directory>/meta.properties``, None when the file does not exist. A file that cannot be
-    parsed, or a version other than 0/1, raises ConfigError naming it."""
+    parsed, or a version other than 0/1, raises StorageError naming it."""
     path = Path(directory) / META_PROPERTIES_NAME
     if not path.exists():
         return None
@@ -118,16 +106,16 @@ def read(directory: Path) -> MetaProperties | None:
         with path.open("rb") as f:
             p.load(f, "utf-8")
     except Exception as e:  # noqa: BLE001 - jproperties raises its own parse errors
-        raise ConfigError(f"cannot read {path}: {e}") from None
+        raise StorageError(f"cannot read {path}: {e}") from None
     props = {k.strip(): v.strip() for k, v in p.properties.items()}
     try:
         version = int(props.get("version", "0"))
         node = props.get("node.id", props.get("broker.id"))
         node_id = int(node) if node is not None else None
     except ValueError as e:
-        raise ConfigError(f"{path}: {e}") from None
+        raise StorageError(f"{path}: {e}") from None
     if version not in (0, 1):
-        raise ConfigError(f"{path}: unknown meta.properties version {version}")
+        raise StorageError(f"{path}: unknown meta.properties version {version}")
     return MetaProperties(version, props.get("cluster.id") or None, node_id,
                           props.get("directory.id") or None)  # fmt: skip
 
@@ -146,50 +134,50 @@ def verify(
     """Kafka's start-up checks of the node's directories (see the module docstring); every one
     of ``dirs`` (``log.dirs`` and ``metadata.log.dir``) must hold a ``meta.properties``.
     ``cluster_id``: the configured ``cluster.id`` when set. Writes back a ``directory.id`` where
-    one is missing; returns each directory's properties. Raises ConfigError."""
+    one is missing; returns each directory's properties. Raises StorageError."""
     metas: dict[Path, MetaProperties] = {}
     for d in dirs:
         m = read(d)
         if m is None:
-            raise ConfigError(f"No `meta.properties` found in {d} (have you run `kafka-rpc "
+            raise StorageError(f"No `meta.properties` found in {d} (have you run `kafka-rpc "
                               "storage format` to format the directory?)")  # fmt: skip
         metas[Path(d)] = m
     if Path(metadata_dir) not in metas:
-        raise ConfigError(f"no meta.properties in the metadata log directory {metadata_dir}")
+        raise StorageError(f"no meta.properties in the metadata log directory {metadata_dir}")
     expected_cluster, seen = cluster_id, {}
     for d, m in metas.items():
         path = d / META_PROPERTIES_NAME
         if m.cluster_id is None:
-            raise ConfigError(f"cluster.id was not specified in the v1 file: {path}")
+            raise StorageError(f"cluster.id was not specified in the v1 file: {path}")
         if expected_cluster is None:
             expected_cluster = m.cluster_id
         elif m.cluster_id != expected_cluster:
-            raise ConfigError(f"Invalid cluster.id in: {path}. Expected {expected_cluster}, but "
+            raise StorageError(f"Invalid cluster.id in: {path}. Expected {expected_cluster}, but "
                               f"read {m.cluster_id}")  # fmt: skip
         if m.node_id is None:
-            raise ConfigError(f"node.id was not specified in {path}")
+            raise StorageError(f"node.id was not specified in {path}")
         if m.node_id != node_id:
-            raise ConfigError(
+            raise StorageError(
                 f"Stored node id {m.node_id} doesn't match previous node id {node_id} in {path}. "
                 "If you moved your data, make sure your configured node id matches. If you "
                 "intend to create a new node, you should remove all data in your data directories."
             )
         if m.directory_id is not None:
             try:
-                u = uuid_from_text(m.directory_id)
+                u = parse_uuid_text(m.directory_id)
             except ValueError as e:
-                raise ConfigError(f"{path}: directory.id {e}") from None
+                raise StorageError(f"{path}: directory.id {e}") from None
             if is_reserved(u):
-                raise ConfigError(f"Invalid reserved directory ID {m.directory_id} found in {d}")
+                raise StorageError(f"Invalid reserved directory ID {m.directory_id} found in {d}")
             if m.directory_id in seen:
-                raise ConfigError(f"Duplicate directory ID {m.directory_id} found. It was the ID "
+                raise StorageError(f"Duplicate directory ID {m.directory_id} found. It was the ID "
                                   f"of {seen[m.directory_id]}, but also of {d}")  # fmt: skip
             seen[m.directory_id] = d
     meta_resolved = Path(metadata_dir).resolve()
     for d in metas:
         if d.resolve() != meta_resolved and (d / METADATA_PARTITION_DIR).exists():
             where = d / METADATA_PARTITION_DIR
-            raise ConfigError(
+            raise StorageError(
                 f"Found unexpected metadata location in data directory `{where}` (the "
                 f"configured metadata directory is {metadata_dir})."
             )
@@ -203,10 +191,32 @@ def verify(
     return metas
 
 
+def directory_ids(log_dirs: Iterable[Path | str]) -> tuple[uuid.UUID, ...]:
+    """The ``directory.id`` of each of ``log_dirs`` (``log.dirs``) that has one in its
+    ``meta.properties`` (Kafka's ``LogManager.directoryIdsSet``), sorted: what a broker registers
+    as LogDirs. StorageError for a ``meta.properties`` that cannot be read (see :func:`read`),
+    ValueError for a ``directory.id`` that is not a Kafka Uuid."""
+    out = []
+    for d in log_dirs:
+        m = read(Path(d))
+        if m is not None and m.directory_id is not None:
+            out.append(parse_uuid_text(m.directory_id))
+    return tuple(sorted(out))
+
+
+def metadata_directory_id(metadata_log_dir: Path | str) -> uuid.UUID:
+    """The ``directory.id`` of ``metadata_log_dir``'s ``meta.properties`` (``metadata.log.dir``;
+    the Raft replica's directory id, Kafka ``SharedServer``); the zero UUID when it has none."""
+    m = read(Path(metadata_log_dir))
+    if m is None or m.directory_id is None:
+        return uuid.UUID(int=0)
+    return parse_uuid_text(m.directory_id)
+
+
 class DirectoryLock:
     """``<directory>/.lock`` held with an exclusive POSIX record lock (``fcntl.lockf``, as Java's
     ``FileChannel.tryLock`` on Linux) for as long as this object is open. :meth:`acquire` raises
-    ConfigError with Kafka's message when another process holds it."""
+    StorageError with Kafka's message when another process holds it."""
 
     def __init__(self, directory: Path) -> None:
         self.path = Path(directory) / LOCK_FILE_NAME
@@ -220,7 +230,7 @@ class DirectoryLock:
         except OSError as e:
             os.close(fd)
             if e.errno in (errno.EACCES, errno.EAGAIN):
-                raise ConfigError(
+                raise StorageError(
                     f"Failed to acquire lock on file .lock in {self.path.parent}. A Kafka "
                     "instance in another process or thread is using this directory."
                 ) from None
