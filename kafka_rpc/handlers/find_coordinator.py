@@ -29,8 +29,6 @@ failure: every key gets the error code.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 from uuid import UUID
 
@@ -42,6 +40,7 @@ from kafka_rpc.controller.coordinator_mapping import (
 )
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
 
 _mod = codec.module("FindCoordinatorResponse")
 FindCoordinatorResponse = _mod.FindCoordinatorResponse
@@ -62,15 +61,14 @@ def parse_batch_key(key: str) -> tuple[str, UUID, int] | None:
         return None
     try:
         if len(tid) == 22:
-            raw = base64.urlsafe_b64decode(tid + "==")
-            if len(raw) != 16 or base64.urlsafe_b64encode(raw).decode().rstrip("=") != tid:
+            topic_id = parse_uuid_text(tid)
+            if uuid_text(topic_id) != tid:  # one text per id: no other bits in the last char
                 return None
-            topic_id = UUID(bytes=raw)
         else:
             topic_id = UUID(tid)
             if str(topic_id) != tid.lower():
                 return None
-    except (ValueError, binascii.Error):
+    except ValueError:
         return None
     return mode, topic_id, partition
 
