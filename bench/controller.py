@@ -25,7 +25,7 @@ Each cell (1 node / 3 nodes, per ``controller.quorum.append.linger.ms``) is run 
   unfenced; NOT_CONTROLLER = ask DescribeQuorum again), then runs a closed loop of C clients,
   each its own TCP connection (``KafkaRpcClient``) to the active controller's controller
   listener: send, await the response (answered once the records are committed), repeat.
-* **floor**: 1 or 3 processes running the same ``Server`` with the same overrides, set up as
+* **floor**: 1 or 3 processes running the same ``Node`` with the same overrides, set up as
   ``kafka-rpc serve`` sets itself up (uvloop, MALLOC_* env, ``_tune_gc``, INFO logging to
   stderr); the leader, once its controller is active and every node's broker is unfenced, runs
   the same closed loop in-process: ``driver.wait_committed(driver.append(records))`` with the

@@ -3,7 +3,7 @@ against a floor measured side by side in the same run.
 
 Parts (``--parts abcd``; each prints one Markdown table, the method above it):
 
-(a) single node vs a raw fsync floor. One voter: a real ``Server`` (FileLog on disk,
+(a) single node vs a raw fsync floor. One voter: a real ``Node`` (FileLog on disk,
     FileQuorumStateStore, QuorumController, RaftDriver) in a child process on uvloop, with the
     load in that same process. The load is a closed loop of C appenders, each appending K framed
     metadata records of 100 bytes (a ``FeatureLevelRecord``, so the state machine decodes and
@@ -203,7 +203,7 @@ class CountingStateMachine:
 
 async def raft_node_main(spec: dict) -> None:
     """A voter with no server around it: FileLog, FileQuorumStateStore, RaftCore and RaftDriver
-    as ``Server`` builds them, on :class:`CountingStateMachine`; with peers, its controller
+    as ``Node`` builds them, on :class:`CountingStateMachine`; with peers, its controller
     listener serves only the Raft RPCs (:func:`_raft_listener`). Once it leads, run
     ``spec['load']`` and print the result."""
     import random

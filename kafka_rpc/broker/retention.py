@@ -6,7 +6,7 @@ topic, resource type 2, in the metadata image) override the broker's ``log.reten
 ``log.retention.bytes``; -1 (any negative value) means no limit. A partition whose topic is not in
 the image (a topic created through InitDisklessTopics, which has no metadata-log topic) gets the
 broker defaults. Retention deletes batches, a write, so a node applies it only to the partitions
-whose Batch Coordinator it leads (``owns``, see ``kafka_rpc.handlers.diskless.owner_check``).
+whose Batch Coordinator it leads (``owns``, see ``kafka_rpc.coordinator.ownership.owner_check``).
 """
 
 from __future__ import annotations
