@@ -1,5 +1,5 @@
 """A mixed KRaft quorum: Apache Kafka controllers and a kafka-rpc node vote in one static metadata
-quorum (``controller.quorum.voters``, kraft.version 0; ``reference/kafka-mixed-quorum.md``).
+quorum (``controller.quorum.voters``, kraft.version 0; docs/mixed-quorum.md).
 
 ``test_ours_follows_a_kafka_leader_then_leads_kafka_followers`` (Kafka 4.4 and 4.0): two Kafka
 controllers elect a leader, our node joins, registers (ControllerRegistration) and replicates its
