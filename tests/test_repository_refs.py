@@ -35,6 +35,7 @@ FORBIDDEN = [
     (re.compile(r"\bDESIGN(\.md\b|\s+sections?\b)"), "the design notes outside the repository"),
     (re.compile(r"\.\./shared|\bshared/(reference|seeds|kafka-specs)\b"), "a path outside it"),
     (re.compile(r"(?<![\w/.-])(reference|seeds)/[\w.-]+"), "the notes outside the repository"),
+    (re.compile(r"§\s*\d|\bseed 00\d\b"), "a section or file of the notes outside the repository"),
 ]
 KAFKA_SPECS = re.compile(r"\.\./shared/kafka-specs\b|\bshared/kafka-specs\b")
 MD_NAME = re.compile(r"(?<![\w/.-])((?:\.\.?/)*[\w./-]*[\w-]\.md)\b")
@@ -106,6 +107,8 @@ def test_the_checks_catch_each_kind():
         "the seed KIPs (`../../shared/seeds/`)",
         "reference ``kafka-protocol.md`` section B",
         "kraft.md 1.9",
+        "(``QuorumController`` §2.5)",
+        "(KIP-1114, seed 001)",
     ]:
         assert _problems("x.py", line, markdown), line
     for line in [
