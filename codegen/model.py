@@ -2,7 +2,7 @@
 
 The rules mirror Apache Kafka's generator (``generator/src/main/java/org/apache/kafka/message/``:
 ``MessageSpec``, ``StructSpec``, ``FieldSpec``, ``Versions``, ``StructRegistry``); everything that
-generator rejects (reference ``kafka-protocol.md`` section A.12) raises :class:`SpecError` here,
+generator rejects raises :class:`SpecError` here,
 naming the file and the field.
 """
 

@@ -13,7 +13,7 @@ loop never waits for SQLite or the disk:
    name, partition count)`` (idempotent: existing partitions are left as they are). Until that
    call has run, a commit to the new topic answers UNKNOWN_TOPIC_OR_PARTITION, which Kafka clients
    retry.
-2. **Deleted topic ids are garbage-collected** (DESIGN.md section 7, KIP-516 immediate delete): an
+2. **Deleted topic ids are garbage-collected** (KIP-516 immediate delete, docs/architecture.md): an
    id that was in the old image and is not in the new one goes to ``delete_topics([...])`` (its
    batches go; an object left without batches is marked for deletion, and the existing file
    deletion path removes it), and every partition directory under the node's log directories whose

@@ -1,6 +1,6 @@
 """A broker's producer-id source (KIP-730): Kafka's ``RPCProducerIdManager``
 (``core/src/main/scala/kafka/coordinator/transaction/ProducerIdManager.scala``, later
-``transaction-coordinator/.../RPCProducerIdManager.java``; reference ``kraft.md`` section 3.4).
+``transaction-coordinator/.../RPCProducerIdManager.java``).
 
 The controller hands out blocks of 1000 ids with AllocateProducerIds (``{BrokerId,
 BrokerEpoch}`` -> ``{ProducerIdStart, ProducerIdLen}``). The manager holds the current block and

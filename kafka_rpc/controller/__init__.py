@@ -1,6 +1,6 @@
 """The KRaft controller core (sans-io): the metadata image, and Kafka's ``QuorumController`` with
 its ``*ControlManager``s, each a module owning its commands, its records' replay and its part of
-the snapshot (DESIGN.md section 7): ``features`` (FeatureControlManager), ``cluster``
+the snapshot (docs/architecture.md): ``features`` (FeatureControlManager), ``cluster``
 (ClusterControlManager, BrokerHeartbeatManager's state machine), ``replication``
 (ReplicationControlManager; ``placement``), ``configuration`` (ConfigurationControlManager),
 ``producer_ids`` (ProducerIdControlManager), ``acls`` (AclControlManager), ``scram``

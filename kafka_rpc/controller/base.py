@@ -9,8 +9,8 @@ module owns its commands, its records' replay rules and its part of the snapshot
   validates, and returns the records to append (one atomic batch) and the response to send
   **once those records are committed**. It changes nothing; the caller appends the records,
   replays them into its (uncommitted) image at once so the next command sees them
-  (ProducerIdControlManager depends on this), and answers after commit (DESIGN.md section 7,
-  kraft.md 2.5). Every response is a generated response class; errors carry Kafka's codes and,
+  (ProducerIdControlManager depends on this), and answers after commit (as Kafka's QuorumController,
+  ``handleCommit``). Every response is a generated response class; errors carry Kafka's codes and,
   where the response has an ErrorMessage field, a message. ``ctx.next_offset`` is the offset
   the first returned record will get: a RegisterBrokerRecord is always first in its batch, so
   the broker epoch it carries is its own offset (Kafka passes ``offsetControl.nextWriteOffset()``).

@@ -145,7 +145,7 @@ def directory_owner(image: MetadataImage, directory: UUID) -> int | None:
 
 
 KAFKA_RPC_FEATURE_PREFIX = "kafka_rpc."
-"""The name prefix of the features only kafka-rpc nodes implement (DESIGN section 11)."""
+"""The name prefix of the features only kafka-rpc nodes implement (docs/features.md)."""
 
 
 def is_kafka_rpc_broker(reg: BrokerRegistration) -> bool:

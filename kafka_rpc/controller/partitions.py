@@ -479,7 +479,7 @@ def alter_partition_reassignments(
     image: MetadataImage, request: Any, ctx: ControllerContext, version: int = 1
 ) -> ControllerResult:
     """AlterPartitionReassignments v0-1 (``ReplicationControlManager.
-    alterPartitionReassignments``; reference/kraft.md 4.1). Per partition (other partitions go
+    alterPartitionReassignments``). Per partition (other partitions go
     on after an error, all records form one atomic batch):
 
     - unknown topic -> UNKNOWN_TOPIC_OR_PARTITION "Unable to find a topic named T."; unknown

@@ -19,7 +19,7 @@ The rules of ``StripedReplicaPlacer`` (its class javadoc and ``RackList.place``)
 Simplification: Kafka reshuffles every time as many partitions as there are unfenced brokers
 have been placed; here one shuffle serves the whole request.
 
-**Which brokers may hold a partition** (DESIGN section 11, Placement). A kafka-rpc broker is
+**Which brokers may hold a partition** (docs/kafka-brokers.md, 'What works'). A kafka-rpc broker is
 known by a feature of ours in its BrokerRegistration
 (:func:`~kafka_rpc.controller.cluster.is_kafka_rpc_broker`; it lists
 :data:`BATCH_COORDINATOR_FEATURE`); any other broker is taken for an Apache Kafka broker.
@@ -62,7 +62,7 @@ DISKLESS_METADATA_TOPIC = "__diskless-metadata"
 BATCH_COORDINATOR_FEATURE = "kafka_rpc.diskless.version"
 """The feature a kafka-rpc broker lists in its BrokerRegistration (supported up to level 1): it
 runs our KIP-1164 Batch Coordinator. The name is under our own prefix, which Kafka's features never
-use (DESIGN.md section 11)."""
+use (docs/features.md, 'The features')."""
 
 runs_batch_coordinator = is_kafka_rpc_broker
 """Whether a registered broker runs our Batch Coordinator: it is a kafka-rpc broker

@@ -37,7 +37,7 @@ _R = codec.message_class
 def allocate_producer_ids(
     image: MetadataImage, request: Any, ctx: ControllerContext
 ) -> ControllerResult:
-    """AllocateProducerIds (ProducerIdControlManager.generateNextProducerId, kraft.md 3.1).
+    """AllocateProducerIds (ProducerIdControlManager.generateNextProducerId).
 
     - BrokerId not registered, or BrokerEpoch != its registration epoch: STALE_BROKER_EPOCH
       (fencing is not checked: a fenced broker with the right epoch gets a block).

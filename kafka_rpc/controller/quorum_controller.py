@@ -1,4 +1,5 @@
-"""The controller loop on the metadata log (Kafka's ``QuorumController``, DESIGN.md section 7).
+"""The controller loop on the metadata log (Kafka's ``QuorumController``;
+docs/architecture.md, 'The controller').
 
 :class:`QuorumController` is the Raft :class:`~kafka_rpc.raft.api.StateMachine` of every node
 that runs the metadata log (voters and broker-only observers), around the sans-io core of

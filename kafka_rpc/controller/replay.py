@@ -11,8 +11,8 @@ owns it (:mod:`~kafka_rpc.controller.features`, :mod:`~kafka_rpc.controller.clus
 ``replay`` method of the Kafka class named in its docstring. A record that contradicts the image
 raises :class:`~kafka_rpc.controller.base.ReplayError`, which Kafka treats as a fatal fault (the
 node stops: its state would diverge from the log). ``offset`` is the record's log offset; for
-records loaded from a snapshot it is the snapshot's last contained offset (``QuorumController``
-§2.5).
+records loaded from a snapshot it is the snapshot's last contained offset (Kafka's
+``QuorumController.handleLoadSnapshot``).
 """
 
 from __future__ import annotations

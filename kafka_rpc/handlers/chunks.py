@@ -1,4 +1,5 @@
-"""CreateChunks (key 10100) and AlterChunkAssignments (key 10101), KIP-1114 (DESIGN.md section 8).
+"""CreateChunks (key 10100) and AlterChunkAssignments (key 10101), KIP-1114
+(docs/architecture.md, 'The controller').
 
 API: version 0 of each, on both listeners (AlterChunkAssignments on the broker listener is our
 erratum to the seed, see message_specs/README.md: the seed's tool sends it to a broker).

@@ -6,7 +6,7 @@ API: the versions of our specs, on the controller listener only (the specs name 
 Behavior: each handler passes the decoded request to the node's
 :class:`~kafka_rpc.controller.quorum_controller.QuorumController` (``ctx.services.controller``),
 which runs it as a write event on the active controller and answers once its records are
-committed (DESIGN.md section 7, ``reference/kraft.md`` 3).
+committed (Kafka's ``QuorumController``; docs/architecture.md, 'The controller').
 Errors: NOT_CONTROLLER (41) when this node runs no controller or is not the active one (also
 when leadership is lost before the records commit); the commands' own codes otherwise
 (INCONSISTENT_CLUSTER_ID, DUPLICATE_BROKER_REGISTRATION, BROKER_ID_NOT_REGISTERED,

@@ -3,7 +3,7 @@
 API: versions 0-7 on the broker listener (v0-3: one key; v4+: a batch of keys).
 Behavior: key type 3 (BATCH, v7, KIP-1164) with keys ``read:<topicId>:<partition>`` or
 ``write:<topicId>:<partition>`` (topicId as Kafka's 22-char URL-safe base64 Uuid text or the
-36-char hyphenated form; partition >= 0), DESIGN.md section 9: the partition belongs to the
+36-char hyphenated form; partition >= 0), docs/batch-coordinator.md: the partition belongs to the
 ``__diskless-metadata`` partition its TopicPartitionToBatchCoordinatorMapping names in the
 committed metadata image (0 when unmapped). When this node serves that coordinator partition
 (``services.batch_coordinator_partitions``: for ``write:`` it leads it, for ``read:`` it holds a

@@ -7,7 +7,7 @@ DescribeQuorum on both. UpdateRaftVoter names no partition: it always goes to th
 replica, which answers it as a static quorum's leader does (``RaftCore._on_update_voter``).
 Behavior: each handler passes the decoded request to the node's Raft driver
 (``ctx.services.raft``, :class:`kafka_rpc.raft.driver.RaftDriver`), which answers as Kafka's
-``KafkaRaftClient`` does (``reference/kraft.md`` 1.4-1.13) at the request's version. A node in
+``KafkaRaftClient`` does (its ``handle*Request`` methods) at the request's version. A node in
 the broker role only runs its replica as an observer; its DescribeQuorum is answered by that
 replica (NOT_LEADER_OR_FOLLOWER with the known leader and epoch, as a non-leader controller).
 
@@ -18,9 +18,9 @@ otherwise every requested partition is answered UNKNOWN_TOPIC_ID (v13+) or
 UNKNOWN_TOPIC_OR_PARTITION (v12 and below) with HighWatermark -1 and no records, the metadata
 topic's partitions included when a request mixes it with others (a KRaft fetcher never does).
 On the controller listener every Fetch goes to the driver, which answers a topic that is not the
-metadata log with a top-level INVALID_REQUEST (kraft.md 1.9).
+metadata log with a top-level INVALID_REQUEST (``KafkaRaftClient.handleFetchRequest``).
 
-Other Raft partitions (DESIGN.md section 9): a ``__diskless-metadata`` partition's
+Other Raft partitions (docs/batch-coordinator.md): a ``__diskless-metadata`` partition's
 replica registers its driver with ``RaftPartitions.register`` (``kafka_rpc.raft.routing``)
 under the partition's topic id, its topic name and its partition index. A request whose first
 topic/partition names a registered partition, by topic id (Vote v3, BeginQuorumEpoch v2,

@@ -109,9 +109,9 @@ class Node:
 
     # ------------------------------------------------------------------ Batch Coordinators
     def batch_coordinator_partitions(self, write: bool) -> frozenset[int]:
-        """The ``__diskless-metadata`` partitions (KIP-1164 Batch Coordinators, DESIGN.md
-        section 9) this node serves: with ``write``, those whose writes it may decide (the
-        leader's); otherwise those it can answer reads for (any replica). The diskless handlers
+        """The ``__diskless-metadata`` partitions (KIP-1164 Batch Coordinators,
+        docs/batch-coordinator.md) this node serves: with ``write``, those whose writes it decides
+        (the leader's); otherwise those it can answer reads for (any replica). The diskless handlers
         answer NOT_COORDINATOR (16) for an entry whose partition maps elsewhere
         (``kafka_rpc.controller.coordinator_mapping.coordinator_partition``). A coordinator
         that knows its partitions says so (``served_partitions(write)``: the topic-based one,

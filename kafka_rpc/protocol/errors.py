@@ -2,7 +2,7 @@
 
 :class:`ErrorCode` lists every code of Apache Kafka's ``org.apache.kafka.common.protocol.Errors``
 (-1 ... 133, no gaps) with its retriable flag (the mapped exception extends
-``RetriableException``); reference ``kafka-protocol.md`` section B. Codes never change meaning.
+``RetriableException``). Codes never change meaning.
 
 Codec failures form one family rooted at :class:`ProtocolError`: decoding untrusted bytes raises
 only :class:`DecodeError` (or a subclass), encoding raises only :class:`EncodeError`.

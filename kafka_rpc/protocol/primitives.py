@@ -1,7 +1,7 @@
 """Wire primitives shared by the generated codecs (sans-io; imports nothing of ours but errors).
 
-Encodings follow Apache Kafka (``ByteUtils``, ``Readable``/``Writable``; reference
-``kafka-protocol.md`` A.6-A.7): big-endian fixed-width integers, unsigned varints of at most 5
+Encodings follow Apache Kafka (``ByteUtils``, ``Readable``/``Writable``; tagged
+fields KIP-482): big-endian fixed-width integers, unsigned varints of at most 5
 bytes, classic (int16/int32 length, -1 = null) and compact (uvarint length + 1, 0 = null) strings,
 bytes and arrays, UUIDs as 16 bytes, tagged-field sections.
 

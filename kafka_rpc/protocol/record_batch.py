@@ -1,6 +1,6 @@
 """Kafka's RecordBatch v2 (magic 2) format: encode and decode whole batches (sans-io).
 
-Layout (Kafka ``DefaultRecordBatch``; reference ``kafka-protocol.md``), big-endian::
+Layout (Kafka ``DefaultRecordBatch``), big-endian::
 
     baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 (=2)
     | crc uint32 (CRC32C of everything after this field) | attributes int16

@@ -1,4 +1,4 @@
-"""Connections on listeners that are not plain PLAINTEXT (DESIGN.md section 10):
+"""Connections on listeners that are not plain PLAINTEXT (docs/security.md):
 :class:`SecureConnection` (TLS principal, SASL authentication, authorization) on top of
 :class:`~kafka_rpc.server.connection.KafkaConnection`, and :func:`tls_protocol_factory`, the
 ``create_server`` factory of a TLS listener. PLAINTEXT listeners without an authorizer never use
@@ -58,7 +58,7 @@ def _with_post(entry: ApiEntry, post: Any) -> Any:
 
 
 class SecureConnection(KafkaConnection):
-    """A connection on a listener that is not plain PLAINTEXT (DESIGN section 10):
+    """A connection on a listener that is not plain PLAINTEXT (docs/security.md):
     TLS, SASL authentication, authorization. PLAINTEXT listeners without an authorizer use
     :class:`KafkaConnection` itself, so none of this costs them anything.
 

@@ -1,6 +1,6 @@
 """Registration, heartbeat and directory rules of Kafka 4.x's ``ClusterControlManager``,
-``BrokerHeartbeatManager`` and ``ReplicationControlManager`` (the pitfalls of
-``reference/kafka-broker-contract.md`` section 6), on the pure commands."""
+``BrokerHeartbeatManager`` and ``ReplicationControlManager`` (the pitfalls a
+foreign controller must avoid; docs/kafka-brokers.md, 'What works'), on the pure commands."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""KIP-1114 chunks on the controller (DESIGN.md 8): CreateChunks and AlterChunkAssignments as
+"""KIP-1114 chunks on the controller (docs/architecture.md): CreateChunks, AlterChunkAssignments as
 commands, ChunkRecord / ChunkChangeRecord replay, chunks in snapshots. Every command runs through
 the harness, which frames, decodes and replays the records as the Raft log would."""
 

@@ -187,7 +187,7 @@ def _kafka_broker_features(mv_max=29, **extra):
 
 
 def test_a_kafka_broker_is_refused_with_our_features_and_admitted_kafka_compatible():
-    """The gate of DESIGN.md section 11: records a Kafka node cannot parse are written only
+    """The gate of docs/features.md: records a Kafka node cannot parse are written only
     while our features are finalized, and then a Kafka broker cannot register."""
     code, msg = registration_error(bootstrapped(), _kafka_broker_features())
     assert code == ErrorCode.UNSUPPORTED_VERSION and "kafka_rpc." in msg

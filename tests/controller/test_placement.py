@@ -1,6 +1,6 @@
 """Replica placement as Kafka's StripedReplicaPlacer (rack striping, fenced brokers as
 followers, the leader unfenced, controlled shutdown excluded) and the classic-topic rule for
-kafka-rpc brokers (DESIGN section 11, Placement)."""
+kafka-rpc brokers (docs/kafka-brokers.md, 'What works')."""
 
 from __future__ import annotations
 

@@ -206,7 +206,7 @@ def test_a_new_leader_of_a_half_bootstrapped_log_aborts_and_bootstraps_again():
 
 
 async def test_no_write_precedes_the_bootstrap_records():
-    """The race of interop-gaps-controller.md section 2: a registration handled right after
+    """The race Kafka's ``ActivationRecordsGenerator`` rules out: a registration handled right after
     activation must find metadata.version already written (the bootstrap is appended while the
     leader change is handled, before any write event)."""
     s = Setup()

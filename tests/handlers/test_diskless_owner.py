@@ -1,5 +1,5 @@
-"""The per-entry NOT_COORDINATOR rule of the diskless handlers (KIP-1164 several coordinators,
-DESIGN.md section 9) on a real SQLite coordinator: CommitBatches with entries of several objects
+"""The per-entry NOT_COORDINATOR rule of the diskless handlers (KIP-1164, docs/batch-coordinator.md)
+on a real SQLite coordinator: CommitBatches with entries of several objects
 and topics, some of another coordinator's partitions, answers each entry in request order and
 commits exactly the others; ``owner_check`` reads the mapping from the metadata image."""
 

@@ -1,5 +1,5 @@
 """KIP-1114 chunks on a real in-process server over real sockets (SQLite Batch Coordinator),
-the seed's test plan as far as this server can play it (DESIGN.md 8):
+KIP-1114's test plan as far as this server can play it (docs/architecture.md):
 
 a diskless topic on this node (broker 1) with two more registered brokers (2, 3, registered and
 unfenced over the controller listener with BrokerRegistration and BrokerHeartbeat, as brokers
@@ -293,7 +293,7 @@ async def metadata_barrier(broker, server, name):
     await until_image(server, lambda img: img.topic_by_name(name), f"topic {name}")
 
 
-# ------------------------------------------------------------------ the seed's plan, raw RPCs
+# ------------------------------------------------------------------ the KIP's plan, raw RPCs
 async def test_create_chunk_and_alter_assignment_over_raw_rpcs(cluster):
     running, broker, ctl, tid = cluster
     server = running.server

@@ -1,4 +1,4 @@
-"""Kafka broker connection semantics over real sockets (reference kafka-protocol.md E)."""
+"""Kafka broker connection semantics over real sockets (Kafka's ``SocketServer``)."""
 
 import asyncio
 import struct

@@ -1,4 +1,4 @@
-"""Three replicas of one ``__diskless-metadata`` partition (DESIGN.md section 9), each a
+"""Three replicas of one ``__diskless-metadata`` partition (docs/batch-coordinator.md), each a
 ReplicatedBatchCoordinator whose Raft RPCs reach it through a real server's controller listener
 (routed by topic id, ``kafka_rpc.raft.routing.RaftPartitions``), all on loopback in this
 process: the leader's acknowledged commits are found on every follower, followers answer reads

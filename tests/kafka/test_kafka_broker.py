@@ -1,6 +1,6 @@
 """An unmodified Apache Kafka broker (``process.roles=broker``) on a kafka-rpc controller
-(``process.roles=controller``), with real clients (``reference/kafka-broker-contract.md``
-section 7, scenarios (a) and (c)).
+(``process.roles=controller``), with real clients (docs/kafka-brokers.md:
+one broker with RF=1 topics, and admin operations through the broker).
 
 One kafka-rpc controller and one Kafka 4.4.0 broker for the whole module, started once (a
 Kafka JVM start is expensive). Each test creates the topics and records it needs, under names

@@ -1,5 +1,5 @@
 """Three Apache Kafka 4.4 brokers on a quorum of three kafka-rpc controllers
-(``reference/kafka-broker-contract.md`` section 7, scenario (b)): an RF=3,
+(docs/kafka-brokers.md, 'Three brokers on three controllers'): an RF=3,
 ``min.insync.replicas=2`` topic under a continuous idempotent ``acks=all`` producer while nodes
 die and return. One cluster for the module and one test, a single scenario whose steps run in
 sequence (each a helper that leaves the cluster whole again, its duration printed as it ends)

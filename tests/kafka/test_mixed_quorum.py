@@ -1,5 +1,5 @@
 """A mixed KRaft quorum: Apache Kafka controllers and a kafka-rpc node vote in one static metadata
-quorum (``controller.quorum.voters``, kraft.version 0; ``reference/kafka-mixed-quorum.md``).
+quorum (``controller.quorum.voters``, kraft.version 0; docs/mixed-quorum.md).
 
 ``test_ours_follows_a_kafka_leader_then_leads_kafka_followers`` (Kafka 4.4 and 4.0): two Kafka
 controllers elect a leader, our node joins, registers (ControllerRegistration) and replicates its
@@ -47,7 +47,7 @@ MAX_KILLS = 4
 OUR_FETCH_TIMEOUT_MS = 3000  # Kafka's default is 2000: ours expires last and wins
 
 # Raft versions a Kafka release negotiates with us (its maxima; ours are above them for Vote,
-# BeginQuorumEpoch and EndQuorumEpoch, whose newer versions carry a TopicId: KIP-516 as seed 003)
+# BeginQuorumEpoch and EndQuorumEpoch, whose newer versions carry a TopicId: KIP-516's proposal)
 KAFKA_RAFT_MAX = {"4.4.0": {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2, 82: 0},
                   "4.0.2": {52: 2, 53: 1, 54: 1, 1: 17, 59: 1, 55: 2, 82: 0}}  # fmt: skip
 

@@ -1,5 +1,5 @@
 """A mixed KRaft quorum under repeated leader failure, with a Kafka broker attached
-(``reference/kafka-mixed-quorum.md``; docs/mixed-quorum.md): two Apache Kafka 4.4 controllers and
+(docs/mixed-quorum.md): two Apache Kafka 4.4 controllers and
 one kafka-rpc node, then one Kafka controller and two kafka-rpc nodes, each quorum with one
 Apache Kafka broker creating topics through it (CreateTopics forwarded in an Envelope to the
 active controller, whichever kind it is).

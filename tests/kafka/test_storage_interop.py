@@ -1,5 +1,5 @@
 """A metadata directory either side starts on: Apache Kafka 4.4 and `kafka-rpc serve` take turns
-on one controller's directory (``reference/kafka-mixed-quorum.md`` 1.2-1.5, 8 item 2).
+on one controller's directory (docs/mixed-quorum.md, 'Storage either side starts on').
 
 * `kafka-storage format` (static voter, kraft.version 0), then our node on it: it passes our
   start-up checks and leads; its ``quorum-state`` (v0), segments, ``leader-epoch-checkpoint``

@@ -1,4 +1,4 @@
-"""Golden bytes for framing and headers (reference kafka-protocol.md F.1, F.2, F.5)."""
+"""Golden bytes for framing and headers (Kafka's ``RequestHeader``, ``ResponseHeader``)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Hand-checked golden bytes (reference kafka-protocol.md section F, and our new RPCs) and the
+"""Hand-checked golden bytes (Kafka's framing and headers, and our new RPCs) and the
 codec rules that golden bytes pin down: varints, string limits, nullability, absent and tagged
 fields, unknown tags, record framing."""
 

@@ -1,5 +1,5 @@
 """Checks of the message specs that come from the seed proposals (KIP-1164, KIP-1114) and of our own
-keys 10102/10103, against the API-key table of message_specs/README.md (DESIGN.md section 3).
+keys 10102/10103, against the API-key table of message_specs/README.md.
 
 The files are read as Kafka reads them (whole-line `//` comments allowed)."""
 

@@ -397,7 +397,7 @@ class Cluster:
         """A Kafka 4.1+ follower voter at kraft.version 0 sends UpdateRaftVoter (82 v0) to each
         new leader, every fetch timeout, until an answer NONE or UNSUPPORTED_VERSION names that
         leader and epoch (``KafkaRaftClient.shouldSendUpdateVoteRequest``,
-        ``FollowerState.hasUpdatedLeader``; reference/kafka-mixed-quorum.md 2.4). The
+        ``FollowerState.hasUpdatedLeader``). The
         simulator sends it for our cores (which never do) so that the leaders' answers are
         checked (:meth:`KafkaRules.check_update_voter`)."""
         core = n.core
@@ -816,7 +816,7 @@ class _LeaderTerm:
 
 class KafkaRules:
     """Apache Kafka 4.x's rules, checked on our cores as a Kafka voter beside them would see
-    them (``reference/kafka-mixed-quorum.md`` 5, ``reference/kraft.md`` 1). Each check names
+    them (docs/mixed-quorum.md, 'The Raft rules we follow as Kafka 4.x does'). Each check names
     the Kafka class or method it reproduces; a breach raises through :meth:`Invariants.fail`."""
 
     def __init__(self, cluster: Cluster) -> None:
@@ -1198,7 +1198,7 @@ class KafkaRules:
 
     # -------------------------------------------------------------- UpdateRaftVoter
     def check_update_voter(self, src: Node, req: Any, resp: Any) -> None:
-        """reference/kafka-mixed-quorum.md 2.4: never INVALID_REQUEST (a Kafka voter halts);
+        """UpdateRaftVoter as Kafka 4.1+ voters send it: no INVALID_REQUEST (a Kafka voter halts);
         CurrentLeader is the responder's leader and epoch; the leader of the request's epoch
         answers UNSUPPORTED_VERSION (or NONE) with itself and its controller endpoint, which a
         Kafka follower needs to stop asking (``handleUpdateVoterResponse``)."""

@@ -1,4 +1,4 @@
-"""RaftCore against Kafka's KRaft rules (``reference/kraft.md`` 1.1-1.14), in the spirit of
+"""RaftCore against Kafka's KRaft rules (``KafkaRaftClient``, ``QuorumState``), in the spirit of
 Kafka's ``KafkaRaftClientTest`` and ``QuorumStateTest``: each test drives one or two cores by
 hand with explicit times, and checks exact error codes, states and what was persisted."""
 

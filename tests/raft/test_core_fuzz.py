@@ -4,9 +4,10 @@ epoch"): hypothesis-generated Raft requests, valid and not, to a core in every r
 For every request: the core never raises; its epoch never goes down; and a request answered
 with an error code (top-level or partition-level) changes nothing: not the epoch, the state,
 the leader, the vote, the log or the quorum-state file. The one exception is Kafka's
-INVALID_VOTER_KEY, which Kafka returns after adopting a higher epoch (kraft.md 1.5, 1.7).
+INVALID_VOTER_KEY, which Kafka returns after adopting a higher epoch
+(``handleVoteRequest``, ``handleBeginQuorumEpochRequest``).
 No response, at once or parked, carries a partition-level INVALID_REQUEST: a Kafka node halts
-on one (``KafkaRaftClient.maybeHandleCommonResponse``; kafka-mixed-quorum.md 5.4).
+on one (``KafkaRaftClient.maybeHandleCommonResponse``).
 """
 
 from __future__ import annotations

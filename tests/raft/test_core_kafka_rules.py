@@ -1,6 +1,6 @@
 """RaftCore against the rules Apache Kafka 4.x's ``KafkaRaftClient`` follows where an older
 reading of KIP-595 differs, each rule a test with the Kafka method it comes from
-(``reference/kafka-mixed-quorum.md`` 5, ``reference/interop-gaps-raft.md`` F2-F15): partial
+(docs/mixed-quorum.md, 'The Raft rules we follow as Kafka 4.x does'): partial
 batches at the end of a Fetch answer, the leader's read size, empty LeaderEndpoints, pre-vote
 and candidate transitions, directory ids as a kraft.version-0 voter sends and checks them,
 BeginQuorumEpoch re-sent only to voters that do not fetch, and UpdateRaftVoter."""
@@ -353,7 +353,7 @@ def _update_voter(epoch: int, cluster_id: str | None = CLUSTER_ID):
 
 
 def test_update_raft_voter_on_our_leader_is_unsupported_with_us_as_current_leader():
-    """``reference/kafka-mixed-quorum.md`` 2.4: a Kafka follower voter asks every new leader
+    """``KafkaRaftClient.shouldSendUpdateVoteRequest``: a Kafka follower voter asks every new leader
     until it gets NONE or UNSUPPORTED_VERSION naming that leader; our static voter set is not
     updated."""
     n = leader_node(epoch=3)

@@ -1,4 +1,4 @@
-"""RaftCore snapshots (KIP-630; ``reference/kraft.md`` 1.9-1.11 and 2.1-2.5), in the spirit of
+"""RaftCore snapshots (KIP-630; ``KafkaRaftClient``, ``Snapshots``), in the spirit of
 Kafka's ``KafkaRaftClientSnapshotTest``: writing a snapshot, a lagging follower redirected to
 it by Fetch, the chunked FetchSnapshot download, and FetchSnapshot's error codes."""
 

@@ -120,7 +120,7 @@ def fetch_request(topic_id):
 async def test_fetch_of_an_unknown_topic_id(single):
     running, _port, client = single
     resp = await client.request(fetch_request(UUID(int=7)), timeout=TIMEOUT)
-    assert resp.error_code == 42  # INVALID_REQUEST, top level (kraft.md 1.9)
+    assert resp.error_code == 42  # INVALID_REQUEST, top level (KafkaRaftClient.handleFetchRequest)
     # the broker listener holds no classic partitions: UNKNOWN_TOPIC_ID per partition
     broker = await KafkaRpcClient.connect(f"127.0.0.1:{running.port()}", connect_timeout=TIMEOUT)
     try:

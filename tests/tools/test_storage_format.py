@@ -1,6 +1,6 @@
 """`kafka-rpc storage format` as Kafka's `kafka-storage format`: --release-version, --feature,
 --kafka-compatible, --add-scram, and bootstrap.checkpoint in Kafka's snapshot format in every
-formatted directory (kafka-mixed-quorum.md 1.3)."""
+formatted directory (docs/features.md, 'Formatting a cluster')."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ class AlterChunkAssignmentResult:
     start_offset: int = field(default=0, metadata={"kafka_type": "int64"})
     """The chunk's first offset (inclusive), as in the request entry. (versions 0+)"""
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
-    """0 (NONE) once the ChunkChangeRecord is committed; UNKNOWN_TOPIC_OR_PARTITION (3) for an unknown topic or partition; INVALID_REQUEST (42) when the partition has no inactive chunk starting at StartOffset (DESIGN.md 8); INVALID_REPLICA_ASSIGNMENT (39) for an unknown or repeated broker or a wrong replica count; INVALID_UPDATE_VERSION (95) for a stale ChunkEpoch; NOT_CONTROLLER (41) when this node is not the active controller; UNKNOWN_SERVER_ERROR (-1) for anything else. (versions 0+)"""
+    """0 (NONE) once the ChunkChangeRecord is committed; UNKNOWN_TOPIC_OR_PARTITION (3) for an unknown topic or partition; INVALID_REQUEST (42) when the partition has no inactive chunk starting at StartOffset; INVALID_REPLICA_ASSIGNMENT (39) for an unknown or repeated broker or a wrong replica count; INVALID_UPDATE_VERSION (95) for a stale ChunkEpoch; NOT_CONTROLLER (41) when this node is not the active controller; UNKNOWN_SERVER_ERROR (-1) for anything else. (versions 0+)"""
     error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
     """Human-readable detail of the error; null when ErrorCode is 0. (versions 0+)"""
 
