@@ -85,7 +85,7 @@ class RawSnapshotWriter(Protocol):
 
     def append(self, data: bytes) -> None: ...
 
-    def freeze(self) -> None:
+    def freeze(self, notify: bool = True) -> None:
         """fsync, rename ``.checkpoint.part`` to ``.checkpoint``; the snapshot becomes visible."""
 
     def close(self) -> None:
