@@ -15,7 +15,7 @@ from asyncio import sslproto
 from typing import TYPE_CHECKING, Any
 
 import uvloop
-from uvloop.loop import SSLProtocol as UvSSLProtocol
+from uvloop.loop import SSLProtocol as UvSSLProtocol  # type: ignore[attr-defined]  # not in uvloop's stub
 
 from kafka_rpc.api.context import RequestContext, error_response
 from kafka_rpc.protocol import codec
