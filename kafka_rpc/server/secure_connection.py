@@ -332,7 +332,7 @@ class _RememberPeer:
 
     def connection_made(self, transport) -> None:
         self.peer = transport.get_extra_info("peername")
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(transport)  # type: ignore[misc]  # a mixin: the next class has it
 
 
 class _TlsServerProtocol(_RememberPeer, sslproto.SSLProtocol):
