@@ -32,7 +32,7 @@ def frozen_constructor(cls: type) -> Callable[..., Any]:
     ``cls`` (see the module docstring). Raises ``TypeError`` if ``cls`` is not a frozen dataclass
     with ``__slots__`` equal to its fields (and nothing else: no ``__weakref__``, no
     ``__post_init__``), since the class switch needs the identical layout."""
-    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+    if not dataclasses.is_dataclass(cls) or not cls.__dataclass_params__.frozen:  # type: ignore[attr-defined]  # set by @dataclass, not typed
         raise TypeError(f"{cls!r} is not a frozen dataclass")
     names = tuple(f.name for f in dataclasses.fields(cls))
     if getattr(cls, "__slots__", None) != names:

@@ -55,7 +55,7 @@ def error_response(entry: ApiEntry, request: Any, version: int, code: int) -> An
 def _set_codes(obj: Any, mod: Any, version: int, code: int) -> Any:
     vcls = getattr(mod, f"{type(obj).__name__}V{version}", None)
     present = vcls.__dataclass_fields__ if vcls is not None else {}
-    changes = {}
+    changes: dict[str, Any] = {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         if f.name == "error_code" and f.name in present:

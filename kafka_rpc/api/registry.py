@@ -99,6 +99,7 @@ class Registry:
             if listener_role not in spec[5]:
                 continue
             key = spec[2]
+            assert key is not None  # a request spec has its api key
             resp = codec.RESPONSES_BY_KEY[key]
             lo, hi = self.served_versions(name)
             out[key] = ApiEntry(

@@ -60,7 +60,9 @@ async def check_moves(services: BrokerServices, request: Any) -> dict[tuple[uuid
     """``(topic id, partition) -> error code`` for the entries of an
     AssignPartitionToBatchCoordinator ``request`` that the move rule (module docstring) refuses
     on ``services`` (the active controller's node); entries not in the dict may be written."""
-    image = services.controller.uncommitted_image
+    controller = services.controller
+    assert controller is not None  # check_moves runs on the active controller's node
+    image = controller.uncommitted_image
     count = coordinator_partition_count(image)
     by_owner: dict[int, set[tuple[uuid.UUID, int]]] = {}
     for t in request.topics:
@@ -116,7 +118,9 @@ async def _high_watermarks(
             [ListOffsetsRequest(TopicIdPartition(t, p), -1) for t, p in tps]
         )
         return _merge({}, tps, [(a.error, a.offset) for a in answers])
-    image = services.controller.uncommitted_image
+    controller = services.controller
+    assert controller is not None  # check_moves runs on the active controller's node
+    image = controller.uncommitted_image
     meta = image.topic_by_name(DISKLESS_METADATA_TOPIC)
     part = None if meta is None else meta.partitions.get(owner)
     if part is None:
@@ -149,11 +153,14 @@ async def _ask(services: BrokerServices, node: int, tps: list) -> list[tuple[int
     from kafka_rpc.client import KafkaRpcClient
 
     cfg = services.config
-    reg = services.controller.uncommitted_image.brokers.get(node)
+    controller = services.controller
+    assert controller is not None  # check_moves runs on the active controller's node
+    reg = controller.uncommitted_image.brokers.get(node)
     name = cfg.inter_broker_listener_name
     ep = None if reg is None or name is None else reg.endpoint(name)
     if ep is None:
         return None
+    assert name is not None  # ep is None without one
     by_topic: dict[uuid.UUID, list[int]] = {}
     for t, p in tps:
         by_topic.setdefault(t, []).append(p)

@@ -20,7 +20,7 @@ log = logging.getLogger("kafka_rpc.broker.channel")
 
 
 #: the ErrorMessage of the two errors :func:`answer_or_forward` makes itself (Kafka's texts)
-FORWARD_ERROR_MESSAGES = {
+FORWARD_ERROR_MESSAGES: dict[int, str] = {
     ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster.",
     ErrorCode.REQUEST_TIMED_OUT: "No active controller could be reached.",
 }
@@ -65,7 +65,7 @@ async def answer_or_forward(
             return resp
     if role == "controller":
         return error(ErrorCode.NOT_CONTROLLER)
-    kw = {} if timeout is None else {"timeout": timeout}
+    kw: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
     try:
         _node, resp = await services.controller_channel.send(request, version=version, **kw)
     except ControllerUnavailableError as e:

@@ -444,6 +444,7 @@ class BrokerMetadataPublisher:
     async def _delete_topics(self, ids: list[UUID]) -> None:
         if not self._coordinator_writable():
             return
+        assert self.coordinator is not None  # _coordinator_writable: there is one
         codes = await self.coordinator.delete_topics(ids)
         for tid, code in zip(ids, codes, strict=True):
             if code == Errors.NONE:
@@ -455,6 +456,7 @@ class BrokerMetadataPublisher:
     async def _create_topics(self, creates: dict[UUID, tuple[str, int]]) -> None:
         if not self._coordinator_writable():
             return
+        assert self.coordinator is not None  # _coordinator_writable: there is one
         if self.mirror is not None:  # before the coordinator has it: see the docstring
             await asyncio.to_thread(self.mirror.add, creates)
         reqs = [CreateTopicAndPartitionsRequest(tid, name, n)
@@ -488,6 +490,7 @@ class BrokerMetadataPublisher:
             log.info("metadata publisher: removed %d stray partition directories", removed)
         if not self._coordinator_writable():
             return
+        assert self.coordinator is not None  # _coordinator_writable: there is one
         held: dict[UUID, int] = {}
         for tp in await self.coordinator.list_partitions():
             held[tp.topic_id] = max(held.get(tp.topic_id, 0), tp.partition + 1)

@@ -40,6 +40,7 @@ def _bench_start_server(args: argparse.Namespace, data_dir: str):
     ready = threading.Event()
 
     def read() -> None:
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             print(f"[server] {line}", end="", flush=True)
             m = re.match(r"listening PLAINTEXT \(\w+\) on ([\d.]+):(\d+)", line)

@@ -121,6 +121,7 @@ def _cmd_metadata_quorum(args: argparse.Namespace, argv: list[str]) -> int:
             if not code and p is None:
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             if not code:
+                assert p is not None  # without it, code is UNKNOWN_TOPIC_OR_PARTITION
                 code = p.error_code
             leader = next((n for n in resp.nodes if p is not None and n.node_id == p.leader_id
                            and n.listeners), None)  # fmt: skip

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import itertools
 import struct
-from typing import Any
+from typing import Any, TypeGuard
 
 from kafka_rpc.protocol import codec, frames
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
@@ -52,7 +52,8 @@ def parse_bootstrap(bootstrap: str | list[str]) -> list[tuple[str, int]]:
 class _Protocol(asyncio.Protocol):
     def __init__(self, client: KafkaRpcClient) -> None:
         self.client = client
-        self.transport = None
+        # the asyncio transport: set by connection_made, before create_connection returns
+        self.transport: Any = None
         self.buf = bytearray()
         self.pending: dict[int, tuple[asyncio.Future, int, int]] = {}
         self.lost = asyncio.get_running_loop().create_future()
@@ -162,11 +163,11 @@ class KafkaRpcClient:
 
     # ------------------------------------------------------------------ connection
     @staticmethod
-    def _open(proto: _Protocol | None) -> bool:
+    def _open(proto: _Protocol | None) -> TypeGuard[_Protocol]:
         """Whether ``proto`` is a connection still open at both ends."""
         return proto is not None and not proto.lost.done() and not proto.transport.is_closing()
 
-    def _ready(self, proto: _Protocol | None) -> bool:
+    def _ready(self, proto: _Protocol | None) -> TypeGuard[_Protocol]:
         """Whether a request can go on ``proto`` now: open, and no SASL session to renew."""
         return self._open(proto) and (self._session_end is None or self._session_alive())
 
@@ -198,16 +199,16 @@ class KafkaRpcClient:
             for host, port in itertools.cycle(self.addresses):
                 try:
                     ctx = self.security.ssl_context if self.security is not None else None
-                    _, proto = await asyncio.wait_for(
+                    _, opened = await asyncio.wait_for(
                         loop.create_connection(lambda: _Protocol(self), host, port, ssl=ctx),
                         max(0.01, deadline - loop.time()),
                     )
-                    self._proto = proto
+                    self._proto = opened
                     self.connected_to = (host, port)
-                    await self._negotiate(proto)
+                    await self._negotiate(opened)
                     if self.security is not None and self.security.sasl_mechanism:
-                        await self._authenticate(proto)
-                    return proto
+                        await self._authenticate(opened)
+                    return opened
                 except (TimeoutError, OSError, KafkaConnectionError) as e:
                     last = e
                     self._drop()
@@ -222,6 +223,7 @@ class KafkaRpcClient:
         re-authenticates on the same connection (SaslHandshake v1 + SaslAuthenticate, KIP-368)
         or, when the whole lifetime has passed (the server closes such a connection at its next
         request, as Kafka's), reconnects."""
+        assert self._session_end is not None  # called only within a SASL session
         return asyncio.get_running_loop().time() < self._session_end
 
     async def _authenticate(self, proto: _Protocol) -> None:
@@ -275,6 +277,7 @@ class KafkaRpcClient:
         resp = await self._send(proto, req, _API_VERSIONS, 3, self.connect_timeout)
         if resp.error_code == ErrorCode.UNSUPPORTED_VERSION:
             mine = codec.valid_versions("ApiVersionsRequest")
+            assert mine is not None  # ApiVersions is never removed
             theirs = {k.api_key: k.max_version for k in resp.api_keys}.get(_API_VERSIONS, 0)
             v = min(mine[1], theirs) if theirs else 0
             resp = await self._send(proto, req, _API_VERSIONS, v, self.connect_timeout)

@@ -240,6 +240,7 @@ class RPCProducerIdManager:
                         retried_stale = True
                         continue
                 elif code != ErrorCode.NONE:
+                    assert code is not None  # the try's else: the response's code
                     log.warning("AllocateProducerIds for broker %d: %s", self.broker_id,
                                 code.name)  # fmt: skip
             retried_stale = False

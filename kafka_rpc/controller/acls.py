@@ -125,7 +125,8 @@ def create_acls(image: Any, request: Any, ctx: Any) -> Any:
     (all in one batch), a result per binding in request order."""
     mod = codec.module("CreateAclsResponse")
     existing = set(image.acls.values())
-    records, results, taken = [], [], set()
+    records, results = [], []
+    taken: set[UUID] = set()
     for a in request.creations:
         why = _invalid(a)
         if why is not None:

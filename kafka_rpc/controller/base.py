@@ -61,7 +61,7 @@ class ApiError(Exception):
     """A command's per-entry rejection: Kafka's ``ApiException`` with its error ``code`` and
     ``message`` (the entry's ErrorCode / ErrorMessage); the entry writes no records."""
 
-    def __init__(self, code: int, message: str):
+    def __init__(self, code: int, message: str | None):
         super().__init__(message)
         self.code = code
         self.message = message

@@ -152,6 +152,7 @@ def alter_client_quotas(
         current = image.client_quotas.get(key, pmap())
         new: list = []
         if problem is None:
+            assert keys is not None  # _check_entity gives the keys when it finds no problem
             for k, v in ops.items():
                 if v is None:
                     if k in current:

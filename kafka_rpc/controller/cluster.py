@@ -250,6 +250,7 @@ def register_broker(
                  "%d clean-up record(s)", bid, request.incarnation_id, prev_incarnation,
                  epoch, len(records))  # fmt: skip
     else:
+        assert existing is not None  # the same incarnation as a registered one
         epoch = existing.epoch
         fenced, in_shutdown = existing.fenced, existing.in_controlled_shutdown
         log.info("broker %d: amending the registration of incarnation %s, broker epoch stays %d",

@@ -128,6 +128,7 @@ def _validate(
             check = value_check(k)
             if check is None:
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {k}")
+            assert v is not None  # null values were refused above
             if not check(v):
                 raise ApiError(ErrorCode.INVALID_CONFIG, f"Invalid value {v} for configuration {k}")
         if name not in image.topics_by_name:

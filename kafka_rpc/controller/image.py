@@ -308,7 +308,7 @@ class MapDraft(Mapping):
         return self._ev[key]
 
     def __contains__(self, key: Any) -> bool:
-        return key in self._ev
+        return key in self._ev  # type: ignore[operator]  # pyrsistent's stub omits the evolver's __contains__
 
     def __len__(self) -> int:
         return len(self._ev)
@@ -332,7 +332,7 @@ class MapDraft(Mapping):
         return self
 
     def discard(self, key: Any) -> MapDraft:
-        if key in self._ev:
+        if key in self._ev:  # type: ignore[operator]  # pyrsistent's stub omits the evolver's __contains__
             self._ev.remove(key)
         return self
 
@@ -353,6 +353,22 @@ class ImageDraft:
 
     __slots__ = _FIELDS
 
+    # MetadataImage's fields (the slots above; declared for the type checker only): a top-level
+    # map is a MapDraft, or the PMap an evolve() set in its place.
+    features: PMap | MapDraft
+    brokers: PMap | MapDraft
+    topics: PMap | MapDraft
+    topics_by_name: PMap | MapDraft
+    configs: PMap | MapDraft
+    producer_ids: ProducerIdsImage
+    last_offset: int
+    last_epoch: int
+    acls: PMap | MapDraft
+    scram: PMap | MapDraft
+    client_quotas: PMap | MapDraft
+    controllers: PMap | MapDraft
+    delegation_tokens: PMap | MapDraft
+
     def __init__(self, image: MetadataImage):
         for name in _FIELDS:
             v = getattr(image, name)
@@ -360,12 +376,11 @@ class ImageDraft:
 
     def freeze(self) -> MetadataImage:
         """The image this draft now describes."""
-        return MetadataImage(
-            *[
-                v.persistent() if v.__class__ is MapDraft else v
-                for v in (getattr(self, name) for name in _FIELDS)
-            ]
-        )
+        values: list[Any] = [
+            v.persistent() if v.__class__ is MapDraft else v
+            for v in (getattr(self, name) for name in _FIELDS)
+        ]
+        return MetadataImage(*values)
 
     topic_by_name = MetadataImage.topic_by_name
     topic_configs = MetadataImage.topic_configs

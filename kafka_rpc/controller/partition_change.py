@@ -425,6 +425,7 @@ def generate_leader_and_isr_updates(
         p = None if t is None else t.partitions.get(idx)
         if p is None:
             continue
+        assert t is not None  # p is one of its partitions
         pb = builder(
             b.image, tid, idx,
             leader_acceptor(b.image, p, remove=remove, add=add, unclean_shutdown=unclean_shutdown),

@@ -312,6 +312,7 @@ def elect_leaders(
     if request.topic_partitions is None:
         for name in sorted(b.image.topics_by_name):
             topic = b.image.topic_by_name(name)
+            assert topic is not None  # a name of topics_by_name
             parts = []
             for idx in sorted(topic.partitions):
                 code, msg = _elect_leader(b, name, idx, etype)

@@ -182,10 +182,10 @@ def place_replicas(
             f"Unable to replicate the partition {rf} time(s): All brokers are currently fenced.",
         )
     by_rack: dict[str | None, tuple[list[int], list[int]]] = {}
-    for b in usable:
-        reg = image.brokers[b]
+    for bid in usable:
+        reg = image.brokers[bid]
         unfenced, fenced = by_rack.setdefault(reg.rack, ([], []))
-        (fenced if reg.fenced else unfenced).append(b)
+        (fenced if reg.fenced else unfenced).append(bid)
     names = sorted(by_rack, key=lambda r: (r is None, r or ""))
     rng.shuffle(names)
     racks = []

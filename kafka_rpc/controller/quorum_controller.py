@@ -68,7 +68,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from kafka_rpc.controller import (
     acls,
@@ -314,7 +314,8 @@ class QuorumController:
             img = old
         else:
             self._replay_image = draft.freeze()
-            img = self._txn.base if self._txn.open else self._replay_image
+            # an open transaction has its base image (set with its start)
+            img = cast(MetadataImage, self._txn.base) if self._txn.open else self._replay_image
         self.image = img
         if self.is_active and self._last_written <= self.committed_offset:
             self._uncommitted = img  # nothing in flight: the two images are the same

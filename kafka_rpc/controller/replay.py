@@ -18,7 +18,7 @@ records loaded from a snapshot it is the snapshot's last contained offset (Kafka
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kafka_rpc.controller import (
     acls,
@@ -35,7 +35,7 @@ from kafka_rpc.controller import (
     scram,
 )
 from kafka_rpc.controller.base import ReplayError, apply_record
-from kafka_rpc.controller.image import MetadataImage
+from kafka_rpc.controller.image import ImageDraft, MetadataImage
 
 __all__ = ["MANAGERS", "ReplayError", "replay", "replay_all"]
 
@@ -73,13 +73,15 @@ _HANDLERS = {
 """Record type name -> replay rule, over every manager."""
 
 
-def replay(
-    image: MetadataImage, record: Any, offset: int, epoch: int | None = None
-) -> MetadataImage:
+#: an image, or a draft of one (a rule works on either and returns the draft it was given)
+_Image = TypeVar("_Image", MetadataImage, ImageDraft)
+
+
+def replay(image: _Image, record: Any, offset: int, epoch: int | None = None) -> _Image:
     """The image after applying decoded metadata ``record`` written at log ``offset`` (in leader
     ``epoch``, or the image's current epoch when None). Raises ReplayError, or TypeError for a
     record type the controller does not know."""
-    return apply_record(_HANDLERS, image, record, offset, epoch)
+    return cast(_Image, apply_record(_HANDLERS, cast(MetadataImage, image), record, offset, epoch))
 
 
 def replay_all(

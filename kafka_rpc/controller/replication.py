@@ -675,7 +675,7 @@ def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) ->
     :func:`create_partitions` describes; raises ApiError."""
     t = image.topic_by_name(topic.name)
     if t is None:
-        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)  # type: ignore[arg-type]
+        raise ApiError(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
     current = len(t.partitions)
     if topic.count == current:
         raise ApiError(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partition(s).")

@@ -314,6 +314,7 @@ def describe_topic_configs(
             out.append(ConfigEntry(name, override, SOURCE_TOPIC, 0, syn))
             continue
         chain = _broker_chain(d, sources)
+        value: str | None
         if override is not None:
             value, source = override, SOURCE_TOPIC
             chain.insert(0, (d.name, override, SOURCE_TOPIC))

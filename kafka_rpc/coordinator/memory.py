@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 from . import _rules
 from ._rules import ProducerEntry
@@ -377,13 +378,19 @@ class InMemoryBatchCoordinator(BatchCoordinator):
             f.object_key
             for f in self._files.values()
             if f.state == "deleting"
-            and (marked_before_ms is None or f.marked_for_deletion_at_ms < marked_before_ms)
+            # a "deleting" file always has its marked_for_deletion_at_ms (set with the state)
+            and (
+                marked_before_ms is None
+                or cast(int, f.marked_for_deletion_at_ms) < marked_before_ms
+            )
             and (after_object_key is None or f.object_key > after_object_key)
         )
         if limit > 0:
             keys = keys[:limit]
         return [
-            FileToDelete(k, self._files[k].marked_for_deletion_at_ms, self._files[k].size)
+            FileToDelete(
+                k, cast(int, self._files[k].marked_for_deletion_at_ms), self._files[k].size
+            )
             for k in keys
         ]
 

@@ -56,7 +56,7 @@ import asyncio
 import collections
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -199,7 +199,9 @@ class _Readers:
     callers beyond wait in FIFO order. A connection that broke, or was left inside a transaction,
     is dropped at release and its slot reopened on demand, so reads reconnect by themselves."""
 
-    def __init__(self, connect: Callable[[], Awaitable[asyncpg.Connection]], size: int) -> None:
+    def __init__(
+        self, connect: Callable[[], Coroutine[Any, Any, asyncpg.Connection]], size: int
+    ) -> None:
         self._connect = connect
         self._size = size
         self._idle: list[asyncpg.Connection] = []
@@ -593,7 +595,7 @@ class PostgresBatchCoordinator(BatchCoordinator):
         out: list[CommitBatchResponse] = []
         append_out = out.append
         last_tp: Any = None
-        st: list[int] | None = None
+        st = None  # list[int] | None, as above
         for r in requests:
             tp = r.topic_id_partition
             if tp is not last_tp:  # runs of one partition: one lookup

@@ -34,7 +34,7 @@ import threading
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.primitives import uvarint_bytes
@@ -72,7 +72,7 @@ SNAPSHOT_CHUNK_BYTES = 256 * 1024
 #: long between snapshots.
 SNAPSHOT_LOG_PER_IMAGE = 4
 
-_ChunkRec = codec.message_class("DisklessSnapshotChunkRecord")
+_ChunkRec: Any = codec.message_class("DisklessSnapshotChunkRecord")
 
 #: The applied offset of the state: one row, updated in the transaction of what it applied.
 APPLIED_DDL = (
@@ -284,6 +284,46 @@ class ReplicatedStateMachine:
     ``_synchronous``, ``_snapshot_bytes_floor`` and the statistics counters; and the methods
     ``_read_applied()`` and ``_start_import()``."""
 
+    # What the subclass sets up (declared for the type checker only: no class attributes)
+    _conn: sqlite3.Connection | None
+    _clock: FixedClock
+    _ops: SqliteOps
+    _cache: ApplyCache
+    applied_offset: int
+    _applied_epoch: int
+    _last_time: int
+    _seen: int
+    _open_work: list[list]
+    _open_records: int
+    _commit_timer: asyncio.TimerHandle | None
+    _commit_records: int
+    _commit_s: float
+    _leader: tuple[int, int]
+    _pending: dict[int, asyncio.Future]
+    _local: dict[int, tuple[Callable[..., Any], tuple, int]]
+    _barriers: list[tuple[int, asyncio.Future]]
+    _leader_event: asyncio.Event | None
+    _import_buf: list[bytes] | None
+    _import_start: int
+    failed: BaseException | None
+    core: Any
+    db_path: Path
+    partition: int
+    node_id: int
+    _synchronous: str
+    _snapshot_bytes_floor: int
+    imports_applied: int
+    applied_records: int
+    apply_groups: int
+    apply_commits: int
+    snapshots_loaded: int
+
+    if TYPE_CHECKING:
+
+        def _read_applied(self) -> None: ...
+
+        def _start_import(self) -> None: ...
+
     def handle_commit(self, batches: Sequence[Any]) -> None:
         """Apply committed records (those at or above the last delivered offset) with the new
         applied offset in the apply's open SQLite transaction (:meth:`_apply_open`); answer the
@@ -308,7 +348,7 @@ class ReplicatedStateMachine:
                     offset = b.base_offset + i
                     if offset < start or value is None:
                         continue
-                    op = local.pop(offset, None) if local else None
+                    op: Any = local.pop(offset, None) if local else None
                     if op is None:
                         op = _decode_op(ops, value)
                     if type(op) is _ChunkRec:
@@ -560,7 +600,7 @@ class ReplicatedStateMachine:
         conn.execute("PRAGMA journal_mode=WAL")
         self._ops.drop()
 
-    def snapshot_records(self) -> list[bytes]:
+    def snapshot_records(self) -> Sequence[bytes]:
         """The applied state as ``DisklessSnapshotChunkRecord`` records (the SQLite image), as an
         :class:`_ImageChunks` sequence: the state is fixed here (a read transaction on a
         connection of its own, after committing what was applied), the image is read and cut
@@ -578,7 +618,7 @@ class ReplicatedStateMachine:
             self.core.config.snapshot_max_record_bytes = max(
                 self._snapshot_bytes_floor, SNAPSHOT_LOG_PER_IMAGE * chunks.size
             )
-        return chunks  # type: ignore[return-value] - a read-only sequence of the records
+        return chunks
 
     def handle_leader_change(self, leader_id: int, epoch: int) -> None:
         self._leader = (leader_id, epoch)

@@ -624,9 +624,9 @@ class SqliteOps:
             raise
         # The logs rows themselves are written by flush(), once per partition per group.
         dirty = self.dirty
-        for key, (st, hw0, _) in touched.items():
+        for st_id, (st, hw0, _) in touched.items():
             if st[2] != hw0:
-                dirty[key] = st
+                dirty[st_id] = st
         return out
 
     def _delete_below(

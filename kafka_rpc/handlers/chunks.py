@@ -102,6 +102,7 @@ async def fill_from_coordinator(services: NodeServices, entry: Any) -> Any:
             ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
             f"Unable to find partition {entry.topic_name}:{entry.partition_id}.",
         )
+    assert image is not None and t is not None  # p was found in a topic t of image
     if p.leader != services.node_id:
         raise _Unfillable(
             ErrorCode.NOT_LEADER_OR_FOLLOWER,

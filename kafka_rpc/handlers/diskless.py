@@ -276,6 +276,7 @@ async def handle_commit_batches(
                     obj = objects[p.object_key] = ([], [], [0])
                 byte_offset, size = p.byte_offset, p.size
                 if foreign and id(tp) in foreign:
+                    assert owns is not None  # foreign is only filled through owns
                     rejected.append(i)
                     refused[i] = _REFUSED_ANSWERS[owns.refusal(tid, index)]
                 else:
@@ -291,15 +292,18 @@ async def handle_commit_batches(
                 i += 1
 
     answers: Sequence[CommitBatchResponse] = []
+    slots: list[CommitBatchResponse] = []  # answers, when filled in here
     if len(objects) > 1 or rejected:
-        answers = [_NO_ANSWER] * i
+        answers = slots = [_NO_ANSWER] * i
         for j in rejected:
-            answers[j] = refused[j]
+            slots[j] = refused[j]
     for object_key, (reqs, indexes, (file_size,)) in objects.items():
         if not reqs:
             continue  # every entry of this object belongs to another coordinator
         try:
-            out = await coordinator.commit_file(object_key, request.broker_id, file_size, reqs)
+            out: Sequence[CommitBatchResponse] = await coordinator.commit_file(
+                object_key, request.broker_id, file_size, reqs
+            )
         except Exception as exc:  # noqa: BLE001 - mapped and logged by failure_code
             code = failure_code(exc, f"CommitBatches object {object_key!r}", broker_id)
             out = [CommitBatchResponse.of_error(code)] * len(reqs)
@@ -308,7 +312,7 @@ async def handle_commit_batches(
             answers = out  # the entries of the only object are all entries, in order
         else:
             for j, answer in zip(indexes, out, strict=True):
-                answers[j] = answer
+                slots[j] = answer
 
     per_topic: dict[uuid.UUID, list[Any]] = {}
     new_result = _new_commit_result

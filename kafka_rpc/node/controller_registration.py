@@ -24,9 +24,12 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.protocol import codec
+
+if TYPE_CHECKING:
+    from kafka_rpc.broker.channel import ControllerChannel
 
 __all__ = ["ControllerRegistrationManager", "supported_features"]
 
@@ -59,7 +62,7 @@ class ControllerRegistrationManager:
         self.registered = False
         self.attempts = 0
         self._task: asyncio.Task | None = None
-        self._channel = None
+        self._channel: ControllerChannel | None = None
 
     def request(self) -> Any:
         """The ControllerRegistration request of this node and process run."""

@@ -33,6 +33,9 @@ from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics
 from kafka_rpc.storage.formatter import ensure_cluster_id
 
 if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from kafka_rpc.api.services import NodeServices
     from kafka_rpc.controller.quorum_controller import QuorumController
     from kafka_rpc.raft.driver import RaftDriver
 
@@ -72,7 +75,7 @@ class Node:
         self.force_exit = False
         self.metrics_registry: Any = None
         self.metrics_port: int | None = None
-        self._metrics_httpd = None
+        self._metrics_httpd: WSGIServer | None = None
         #: The KIP-1164 Batch Coordinator this node serves (broker role), started with the
         #: server from ``diskless.coordinator.url`` and closed after connections drain.
         self.coordinator: Any = None
@@ -383,6 +386,7 @@ class Node:
         from kafka_rpc.controller.quorum_controller import QuorumController
         from kafka_rpc.raft.replica import open_raft_replica
 
+        assert self.cluster_id is not None  # start() sets it first
         cfg = self.config
         bootstrap = self._read_bootstrap() if cfg.is_controller else None
         directory = cfg.metadata_partition_dir
@@ -636,3 +640,10 @@ def handlers_registry() -> Registry:
     import kafka_rpc.handlers  # noqa: F401
 
     return default_registry
+
+
+if TYPE_CHECKING:
+
+    def _check_node_services(n: Node) -> NodeServices:
+        """For mypy only: the node is the NodeServices its listeners hand to the handlers."""
+        return n

@@ -35,13 +35,17 @@ from kafka_rpc.protocol.primitives import read_uvarint, uvarint_bytes
 _PKG = "kafka_rpc.protocol.messages"
 
 REQUESTS_BY_KEY: dict[int, str] = {
-    v[2]: k for k, v in SPECS.items() if v[1] == "request" and v[3] is not None
+    v[2]: k for k, v in SPECS.items() if v[1] == "request" and v[3] is not None and v[2] is not None
 }
 RESPONSES_BY_KEY: dict[int, str] = {
-    v[2]: k for k, v in SPECS.items() if v[1] == "response" and v[3] is not None
+    v[2]: k
+    for k, v in SPECS.items()
+    if v[1] == "response" and v[3] is not None and v[2] is not None
 }
 RECORDS_BY_KEY: dict[int, str] = {
-    v[2]: k for k, v in SPECS.items() if v[1] == "metadata" and v[3] is not None
+    v[2]: k
+    for k, v in SPECS.items()
+    if v[1] == "metadata" and v[3] is not None and v[2] is not None
 }
 
 
@@ -135,10 +139,12 @@ def encode_record(msg: Any, version: int | None = None) -> bytes:
     spec = SPECS[name]
     if spec[1] != "metadata":
         raise UnknownApiError(f"{name} is not a metadata record")
+    key = spec[2]
+    assert key is not None  # every metadata record has one
     if version is None:
         version = spec[3][1]
     body = encode(msg, version, name)
-    return uvarint_bytes(FRAME_VERSION) + uvarint_bytes(spec[2]) + uvarint_bytes(version) + body
+    return uvarint_bytes(FRAME_VERSION) + uvarint_bytes(key) + uvarint_bytes(version) + body
 
 
 #: (record type, version) -> the generated reader, filled by decode_record as types are met

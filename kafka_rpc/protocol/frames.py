@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 import time
+from typing import Protocol
 
 from kafka_rpc.protocol.errors import DecodeError
 from kafka_rpc.protocol.messages import SPECS
@@ -58,7 +59,7 @@ _NEVER = 1 << 30
 _REQ_FLEX: dict[int, int] = {}
 _RESP_FLEX: dict[int, int] = {}
 for _name, _s in SPECS.items():
-    if _s[3] is None:
+    if _s[3] is None or _s[2] is None:  # a removed API; a header or data spec (no api key)
         continue
     if _s[1] == "request":
         _REQ_FLEX[_s[2]] = _NEVER if _s[4] is None else _s[4]
@@ -239,6 +240,12 @@ def encode_response(
     return w
 
 
+class _ApiObserver(Protocol):
+    """What ``dispatch`` reports each served request to (``ApiMetrics``)."""
+
+    def observe(self, api_key: int, version: int, seconds: float, error: bool) -> None: ...
+
+
 def dispatch_py(
     buf: bytes,
     pos: int,
@@ -249,7 +256,7 @@ def dispatch_py(
     listener: object,
     table: tuple,
     out: list,
-    metrics: object,
+    metrics: _ApiObserver | None,
 ) -> tuple[int, tuple | None, str | None]:
     """:func:`scan_frames_py` that also serves, in order, each frame whose API has a
     synchronous handler; the reference of the native ``dispatch`` (``_cframes.c``).

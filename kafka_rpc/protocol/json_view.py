@@ -82,6 +82,7 @@ def _value(x: Any, kind: int, sub: tuple | None, records: str) -> Any:
     if x is None:
         return None
     if kind == _STRUCT:
+        assert sub is not None  # a struct field has its plan
         return _struct(x, sub, records)
     if kind == _UUID:
         return uuid_text(x)

@@ -85,7 +85,7 @@ class RawSnapshotWriter(Protocol):
 
     def append(self, data: bytes) -> None: ...
 
-    def freeze(self) -> None:
+    def freeze(self, notify: bool = True) -> None:
         """fsync, rename ``.checkpoint.part`` to ``.checkpoint``; the snapshot becomes visible."""
 
     def close(self) -> None:
@@ -167,7 +167,7 @@ class StateMachine(Protocol):
     def handle_load_snapshot(self, reader: RawSnapshotReader) -> None:
         """Replace the whole state with the snapshot's (never called on the leader)."""
 
-    def snapshot_records(self) -> list[bytes]:
+    def snapshot_records(self) -> Sequence[bytes]:
         """The committed state (as of the last ``handle_commit``/``handle_load_snapshot``) as
         framed metadata records, for a snapshot the core writes at that offset. A state
         machine may also have an ``in_transaction`` attribute: while it is true, the committed

@@ -441,6 +441,7 @@ class RaftDriver:
             task.add_done_callback(self._sends.discard)
             return
         corr, fut = started
+        assert client is not None  # started is only set by a request on a client
         self._out[fut] = (client, corr)
         loop = asyncio.get_running_loop()
         timer = loop.call_later(self.request_timeout_ms / 1000, self._out_expired, client, corr,

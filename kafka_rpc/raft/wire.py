@@ -64,6 +64,7 @@ def for_version(api_key: int, version: int, message: Any) -> Any:
     topics = getattr(message, "topics", None)
     if not topics:
         return message
+    blank: dict[str, Any]
     if version >= first_id:
         blank = {"topic_name": ""}
     else:

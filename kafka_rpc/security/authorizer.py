@@ -97,7 +97,7 @@ class AclPermissionType(enum.IntEnum):
 CLUSTER_NAME = "kafka-cluster"  # Kafka's ``Resource.CLUSTER_NAME``
 WILDCARD = "*"
 
-_IMPLIES = {
+_IMPLIES: dict[int, tuple[AclOperation, ...]] = {
     AclOperation.DESCRIBE: (AclOperation.READ, AclOperation.WRITE, AclOperation.DELETE,
                             AclOperation.ALTER),
     AclOperation.DESCRIBE_CONFIGS: (AclOperation.ALTER_CONFIGS,),
@@ -518,7 +518,7 @@ _CONFIG_RESOURCES = {
     32: (ResourceType.GROUP, ErrorCode.GROUP_AUTHORIZATION_FAILED),
 }
 #: Kafka's ``Errors.message()`` of the authorization errors DescribeConfigs answers with.
-_AUTH_MESSAGES = {
+_AUTH_MESSAGES: dict[int, str] = {
     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed.",
     ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
     ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",

@@ -150,6 +150,7 @@ class KafkaConnection(asyncio.Protocol):
             pos, stop, error = self._dispatch(data, 0, self.max_inflight, out)
             if stop is None and error is None and pos == len(data):
                 if out:
+                    assert self.transport is not None  # data comes after connection_made
                     self.transport.write(out[0] if len(out) == 1 else b"".join(out))
                 return
             self._process(data, pos, stop, error, out)
@@ -226,6 +227,7 @@ class KafkaConnection(asyncio.Protocol):
             else:
                 self._serve(entry, ctx, request)
                 return
+        assert entry is not None  # kinds 1 and 2: frames of an api the table serves
         if kind == 1:
             log.info("closing %s: cannot decode %s v%d: %s", self.peer, entry.name, version, exc)
             self._abort()
@@ -241,6 +243,7 @@ class KafkaConnection(asyncio.Protocol):
         it): inline until it really awaits, then in a task whose slot keeps the order."""
         metrics = self.metrics
         t0 = time.perf_counter() if metrics is not None else 0.0
+        data: bytes | bytearray | None
         try:
             result = entry.handler(ctx, request)
             if entry.is_async:
@@ -299,7 +302,7 @@ class KafkaConnection(asyncio.Protocol):
             ctx.correlation_id, version >= entry.resp_header_flex, response, entry.writers[version]
         )
 
-    def _error(self, entry, ctx, request, exc) -> bytearray | None:
+    def _error(self, entry, ctx, request, exc) -> bytes | bytearray | None:
         code = exc.code if isinstance(exc, KafkaError) else ErrorCode.UNKNOWN_SERVER_ERROR
         log.error(
             "error handling %s v%d (api key %d) correlation id %d client id %r from %s -> %s",
@@ -321,6 +324,7 @@ class KafkaConnection(asyncio.Protocol):
             return
         exc = task.exception()
         throttle_ms = 0
+        data: bytes | bytearray | None
         if exc is None:
             try:
                 result = task.result()
@@ -347,6 +351,7 @@ class KafkaConnection(asyncio.Protocol):
         slot); mute after a throttled one (KIP-219); then pause or resume reading."""
         pending = self._pending
         mute_ms = 0
+        out: deque | list
         if not self._slots:  # all ready: the common case
             out = pending
         else:
@@ -364,6 +369,7 @@ class KafkaConnection(asyncio.Protocol):
                 pending.popleft()
         if out:
             if not self._closed:
+                assert self.transport is not None  # responses come after connection_made
                 self.transport.write(out[0] if len(out) == 1 else b"".join(out))
                 if mute_ms:
                     self._mute(mute_ms)
@@ -442,6 +448,7 @@ class KafkaConnection(asyncio.Protocol):
                 if item is None:
                     break
             out.append(item)
+        assert self.transport is not None  # only a made connection is served or aborted
         if out:
             self.transport.write(b"".join(out))
         self._closed = True
@@ -466,6 +473,7 @@ class KafkaConnection(asyncio.Protocol):
             await self._drained
         if not self._closed:
             self._closed = True
+            assert self.transport is not None  # listed in connections by connection_made
             self.transport.close()
 
     def force_close(self) -> None:

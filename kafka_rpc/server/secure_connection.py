@@ -15,7 +15,7 @@ from asyncio import sslproto
 from typing import TYPE_CHECKING, Any
 
 import uvloop
-from uvloop.loop import SSLProtocol as UvSSLProtocol
+from uvloop.loop import SSLProtocol as UvSSLProtocol  # type: ignore[attr-defined]  # not in uvloop's stub
 
 from kafka_rpc.api.context import RequestContext, error_response
 from kafka_rpc.protocol import codec
@@ -332,7 +332,7 @@ class _RememberPeer:
 
     def connection_made(self, transport) -> None:
         self.peer = transport.get_extra_info("peername")
-        super().connection_made(transport)  # type: ignore[misc]
+        super().connection_made(transport)  # type: ignore[misc]  # a mixin: the next class has it
 
 
 class _TlsServerProtocol(_RememberPeer, sslproto.SSLProtocol):

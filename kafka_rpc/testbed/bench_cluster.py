@@ -370,6 +370,8 @@ def run_load(
     proc: subprocess.Popen | None = None
 
     async def schedule() -> list[dict]:
+        # main() starts the load first, and schedules this only with a kill_at
+        assert proc is not None and kill_at is not None
         while not marker.exists():
             if proc.poll() is not None:
                 raise RuntimeError("the load ended before its first acknowledged commit")

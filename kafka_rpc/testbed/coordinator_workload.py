@@ -158,7 +158,7 @@ async def init_topic(addresses: dict[int, str], topic_id: uuid.UUID, partitions:
         topics=(_Init.InitDisklessTopic(topic_id=topic_id, num_partitions=partitions),)
     )
     deadline = time.monotonic() + timeout
-    last = None
+    last: BaseException | list[int] | None = None
     try:
         while time.monotonic() < deadline:
             for address in addresses.values():

@@ -339,8 +339,8 @@ def check(history: Sequence[Op], final: Mapping[str, FinalPartition]) -> CheckRe
         tp, base, last = where[0]
         ops = ops_of[key]
         first_invoke = min(o.invoke for o in ops)
-        acked = [o.complete for o in ops if o.outcome == OK and o.complete is not None]
-        done = min(acked) if acked else float("inf")
+        acked_at = [o.complete for o in ops if o.outcome == OK and o.complete is not None]
+        done = min(acked_at) if acked_at else float("inf")
         placed[tp].append((first_invoke, done, base, last, ops[0].index))
     for tp, items in placed.items():
         by_done = sorted(items, key=lambda x: x[1])
@@ -366,8 +366,8 @@ def check(history: Sequence[Op], final: Mapping[str, FinalPartition]) -> CheckRe
     for tp, part in final.items():
         bases, pmax, m = [], [], float("-inf")
         for base, _last, key in part.batches:
-            ops = ops_of.get(key)
-            first = min(o.invoke for o in ops) if ops else float("-inf")
+            key_ops = ops_of.get(key)
+            first = min(o.invoke for o in key_ops) if key_ops else float("-inf")
             m = max(m, first)
             bases.append(base)
             pmax.append(m)
@@ -375,8 +375,8 @@ def check(history: Sequence[Op], final: Mapping[str, FinalPartition]) -> CheckRe
     last_hwm: dict[tuple[str, str], tuple[int, int]] = {}
     for op in sorted(reads, key=lambda o: o.invoke):
         for r in op.reads:
-            part = final.get(r.tp)
-            if part is None:
+            fpart = final.get(r.tp)
+            if fpart is None:
                 continue
             for base, last, key in r.batches:
                 if final_at[r.tp].get(base) != (last, key):
@@ -385,10 +385,10 @@ def check(history: Sequence[Op], final: Mapping[str, FinalPartition]) -> CheckRe
                                        f"{base}..{last}, final state has "
                                        f"{final_at[r.tp].get(base)} there",
                                        [op.index]))  # fmt: skip
-            if r.high_watermark > part.high_watermark:
+            if r.high_watermark > fpart.high_watermark:
                 v.append(Violation("read-not-lost",
                                    f"{r.tp}: a read from node {op.node} saw high watermark "
-                                   f"{r.high_watermark}, above the final {part.high_watermark}",
+                                   f"{r.high_watermark}, above the final {fpart.high_watermark}",
                                    [op.index]))  # fmt: skip
             bases, pmax = bounds[r.tp]
             i = bisect.bisect_left(bases, r.high_watermark) - 1

@@ -37,6 +37,7 @@ import threading
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -337,8 +338,8 @@ class Run:
             for t in pending:
                 t.cancel()
             for t in done:
-                if not t.cancelled() and t.exception() is not None:
-                    raise t.exception()
+                if not t.cancelled() and (exc := t.exception()) is not None:
+                    raise exc
 
     async def abort(self) -> None:
         """Stop the workload whatever state it is in (for a ``finally``): the stop flag first,
@@ -348,7 +349,7 @@ class Run:
         await asyncio.to_thread(self.poller.close)
         for w in self.writers:
             w.aborted = True
-        pending = [t for t in self.tasks if not t.done()]
+        pending: Collection[asyncio.Task] = [t for t in self.tasks if not t.done()]
         if pending:
             _done, pending = await asyncio.wait(pending, timeout=10.0)
             for t in pending:

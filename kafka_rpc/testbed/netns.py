@@ -54,7 +54,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -175,7 +175,7 @@ def enter_netns(name: str) -> None:
         os.close(fd)
 
 
-def run_in_netns(name: str, main: Callable[[], Awaitable[T]], timeout: float) -> T:
+def run_in_netns(name: str, main: Callable[[], Coroutine[Any, Any, T]], timeout: float) -> T:
     """Run ``main()`` in a new event loop on a thread inside namespace ``name``; its result, or
     its exception re-raised here. ``TimeoutError`` when it is not done after ``timeout`` s (the
     caller's ``finally`` then removes the namespaces and processes it used)."""
@@ -192,6 +192,7 @@ def run_in_netns(name: str, main: Callable[[], Awaitable[T]], timeout: float) ->
     t.start()
     t.join(timeout)
     if t.is_alive():
+        assert t.ident is not None  # started
         frame = sys._current_frames().get(t.ident)
         where = "".join(traceback.format_stack(frame)) if frame is not None else "?"
         raise TimeoutError(f"the run in {name} did not end within {timeout:g} s; it is at:\n"

@@ -148,8 +148,8 @@ class NetnsCluster:
         self.log_level = log_level
         self.cluster_id: str | None = None
         # the repository root first, so a wrapper module (tests/...) imports as from here
-        root = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+        repo_root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
         self.env = dict(os.environ, KAFKA_RPC_NO_REEXEC="1", PYTHONPATH=path)
 
     def bootstrap(self) -> str:
@@ -193,6 +193,7 @@ class NetnsCluster:
             text = n.log_path.read_text(errors="replace") if n.log_path.exists() else ""
             if "cluster id" in text:
                 return
+            assert n.proc is not None  # start() ran it
             if n.proc.poll() is not None or time.monotonic() > deadline:
                 what = "exited" if n.proc.poll() is not None else f"did not start in {timeout:g} s"
                 raise RuntimeError(f"node {node_id} {what}:\n{text[-4000:]}")

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from collections.abc import Sequence
 from typing import IO, Any
 
 from kafka_rpc.protocol import codec
@@ -86,7 +87,7 @@ def _pattern(args: argparse.Namespace, default: str) -> int:
 def _entries(args: argparse.Namespace) -> list[tuple[str, str, int, int]]:
     """(principal, host, operation, permission) for every combination asked for."""
     ops = [_op(o) for o in args.operation] or [AclOperation.ALL]
-    out = []
+    out: list[tuple[str, str, int, int]] = []
     for principals, hosts, perm in (
         (args.allow_principal, args.allow_host or ["*"], AclPermissionType.ALLOW),
         (args.deny_principal, args.deny_host or ["*"], AclPermissionType.DENY),
@@ -160,7 +161,9 @@ async def _add(client: Any, args: argparse.Namespace, out: IO[str]) -> None:
 async def _remove(client: Any, args: argparse.Namespace, out: IO[str]) -> None:
     rtype, name = _resource(args)
     mod = codec.module("DeleteAclsRequest")
-    entries = _entries(args) or [(None, None, AclOperation.ANY, AclPermissionType.ANY)]
+    entries: Sequence[tuple[str | None, str | None, int, int]] = _entries(args) or [
+        (None, None, AclOperation.ANY, AclPermissionType.ANY)
+    ]
     filters = tuple(
         mod.DeleteAclsFilter(
             resource_type_filter=rtype,

@@ -123,6 +123,7 @@ def check_args(args: argparse.Namespace) -> str | None:
         return ('Option "[config]" can\'t be used with option "[alter]": use kafka-configs to '
                 "alter a topic's configs")
     if not args.create:
+        create_only: tuple[tuple[str, Any], ...]
         create_only = (("--replication-factor", args.replication_factor),
                        ("--config", args.config),
                        ("--if-not-exists", args.if_not_exists))  # fmt: skip
