@@ -190,7 +190,7 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "Requests in flight on one connection before the server stops reading from it.",
     ),
     # ---- the metadata quorum (KRaft), Kafka's keys and defaults (QuorumConfig, KRaftConfigs,
-    # MetadataLogConfig; reference/kraft.md 1.3 and 2.3)
+    # MetadataLogConfig)
     "controller.quorum.election.timeout.ms": (
         _int,
         "1000",
@@ -327,7 +327,7 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "300000",
         "Period of the unclean election of leaderless partitions whose topic allows it, ms.",
     ),
-    # ---- the Batch Coordinators' internal topic (KIP-1164; DESIGN section 9)
+    # ---- the Batch Coordinators' internal topic (KIP-1164; docs/batch-coordinator.md)
     "diskless.metadata.topic.num.partitions": (
         _int,
         "1",
@@ -352,7 +352,7 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "controllers can join (no chunks, no Batch Coordinator mapping records). Like "
         "`kafka-rpc storage format --kafka-compatible`.",
     ),
-    # ---- security (Kafka's keys; DESIGN section 10). The ssl.* and sasl.* keys, and
+    # ---- security (Kafka's keys; docs/security.md). The ssl.* and sasl.* keys, and
     # connections.max.reauth.ms, may be overridden per listener as
     # listener.name.<listener name in lower case>.<key> (Kafka's ListenerName.configPrefix).
     "listener.security.protocol.map": (
@@ -648,7 +648,7 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 
 def default_coordinator_url(log_dir: str) -> str:
     """The default ``diskless.coordinator.url``: the topic-based Batch Coordinator (KIP-1164's
-    reference implementation, DESIGN.md section 9) from the metadata log, its
+    reference design, docs/batch-coordinator.md) from the metadata log, its
     ``__diskless-metadata-<p>`` directories in ``log_dir`` (the first of ``log.dirs``), importing
     ``<log_dir>/coordinator.db`` -- where the standalone SQLite coordinator, the default before,
     kept its state -- on first start (``kafka_rpc.coordinator.replicated``). The path is made

@@ -22,15 +22,6 @@ SELF = Path(__file__).resolve().relative_to(ROOT).as_posix()
 #: files that may name ``../shared/kafka-specs``: they read it as test data, skipping without it
 KAFKA_SPECS_READERS = frozenset({"tests/protocol/test_corpus_codegen.py"})
 
-#: files whose references are fixed apart (they were being moved when this check came): each entry
-#: must still exist and still hold a reference; remove it once its file is fixed
-PENDING = frozenset(
-    {
-        "kafka_rpc/storage/bootstrap.py",
-        "kafka_rpc/config.py",
-    }
-)
-
 FORBIDDEN = [
     (re.compile(r"\bDESIGN(\.md\b|\s+sections?\b)"), "the design notes outside the repository"),
     (re.compile(r"\.\./shared|\bshared/(reference|seeds|kafka-specs)\b"), "a path outside it"),
@@ -83,18 +74,8 @@ def test_no_file_refers_outside_the_repository():
     markdown = frozenset(name for name in files if name.endswith(".md"))
     problems = []
     for name, text in sorted(files.items()):
-        if name not in PENDING:
-            problems += _problems(name, text, markdown)
+        problems += _problems(name, text, markdown)
     assert not problems, "\n".join(problems)
-
-
-def test_pending_entries_are_still_needed():
-    files = _tracked_text_files()
-    markdown = frozenset(name for name in files if name.endswith(".md"))
-    stale = [
-        name for name in PENDING if name not in files or not _problems(name, files[name], markdown)
-    ]
-    assert not stale, f"remove from PENDING (moved or fixed): {sorted(stale)}"
 
 
 def test_the_checks_catch_each_kind():

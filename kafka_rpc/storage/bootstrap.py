@@ -5,8 +5,8 @@
 into the root of every directory it formats; the copy in ``metadata.log.dir`` is what the first
 active controller of an empty log writes into the metadata log
 (:func:`~kafka_rpc.controller.features.activation_records`). The file is in the KRaft snapshot
-format (``kafka-mixed-quorum.md`` 1.3): RecordBatch v2 batches with leader epoch 0 and offsets
-from 0, uncompressed; a control batch with ``SnapshotHeaderRecord{Version=0,
+format (docs/features.md, "Formatting a cluster"): RecordBatch v2 batches with leader epoch 0
+and offsets from 0, uncompressed; a control batch with ``SnapshotHeaderRecord{Version=0,
 LastContainedLogTimestamp=0}``, the records in data batches of at most 8 MiB (Kafka's
 ``MAX_BATCH_SIZE_BYTES``; one batch in practice), then a control batch with
 ``SnapshotFooterRecord{Version=0}``. It is written as ``bootstrap.checkpoint.tmp``, fsynced and

@@ -31,6 +31,7 @@ import fcntl
 import os
 import uuid
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,7 +67,7 @@ def is_reserved(u: uuid.UUID) -> bool:
     return u.int >> 64 == 0 and (u.int & ((1 << 64) - 1)) < _RESERVED_BELOW
 
 
-def random_directory_id(taken: set[str] = frozenset()) -> str:  # type: ignore[assignment]
+def random_directory_id(taken: AbstractSet[str] = frozenset()) -> str:
     """A new directory id as text: random, not reserved, not starting with ``-``, not in
     ``taken`` (Kafka ``Copier.generateValidDirectoryId``)."""
     while True:
@@ -144,7 +145,8 @@ def verify(
         metas[Path(d)] = m
     if Path(metadata_dir) not in metas:
         raise StorageError(f"no meta.properties in the metadata log directory {metadata_dir}")
-    expected_cluster, seen = cluster_id, {}
+    expected_cluster = cluster_id
+    seen: dict[str, Path] = {}  # directory.id -> the directory holding it
     for d, m in metas.items():
         path = d / META_PROPERTIES_NAME
         if m.cluster_id is None:
@@ -183,9 +185,9 @@ def verify(
             )
     for d, m in list(metas.items()):
         if m.directory_id is None:
-            new = MetaProperties(m.version, m.cluster_id, m.node_id,
-                                 random_directory_id(set(seen)))  # fmt: skip
-            seen[new.directory_id] = d
+            directory_id = random_directory_id(set(seen))
+            new = MetaProperties(m.version, m.cluster_id, m.node_id, directory_id)
+            seen[directory_id] = d
             write(d, new)
             metas[d] = new
     return metas
