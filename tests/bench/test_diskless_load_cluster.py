@@ -35,8 +35,29 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 LOAD_S = 8.0  # per role
 KILL_AT_S = 3.0  # after the roles start
 RESTART_AFTER_S = 2.0
+#: a bound on the roles together (each runs LOAD_S, a failover stalls one for up to its 20 s
+#: failover timeout); past it the test fails naming the roles still running, with their stacks
+ROLES_S = 150.0
 BUDGET_S = 300.0  # the whole test, processes included (a bound: ~25 s alone; three starts
 # and a coordinator election take minutes beside the Kafka lanes)
+
+
+async def _all_within(roles: dict, seconds: float) -> list:
+    """The results of the ``roles`` coroutines (name -> coroutine), in order, once all finished;
+    after ``seconds``, the unfinished ones print their stacks, are cancelled and the test fails
+    naming them."""
+    tasks = {name: asyncio.ensure_future(c) for name, c in roles.items()}
+    _done, pending = await asyncio.wait(tasks.values(), timeout=seconds)
+    if pending:
+        stuck = [name for name, t in tasks.items() if t in pending]
+        for name in stuck:
+            print(f"--- {name} still running after {seconds:.0f} s:")
+            tasks[name].print_stack()
+        for t in tasks.values():
+            t.cancel()
+        await asyncio.gather(*tasks.values(), return_exceptions=True)
+        pytest.fail(f"roles still running after {seconds:.0f} s: {stuck}")
+    return [t.result() for t in tasks.values()]
 
 
 async def test_roles_survive_a_sigkill_of_the_coordinator_leader(tmp_path):
@@ -56,14 +77,15 @@ async def test_roles_survive_a_sigkill_of_the_coordinator_leader(tmp_path):
             recs = [dl.Recorder() for _ in range(5)]
             events = tmp_path / "events.jsonl"
             t0 = time.time()
-            outs = await asyncio.gather(
-                dl.run_broker(cfg, 0, recs[0]),
-                dl.run_broker(cfg, 1, recs[1]),
-                dl.run_consumer(cfg, 0, recs[2]),
-                dl.run_consumer(cfg, 1, recs[3]),
-                dl.run_retention(cfg, 0, recs[4]),
-                cluster.failover(KILL_AT_S, RESTART_AFTER_S, events, t0=t0),
-            )
+            roles = {
+                "broker 0": dl.run_broker(cfg, 0, recs[0]),
+                "broker 1": dl.run_broker(cfg, 1, recs[1]),
+                "consumer 0": dl.run_consumer(cfg, 0, recs[2]),
+                "consumer 1": dl.run_consumer(cfg, 1, recs[3]),
+                "retention 0": dl.run_retention(cfg, 0, recs[4]),
+                "failover": cluster.failover(KILL_AT_S, RESTART_AFTER_S, events, t0=t0),
+            }
+            outs = await _all_within(roles, ROLES_S)
             ev = {e["event"]: e for e in read_events(events)}
             # the leader at the kill (usually the first one, but it may have moved meanwhile)
             victim = ev["kill"]["node"]
