@@ -111,28 +111,23 @@ class Owns:
     ``mapped``: an :func:`owner_map`; ``served`` / ``loading``: coordinator partitions
     (:func:`served_partitions`, :func:`loading_partitions`)."""
 
-    __slots__ = ("_default", "_loading", "_mapped", "_served")
+    __slots__ = ("_loading", "_mapped", "_served")
 
     def __init__(self, mapped: dict[uuid.UUID, dict[int, int]], served: frozenset[int],
                  loading: frozenset[int]) -> None:  # fmt: skip
         self._mapped = mapped
         self._served = served
         self._loading = loading
-        self._default = DEFAULT_PARTITION
-
-    def _coordinator(self, topic_id: uuid.UUID, partition: int) -> int:
-        m = self._mapped.get(topic_id)
-        return self._default if m is None else m.get(partition, self._default)
 
     def __call__(self, topic_id: uuid.UUID, partition: int) -> bool:
-        return self._coordinator(topic_id, partition) in self._served
+        return coordinator_of(self._mapped, topic_id, partition) in self._served
 
     def owns_topic(self, topic_id: uuid.UUID) -> bool:
         """A topic-level write belongs to the owner of the topic's partition 0."""
         return self(topic_id, 0)
 
     def refusal(self, topic_id: uuid.UUID, partition: int) -> int:
-        if self._coordinator(topic_id, partition) in self._loading:
+        if coordinator_of(self._mapped, topic_id, partition) in self._loading:
             return COORDINATOR_LOAD_IN_PROGRESS
         return NOT_COORDINATOR
 

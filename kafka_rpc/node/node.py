@@ -500,14 +500,12 @@ class Node:
         if coordinator is None:
             return 0
         from kafka_rpc.broker.retention import retention_requests
-        from kafka_rpc.coordinator.ownership import owner_check
+        from kafka_rpc.handlers.diskless_routing import owner_check
 
         image = self.controller.image if self.controller is not None else None
         all_reqs = retention_requests(
             image, await coordinator.list_partitions(), self.config.log_retention_ms,
-            self.config.log_retention_bytes,
-            owner_check(image, self.batch_coordinator_partitions(True),
-                        lambda: self.batch_coordinator_loading(True)),
+            self.config.log_retention_bytes, owner_check(self, True),
         )  # fmt: skip
         deleted = 0
         moved = []
