@@ -94,11 +94,6 @@ from kafka_rpc.raft.base import (
     _ReplicaState,
     _UpdateVoterResp,
 )
-
-# re-exported: the deliberately broken cores of tests/raft/test_simulation.py use them as core.X
-from kafka_rpc.raft.base import _ZERO_UUID as _ZERO_UUID
-from kafka_rpc.raft.base import _BeginReq as _BeginReq
-from kafka_rpc.raft.base import _FetchResp as _FetchResp
 from kafka_rpc.raft.delivery import _Delivery
 from kafka_rpc.raft.election import _Election
 from kafka_rpc.raft.replication import _Replication

@@ -17,6 +17,7 @@ import logging
 import pytest
 
 from kafka_rpc.protocol.record_batch import decode_batches
+from kafka_rpc.raft import base as raft_base
 from kafka_rpc.raft import core as raft_core
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.core import LEADER, RaftCore
@@ -252,7 +253,7 @@ class SendsLeaderEndpoints(RaftCore):
     def _begin_request(self, dest):
         r = super()._begin_request(dest)
         host, port = self.voters[self.node_id]
-        ep = raft_core._BeginReq.LeaderEndpoint(name=self.config.listener_name, host=host,
+        ep = raft_base._BeginReq.LeaderEndpoint(name=self.config.listener_name, host=host,
                                                 port=port)  # fmt: skip
         return dataclasses.replace(r, leader_endpoints=(ep,))
 
@@ -343,7 +344,7 @@ class VotesWithoutDirectory(RaftCore):
     def _vote_request(self, dest, end, pre_vote):
         r = super()._vote_request(dest, end, pre_vote)
         t = r.topics[0]
-        p = dataclasses.replace(t.partitions[0], replica_directory_id=raft_core._ZERO_UUID)
+        p = dataclasses.replace(t.partitions[0], replica_directory_id=raft_base._ZERO_UUID)
         return dataclasses.replace(r, topics=(dataclasses.replace(t, partitions=(p,)),))
 
 
@@ -355,7 +356,7 @@ class FetchErrorsWithoutLeader(RaftCore):
         if code:
             t = r.responses[0]
             p = dataclasses.replace(t.partitions[0],
-                                    current_leader=raft_core._FetchResp.LeaderIdAndEpoch())
+                                    current_leader=raft_base._FetchResp.LeaderIdAndEpoch())
             r = dataclasses.replace(r, responses=(dataclasses.replace(t, partitions=(p,)),))
         return r  # fmt: skip
 
