@@ -107,7 +107,7 @@ class ControllerChannel:
         self.config = config
         self.node_id = node_id
         self._leader = active_controller_id
-        self._security_settings = security
+        self._security = security
         self._bound = bound
         self.voters: dict[int, tuple[str, int]] = cfg.voters()
         self.request_timeout = (
@@ -146,14 +146,10 @@ class ControllerChannel:
                 client_id=f"broker-{self.node_id}-to-controller",
                 request_timeout=self.request_timeout,
                 connect_timeout=self.connect_timeout,
-                security=self._security(),
+                security=self._security,
             )
             self._clients[node_id] = client
         return client
-
-    def _security(self) -> Any:
-        """TLS/SASL settings of the controller listener, None for PLAINTEXT."""
-        return self._security_settings
 
     def _address(self, node_id: int) -> tuple[str, int]:
         """The voter's controller listener; for this node itself, the bound controller listener
