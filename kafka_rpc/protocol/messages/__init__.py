@@ -14,6 +14,16 @@ SPECS = {
         (),
         False,
     ),
+    "AddRaftVoterRequest": (
+        "add_raft_voter_request",
+        "request",
+        80,
+        (0, 1),
+        0,
+        ("broker", "controller"),
+        False,
+    ),
+    "AddRaftVoterResponse": ("add_raft_voter_response", "response", 80, (0, 1), 0, (), False),
     "AllocateProducerIdsRequest": (
         "allocate_producer_ids_request",
         "request",
@@ -605,6 +615,7 @@ SPECS = {
         (),
         False,
     ),
+    "KRaftVersionRecord": ("k_raft_version_record", "data", None, (0, 0), 0, (), False),
     "LeaderAndIsrRequest": ("leader_and_isr_request", "request", 4, (0, 7), 4, (), False),
     "LeaderAndIsrResponse": ("leader_and_isr_response", "response", 4, (0, 7), 4, (), False),
     "LeaderChangeMessage": ("leader_change_message", "data", None, (0, 1), 0, (), False),
@@ -697,6 +708,16 @@ SPECS = {
         (),
         False,
     ),
+    "RemoveRaftVoterRequest": (
+        "remove_raft_voter_request",
+        "request",
+        81,
+        (0, 0),
+        0,
+        ("broker", "controller"),
+        False,
+    ),
+    "RemoveRaftVoterResponse": ("remove_raft_voter_response", "response", 81, (0, 0), 0, (), False),
     "RemoveTopicRecord": ("remove_topic_record", "metadata", 9, (0, 0), 0, (), False),
     "RemoveUserScramCredentialRecord": (
         "remove_user_scram_credential_record",
@@ -804,5 +825,6 @@ SPECS = {
     ),
     "VoteRequest": ("vote_request", "request", 52, (0, 3), 0, ("controller",), False),
     "VoteResponse": ("vote_response", "response", 52, (0, 3), 0, (), False),
+    "VotersRecord": ("voters_record", "data", None, (0, 0), 0, (), False),
     "ZkMigrationStateRecord": ("zk_migration_state_record", "metadata", 21, (0, 0), 0, (), False),
 }
