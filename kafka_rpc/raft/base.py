@@ -97,6 +97,23 @@ class RaftConfig:
     #: Vote, Fetch and FetchSnapshot, and checked against a non-zero VoterDirectoryId in Vote and
     #: BeginQuorumEpoch (INVALID_VOTER_KEY). The zero UUID: none (tests, the simulator's default).
     directory_id: UUID = _ZERO_UUID
+    #: ``controller.quorum.bootstrap.servers`` as (host, port) pairs: where a replica that does
+    #: not know the leader (an observer, or a voter of a dynamic quorum before it has read its
+    #: voter set) sends Fetch; the core names them with Kafka's synthetic ids -2, -3, ... Empty:
+    #: the static ``voters`` are the request targets (KIP-853, Kafka ``QuorumConfig``).
+    bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    #: This replica's own endpoints, listener name -> (host, port), for VotersRecord entries
+    #: (the start-of-epoch records, UpdateRaftVoter, auto-join's AddRaftVoter). Empty: the
+    #: static ``voters`` entry of ``node_id`` on ``listener_name``.
+    local_listeners: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: The kraft.version levels this replica can run (Kafka ``KRaftVersion`` 0..1).
+    kraft_version_supported: tuple[int, int] = (0, 1)
+    #: True when the node has the controller role (Kafka ``canBecomeVoter``): only such a
+    #: replica may be counted as a voter, fsyncs as an observer, and may auto-join.
+    can_become_voter: bool = True
+    #: ``controller.quorum.auto.join.enable`` (Kafka 4.2+): an observer controller that knows
+    #: the leader adds itself with AddRaftVoter, first removing its id under an old directory id.
+    auto_join: bool = False
 
     @property
     def is_voter(self) -> bool:
