@@ -96,16 +96,18 @@ from kafka_rpc.raft.base import (
 )
 from kafka_rpc.raft.delivery import _Delivery
 from kafka_rpc.raft.election import _Election
+from kafka_rpc.raft.reconfig import _Reconfig
 from kafka_rpc.raft.replication import _Replication
 from kafka_rpc.raft.snapshots import _Snapshots
 from kafka_rpc.raft.validation import _Validation
+from kafka_rpc.raft.voters import ControlRecordState, VoterSet
 
 log = logging.getLogger("kafka_rpc.raft")
 
 __all__ = ["NotLeaderError", "Outbound", "RaftConfig", "RaftCore"]
 
 
-class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
+class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Reconfig):
     """One Raft replica (see the module docstring). Not thread-safe: one driver calls it."""
 
     def __init__(
@@ -127,7 +129,21 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
         self.sm = state_machine
         self.rng = rng
         self.node_id = config.node_id
-        self.voters = dict(config.voters)
+        #: The control records' histories (offset -> voter set, offset -> kraft.version;
+        #: Kafka ``KRaftControlRecordStateMachine``), the static voters as the fallback.
+        self._crs = ControlRecordState(VoterSet.from_static(config.voters, config.listener_name))
+        #: voter id -> (host, port) on ``listener_name`` of :attr:`voter_set` (derived from it
+        #: on every change; a voter without that listener maps to its first endpoint, or
+        #: ("", 0) without one)
+        self.voters: dict[int, tuple[str, int]] = dict(config.voters)
+        self._voter = config.is_voter
+        #: Kafka's synthetic ids -2, -3, ... of ``controller.quorum.bootstrap.servers``
+        self._bootstrap_ids = {-2 - i: hp for i, hp in enumerate(config.bootstrap_servers)}
+        #: other destinations the driver may be asked to reach (an AddRaftVoter probe's node,
+        #: a leader known only by the NodeEndpoints of a response)
+        self._extra_addresses: dict[int, tuple[str, int]] = {}
+        #: the leader's endpoint on ``listener_name`` learnt from a response or request
+        self._leader_endpoint: tuple[str, int] | None = None
         self._out: list[Outbound] = []
         self._corr = 0
         self._inflight: dict[int, _InFlight] = {}
@@ -146,8 +162,10 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
         # candidate / prospective
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
-        # leader
+        # leader: the voters' states (and the leader's own) by id, the observers' by
+        # (id, directory id) (Kafka ``LeaderState.voterStates``/``observerStates``)
         self._replicas: dict[int, _ReplicaState] = {}
+        self._observers: dict[tuple[int, UUID], _ReplicaState] = {}
         self._epoch_start_offset = -1
         self._fetched_voters: set[int] = set()
         self._parked: list[_Parked] = []
@@ -198,8 +216,11 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
 
     # ================================================================== start-up
     def _initialize(self, now: int) -> None:
-        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize``."""
+        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize``: the control
+        records of the latest snapshot and the whole log are read first (raising
+        :class:`~kafka_rpc.raft.voters.ControlRecordError` for one this replica cannot read)."""
         self.log.truncate_to_latest_snapshot()
+        self._replay_control_records(now)
         if self.log.start_offset > 0:
             self.high_watermark = self.log.start_offset
         st = self.store.read()
@@ -217,7 +238,7 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             # a known leader settles the epoch, whatever vote was cast in it (a candidate that
             # lost keeps its self-vote in quorum-state beside the winner's id)
             self.epoch = st.epoch
-            self.voted_id = st.voted_id
+            self.voted_id, self._voted_dir = st.voted_id, st.voted_directory_id
             self._set_follower(now, st.leader_id)
         elif st.voted_id == self.node_id and self.node_id >= 0:
             self.epoch = st.epoch
@@ -227,16 +248,17 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             self._election_deadline = now + self._random_election_timeout()
         elif st.voted_id != -1:
             self.epoch, self.voted_id, self.state = st.epoch, st.voted_id, UNATTACHED
+            self._voted_dir = st.voted_directory_id
             self._election_deadline = now + self._random_election_timeout()
         else:
             self.epoch, self.state = st.epoch, UNATTACHED
             self._election_deadline = (
-                now + self._random_election_timeout() if self.config.is_voter else None
+                now + self._random_election_timeout() if self.is_voter else None
             )
         # the state machine loads the latest snapshot before this node can lead (a leader's
         # state machine never loads one)
         self._deliver(now)
-        if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
+        if self.is_voter and len(self.voters) == 1 and self.state != LEADER:
             # Kafka ``KafkaRaftClient.initialize``: the only voter goes Prospective, which wins
             # its own pre-vote, stands and wins at once (a Candidate at start-up stands on)
             if self.state == CANDIDATE:
@@ -265,7 +287,7 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
     def shutdown_complete(self) -> bool:
         if self._shutdown_deadline is None:
             return False
-        if not self.config.is_voter or len(self.voters) == 1:
+        if not self.is_voter or len(self.voters) == 1:
             return True
         return self.leader_id not in (-1, self.node_id) and self.state == FOLLOWER
 
@@ -424,10 +446,13 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             ),
             nodes=tuple(
                 m.Node(
-                    node_id=v,
-                    listeners=(m.Listener(name=self.config.listener_name, host=h, port=pt),),
+                    node_id=v.id,
+                    listeners=tuple(
+                        m.Listener(name=name, host=h, port=pt)
+                        for name, (h, pt) in v.endpoints.items()
+                    ),
                 )
-                for v, (h, pt) in sorted(self.voters.items())
+                for v in (self.voter_set[i] for i in sorted(self.voter_set))
             )
             if version >= 2
             else (),
@@ -447,25 +472,35 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
                 high_watermark=self.high_watermark,
             )
 
-        def rs(rid: int) -> Any:
-            s = self._replicas.get(rid, _ReplicaState())
-            end, fetch, caught = s.end_offset, s.last_fetch_ms, s.last_caught_up_ms
+        def rs(rid: int, st: _ReplicaState | None, directory: UUID) -> Any:
+            st = st if st is not None else _ReplicaState()
+            end, fetch, caught = st.end_offset, st.last_fetch_ms, st.last_caught_up_ms
             if rid == self.node_id:
                 end, fetch, caught = self.log.end_offset, now, now
             return m.ReplicaState(
                 replica_id=rid,
+                replica_directory_id=directory,
                 log_end_offset=end,
                 last_fetch_timestamp=self._wall(fetch) if fetch >= 0 else -1,
                 last_caught_up_timestamp=self._wall(caught) if caught >= 0 else -1,
             )
 
+        vs = self.voter_set
+        voters = [rs(v, self._replicas.get(v), vs[v].directory_id) for v in sorted(vs)]
+        observers = [
+            rs(k[0], st, k[1])
+            for k, st in sorted(self._observers.items(), key=lambda kv: (kv[0][0], kv[0][1].int))
+        ]
+        if self.node_id not in vs:
+            # a leader that removed itself lists itself as an observer (Kafka)
+            observers.insert(0, rs(self.node_id, None, self.config.directory_id))
         return m.PartitionData(
             partition_index=self.config.partition,
             leader_id=self.leader_id,
             leader_epoch=self.epoch,
             high_watermark=self.high_watermark,
-            current_voters=tuple(rs(v) for v in sorted(self.voters)),
-            observers=tuple(rs(r) for r in sorted(self._replicas) if r not in self.voters),
+            current_voters=tuple(voters),
+            observers=tuple(observers),
         )
 
     # ================================================================== responses
@@ -501,9 +536,6 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
 
     def _on_failure(self, now: int, dest: int, api_key: int) -> None:
         self._backoff_until[dest] = now + self.config.retry_backoff_ms
-        if not self.config.is_voter and self.state in (UNATTACHED, FOLLOWER):
-            if api_key in (FETCH, FETCH_SNAPSHOT) and self.state == FOLLOWER:
-                pass  # the fetch timer decides
 
     # ================================================================== shutdown
     def begin_shutdown(self, now: int, timeout_ms: int) -> None:

@@ -86,9 +86,7 @@ def _local_answer(out: Any, version: int) -> Any:
         return None
     from kafka_rpc.protocol import codec
 
-    return codec.module("VoteResponse").VoteResponse(
-        error_code=int(ErrorCode.UNSUPPORTED_VERSION)
-    )
+    return codec.module("VoteResponse").VoteResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
 
 
 def monotonic_ms() -> int:

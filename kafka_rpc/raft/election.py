@@ -15,10 +15,6 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.record_batch import (
-    CONTROL_LEADER_CHANGE,
-    encode_control_batch,
-)
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.base import (
     _E,
@@ -76,6 +72,7 @@ class _Election(_CoreBase):
     def _leave_leader(self) -> None:
         self._pending = _Pending()
         self._replicas = {}
+        self._observers = {}
         for p in self._parked:
             self._reply_fetch_error(p, int(_E.NOT_LEADER_OR_FOLLOWER))
         self._parked = []
@@ -100,7 +97,7 @@ class _Election(_CoreBase):
         if epoch > self.epoch:
             self.voted_id, self._voted_dir = -1, None
         self.epoch, self.state, self.leader_id = epoch, UNATTACHED, leader
-        if self.config.is_voter:
+        if self.is_voter:
             self._election_deadline = (
                 keep if keep is not None else now + self._random_election_timeout()
             )
@@ -186,8 +183,12 @@ class _Election(_CoreBase):
         self._reset_connections()
         self.high_watermark = -1  # the leader starts without one (Kafka ``LeaderState``)
         self._epoch_start_offset = self.log.end_offset
-        self._replicas = {v: _ReplicaState() for v in self.voters}
-        self._replicas[self.node_id] = _ReplicaState(end_offset=self.log.flushed_offset)
+        vs = self.voter_set
+        self._replicas = {v: _ReplicaState(directory_id=vs[v].directory_id) for v in vs}
+        self._replicas[self.node_id] = _ReplicaState(
+            end_offset=self.log.flushed_offset, directory_id=self.config.directory_id
+        )
+        self._observers = {}
         self._fetched_voters = {self.node_id}
         # check quorum (and BeginQuorumEpoch) only mean something with other voters
         multi = len(self.voters) > 1
@@ -202,10 +203,9 @@ class _Election(_CoreBase):
             ),
             0,
         )
-        batch = encode_control_batch(
-            self.log.end_offset, self.epoch, [(CONTROL_LEADER_CHANGE, body)], self._wall(now)
-        )
+        batch = self._start_of_epoch_batch(now, body)
         self.log.append([batch])
+        self._feed_batches(now, [batch])
         log.info("node %d: leader of epoch %d from offset %d", self.node_id, self.epoch,
                  self._epoch_start_offset)  # fmt: skip
         self._transitioned()
@@ -290,10 +290,10 @@ class _Election(_CoreBase):
                 else:
                     keep.append(p)
             self._parked = keep
-        stale = [r for r, rs in self._replicas.items() if r not in self.voters
-                 and now - rs.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS]  # fmt: skip
-        for r in stale:
-            del self._replicas[r]
+        stale = [k for k, rs in self._observers.items()
+                 if now - rs.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS]  # fmt: skip
+        for k in stale:
+            del self._observers[k]
 
     def _needs_begin(self, now: int, voter: int) -> bool:
         """Whether the leader sends ``voter`` a BeginQuorumEpoch now: no valid Fetch from it
@@ -348,7 +348,7 @@ class _Election(_CoreBase):
 
     def _poll_follower(self, now: int) -> None:
         if self._fetch_deadline is not None and now >= self._fetch_deadline:
-            if self.config.is_voter:
+            if self.is_voter:
                 if self._shutdown_deadline is None:
                     log.info("node %d: no fetch response from leader %d for %d ms; pre-vote",
                              self.node_id, self.leader_id,
@@ -367,7 +367,7 @@ class _Election(_CoreBase):
         self._send_fetch(now, self.leader_id)
 
     def _poll_unattached(self, now: int) -> None:
-        if self.config.is_voter:
+        if self.is_voter:
             if self._election_deadline is not None and now >= self._election_deadline:
                 if self._shutdown_deadline is None:
                     self._to_prospective(now)
@@ -473,7 +473,13 @@ class _Election(_CoreBase):
     # ================================================================== inbound requests
     # -- Vote (KIP-996 pre-vote)
     def _epoch_resp(
-        self, mod: Any, cls: str, id_from: int, version: int, top: int = 0, code: int = 0,
+        self,
+        mod: Any,
+        cls: str,
+        id_from: int,
+        version: int,
+        top: int = 0,
+        code: int = 0,
         **extra: Any,
     ) -> Any:
         """The response of Vote, BeginQuorumEpoch or EndQuorumEpoch (``mod``/``cls``; topic by

@@ -1,0 +1,234 @@
+"""Dynamic voters (KIP-853): the part of :class:`~kafka_rpc.raft.core.RaftCore` that keeps the
+voter set of the log and changes it.
+
+* Replay (Kafka ``KRaftControlRecordStateMachine.updateState``): the KRaftVersionRecord and
+  VotersRecord control records of the latest snapshot (registered at its last contained offset;
+  the bootstrap checkpoint ``0-0`` at -1) and of the whole log, uncommitted included, read at
+  start-up, after every append as leader and follower and after a snapshot download; a
+  truncation on a DivergingEpoch rolls them back, a frozen snapshot trims the old ones. The
+  newest voter set is in force at once, for majorities, the high watermark, elections and
+  :attr:`is_voter` (a change counts from its append, not its commit).
+* Addresses (:meth:`address_of`): what the driver connects to for an ``Outbound.destination``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from uuid import UUID
+
+from kafka_rpc.protocol.record_batch import Batch, decode_batches
+from kafka_rpc.raft.api import RawSnapshotReader
+from kafka_rpc.raft.base import (
+    LEADER,
+    UNATTACHED,
+    _CoreBase,
+    _ReplicaState,
+)
+from kafka_rpc.raft.voters import VoterNode, decode_control_records, encode_voters_control_batch
+
+log = logging.getLogger("kafka_rpc.raft")
+
+_HEADER_PROBE = 64 * 1024
+
+
+def _first_batch(reader: RawSnapshotReader) -> Batch | None:
+    """The first (header) batch of a snapshot, read without decoding the rest."""
+    head = reader.read(0, 12)
+    if len(head) < 12:
+        return None
+    size = int.from_bytes(head[8:12], "big", signed=True) + 12
+    data = reader.read(0, max(size, 0))
+    batches = decode_batches(data, allow_partial_tail=True)
+    return batches[0] if batches else None
+
+
+class _Reconfig(_CoreBase):
+    """The voter set of the log: replay, replica states by voter key, addresses."""
+
+    # ================================================================== replay
+    def _replay_control_records(self, now: int) -> None:
+        """Kafka ``updateState``: load the latest snapshot's control records when nothing was
+        read yet or the log start moved past what was read, then every batch of the log from
+        where the last read stopped. Raises ControlRecordError for an unreadable record."""
+        crs = self._crs
+        latest = self.log.latest_snapshot_id()
+        if (crs.next_offset == -1 or crs.next_offset < self.log.start_offset) and (
+            latest is not None
+        ):
+            reader = self.log.read_snapshot(latest)
+            crs.clear()
+            if reader is not None:
+                # Kafka's snapshots hold the KRaft control records in their header batch only
+                head = _first_batch(reader)
+                if head is not None and head.is_control:
+                    crs.update_from_batch(head, override_offset=latest.offset - 1)
+            crs.next_offset = latest.offset
+        elif crs.next_offset == -1:
+            crs.next_offset = self.log.start_offset
+        if self.log.end_offset > crs.next_offset:
+            self._feed_batches(now, self.log.batches(crs.next_offset, self.log.end_offset),
+                               notify=False)  # fmt: skip
+        self._voters_changed(now)
+
+    def _feed_batches(self, now: int, batches: Iterable[Batch], notify: bool = True) -> None:
+        """Register the control records of batches just appended to the log (in order, from
+        the history's next offset on)."""
+        crs = self._crs
+        before = (len(crs.voters), len(crs.kraft))
+        for b in batches:
+            if b.last_offset < crs.next_offset:
+                continue
+            if b.is_control:
+                crs.update_from_batch(b)
+            else:
+                crs.next_offset = b.last_offset + 1
+        if notify and (len(crs.voters), len(crs.kraft)) != before:
+            self._voters_changed(now)
+
+    @staticmethod
+    def _check_control_batches(batches: Iterable[Batch]) -> None:
+        """Raise ControlRecordError when a control batch holds a record this replica cannot
+        read (checked before a follower appends, so such a record never enters the log)."""
+        for b in batches:
+            if b.is_control:
+                decode_control_records(b)
+
+    def _truncate_voters(self, now: int, end: int) -> None:
+        """The log was truncated to ``end`` (Kafka ``truncateNewEntries``)."""
+        self._crs.truncate_new_entries(end)
+        self._voters_changed(now)
+
+    def _trim_voters(self, snapshot_offset: int) -> None:
+        """A snapshot ending at ``snapshot_offset`` was frozen (Kafka
+        ``truncateOldEntries(offset - 1)``)."""
+        self._crs.truncate_old_entries(snapshot_offset - 1)
+
+    def _voters_changed(self, now: int) -> None:
+        """Derive :attr:`voters` and :attr:`is_voter` from the latest voter set; on the leader,
+        move replica states between voters and observers and recompute the high watermark
+        (Kafka ``LeaderState.updateVoterAndObserverStates``)."""
+        vs = self.voter_set
+        lst = self.config.listener_name
+        voters: dict[int, tuple[str, int]] = {}
+        for vid in sorted(vs):
+            node = vs[vid]
+            addr = node.address(lst)
+            if addr is None:
+                addr = next(iter(node.endpoints.values()), ("", 0))
+            voters[vid] = addr
+        self.voters = voters
+        was = self._voter
+        self._voter = self.node_id >= 0 and vs.is_voter(self.node_id, self.config.directory_id)
+        if was != self._voter:
+            log.info("node %d: %s", self.node_id,
+                     "now a voter" if self._voter else "no longer a voter")  # fmt: skip
+            if self._voter and self.state == UNATTACHED and self._election_deadline is None:
+                self._election_deadline = now + self._random_election_timeout()
+        if self.state == LEADER:
+            self._rebalance_replica_states()
+            self._update_high_watermark(now)
+
+    def _rebalance_replica_states(self) -> None:
+        vs = self.voter_set
+        new: dict[int, _ReplicaState] = {}
+        for vid in vs:
+            node = vs[vid]
+            rs = self._replicas.get(vid)
+            if rs is not None and (vid == self.node_id or node.is_voter(vid, rs.directory_id)
+                                   or rs.directory_id.int == 0):  # fmt: skip
+                new[vid] = rs
+                continue
+            if rs is not None:
+                self._observers[(vid, rs.directory_id)] = rs
+            found = None
+            for key in list(self._observers):
+                if node.is_voter(*key):
+                    found = self._observers.pop(key)
+                    break
+            new[vid] = found if found is not None else _ReplicaState(directory_id=node.directory_id)
+        for vid, rs in self._replicas.items():
+            if vid in new:
+                continue
+            if vid == self.node_id:
+                new[vid] = rs
+            else:
+                self._observers[(vid, rs.directory_id)] = rs
+        self._replicas = new
+
+    def _replica_state(self, replica: int, directory: UUID) -> tuple[_ReplicaState, bool]:
+        """The leader's state of a fetching replica and whether it counts as a voter (Kafka
+        ``LeaderState.getOrCreateReplicaState``: a voter id with another directory id is an
+        observer)."""
+        if self.voter_set.is_voter(replica, directory):
+            rs = self._replicas.get(replica)
+            if rs is None:
+                rs = self._replicas[replica] = _ReplicaState()
+            rs.directory_id = directory
+            return rs, True
+        key = (replica, directory)
+        rs = self._observers.get(key)
+        if rs is None:
+            rs = self._observers[key] = _ReplicaState(directory_id=directory)
+        return rs, False
+
+    # ================================================================== local node
+    def _local_voter_node(self) -> VoterNode:
+        """This replica as a voter entry: its directory id, its listeners (``local_listeners``,
+        else its entry's endpoints in the latest voter set) and its kraft.version range."""
+        c = self.config
+        endpoints = dict(c.local_listeners)
+        if not endpoints:
+            cur = self.voter_set.get(self.node_id)
+            if cur is not None:
+                endpoints = dict(cur.endpoints)
+            elif self.node_id in c.voters:
+                endpoints = {c.listener_name: c.voters[self.node_id]}
+        lo, hi = c.kraft_version_supported
+        return VoterNode(self.node_id, c.directory_id, endpoints, lo, hi)
+
+    # ================================================================== addresses
+    def address_of(self, destination: int) -> tuple[str, int] | None:
+        """The (host, port) the driver connects to for an ``Outbound`` to ``destination``: a
+        voter of the latest set (its ``listener_name`` endpoint), a bootstrap server (Kafka's
+        synthetic ids -2, -3, ...), the leader from the endpoints a response or request named,
+        or the node an AddRaftVoter probes; None when unknown (the driver fails the request as
+        BROKER_NOT_AVAILABLE)."""
+        if destination <= -2:
+            return self._bootstrap_ids.get(destination)
+        extra = self._extra_addresses.get(destination)
+        if extra is not None:
+            return extra
+        node = self.voter_set.get(destination)
+        if node is not None:
+            addr = node.address(self.config.listener_name)
+            if addr is not None:
+                return addr
+        if destination == self.leader_id and self._leader_endpoint is not None:
+            return self._leader_endpoint
+        return None
+
+    # ================================================================== leader records
+    def _start_of_epoch_batch(self, now: int, leader_change: bytes) -> Batch:
+        """The first batch of a leader's epoch (Kafka
+        ``LeaderState.appendStartOfEpochControlRecords``): the LeaderChangeMessage, and at
+        kraft.version >= 1, when the voter set came from the bootstrap checkpoint (offset -1)
+        or this leader's own entry differs from its listeners and range, KRaftVersionRecord
+        and VotersRecord (the set with this leader's entry replaced) in the same batch."""
+        crs = self._crs
+        kv = crs.last_kraft_version()
+        voters = None
+        if kv >= 1:
+            off = crs.last_voter_set_offset()
+            vs = self.voter_set
+            local = self._local_voter_node()
+            if off is not None and (off == -1 or vs.needs_update(local)):
+                voters = vs.update(local) or vs
+        return encode_voters_control_batch(
+            self.log.end_offset,
+            self.epoch,
+            voters,
+            self._wall(now),
+            kraft_version=kv if voters is not None else None,
+            leader_change=leader_change,
+        )
