@@ -39,6 +39,10 @@ MiB = 1 << 20
 _LONG_MAX = (1 << 63) - 1
 #: Kafka's ``LeaderState.OBSERVER_SESSION_TIMEOUT_MS``.
 OBSERVER_SESSION_TIMEOUT_MS = 300_000
+#: The AddRaftVoter ApiVersions probes go to destinations -1048577, -1048578, ...
+_PROBE_BASE = -(1 << 20)
+#: Kafka ``LeaderState.isReplicaCaughtUp``: a new voter must have fetched within an hour.
+_CAUGHT_UP_FETCH_MS = 3_600_000
 #: Records per snapshot batch (Kafka ``SnapshotEmitter.DEFAULT_BATCH_SIZE``).
 SNAPSHOT_BATCH_RECORDS = 1024
 
@@ -61,8 +65,7 @@ _UpdateVoterReq, _UpdateVoterResp = _m("UpdateRaftVoterRequest"), _m("UpdateRaft
 _AddVoterReq, _AddVoterResp = _m("AddRaftVoterRequest"), _m("AddRaftVoterResponse")
 _RemoveVoterReq, _RemoveVoterResp = _m("RemoveRaftVoterRequest"), _m("RemoveRaftVoterResponse")
 _LeaderChange = _m("LeaderChangeMessage")
-_SnapHeader = codec.message_class("SnapshotHeaderRecord")
-_SnapFooter = codec.message_class("SnapshotFooterRecord")
+_ApiVersionsReq = _m("ApiVersionsRequest")
 
 
 class NotLeaderError(Exception):
@@ -152,6 +155,30 @@ class _ReplicaState:
 
 
 @dataclass
+class _VoterOp:
+    """The one AddRaftVoter or RemoveRaftVoter in progress on the leader (Kafka
+    ``AddVoterHandlerState``/``RemoveVoterHandlerState``): ``last_offset`` is its VotersRecord's
+    offset once appended, ``probe`` the ApiVersions destination of an add; ``reply`` is called
+    once (``finish``)."""
+
+    kind: str  # "add" | "remove"
+    voter_id: int
+    directory_id: UUID
+    endpoints: dict[str, tuple[str, int]]
+    deadline_ms: int
+    reply: Callable[[int, str | None], None]
+    probe: int | None = None
+    ack_when_committed: bool = True
+    last_offset: int | None = None
+    replied: bool = False
+
+    def finish(self, code: int, message: str | None) -> None:
+        if not self.replied:
+            self.replied = True
+            self.reply(code, message)
+
+
+@dataclass
 class _Parked:
     fetch_offset: int
     deadline_ms: int
@@ -228,6 +255,9 @@ class _CoreBase:
     _bootstrap_ids: dict[int, tuple[str, int]]
     _extra_addresses: dict[int, tuple[str, int]]
     _leader_endpoint: tuple[str, int] | None
+    _voter_op: _VoterOp | None
+    _probe_seq: int
+    _resign_after_removal: bool
     # leader
     _replicas: dict[int, _ReplicaState]
     _observers: dict[tuple[int, UUID], _ReplicaState]
@@ -374,6 +404,7 @@ class _CoreBase:
         def _flush_pending(self, now: int, force: bool) -> None: ...
 
         def _update_high_watermark(self, now: int) -> None: ...
+        def _wake_parked(self, now: int, hw_changed: bool = False) -> None: ...
 
         # snapshots.py
         def _fetch_snapshot_request(self) -> Any: ...
@@ -389,6 +420,11 @@ class _CoreBase:
         def _replica_state(self, replica: int, directory: UUID) -> tuple[_ReplicaState, bool]: ...
         def _local_voter_node(self) -> VoterNode: ...
         def _start_of_epoch_batch(self, now: int, leader_change: bytes) -> Any: ...
+        def _expire_voter_op(self, now: int) -> None: ...
+        def _voter_op_committed(self, now: int) -> None: ...
+        def _abort_voter_op(self, code: int) -> None: ...
+        def _to_resigned(self, now: int, persist: bool = False) -> None: ...
+        def _poll_resigned(self, now: int) -> None: ...
 
         # delivery.py
         def _notify_leader_change(self) -> None: ...

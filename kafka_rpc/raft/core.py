@@ -70,6 +70,8 @@ from kafka_rpc.raft.api import (
 from kafka_rpc.raft.base import (
     _E,
     _LONG_MAX,
+    ADD_RAFT_VOTER,
+    API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     CANDIDATE,
     DESCRIBE_QUORUM,
@@ -79,6 +81,7 @@ from kafka_rpc.raft.base import (
     FOLLOWER,
     LEADER,
     PROSPECTIVE,
+    REMOVE_RAFT_VOTER,
     RESIGNED,
     UNATTACHED,
     UPDATE_RAFT_VOTER,
@@ -92,7 +95,7 @@ from kafka_rpc.raft.base import (
     _Parked,
     _Pending,
     _ReplicaState,
-    _UpdateVoterResp,
+    _VoterOp,
 )
 from kafka_rpc.raft.delivery import _Delivery
 from kafka_rpc.raft.election import _Election
@@ -144,6 +147,11 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
         self._extra_addresses: dict[int, tuple[str, int]] = {}
         #: the leader's endpoint on ``listener_name`` learnt from a response or request
         self._leader_endpoint: tuple[str, int] | None = None
+        #: the AddRaftVoter/RemoveRaftVoter in progress (leader only), the probes sent so far,
+        #: and whether this leader removed itself and must resign
+        self._voter_op: _VoterOp | None = None
+        self._probe_seq = 0
+        self._resign_after_removal = False
         self._out: list[Outbound] = []
         self._corr = 0
         self._inflight: dict[int, _InFlight] = {}
@@ -314,6 +322,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
             ds.append(min(p.deadline_ms for p in self._parked))
         if self._pending.count:
             ds.append(self._pending.first_ms + self.config.append_linger_ms)
+        if self._voter_op is not None:
+            ds.append(self._voter_op.deadline_ms)
         if self.config.snapshot_interval_ms > 0 and self._records_since_snapshot:
             ds.append(self._last_snapshot_ms + self.config.snapshot_interval_ms)
         return min(ds) if ds else _LONG_MAX
@@ -335,6 +345,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
             if now >= f.deadline_ms:
                 del self._inflight[dest]
                 self._on_failure(now, dest, f.api_key)
+                if f.api_key == API_VERSIONS:
+                    self._on_api_versions_response(now, dest, None)
         st = self.state
         if st == LEADER:
             self._poll_leader(now)
@@ -377,34 +389,15 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
                 reply(self._on_describe(now, version, request))
             elif api_key == UPDATE_RAFT_VOTER:
                 reply(self._on_update_voter(now, version, request))
+            elif api_key == ADD_RAFT_VOTER:
+                self._on_add_voter(now, version, request, reply)
+            elif api_key == REMOVE_RAFT_VOTER:
+                self._on_remove_voter(now, version, request, reply)
             else:
                 raise ValueError(f"api key {api_key} is not a Raft request")
         except Exception:
             log.exception("node %d: raft request %d v%d failed", self.node_id, api_key, version)
             raise
-
-    # -- UpdateRaftVoter (KIP-853; kraft.version 0)
-    def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
-        """Kafka ``handleUpdateVoterRequest`` for a static quorum (docs/mixed-quorum.md): a
-        Kafka follower voter sends it to every new leader until
-        it is answered NONE or UNSUPPORTED_VERSION with that leader as CurrentLeader. The
-        voter set here is static (no kraft.version upgrade), so the leader answers
-        UNSUPPORTED_VERSION with CurrentLeader {this node, epoch, its controller host and
-        port}; a wrong cluster id INCONSISTENT_CLUSTER_ID, a wrong epoch or a non-leader the
-        leader-only errors, shutting down BROKER_NOT_AVAILABLE. Never INVALID_REQUEST (a
-        Kafka voter halts on it); nothing changes."""
-        if not self._cluster_ok(req.cluster_id):
-            code = int(_E.INCONSISTENT_CLUSTER_ID)
-        else:
-            err = self._validate_leader_only(req.current_leader_epoch)
-            code = err if err is not None else int(_E.UNSUPPORTED_VERSION)
-        host, port = self.voters.get(self.leader_id, ("", 0))
-        return _UpdateVoterResp.UpdateRaftVoterResponse(
-            error_code=code,
-            current_leader=_UpdateVoterResp.CurrentLeader(
-                leader_id=self.leader_id, leader_epoch=self.epoch, host=host, port=port
-            ),
-        )
 
     # -- DescribeQuorum (leader only)
     def _on_describe(self, now: int, version: int, req: Any) -> Any:
@@ -513,6 +506,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
         del self._inflight[destination]
         if resp is None:
             self._on_failure(now, destination, f.api_key)
+            if f.api_key == API_VERSIONS:
+                self._on_api_versions_response(now, destination, None)
             return
         api = f.api_key
         try:
@@ -526,6 +521,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
                 ok = self._on_fetch_response(now, destination, resp)
             elif api == FETCH_SNAPSHOT:
                 ok = self._on_fetch_snapshot_response(now, destination, resp)
+            elif api == API_VERSIONS:
+                ok = self._on_api_versions_response(now, destination, resp)
             else:
                 ok = True
         except (CorruptRecordError, ValueError) as e:

@@ -70,6 +70,8 @@ class _Election(_CoreBase):
             self._leave_leader()
 
     def _leave_leader(self) -> None:
+        self._abort_voter_op(int(_E.NOT_LEADER_OR_FOLLOWER))
+        self._resign_after_removal = False
         self._pending = _Pending()
         self._replicas = {}
         self._observers = {}
@@ -259,6 +261,13 @@ class _Election(_CoreBase):
 
     # ================================================================== polls of each state
     def _poll_leader(self, now: int) -> None:
+        self._expire_voter_op(now)
+        if self._resign_after_removal:
+            # Kafka ``RemoveVoterHandler.highWatermarkUpdated`` -> ``requestResign``: a leader
+            # whose removal committed resigns (EndQuorumEpoch) and goes on as an observer
+            self._to_resigned(now)
+            self._poll_resigned(now)
+            return
         if self._shutdown_deadline is not None and len(self.voters) > 1:
             self._to_resigned(now)
             self._poll_resigned(now)

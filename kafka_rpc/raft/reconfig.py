@@ -14,18 +14,34 @@ voter set of the log and changes it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 from uuid import UUID
 
 from kafka_rpc.protocol.record_batch import Batch, decode_batches
 from kafka_rpc.raft.api import RawSnapshotReader
 from kafka_rpc.raft.base import (
+    _CAUGHT_UP_FETCH_MS,
+    _E,
+    _NONE,
+    _PROBE_BASE,
+    API_VERSIONS,
     LEADER,
     UNATTACHED,
+    _AddVoterResp,
+    _ApiVersionsReq,
     _CoreBase,
+    _RemoveVoterResp,
     _ReplicaState,
+    _UpdateVoterResp,
+    _VoterOp,
 )
-from kafka_rpc.raft.voters import VoterNode, decode_control_records, encode_voters_control_batch
+from kafka_rpc.raft.voters import (
+    VoterNode,
+    VoterSet,
+    decode_control_records,
+    encode_voters_control_batch,
+)
 
 log = logging.getLogger("kafka_rpc.raft")
 
@@ -194,11 +210,11 @@ class _Reconfig(_CoreBase):
         synthetic ids -2, -3, ...), the leader from the endpoints a response or request named,
         or the node an AddRaftVoter probes; None when unknown (the driver fails the request as
         BROKER_NOT_AVAILABLE)."""
-        if destination <= -2:
-            return self._bootstrap_ids.get(destination)
         extra = self._extra_addresses.get(destination)
         if extra is not None:
             return extra
+        if destination <= -2:
+            return self._bootstrap_ids.get(destination)
         node = self.voter_set.get(destination)
         if node is not None:
             addr = node.address(self.config.listener_name)
@@ -232,3 +248,237 @@ class _Reconfig(_CoreBase):
             kraft_version=kv if voters is not None else None,
             leader_change=leader_change,
         )
+
+    def _append_voters_record(self, now: int, voters: VoterSet) -> int:
+        """Append one control batch holding VotersRecord{``voters``} (Kafka
+        ``LeaderState.appendVotersRecord``), after the records still lingering; returns its
+        offset. The new set is in force at once."""
+        self._flush_pending(now, force=True)
+        batch = encode_voters_control_batch(self.log.end_offset, self.epoch, voters,
+                                            self._wall(now))  # fmt: skip
+        self.log.append([batch])
+        self._feed_batches(now, [batch])
+        self._wake_parked(now)
+        return batch.base_offset
+
+    # ================================================================== the pending change
+    def _expire_voter_op(self, now: int) -> None:
+        """Kafka ``LeaderState.maybeExpirePendingOperation``: a change not done within its
+        timer is answered REQUEST_TIMED_OUT (if not answered yet) and dropped."""
+        op = self._voter_op
+        if op is not None and now >= op.deadline_ms:
+            self._voter_op = None
+            op.finish(int(_E.REQUEST_TIMED_OUT), "the voter change timed out")
+
+    def _voter_op_committed(self, now: int) -> None:
+        """Kafka ``AddVoterHandler``/``RemoveVoterHandler.highWatermarkUpdated``: the change is
+        done once the high watermark passes its record; a leader that removed itself resigns."""
+        op = self._voter_op
+        if op is None or op.last_offset is None or self.high_watermark <= op.last_offset:
+            return
+        self._voter_op = None
+        op.finish(_NONE, None)
+        if op.kind == "remove" and op.voter_id == self.node_id and self.state == LEADER:
+            log.info("node %d: removed from the voters, resigning", self.node_id)
+            self._resign_after_removal = True
+
+    def _abort_voter_op(self, code: int) -> None:
+        op, self._voter_op = self._voter_op, None
+        if op is not None:
+            op.finish(code, "leadership lost" if code == _E.NOT_LEADER_OR_FOLLOWER else None)
+
+    # ================================================================== AddRaftVoter
+    def _leader_only_error(self, cluster_id: str | None) -> int | None:
+        if not self._cluster_ok(cluster_id):
+            return int(_E.INCONSISTENT_CLUSTER_ID)
+        return self._validate_leader_only(self.epoch)
+
+    def _voters_record_uncommitted(self) -> bool:
+        off = self._crs.last_voter_set_offset()
+        return off is None or off >= self.high_watermark
+
+    def _on_add_voter(self, now: int, version: int, req: Any, reply: Callable) -> None:
+        """Kafka ``handleAddVoterRequest`` + ``AddVoterHandler``, checks in Kafka's order (see
+        the module docstring); ``reply`` is called now or once the change is done."""
+
+        def answer(code: int, msg: str | None = None) -> None:
+            reply(_AddVoterResp.AddRaftVoterResponse(error_code=code, error_message=msg))
+
+        err = self._leader_only_error(req.cluster_id)
+        if err is not None:
+            return answer(err)
+        if req.voter_id < 0 or req.voter_directory_id.int == 0:
+            return answer(int(_E.INVALID_REQUEST), "invalid voter key")
+        endpoints = {lst.name: (lst.host, lst.port) for lst in req.listeners}
+        addr = endpoints.get(self.config.listener_name)
+        if addr is None:
+            return answer(int(_E.INVALID_REQUEST),
+                          f"no endpoint for the listener {self.config.listener_name}")  # fmt: skip
+        self._expire_voter_op(now)
+        if self._voter_op is not None:
+            return answer(int(_E.REQUEST_TIMED_OUT), "a voter change is already in progress")
+        if self.high_watermark < 0:
+            return answer(int(_E.REQUEST_TIMED_OUT), "the leader has no high watermark yet")
+        if self._crs.last_kraft_version() < 1:
+            return answer(int(_E.UNSUPPORTED_VERSION), "kraft.version 0 cannot add voters")
+        if self._voters_record_uncommitted():
+            return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
+        if req.voter_id in self.voter_set:
+            return answer(int(_E.DUPLICATE_VOTER), f"{req.voter_id} is already a voter")
+        self._probe_seq += 1
+        dest = _PROBE_BASE - self._probe_seq
+        self._extra_addresses[dest] = addr
+        ack = bool(req.ack_when_committed) if version >= 1 else True
+        self._voter_op = _VoterOp(
+            kind="add",
+            voter_id=req.voter_id,
+            directory_id=req.voter_directory_id,
+            endpoints=endpoints,
+            deadline_ms=now + self.config.request_timeout_ms,
+            reply=answer,
+            probe=dest,
+            ack_when_committed=ack,
+        )
+        self._send(now, dest, API_VERSIONS, _ApiVersionsReq.ApiVersionsRequest(
+            client_software_name="kafka-rpc", client_software_version="1.0"))  # fmt: skip
+        return None
+
+    def _on_api_versions_response(self, now: int, dest: int, resp: Any) -> bool:
+        """Kafka ``AddVoterHandler.handleApiVersionsResponse`` (``resp`` None: it failed)."""
+        self._extra_addresses.pop(dest, None)
+        op = self._voter_op
+        if op is None or op.probe != dest or op.last_offset is not None:
+            return True
+        if resp is None or resp.error_code:
+            self._voter_op = None
+            op.finish(int(_E.REQUEST_TIMED_OUT), "ApiVersions of the new voter failed")
+            return resp is not None
+        level = self._crs.last_kraft_version()
+        feat = next((f for f in resp.supported_features if f.name == "kraft.version"), None)
+        if feat is None or not feat.min_version <= level <= feat.max_version:
+            self._voter_op = None
+            op.finish(int(_E.INVALID_REQUEST),
+                      f"the new voter does not support kraft.version {level}")  # fmt: skip
+            return True
+        if not self._caught_up(now, op.voter_id, op.directory_id):
+            self._voter_op = None
+            op.finish(int(_E.REQUEST_TIMED_OUT), "the new voter is lagging behind")
+            return True
+        node = VoterNode(op.voter_id, op.directory_id, op.endpoints, feat.min_version,
+                         feat.max_version)  # fmt: skip
+        new = self.voter_set.add(node)
+        if new is None:
+            self._voter_op = None
+            op.finish(int(_E.DUPLICATE_VOTER), f"{op.voter_id} is already a voter")
+            return True
+        op.last_offset = self._append_voters_record(now, new)
+        if not op.ack_when_committed:
+            op.finish(_NONE, None)
+        self._voter_op_committed(now)
+        return True
+
+    def _caught_up(self, now: int, voter_id: int, directory: UUID) -> bool:
+        """Kafka ``LeaderState.isReplicaCaughtUp``: an observer of exactly (id, directory id)
+        that reached the leader's log end offset once and fetched within the last hour."""
+        rs = self._observers.get((voter_id, directory))
+        if rs is None or rs.last_caught_up_ms < 0 or rs.last_fetch_ms < 0:
+            return False
+        return now - rs.last_fetch_ms <= _CAUGHT_UP_FETCH_MS
+
+    # ================================================================== RemoveRaftVoter
+    def _on_remove_voter(self, now: int, version: int, req: Any, reply: Callable) -> None:
+        """Kafka ``handleRemoveVoterRequest`` + ``RemoveVoterHandler``."""
+
+        def answer(code: int, msg: str | None = None) -> None:
+            reply(_RemoveVoterResp.RemoveRaftVoterResponse(error_code=code, error_message=msg))
+
+        err = self._leader_only_error(req.cluster_id)
+        if err is not None:
+            return answer(err)
+        if req.voter_id < 0 or req.voter_directory_id.int == 0:
+            return answer(int(_E.INVALID_REQUEST), "invalid voter key")
+        self._expire_voter_op(now)
+        if self._voter_op is not None:
+            return answer(int(_E.REQUEST_TIMED_OUT), "a voter change is already in progress")
+        if self.high_watermark < 0:
+            return answer(int(_E.REQUEST_TIMED_OUT), "the leader has no high watermark yet")
+        if self._crs.last_kraft_version() < 1:
+            return answer(int(_E.UNSUPPORTED_VERSION), "kraft.version 0 cannot remove voters")
+        if self._voters_record_uncommitted():
+            return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
+        new = self.voter_set.remove(req.voter_id, req.voter_directory_id)
+        if new is None:
+            key = (req.voter_id, req.voter_directory_id)
+            return answer(int(_E.VOTER_NOT_FOUND), f"{key} is not a removable voter")
+        op = _VoterOp(
+            kind="remove",
+            voter_id=req.voter_id,
+            directory_id=req.voter_directory_id,
+            endpoints={},
+            deadline_ms=now + self.config.request_timeout_ms,
+            reply=answer,
+        )
+        self._voter_op = op
+        op.last_offset = self._append_voters_record(now, new)
+        self._voter_op_committed(now)
+        return None
+
+    # ================================================================== UpdateRaftVoter
+    def _update_voter_resp(self, code: int, listener: str | None = None) -> Any:
+        m = _UpdateVoterResp
+        host, port = "", 0
+        if self.leader_id >= 0:
+            addr = self.voter_set.address(self.leader_id, listener or self.config.listener_name)
+            if addr is None:
+                addr = self.voters.get(self.leader_id)
+            if addr is not None:
+                host, port = addr
+        return m.UpdateRaftVoterResponse(
+            error_code=code,
+            current_leader=m.CurrentLeader(
+                leader_id=self.leader_id, leader_epoch=self.epoch, host=host, port=port
+            ),
+        )
+
+    def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
+        """Kafka ``handleUpdateVoterRequest`` + ``UpdateVoterHandler``. At kraft.version 0 the
+        leader answers UNSUPPORTED_VERSION after the common checks (this core does not keep
+        Kafka's volatile voter set for the 0 -> 1 upgrade; a Kafka follower takes that answer
+        as done); at kraft.version 1 the checks of Kafka's order, then a VotersRecord with the
+        voter's new entry is appended and NONE answered at once (no wait for the commit).
+        Every answer carries CurrentLeader."""
+        if not self._cluster_ok(req.cluster_id):
+            return self._update_voter_resp(int(_E.INCONSISTENT_CLUSTER_ID))
+        err = self._validate_leader_only(req.current_leader_epoch)
+        if err is not None:
+            return self._update_voter_resp(err)
+        level = self._crs.last_kraft_version()
+        if level < 1:
+            return self._update_voter_resp(int(_E.UNSUPPORTED_VERSION))
+        endpoints = {lst.name: (lst.host, lst.port) for lst in req.listeners}
+        feat = req.kraft_version_feature
+        lo, hi = feat.min_supported_version, feat.max_supported_version
+        if (
+            req.voter_id < 0
+            or req.voter_directory_id.int == 0
+            or self.config.listener_name not in endpoints
+            or lo < 0
+            or hi < 0
+            or hi < lo
+        ):
+            return self._update_voter_resp(int(_E.INVALID_REQUEST))  # fmt: skip
+        self._expire_voter_op(now)
+        if self._voter_op is not None or self.high_watermark < 0:
+            return self._update_voter_resp(int(_E.REQUEST_TIMED_OUT))
+        if self._voters_record_uncommitted():
+            return self._update_voter_resp(int(_E.REQUEST_TIMED_OUT))
+        if not lo <= level <= hi:
+            return self._update_voter_resp(int(_E.INVALID_REQUEST))
+        node = VoterNode(req.voter_id, req.voter_directory_id, endpoints, lo, hi)
+        new = self.voter_set.update(node)
+        if new is None:
+            return self._update_voter_resp(int(_E.VOTER_NOT_FOUND))
+        if new != self.voter_set:
+            self._append_voters_record(now, new)
+        self._voter_seen(now, req.voter_id)
+        return self._update_voter_resp(_NONE)

@@ -275,6 +275,7 @@ class _Replication(_CoreBase):
         if candidate > self._epoch_start_offset and candidate > self.high_watermark:
             self.high_watermark = candidate
             self._wake_parked(now, hw_changed=True)
+            self._voter_op_committed(now)
             self._deliver(now)
 
     def _wake_parked(self, now: int, hw_changed: bool = False) -> None:

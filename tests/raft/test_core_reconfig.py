@@ -297,3 +297,361 @@ def test_fetch_from_a_voter_id_with_another_directory_is_an_observer():
     assert [(r.replica_id, r.replica_directory_id) for r in p.observers] == [
         (2, uuid.UUID(int=5)), (3, uuid.UUID(int=6)),
     ]  # fmt: skip
+
+
+# ====================================================================== reconfiguration
+AddReq = codec.module("AddRaftVoterRequest")
+RemoveReq = codec.module("RemoveRaftVoterRequest")
+UpdateReq = codec.module("UpdateRaftVoterRequest")
+ApiResp = codec.module("ApiVersionsResponse")
+ADD, REMOVE, UPDATE, API_VERSIONS = 80, 81, 82, 18
+CLUSTER = "raft-core-test-cluster"
+
+
+def committed_leader(ids=(1, 2), now: int = 0, **kw: Any) -> Node:
+    """Leader 1 of the dynamic quorum ``ids`` with a high watermark past its epoch start (every
+    other voter fetched to the end)."""
+    n = dyn_leader(ids=ids, now=now, **kw)
+    for v in ids[1:]:
+        fetch_partition(n.request(now, FETCH, V_FETCH,
+                                  fetch_v17(v, 1, n.log.end_offset, 1, dir_of(v))))  # fmt: skip
+    assert n.core.high_watermark == n.log.end_offset
+    return n
+
+
+def observe(n: Node, now: int, rid: int = 3, d: uuid.UUID | None = None) -> None:
+    """Observer ``rid`` fetches at the leader's log end offset."""
+    fetch_partition(n.request(now, FETCH, V_FETCH,
+                              fetch_v17(rid, n.core.epoch, n.log.end_offset,
+                                        n.log.last_fetched_epoch(), d or dir_of(rid))))  # fmt: skip
+
+
+def add_req(vid: int = 3, d: uuid.UUID | None = None, *, listener: str = "CONTROLLER",
+            ack: bool = True, cluster_id: str | None = CLUSTER) -> Any:  # fmt: skip
+    return AddReq.AddRaftVoterRequest(
+        cluster_id=cluster_id, timeout_ms=10_000, voter_id=vid,
+        voter_directory_id=dir_of(vid) if d is None else d,
+        listeners=(AddReq.Listener(name=listener, host=f"controller-{vid}", port=9090 + vid),),
+        ack_when_committed=ack,
+    )  # fmt: skip
+
+
+def api_versions(lo: int = 0, hi: int = 1, code: int = 0) -> Any:
+    feats = (ApiResp.SupportedFeatureKey(name="kraft.version", min_version=lo, max_version=hi),)
+    return ApiResp.ApiVersionsResponse(error_code=code, supported_features=feats)
+
+
+def start_add(n: Node, now: int, req: Any, version: int = 1) -> tuple[list, Any]:
+    replies: list = []
+    n.core.handle_request(now, ADD, version, req, replies.append)
+    out = [o for o in n.outbound() if o.api_key == API_VERSIONS]
+    return replies, (out[0] if out else None)
+
+
+def test_add_voter():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    assert replies == [] and probe is not None
+    assert n.core.address_of(probe.destination) == ("controller-3", 9093)
+    assert probe.destination not in (1, 2, 3)
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    assert sorted(n.core.voter_set) == [1, 2, 3]  # in force from the append
+    assert n.core.voter_set[3] == vnode(3)
+    last = list(n.log.batches(0, n.log.end_offset))[-1]
+    assert controls(last) == [KRAFT_VOTERS]
+    assert replies == []
+    observe(n, 4, 3)
+    assert replies == []  # 1 of 3 voters besides the leader: not yet a majority with 2 stale
+    observe(n, 4, 2)
+    assert n.core.high_watermark == n.log.end_offset
+    assert [r.error_code for r in replies] == [0]
+
+
+def test_add_voter_completes_early_with_ack_when_committed_false():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req(ack=False))
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    assert [r.error_code for r in replies] == [0]
+    # still pending until the commit: another change waits
+    r2, _ = start_add(n, 4, add_req(4))
+    assert r2[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_with_pending_add_voter():
+    n = committed_leader()
+    observe(n, 1)
+    start_add(n, 2, add_req())
+    replies, probe = start_add(n, 3, add_req(4))
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT and probe is None
+
+
+def test_add_voter_without_fenced_previous_leaders():
+    n = dyn_leader(ids=(1, 2))
+    assert n.core.high_watermark == -1
+    replies, _ = start_add(n, 1, add_req())
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_with_kraft_version_0():
+    n = make_node(1, (1,))
+    assert n.core.state == "Leader"
+    n.flush(0)
+    replies, _ = start_add(n, 1, add_req())
+    assert replies[0].error_code == E.UNSUPPORTED_VERSION
+
+
+def test_add_voter_with_existing_voter():
+    n = committed_leader()
+    replies, _ = start_add(n, 1, add_req(2, uuid.UUID(int=77)))
+    assert replies[0].error_code == E.DUPLICATE_VOTER
+
+
+def test_add_voter_timeout():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.poll(2 + n.core.config.request_timeout_ms)
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+    assert sorted(n.core.voter_set) == [1, 2]
+
+
+def test_add_voter_with_api_versions_from_incorrect_node():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, 3, probe.correlation, api_versions())  # not the probe
+    assert replies == [] and sorted(n.core.voter_set) == [1, 2]
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    assert sorted(n.core.voter_set) == [1, 2, 3]
+
+
+def test_add_voter_api_versions_error():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, None)
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_invalid_feature_version():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions(0, 0))
+    assert replies[0].error_code == E.INVALID_REQUEST
+    assert sorted(n.core.voter_set) == [1, 2]
+
+
+def test_add_voter_without_kraft_version_feature():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, ApiResp.ApiVersionsResponse())
+    assert replies[0].error_code == E.INVALID_REQUEST
+
+
+def test_add_voter_with_lagging_new_voter():
+    n = committed_leader()
+    # the observer never reached the log end offset
+    fetch_partition(n.request(1, FETCH, V_FETCH, fetch_v17(3, 1, 0, 0, dir_of(3))))
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_caught_up_needs_the_exact_directory():
+    n = committed_leader()
+    observe(n, 1, 3, uuid.UUID(int=55))
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_fails_when_losing_leadership():
+    n = committed_leader()
+    observe(n, 1)
+    replies, probe = start_add(n, 2, add_req())
+    n.core.handle_response(3, probe.destination, probe.correlation, api_versions())
+    from .conftest import BEGIN, V_BEGIN, begin_request
+
+    n.request(4, BEGIN, V_BEGIN, begin_request(2, 2))
+    assert n.core.state == "Follower"
+    assert replies[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
+def test_add_voter_with_missing_directory_id():
+    n = committed_leader()
+    replies, _ = start_add(n, 1, add_req(3, uuid.UUID(int=0)))
+    assert replies[0].error_code == E.INVALID_REQUEST
+
+
+def test_add_voter_with_missing_default_listener():
+    n = committed_leader()
+    replies, _ = start_add(n, 1, add_req(listener="OTHER"))
+    assert replies[0].error_code == E.INVALID_REQUEST
+
+
+def test_add_voter_invalid_cluster_id():
+    n = committed_leader()
+    replies, _ = start_add(n, 1, add_req(cluster_id="other"))
+    assert replies[0].error_code == E.INCONSISTENT_CLUSTER_ID
+    replies, _ = start_add(n, 1, add_req(cluster_id=None))
+    assert replies == []  # null is accepted
+
+
+def test_add_voter_to_not_leader():
+    n = dyn_node(2, state=ElectionState(epoch=1, leader_id=1))
+    replies, _ = start_add(n, 1, add_req())
+    assert replies[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
+# -- RemoveRaftVoter
+def remove_req(vid: int, d: uuid.UUID | None = None, cluster_id: str | None = CLUSTER) -> Any:
+    return RemoveReq.RemoveRaftVoterRequest(
+        cluster_id=cluster_id, voter_id=vid, voter_directory_id=dir_of(vid) if d is None else d
+    )
+
+
+def remove(n: Node, now: int, req: Any) -> list:
+    replies: list = []
+    n.core.handle_request(now, REMOVE, 0, req, replies.append)
+    return replies
+
+
+def test_remove_voter():
+    n = committed_leader(ids=(1, 2, 3))
+    replies = remove(n, 1, remove_req(3))
+    assert replies == [] and sorted(n.core.voter_set) == [1, 2]
+    n.flush(2)
+    observe(n, 2, 2)
+    assert [r.error_code for r in replies] == [0]
+    p = n.core.describe_quorum_partition(3)
+    assert [r.replica_id for r in p.current_voters] == [1, 2]
+    assert [r.replica_id for r in p.observers] == [3]
+
+
+def test_remove_voter_is_leader():
+    n = committed_leader(ids=(1, 2, 3))
+    replies = remove(n, 1, remove_req(1))
+    assert sorted(n.core.voter_set) == [2, 3] and not n.core.is_voter
+    assert n.core.state == "Leader"  # leads until the removal commits
+    observe(n, 2, 2)
+    assert n.core.high_watermark < n.log.end_offset  # the leader no longer counts
+    observe(n, 2, 3)
+    assert [r.error_code for r in replies] == [0]
+    n.core.poll(3)
+    assert n.core.state == "Resigned"
+    out = n.outbound()
+    assert sorted(o.destination for o in out if o.api_key == 54) == [2, 3]
+    n.core.poll(3 + 2 * n.core.config.election_timeout_ms)
+    assert n.core.state == "Unattached" and n.core.epoch == 2
+    assert n.core._election_deadline is None  # an observer stands for nothing
+
+
+def test_remove_voter_with_pending_remove_voter():
+    n = committed_leader(ids=(1, 2, 3))
+    remove(n, 1, remove_req(3))
+    assert remove(n, 1, remove_req(2))[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_add_voter_with_pending_remove_voter():
+    n = committed_leader(ids=(1, 2, 3))
+    remove(n, 1, remove_req(3))
+    replies, _ = start_add(n, 1, add_req(4))
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_remove_voter_with_pending_add_voter():
+    n = committed_leader()
+    observe(n, 1)
+    start_add(n, 2, add_req())
+    assert remove(n, 2, remove_req(2))[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_remove_voter_with_kraft_version_0():
+    n = make_node(1, (1,))
+    n.flush(0)
+    assert remove(n, 1, remove_req(1))[0].error_code == E.UNSUPPORTED_VERSION
+
+
+def test_remove_voter_with_none_voter():
+    n = committed_leader(ids=(1, 2, 3))
+    assert remove(n, 1, remove_req(4))[0].error_code == E.VOTER_NOT_FOUND
+    assert remove(n, 1, remove_req(3, uuid.UUID(int=99)))[0].error_code == E.VOTER_NOT_FOUND
+
+
+def test_remove_voter_to_empty_voter_set():
+    n = committed_leader(ids=(1,))
+    assert remove(n, 1, remove_req(1))[0].error_code == E.VOTER_NOT_FOUND
+
+
+def test_remove_voter_timed_out():
+    n = committed_leader(ids=(1, 2, 3))
+    replies = remove(n, 1, remove_req(3))
+    n.core.poll(1 + n.core.config.request_timeout_ms)
+    assert replies[0].error_code == E.REQUEST_TIMED_OUT
+
+
+def test_remove_voter_missing_directory_id_invalid_request():
+    n = committed_leader(ids=(1, 2, 3))
+    assert remove(n, 1, remove_req(3, uuid.UUID(int=0)))[0].error_code == E.INVALID_REQUEST
+
+
+def test_remove_voter_invalid_cluster_id_and_not_leader():
+    n = committed_leader(ids=(1, 2, 3))
+    assert remove(n, 1, remove_req(3, cluster_id="x"))[0].error_code == E.INCONSISTENT_CLUSTER_ID
+    f = dyn_node(2, state=ElectionState(epoch=1, leader_id=1))
+    assert remove(f, 1, remove_req(3))[0].error_code == E.NOT_LEADER_OR_FOLLOWER
+
+
+# -- UpdateRaftVoter
+def update_req(vid: int, epoch: int = 1, *, d: uuid.UUID | None = None, port: int = 1,
+               lo: int = 0, hi: int = 1, listener: str = "CONTROLLER") -> Any:  # fmt: skip
+    return UpdateReq.UpdateRaftVoterRequest(
+        cluster_id=CLUSTER, current_leader_epoch=epoch, voter_id=vid,
+        voter_directory_id=dir_of(vid) if d is None else d,
+        listeners=(UpdateReq.Listener(name=listener, host="new", port=port),),
+        kraft_version_feature=UpdateReq.KRaftVersionFeature(
+            min_supported_version=lo, max_supported_version=hi),
+    )  # fmt: skip
+
+
+def test_update_voter():
+    n = committed_leader()
+    end = n.log.end_offset
+    resp = n.request(1, UPDATE, 0, update_req(2))
+    assert resp.error_code == 0
+    assert (resp.current_leader.leader_id, resp.current_leader.leader_epoch) == (1, 1)
+    assert (resp.current_leader.host, resp.current_leader.port) == ("controller-1", 9091)
+    assert n.log.end_offset == end + 1
+    assert n.core.voter_set[2].endpoints == {"CONTROLLER": ("new", 1)}
+
+
+def test_invalid_update_voter():
+    n = committed_leader()
+    bad = [
+        update_req(2, d=uuid.UUID(int=0)),
+        update_req(2, listener="X"),
+        update_req(2, lo=-1),
+        update_req(2, lo=1, hi=0),
+        update_req(2, lo=2, hi=3),
+    ]
+    for req in bad:
+        assert n.request(1, UPDATE, 0, req).error_code == E.INVALID_REQUEST
+    other_dir = update_req(2, d=uuid.UUID(int=9))
+    assert n.request(1, UPDATE, 0, other_dir).error_code == E.VOTER_NOT_FOUND
+    assert n.request(1, UPDATE, 0, update_req(5)).error_code == E.VOTER_NOT_FOUND
+
+
+def test_update_voter_old_and_new_epoch():
+    n = committed_leader()
+    assert n.request(1, UPDATE, 0, update_req(2, 0)).error_code == E.FENCED_LEADER_EPOCH
+    assert n.request(1, UPDATE, 0, update_req(2, 2)).error_code == E.UNKNOWN_LEADER_EPOCH
+
+
+def test_update_voter_with_kraft_version_0():
+    n = make_node(1, (1, 2), state=ElectionState(epoch=1, voted_id=1))
+    elect(n, 0)
+    assert n.request(1, UPDATE, 0, update_req(2)).error_code == E.UNSUPPORTED_VERSION
