@@ -254,7 +254,7 @@ class _CoreBase:
     _voter: bool
     _bootstrap_ids: dict[int, tuple[str, int]]
     _extra_addresses: dict[int, tuple[str, int]]
-    _leader_endpoint: tuple[str, int] | None
+    _seen_endpoints: dict[int, tuple[str, int]]
     _voter_op: _VoterOp | None
     _probe_seq: int
     _resign_after_removal: bool

@@ -145,8 +145,10 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
         #: other destinations the driver may be asked to reach (an AddRaftVoter probe's node,
         #: a leader known only by the NodeEndpoints of a response)
         self._extra_addresses: dict[int, tuple[str, int]] = {}
-        #: the leader's endpoint on ``listener_name`` learnt from a response or request
-        self._leader_endpoint: tuple[str, int] | None = None
+        #: node id -> endpoint on ``listener_name`` learnt from the NodeEndpoints of responses
+        #: and the LeaderEndpoints of requests (how a replica reaches a leader that is not in
+        #: its voter set)
+        self._seen_endpoints: dict[int, tuple[str, int]] = {}
         #: the AddRaftVoter/RemoveRaftVoter in progress (leader only), the probes sent so far,
         #: and whether this leader removed itself and must resign
         self._voter_op: _VoterOp | None = None
@@ -510,6 +512,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
                 self._on_api_versions_response(now, destination, None)
             return
         api = f.api_key
+        for ep in getattr(resp, "node_endpoints", None) or ():
+            self._seen_endpoints[ep.node_id] = (ep.host, ep.port)
         try:
             if api == VOTE:
                 ok = self._on_vote_response(now, destination, resp)

@@ -369,7 +369,10 @@ class _Election(_CoreBase):
                 # an observer stays a Follower (Kafka ``pollFollowerAsObserver``) and asks
                 # another voter, whose answer names the leader if it changed
                 self._fetch_deadline = now + self.config.fetch_timeout_ms
-                others = sorted(v for v in self.voters if v != self.leader_id)
+                # (Kafka ``maybeSendFetchToBestNode``: the bootstrap servers when configured)
+                others = sorted(self._bootstrap_ids) or sorted(
+                    v for v in self.voters if v != self.leader_id
+                )
                 if others and not self._inflight:
                     self._send_fetch(now, self.rng.choice(others))
                     return
@@ -382,10 +385,11 @@ class _Election(_CoreBase):
                     self._to_prospective(now)
                     self._poll_prospective(now)
         else:
-            # an observer looks for the leader by fetching from a random voter
-            voters = sorted(self.voters)
-            if voters and not self._inflight:
-                self._send_fetch(now, self.rng.choice(voters))
+            # an observer looks for the leader by fetching from a random bootstrap server
+            # (Kafka ``pollUnattachedCommon``; synthetic ids -2, -3, ...), else a random voter
+            targets = sorted(self._bootstrap_ids) or sorted(self.voters)
+            if targets and not self._inflight:
+                self._send_fetch(now, self.rng.choice(targets))
 
     def _poll_resigned(self, now: int) -> None:
         """Kafka ``pollResigned``: EndQuorumEpoch to the voters that have not acknowledged it;
@@ -580,6 +584,7 @@ class _Election(_CoreBase):
             return self._begin_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
             return self._begin_resp(version, top=self._contradicted("BeginQuorumEpoch", p))
+        self._learn_leader_endpoints(p.leader_id, req, version)
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if version >= 1 and not self._voter_key_ok(req.voter_id, p.voter_directory_id):
             return self._begin_resp(version, code=int(_E.INVALID_VOTER_KEY))
@@ -600,6 +605,7 @@ class _Election(_CoreBase):
             return self._end_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
             return self._end_resp(version, top=self._contradicted("EndQuorumEpoch", p))
+        self._learn_leader_endpoints(p.leader_id, req, version)
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if self.state == FOLLOWER and self.leader_id == p.leader_id:
             # Kafka ``endEpochElectionBackoff``: our position in the list (a candidate with a
@@ -615,6 +621,15 @@ class _Election(_CoreBase):
             )  # fmt: skip
             self._fetch_deadline = now + self._strict_backoff(pos, len(succ))
         return self._end_resp(version)
+
+    def _learn_leader_endpoints(self, leader: int, req: Any, version: int) -> None:
+        """Kafka: the leader's endpoints come from the request's LeaderEndpoints (v1) when
+        present, else from the voter set; the one on ``listener_name`` is kept."""
+        if version < 1 or leader < 0:
+            return
+        for ep in getattr(req, "leader_endpoints", None) or ():
+            if ep.name == self.config.listener_name:
+                self._seen_endpoints[leader] = (ep.host, ep.port)
 
     # ================================================================== responses
     def _on_vote_response(self, now: int, dest: int, resp: Any) -> bool:

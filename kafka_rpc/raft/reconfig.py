@@ -220,9 +220,7 @@ class _Reconfig(_CoreBase):
             addr = node.address(self.config.listener_name)
             if addr is not None:
                 return addr
-        if destination == self.leader_id and self._leader_endpoint is not None:
-            return self._leader_endpoint
-        return None
+        return self._seen_endpoints.get(destination)
 
     # ================================================================== leader records
     def _start_of_epoch_batch(self, now: int, leader_change: bytes) -> Batch:

@@ -48,7 +48,7 @@ class _Replication(_CoreBase):
 
     # ================================================================== Fetch
     def _send_fetch(self, now: int, dest: int) -> None:
-        if dest < 0 or not self._can_send(now, dest):
+        if dest == -1 or not self._can_send(now, dest):
             return
         if (self.is_voter or self.config.can_become_voter) and self.needs_flush:
             # a voter's fetch offset is proof of durability: flush first; so does a replica

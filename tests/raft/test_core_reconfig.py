@@ -655,3 +655,88 @@ def test_update_voter_with_kraft_version_0():
     n = make_node(1, (1, 2), state=ElectionState(epoch=1, voted_id=1))
     elect(n, 0)
     assert n.request(1, UPDATE, 0, update_req(2)).error_code == E.UNSUPPORTED_VERSION
+
+
+# ============================================================= observers, bootstrap servers
+BOOT = (("boot-a", 1), ("boot-b", 2))
+
+
+def test_observer_discovers_leader_with_unknown_voters():
+    """A ``--no-initial-controllers`` node: no voters at all, only bootstrap servers."""
+    n = make_node(4, (), bootstrap_servers=BOOT, directory_id=dir_of(4))
+    assert not n.core.is_voter and n.core.state == "Unattached"
+    n.core.poll(0)
+    (f,) = [o for o in n.outbound() if o.api_key == FETCH]
+    assert f.destination in (-2, -3)
+    assert n.core.address_of(-2) == ("boot-a", 1) and n.core.address_of(-3) == ("boot-b", 2)
+    assert f.request.topics[0].partitions[0].replica_directory_id == dir_of(4)
+    m = codec.module("FetchResponse")
+    resp = fetch_response(1, 5)
+    import dataclasses
+
+    resp = dataclasses.replace(
+        resp, node_endpoints=(m.NodeEndpoint(node_id=1, host="leader-host", port=7),)
+    )
+    n.core.handle_response(0, f.destination, f.correlation, resp)
+    assert (n.core.state, n.core.leader_id, n.core.epoch) == ("Follower", 1, 5)
+    assert n.core.address_of(1) == ("leader-host", 7)
+    n.core.poll(1)
+    assert [o.destination for o in n.outbound() if o.api_key == FETCH] == [1]
+
+
+def test_follower_observer_tries_bootstrap_servers_after_fetch_timeout():
+    n = make_node(4, (), bootstrap_servers=BOOT, state=ElectionState(epoch=5, leader_id=1))
+    # leader 1 is not in the (empty) voter set: no endpoints, so Unattached, not Follower
+    assert n.core.state == "Unattached"
+    n2 = dyn_node(4, bootstrap_servers=BOOT, state=ElectionState(epoch=1, leader_id=1))
+    assert n2.core.state == "Follower" and not n2.core.is_voter
+    n2.core.poll(0)
+    assert [o.destination for o in n2.outbound() if o.api_key == FETCH] == [1]
+    n2.core.poll(n2.core.config.fetch_timeout_ms + 1)
+    dests = [o.destination for o in n2.outbound() if o.api_key == FETCH]
+    assert n2.core.state == "Follower"
+    assert len(dests) == 1 and dests[0] in (-2, -3)
+
+
+def test_address_of_unknown_is_none():
+    n = dyn_node(2)
+    assert n.core.address_of(1) == ("controller-1", 9091)
+    assert n.core.address_of(9) is None
+    assert n.core.address_of(-2) is None
+
+
+def test_observer_with_controller_role_fsyncs_before_fetching():
+    n = dyn_node(4, state=ElectionState(epoch=1, leader_id=1))
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    n.core.handle_response(0, 1, f.correlation,
+                           fetch_response(1, 1, records=data_batch(0, 1, 2).data))  # fmt: skip
+    assert n.core.needs_flush
+    n.core.poll(1)
+    assert [o for o in n.outbound() if o.api_key == FETCH] == []
+    n.flush(2)
+    n.core.poll(2)
+    assert len([o for o in n.outbound() if o.api_key == FETCH]) == 1
+
+
+def test_broker_observer_fetches_without_fsync():
+    n = dyn_node(4, state=ElectionState(epoch=1, leader_id=1), can_become_voter=False)
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    n.core.handle_response(0, 1, f.correlation,
+                           fetch_response(1, 1, records=data_batch(0, 1, 2).data))  # fmt: skip
+    n.core.poll(1)
+    assert len([o for o in n.outbound() if o.api_key == FETCH]) == 1
+
+
+def test_observer_becomes_voter_when_added():
+    n = dyn_node(4, state=ElectionState(epoch=1, leader_id=1))
+    assert not n.core.is_voter
+    n.core.poll(0)
+    f = one(n.outbound(), FETCH, 1)
+    b = encode_voters_control_batch(0, 1, vset(1, 2, 3, 4), 5, kraft_version=1)
+    n.core.handle_response(0, 1, f.correlation, fetch_response(1, 1, records=b.data))
+    assert n.core.is_voter
+    n.flush(1)
+    n.core.poll(1 + n.core.config.fetch_timeout_ms)
+    assert n.core.state == "Prospective"  # a voter's fetch timeout starts an election
