@@ -7,8 +7,9 @@ inputs, each with the current time in ms:
 * :meth:`RaftCore.poll` runs the timers (call it at :meth:`RaftCore.next_deadline_ms` and after
   every other input);
 * :meth:`RaftCore.handle_request` takes a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-  Fetch, FetchSnapshot, DescribeQuorum) and a ``reply`` callback, called exactly once with the
-  response (at once, or later for a long-polling Fetch);
+  Fetch, FetchSnapshot, DescribeQuorum, UpdateRaftVoter, AddRaftVoter, RemoveRaftVoter) and a
+  ``reply`` callback, called exactly once with the response (at once, or later for a
+  long-polling Fetch or a voter change that waits for its commit);
 * :meth:`RaftCore.handle_response` takes the response to an :class:`Outbound` request, or None
   for a failure (connection error, timeout);
 * :meth:`RaftCore.append` queues records on the leader; :meth:`RaftCore.handle_flushed` says
@@ -36,16 +37,31 @@ core answers a top-level INVALID_REQUEST, which Kafka's sender only logs and bac
 (Kafka's receiver throws in ``maybeTransition``) is answered with a top-level
 UNKNOWN_SERVER_ERROR and changes nothing.
 
-Static voters (``controller.quorum.voters``): a Vote, BeginQuorumEpoch or EndQuorumEpoch from a
-node outside the voter set, or received by an observer, is answered INCONSISTENT_VOTER_SET with
-no state change, as Kafka's ``validateVoterOnlyRequest`` did for static quorums (before
-KIP-853's dynamic voters).
+Voters (KIP-853, ``kafka_rpc.raft.voters`` and the ``reconfig`` part): the voter set in force
+is the newest VotersRecord of the latest snapshot and the log, uncommitted included (Kafka
+``KRaftControlRecordStateMachine``), else the static ``controller.quorum.voters``; it decides
+majorities, the high watermark, elections and :attr:`RaftCore.is_voter` (an id with another
+directory id is not the voter) from its append. A leader of a kraft.version 1 log writes the
+bootstrap voters into its first batch, takes AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter
+(:meth:`RaftCore.handle_request`; one change at a time) and the kraft.version upgrade
+(:meth:`RaftCore.upgrade_kraft_version`). Replicas outside the voter set (observers) find the
+leader through ``controller.quorum.bootstrap.servers`` (destinations -2, -3, ...) and the
+endpoints peers send; :meth:`RaftCore.address_of` names every destination for the driver.
+
+INCONSISTENT_VOTER_SET: at kraft.version 1 membership is never checked on Vote,
+BeginQuorumEpoch and EndQuorumEpoch (Kafka 3.9+ ``validateVoterOnlyRequest``: an observer may
+grant a vote and follows the leader it is told of). At kraft.version 0 (a static quorum) a
+request from a node outside the voter set, or received by an observer, is still answered
+INCONSISTENT_VOTER_SET with no state change, as Kafka did for static quorums before KIP-853
+(3.7); Kafka 3.9+ no longer sends it there either, and takes it from peers as this core does
+(logged, no retry). This keeps the static-quorum behaviour other tests rely on.
 
 :class:`RaftCore` is this module's start-up, public reads, input dispatch (poll, requests,
-responses), DescribeQuorum, UpdateRaftVoter and shutdown, combined with one part per job, each a
+responses), DescribeQuorum and shutdown, combined with one part per job, each a
 mixin over ``kafka_rpc.raft.base._CoreBase`` (the shared attributes, types and helpers):
 ``election`` (state transitions, timers, Vote, BeginQuorumEpoch, EndQuorumEpoch),
-``replication`` (Fetch on both sides, the high watermark, appends), ``snapshots``
+``replication`` (Fetch on both sides, the high watermark, appends), ``reconfig`` (the voter
+set of the log, voter changes, addresses), ``snapshots``
 (FetchSnapshot, generation, retention), ``delivery`` (committed batches, snapshots and leader
 changes to the state machine) and ``validation`` (the checks shared by every request and
 response).

@@ -480,3 +480,49 @@ class _Reconfig(_CoreBase):
             self._append_voters_record(now, new)
         self._voter_seen(now, req.voter_id)
         return self._update_voter_resp(_NONE)
+
+    # ================================================================== kraft.version
+    def upgrade_kraft_version(
+        self, now: int, epoch: int, level: int, validate_only: bool
+    ) -> tuple[int, str | None]:
+        """The controller's UpdateFeatures of kraft.version (Kafka
+        ``RaftClient.upgradeKRaftVersion`` -> ``LeaderState.maybeAppendUpgradedKRaftVersion``):
+        ``(error code, message)``. NOT_LEADER_OR_FOLLOWER when this node does not lead
+        ``epoch``; NONE without a change for the current level; INVALID_UPDATE_VERSION for a
+        lower level (there is no downgrade), a level outside this node's range, a voter whose
+        range excludes it, or a voter without a directory id (this core keeps no volatile
+        voter set filled by UpdateRaftVoter at kraft.version 0, so a static quorum's voters,
+        which have none, cannot be upgraded here). Otherwise, unless ``validate_only``, one
+        control batch with KRaftVersionRecord{``level``} and VotersRecord{the voters} is
+        appended and NONE returned (the change is in force from its append)."""
+        if self.state != LEADER or epoch != self.epoch or self._shutdown_deadline is not None:
+            return int(_E.NOT_LEADER_OR_FOLLOWER), f"node {self.node_id} does not lead {epoch}"
+        current = self._crs.last_kraft_version()
+        if level == current:
+            return _NONE, None
+        if level < current:
+            return int(_E.INVALID_UPDATE_VERSION), "kraft.version cannot be downgraded"
+        lo, hi = self.config.kraft_version_supported
+        if not lo <= level <= hi:
+            return int(_E.INVALID_UPDATE_VERSION), f"kraft.version {level} is not supported"
+        vs = self.voter_set
+        if any(not vs[v].supports(level) for v in vs if v != self.node_id):
+            return int(_E.INVALID_UPDATE_VERSION), (
+                f"kraft.version {level} cannot be finalized: not all of the voters support it"
+            )
+        local = self._local_voter_node()
+        upgraded = vs.update_ignoring_directory_id(local) or vs
+        if any(upgraded[v].directory_id.int == 0 for v in upgraded):
+            return int(_E.INVALID_UPDATE_VERSION), (
+                "every voter needs a directory id before kraft.version 1 (none is known for "
+                f"{sorted(v for v in upgraded if upgraded[v].directory_id.int == 0)})"
+            )
+        if validate_only:
+            return _NONE, None
+        self._flush_pending(now, force=True)
+        batch = encode_voters_control_batch(self.log.end_offset, self.epoch, upgraded,
+                                            self._wall(now), kraft_version=level)  # fmt: skip
+        self.log.append([batch])
+        self._feed_batches(now, [batch])
+        self._wake_parked(now)
+        return _NONE, None

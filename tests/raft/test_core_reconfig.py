@@ -740,3 +740,37 @@ def test_observer_becomes_voter_when_added():
     n.flush(1)
     n.core.poll(1 + n.core.config.fetch_timeout_ms)
     assert n.core.state == "Prospective"  # a voter's fetch timeout starts an election
+
+
+# ====================================================================== kraft.version upgrade
+def test_invalid_kraft_upgrade_version():
+    n = committed_leader()
+    assert n.core.upgrade_kraft_version(1, 1, 1, False) == (0, None)  # already 1: no-op
+    code, _ = n.core.upgrade_kraft_version(1, 1, 0, False)
+    assert code == E.INVALID_UPDATE_VERSION  # no downgrade
+    code, _ = n.core.upgrade_kraft_version(1, 1, 2, False)
+    assert code == E.INVALID_UPDATE_VERSION
+    code, _ = n.core.upgrade_kraft_version(1, 7, 1, False)
+    assert code == E.NOT_LEADER_OR_FOLLOWER
+
+
+def test_kraft_upgrade_of_static_voters_needs_directory_ids():
+    n = make_node(1, (1,))
+    n.flush(0)
+    end = n.log.end_offset
+    code, msg = n.core.upgrade_kraft_version(1, n.core.epoch, 1, False)
+    assert code == E.INVALID_UPDATE_VERSION and "directory id" in msg
+    assert n.log.end_offset == end and n.core.kraft_version == 0
+
+
+def test_kraft_upgrade_version():
+    n = make_node(1, (1,), directory_id=dir_of(1),
+                  local_listeners={"CONTROLLER": ("controller-1", 9091)})  # fmt: skip
+    n.flush(0)
+    assert n.core.upgrade_kraft_version(1, n.core.epoch, 1, True) == (0, None)
+    assert n.core.kraft_version == 0  # validate only
+    assert n.core.upgrade_kraft_version(1, n.core.epoch, 1, False) == (0, None)
+    assert n.core.kraft_version == 1
+    last = list(n.log.batches(0, n.log.end_offset))[-1]
+    assert controls(last) == [KRAFT_VERSION, KRAFT_VOTERS]
+    assert n.core.voter_set[1].directory_id == dir_of(1)
