@@ -258,6 +258,9 @@ class _CoreBase:
     _voter_op: _VoterOp | None
     _probe_seq: int
     _resign_after_removal: bool
+    _update_voter_deadline: int | None
+    _update_voter_due: bool
+    _updated_leader: bool
     # leader
     _replicas: dict[int, _ReplicaState]
     _observers: dict[tuple[int, UUID], _ReplicaState]
@@ -425,6 +428,7 @@ class _CoreBase:
         def _abort_voter_op(self, code: int) -> None: ...
         def _to_resigned(self, now: int, persist: bool = False) -> None: ...
         def _poll_resigned(self, now: int) -> None: ...
+        def _maybe_send_voter_update(self, now: int) -> bool: ...
 
         # delivery.py
         def _notify_leader_change(self) -> None: ...

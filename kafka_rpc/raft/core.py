@@ -170,6 +170,14 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
         self._voter_op: _VoterOp | None = None
         self._probe_seq = 0
         self._resign_after_removal = False
+        #: Kafka ``FollowerState``'s update-voter timer (fetch.timeout.ms from becoming a
+        #: Follower): when it runs out a voter sends UpdateRaftVoter, an auto-joining observer
+        #: AddRaftVoter/RemoveRaftVoter; and whether this Follower has updated its leader
+        #: (``hasUpdatedLeader``); ``_update_voter_due``: the timer ran out (the deadline is
+        #: then None, so that it is not reported as a deadline while the request waits)
+        self._update_voter_deadline: int | None = None
+        self._update_voter_due = False
+        self._updated_leader = False
         self._out: list[Outbound] = []
         self._corr = 0
         self._inflight: dict[int, _InFlight] = {}
@@ -329,6 +337,7 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
                 self._fetch_deadline,
                 self._check_quorum_deadline,
                 self._begin_epoch_deadline,
+                self._update_voter_deadline,
                 self._retention_deadline,
                 self._shutdown_deadline,
             )
@@ -356,6 +365,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
             raise
 
     def _poll(self, now: int) -> None:
+        if self._update_voter_deadline is not None and now >= self._update_voter_deadline:
+            self._update_voter_deadline, self._update_voter_due = None, True
         for dest, until in list(self._backoff_until.items()):
             if now >= until:
                 del self._backoff_until[dest]
@@ -543,6 +554,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
                 ok = self._on_fetch_snapshot_response(now, destination, resp)
             elif api == API_VERSIONS:
                 ok = self._on_api_versions_response(now, destination, resp)
+            elif api in (ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, UPDATE_RAFT_VOTER):
+                ok = self._on_voter_change_response(now, destination, api, resp)
             else:
                 ok = True
         except (CorruptRecordError, ValueError) as e:

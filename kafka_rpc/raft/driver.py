@@ -95,6 +95,26 @@ def _local_answer(out: Any, version: int) -> Any:
     return codec.module("VoteResponse").VoteResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
 
 
+_VOTER_CHANGE_RESPONSES = {
+    80: "AddRaftVoterResponse",
+    81: "RemoveRaftVoterResponse",
+    82: "UpdateRaftVoterResponse",
+}
+
+
+def _unsupported_answer(out: Any, exc: KafkaError) -> Any:
+    """The answer to an AddRaftVoter, RemoveRaftVoter or UpdateRaftVoter the peer does not
+    serve at all (a Kafka 3.x controller): UNSUPPORTED_VERSION, made here as Kafka's
+    ``NetworkClient`` makes it (which an UpdateRaftVoter sender takes as done). None for any
+    other request or error."""
+    name = _VOTER_CHANGE_RESPONSES.get(out.api_key)
+    if name is None or exc.code != ErrorCode.UNSUPPORTED_VERSION:
+        return None
+    from kafka_rpc.protocol import codec
+
+    return getattr(codec.module(name), name)(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
+
+
 def monotonic_ms() -> int:
     """The driver's clock: ``time.monotonic()`` in whole ms."""
     return int(time.monotonic() * 1000)
@@ -538,7 +558,13 @@ class RaftDriver:
         if out.api_key == _API_VERSIONS:
             # the AddRaftVoter probe: v4, whose SupportedFeatures carries kraft.version
             return await client.request(out.request, version=min(4, client.version_for(18)))
-        version = client.version_for(out.api_key)
+        try:
+            version = client.version_for(out.api_key)
+        except KafkaError as e:
+            local = _unsupported_answer(out, e)
+            if local is None:
+                raise
+            return local
         local = _local_answer(out, version)
         if local is not None:
             return local

@@ -60,6 +60,8 @@ class _Election(_CoreBase):
     def _clear_role_state(self) -> None:
         self._election_deadline = self._fetch_deadline = None
         self._check_quorum_deadline = self._begin_epoch_deadline = None
+        self._update_voter_deadline, self._updated_leader = None, False
+        self._update_voter_due = False
         self._granted, self._rejected = set(), set()
         self._fetched_from_leader = False
         self._end_epoch_unacked = set()
@@ -126,6 +128,7 @@ class _Election(_CoreBase):
         self._clear_role_state()
         self.state, self.leader_id = FOLLOWER, leader
         self._fetch_deadline = now + self.config.fetch_timeout_ms
+        self._update_voter_deadline = now + self.config.fetch_timeout_ms
         self._reset_connections()
 
     def _to_follower(self, now: int, epoch: int, leader: int) -> None:
@@ -376,6 +379,8 @@ class _Election(_CoreBase):
                 if others and not self._inflight:
                     self._send_fetch(now, self.rng.choice(others))
                     return
+        if self._maybe_send_voter_update(now):
+            return
         self._send_fetch(now, self.leader_id)
 
     def _poll_unattached(self, now: int) -> None:

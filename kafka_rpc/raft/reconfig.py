@@ -9,6 +9,10 @@ voter set of the log and changes it.
   newest voter set is in force at once, for majorities, the high watermark, elections and
   :attr:`is_voter` (a change counts from its append, not its commit).
 * Addresses (:meth:`address_of`): what the driver connects to for an ``Outbound.destination``.
+* The follower side (:meth:`_maybe_send_voter_update`, Kafka ``pollFollowerAsVoter`` and
+  ``pollFollowerAsObserver``): when a Follower's update-voter timer (fetch.timeout.ms) runs
+  out, a voter sends UpdateRaftVoter to the leader, and an auto-joining controller observer
+  AddRaftVoter (after a RemoveRaftVoter of its id under an old directory id).
 """
 
 from __future__ import annotations
@@ -25,14 +29,21 @@ from kafka_rpc.raft.base import (
     _E,
     _NONE,
     _PROBE_BASE,
+    ADD_RAFT_VOTER,
     API_VERSIONS,
+    FOLLOWER,
     LEADER,
+    REMOVE_RAFT_VOTER,
     UNATTACHED,
+    UPDATE_RAFT_VOTER,
+    _AddVoterReq,
     _AddVoterResp,
     _ApiVersionsReq,
     _CoreBase,
+    _RemoveVoterReq,
     _RemoveVoterResp,
     _ReplicaState,
+    _UpdateVoterReq,
     _UpdateVoterResp,
     _VoterOp,
 )
@@ -221,6 +232,110 @@ class _Reconfig(_CoreBase):
             if addr is not None:
                 return addr
         return self._seen_endpoints.get(destination)
+
+    # ================================================================== follower side
+    def _maybe_send_voter_update(self, now: int) -> bool:
+        """A Follower whose update-voter timer ran out (Kafka ``pollFollowerAsVoter``,
+        ``shouldSendUpdateVoteRequest``; ``pollFollowerAsObserver``,
+        ``shouldSendAddOrRemoveVoterRequest``). A voter sends UpdateRaftVoter{its directory id,
+        listeners, kraft.version range} when, at kraft.version >= 1, its entry in the latest
+        voter set differs from that, or, at kraft.version 0, it has not yet updated this
+        leader (the 0 -> 1 upgrade's voter information, once per leader). An observer with the
+        controller role and ``auto_join`` at kraft.version >= 1 sends RemoveRaftVoter{its id,
+        the old directory id} when its id is a voter under another directory id, else
+        AddRaftVoter{its id and directory id, its listeners, TimeoutMs = the request timeout,
+        AckWhenCommitted false}. True: the poll sends no Fetch now (one request at a time to
+        the leader, as Kafka's ``RequestManager``)."""
+        c = self.config
+        if not self._update_voter_due or self.state != FOLLOWER or self.leader_id < 0:
+            return False
+        if self.node_id < 0:
+            return False
+        kv = self._crs.last_kraft_version()
+        vs = self.voter_set
+        leader = self.leader_id
+        if self.is_voter:
+            local = self._local_voter_node()
+            if kv >= 1:
+                if not vs.needs_update(local):
+                    return False
+            elif self._updated_leader:
+                return False
+            if self._can_send(now, leader):
+                self._send(now, leader, UPDATE_RAFT_VOTER, self._update_voter_request(local))
+            return True
+        if kv < 1 or not c.can_become_voter or not c.auto_join:
+            return False
+        if self._can_send(now, leader):
+            old = vs.get(self.node_id)
+            if old is not None:
+                log.info("node %d: removing our id's old directory id %s from the voters",
+                         self.node_id, old.directory_id)  # fmt: skip
+                self._send(now, leader, REMOVE_RAFT_VOTER, _RemoveVoterReq.RemoveRaftVoterRequest(
+                    cluster_id=c.cluster_id, voter_id=self.node_id,
+                    voter_directory_id=old.directory_id))  # fmt: skip
+            else:
+                local = self._local_voter_node()
+                log.info("node %d: auto-joining the voters", self.node_id)
+                m = _AddVoterReq
+                self._send(now, leader, ADD_RAFT_VOTER, m.AddRaftVoterRequest(
+                    cluster_id=c.cluster_id,
+                    timeout_ms=c.request_timeout_ms,
+                    voter_id=self.node_id,
+                    voter_directory_id=c.directory_id,
+                    listeners=tuple(m.Listener(name=n, host=h, port=p)
+                                    for n, (h, p) in local.endpoints.items()),
+                    ack_when_committed=False,
+                ))  # fmt: skip
+        return True
+
+    def _update_voter_request(self, local: VoterNode) -> Any:
+        """Kafka ``RaftUtil.updateVoterRequest``: this voter's key, listeners and range, for
+        the leader's epoch."""
+        m = _UpdateVoterReq
+        return m.UpdateRaftVoterRequest(
+            cluster_id=self.config.cluster_id,
+            current_leader_epoch=self.epoch,
+            voter_id=self.node_id,
+            voter_directory_id=self.config.directory_id,
+            listeners=tuple(
+                m.Listener(name=n, host=h, port=p) for n, (h, p) in local.endpoints.items()
+            ),
+            kraft_version_feature=m.KRaftVersionFeature(
+                min_supported_version=local.kraft_min, max_supported_version=local.kraft_max
+            ),
+        )
+
+    def _on_voter_change_response(self, now: int, dest: int, api: int, resp: Any) -> bool:
+        """Kafka ``handleAddVoterResponse``/``handleRemoveVoterResponse``: NONE,
+        REQUEST_TIMED_OUT and DUPLICATE_VOTER (add) or VOTER_NOT_FOUND (remove) restart the
+        update-voter timer; ``handleUpdateVoterResponse``: NONE or UNSUPPORTED_VERSION mark
+        the leader as updated and restart it (the UpdateRaftVoterResponse's CurrentLeader goes
+        through the common checks first). Any other code is logged and backed off from (the
+        timer stays expired, so the request is sent again)."""
+        code = resp.error_code
+        if api == UPDATE_RAFT_VOTER:
+            cl = resp.current_leader
+            if cl.leader_epoch >= 0 and code != _E.UNSUPPORTED_VERSION:
+                r = self._common(now, code, cl.leader_id, cl.leader_epoch)
+                if r is not None:
+                    return r
+            done = code in (_NONE, _E.UNSUPPORTED_VERSION)
+        elif api == ADD_RAFT_VOTER:
+            done = code in (_NONE, _E.REQUEST_TIMED_OUT, _E.DUPLICATE_VOTER)
+        else:
+            done = code in (_NONE, _E.REQUEST_TIMED_OUT, _E.VOTER_NOT_FOUND)
+        if not done:
+            log.warning("node %d: voter request %d to %d failed: %s %s", self.node_id, api,
+                        dest, _E.for_code(code).name,
+                        getattr(resp, "error_message", None) or "")  # fmt: skip
+            return False
+        if self.state == FOLLOWER and dest == self.leader_id:
+            self._update_voter_deadline = now + self.config.fetch_timeout_ms
+            self._update_voter_due = False
+            if api == UPDATE_RAFT_VOTER:
+                self._updated_leader = True
+        return True
 
     # ================================================================== leader records
     def _start_of_epoch_batch(self, now: int, leader_change: bytes) -> Batch:

@@ -17,8 +17,10 @@ EndQuorumEpoch      0-1                    2+
 A FetchRequest carries the fetching replica's id in ``ReplicaId`` up to v14 and in the tagged
 ``ReplicaState.ReplicaId`` from v15, neither ignorable; the core sets both, so the one the version
 lacks is reset to its default (``ReplicaId`` -1, an empty ``ReplicaState``). Its topic fields
-(``Topic`` 0-12, ``TopicId`` 13+) are ignorable and need nothing. Any other message (FetchSnapshot
-and DescribeQuorum name topics only) is returned unchanged.
+(``Topic`` 0-12, ``TopicId`` 13+) are ignorable and need nothing. An AddRaftVoter (auto-join sends
+``AckWhenCommitted`` false, a v1 field that is not ignorable) written at v0 gets the default
+(true: a v0 leader answers after the commit). Any other message (FetchSnapshot and
+DescribeQuorum name topics only) is returned unchanged.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ FETCH_REPLICA_STATE_FROM_VERSION = 15
 
 _ZERO = UUID(int=0)
 _FETCH = 1
+_ADD_RAFT_VOTER = 80
 
 
 def _fetch_for_version(version: int, message: Any) -> Any:
@@ -58,6 +61,10 @@ def for_version(api_key: int, version: int, message: Any) -> Any:
     (the other one reset to its default); the same object when nothing needs to change."""
     if api_key == _FETCH:
         return _fetch_for_version(version, message)
+    if api_key == _ADD_RAFT_VOTER:
+        if version < 1 and getattr(message, "ack_when_committed", True) is False:
+            return dataclasses.replace(message, ack_when_committed=True)
+        return message
     first_id = TOPIC_ID_FROM_VERSION.get(api_key)
     if first_id is None:
         return message

@@ -411,7 +411,8 @@ def follower_node(
 
 def deliver(src: Node, dst: Node, now: int, ob: Outbound) -> Any:
     """Send ``ob`` (from ``src``) to ``dst`` and feed the response back to ``src``."""
-    versions = {VOTE: V_VOTE, BEGIN: V_BEGIN, END: V_END, FETCH: V_FETCH, FETCH_SNAPSHOT: V_SNAP}
+    versions = {VOTE: V_VOTE, BEGIN: V_BEGIN, END: V_END, FETCH: V_FETCH, FETCH_SNAPSHOT: V_SNAP,
+                80: 1, 81: 0, 82: 0}  # fmt: skip
     resp = dst.request(now, ob.api_key, versions[ob.api_key], ob.request)
     assert resp is not None, "parked"
     src.core.handle_response(now, ob.destination, ob.correlation, resp)

@@ -59,9 +59,9 @@ from kafka_rpc.raft.wire import for_version
 from tests.raft.conftest import partition_invalid_requests
 
 #: Versions two of our nodes negotiate (the newest of each spec).
-VERSIONS = {52: 3, 53: 2, 54: 2, 1: 18, 59: 1, 55: 2}
+VERSIONS = {52: 3, 53: 2, 54: 2, 1: 18, 59: 1, 55: 2, 80: 1, 81: 0, 82: 0}
 #: Versions one of our nodes and an Apache Kafka 4.4 voter negotiate (Kafka's maxima).
-KAFKA_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2}
+KAFKA_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2, 80: 1, 81: 0, 82: 0}
 
 
 class InvariantViolation(AssertionError):
