@@ -416,9 +416,9 @@ class _Election(_CoreBase):
         return {"topic_name": self.config.topic_name, "topic_id": self.config.topic_id}
 
     def _vote_request(self, dest: int, end: OffsetAndEpoch, pre_vote: bool) -> Any:
-        """Kafka ``RaftUtil.singletonVoteRequest`` at kraft.version 0: VoterId = the
-        destination, VoterDirectoryId zero (a static voter has none), ReplicaDirectoryId =
-        this replica's directory id."""
+        """Kafka ``RaftUtil.singletonVoteRequest``: VoterId = the destination,
+        VoterDirectoryId = its directory id in the latest voter set (zero when unknown: a
+        static voter), ReplicaDirectoryId = this replica's directory id (v1+ fields)."""
         return _VoteReq.VoteRequest(
             cluster_id=self.config.cluster_id,
             voter_id=dest,
@@ -431,6 +431,7 @@ class _Election(_CoreBase):
                             replica_epoch=self.epoch,
                             replica_id=self.node_id,
                             replica_directory_id=self.config.directory_id,
+                            voter_directory_id=self._directory_of(dest),
                             last_offset_epoch=end.epoch,
                             last_offset=end.offset,
                             pre_vote=pre_vote,
@@ -441,12 +442,12 @@ class _Election(_CoreBase):
         )
 
     def _begin_request(self, dest: int) -> Any:
-        """BeginQuorumEpoch to voter ``dest``: VoterId = ``dest``, VoterDirectoryId zero, and
-        LeaderEndpoints EMPTY. A Kafka voter that gets a non-empty list follows the endpoint
-        named by its own ``controller.listener.names[0]`` and halts
-        (``FollowerState.leaderNode``) when the list lacks that name; an empty list makes it
-        use the address of its static ``controller.quorum.voters``, whatever our listener is
-        called."""
+        """BeginQuorumEpoch to voter ``dest``: VoterId = ``dest``, VoterDirectoryId = its
+        directory id in the latest voter set (zero when unknown), and LeaderEndpoints EMPTY.
+        A Kafka voter that gets a non-empty list follows the endpoint named by its own
+        ``controller.listener.names[0]`` and halts (``FollowerState.leaderNode``) when the list
+        lacks that name; an empty list makes it use the address of its voter set, whatever
+        our listener is called."""
         return _BeginReq.BeginQuorumEpochRequest(
             cluster_id=self.config.cluster_id,
             voter_id=dest,
@@ -456,6 +457,7 @@ class _Election(_CoreBase):
                     partitions=(
                         _BeginReq.PartitionData(
                             partition_index=self.config.partition,
+                            voter_directory_id=self._directory_of(dest),
                             leader_id=self.node_id,
                             leader_epoch=self.epoch,
                         ),
@@ -464,9 +466,14 @@ class _Election(_CoreBase):
             ),
         )
 
+    def _directory_of(self, voter: int) -> UUID:
+        node = self.voter_set.get(voter)
+        return node.directory_id if node is not None else _ZERO_UUID
+
     def _end_request(self) -> Any:
         """EndQuorumEpoch of a resigned leader: the successors by descending fetch offset, as
-        v0 PreferredSuccessors and v1 PreferredCandidates (directory ids zero, static voters),
+        v0 PreferredSuccessors and v1 PreferredCandidates (with their directory ids in the latest
+        voter set, zero when unknown),
         and LeaderEndpoints empty (see :meth:`_begin_request`)."""
         return _EndReq.EndQuorumEpochRequest(
             cluster_id=self.config.cluster_id,
@@ -480,7 +487,10 @@ class _Election(_CoreBase):
                             leader_epoch=self.epoch,
                             preferred_successors=tuple(self._preferred),
                             preferred_candidates=tuple(
-                                _EndReq.ReplicaInfo(candidate_id=v) for v in self._preferred
+                                _EndReq.ReplicaInfo(
+                                    candidate_id=v, candidate_directory_id=self._directory_of(v)
+                                )
+                                for v in self._preferred
                             ),
                         ),
                     ),
