@@ -48,13 +48,12 @@ bootstrap voters into its first batch, takes AddRaftVoter, RemoveRaftVoter and U
 leader through ``controller.quorum.bootstrap.servers`` (destinations -2, -3, ...) and the
 endpoints peers send; :meth:`RaftCore.address_of` names every destination for the driver.
 
-INCONSISTENT_VOTER_SET: at kraft.version 1 membership is never checked on Vote,
-BeginQuorumEpoch and EndQuorumEpoch (Kafka 3.9+ ``validateVoterOnlyRequest``: an observer may
-grant a vote and follows the leader it is told of). At kraft.version 0 (a static quorum) a
-request from a node outside the voter set, or received by an observer, is still answered
-INCONSISTENT_VOTER_SET with no state change, as Kafka did for static quorums before KIP-853
-(3.7); Kafka 3.9+ no longer sends it there either, and takes it from peers as this core does
-(logged, no retry). This keeps the static-quorum behaviour other tests rely on.
+INCONSISTENT_VOTER_SET is never sent: membership is not checked on Vote, BeginQuorumEpoch and
+EndQuorumEpoch at any kraft.version (Kafka 3.9+ ``validateVoterOnlyRequest`` checks only the
+epoch and the sender id), so a replica outside the voter set answers a Vote like any other
+(and may grant it) and follows the leader a BeginQuorumEpoch or EndQuorumEpoch names; only
+voters ever become Prospective or Candidate. An INCONSISTENT_VOTER_SET from a 3.x peer is
+still taken (a rejected vote; otherwise logged, no retry).
 
 :class:`RaftCore` is this module's start-up, public reads, input dispatch (poll, requests,
 responses), DescribeQuorum and shutdown, combined with one part per job, each a

@@ -1,8 +1,8 @@
 """Validation: the checks every Raft request and response of
 :class:`~kafka_rpc.raft.core.RaftCore` passes, in Kafka's order with Kafka's error codes.
 
-Cluster id, the one topic partition, a voter-only request's epoch and voter set (Kafka
-``validateVoterOnlyRequest`` for a static quorum), a leader-only request's epoch and role
+Cluster id, the one topic partition, a voter-only request's epoch (Kafka
+``validateVoterOnlyRequest``; membership is never checked), a leader-only request's epoch and role
 (``validateLeaderOnlyRequest``), the voter key, leader claims that contradict this node's view
 of its epoch (answered top-level UNKNOWN_SERVER_ERROR), the topic and NodeEndpoints of the
 answers, and the errors shared by every response (Kafka ``maybeHandleCommonResponse``).
@@ -48,17 +48,15 @@ class _Validation(_CoreBase):
         return p if p.partition_index == self.config.partition else None
 
     def _validate_voter_only(self, remote_id: int, epoch: int) -> tuple[int, int] | None:
-        """Kafka ``validateVoterOnlyRequest`` (plus the static voter set): None, or the error
-        as ``(top-level code, partition code)``; a negative ``remote_id`` is malformed and
-        answered at the top level (never a partition-level INVALID_REQUEST)."""
+        """Kafka ``validateVoterOnlyRequest`` (4.x): None, or the error as ``(top-level code,
+        partition code)``: FENCED_LEADER_EPOCH for an older epoch; a negative ``remote_id`` is
+        malformed and answered at the top level (never a partition-level INVALID_REQUEST).
+        Membership is not checked, at any kraft.version: neither the sender nor this replica
+        need be a voter, and INCONSISTENT_VOTER_SET is never sent (Kafka 3.9+)."""
         if epoch < self.epoch:
             return 0, int(_E.FENCED_LEADER_EPOCH)
         if remote_id < 0:
             return int(_E.INVALID_REQUEST), 0
-        if self._crs.last_kraft_version() >= 1:
-            return None  # Kafka 3.9+: membership is never checked here (KIP-853)
-        if not self.is_voter or remote_id not in self.voters:
-            return 0, int(_E.INCONSISTENT_VOTER_SET)
         return None
 
     def _validate_leader_only(self, epoch: int) -> int | None:

@@ -137,12 +137,34 @@ def test_vote_wrong_topic_id_top_level_invalid_request():
     assert (n.core.epoch, n.core.voted_id) == (0, -1) and n.store.writes == 0
 
 
-def test_vote_from_non_voter_inconsistent_voter_set_no_state_change():
+def test_vote_from_non_voter_is_answered_like_any_other():
+    """Kafka 4.x ``validateVoterOnlyRequest`` does not check membership: no
+    INCONSISTENT_VOTER_SET; the higher epoch is adopted and an up-to-date candidate granted."""
     n = make_node(2)
     p = partition(n.request(0, VOTE, V_VOTE, vote_request(7, 4, 0, 0)))
-    assert p.error_code == E.INCONSISTENT_VOTER_SET and p.vote_granted is False
-    assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", 0, -1)
-    assert n.store.writes == 0
+    assert p.error_code == 0 and p.vote_granted is True
+    assert (n.core.state, n.core.epoch, n.core.voted_id) == ("Unattached", 4, 7)
+
+
+def test_observer_grants_vote_and_never_stands():
+    n = make_node(9)  # not in the static voters {1, 2, 3}
+    assert not n.core.is_voter
+    p = partition(n.request(0, VOTE, V_VOTE, vote_request(1, 2, 0, 0)))
+    assert p.error_code == 0 and p.vote_granted is True
+    for t in (0, 5_000, 50_000):
+        n.core.poll(t)
+        assert n.core.state == "Unattached"
+        assert [o for o in n.outbound() if o.api_key == VOTE] == []
+
+
+def test_vote_response_inconsistent_voter_set_is_a_rejection():
+    """A 3.x peer may still answer INCONSISTENT_VOTER_SET: taken as a vote not granted."""
+    n = make_node(1, state=ElectionState(epoch=4, voted_id=1))
+    n.core.poll(0)
+    v = one(n.outbound(), VOTE, 2)
+    n.core.handle_response(0, 2, v.correlation,
+                           vote_response(4, False, code=int(E.INCONSISTENT_VOTER_SET)))  # fmt: skip
+    assert n.core.state == "Candidate" and 2 in n.core._rejected
 
 
 def test_leader_steps_down_on_vote_with_higher_epoch():
@@ -838,11 +860,19 @@ def test_leader_answers_its_own_begin_quorum_epoch():
     assert p.error_code == 0 and n.core.state == "Leader"
 
 
-def test_begin_quorum_epoch_from_non_voter_rejected():
+def test_begin_quorum_epoch_from_non_voter_is_followed():
+    """Kafka 4.x: no membership check; the replica follows the leader it is told of."""
     n = make_node(2)
     p = partition(n.request(0, BEGIN, V_BEGIN, begin_request(9, 2)))
-    assert p.error_code == E.INCONSISTENT_VOTER_SET
-    assert (n.core.state, n.core.epoch) == ("Unattached", 0) and n.store.writes == 0
+    assert p.error_code == 0
+    assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 2, 9)
+
+
+def test_observer_follows_begin_quorum_epoch():
+    n = make_node(9)
+    p = partition(n.request(0, BEGIN, V_BEGIN, begin_request(1, 2)))
+    assert p.error_code == 0
+    assert (n.core.state, n.core.epoch, n.core.leader_id) == ("Follower", 2, 1)
 
 
 def test_candidate_vote_response_with_higher_epoch_makes_it_unattached():
