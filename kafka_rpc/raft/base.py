@@ -259,6 +259,7 @@ class _CoreBase:
     _probe_seq: int
     _resign_after_removal: bool
     _update_voter_deadline: int | None
+    _volatile_voters: VoterSet | None
     _update_voter_due: bool
     _updated_leader: bool
     # leader

@@ -43,10 +43,14 @@ is the newest VotersRecord of the latest snapshot and the log, uncommitted inclu
 majorities, the high watermark, elections and :attr:`RaftCore.is_voter` (an id with another
 directory id is not the voter) from its append. A leader of a kraft.version 1 log writes the
 bootstrap voters into its first batch, takes AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter
-(:meth:`RaftCore.handle_request`; one change at a time) and the kraft.version upgrade
-(:meth:`RaftCore.upgrade_kraft_version`). Replicas outside the voter set (observers) find the
-leader through ``controller.quorum.bootstrap.servers`` (destinations -2, -3, ...) and the
-endpoints peers send; :meth:`RaftCore.address_of` names every destination for the driver.
+(:meth:`RaftCore.handle_request`; one change at a time). A leader of a kraft.version 0 log
+(a static quorum) keeps the voters' UpdateRaftVoter entries in memory and writes them when
+:meth:`RaftCore.upgrade_kraft_version` takes the log to kraft.version 1. A Follower voter
+sends UpdateRaftVoter to its leader (once per leader at kraft.version 0; when its entry
+differs at 1), and an observer controller with ``auto_join`` adds itself (Kafka 4.2). Replicas
+outside the voter set (observers) find the leader through
+``controller.quorum.bootstrap.servers`` (destinations -2, -3, ...) and the endpoints peers
+send; :meth:`RaftCore.address_of` names every destination for the driver.
 
 INCONSISTENT_VOTER_SET is never sent: membership is not checked on Vote, BeginQuorumEpoch and
 EndQuorumEpoch at any kraft.version (Kafka 3.9+ ``validateVoterOnlyRequest`` checks only the
@@ -169,6 +173,9 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
         self._voter_op: _VoterOp | None = None
         self._probe_seq = 0
         self._resign_after_removal = False
+        #: the leader's volatile voters at kraft.version 0 (Kafka 4.1+ ``LeaderState``): the
+        #: static set with this leader's entry and those UpdateRaftVoter sent replaced
+        self._volatile_voters: VoterSet | None = None
         #: Kafka ``FollowerState``'s update-voter timer (fetch.timeout.ms from becoming a
         #: Follower): when it runs out a voter sends UpdateRaftVoter, an auto-joining observer
         #: AddRaftVoter/RemoveRaftVoter; and whether this Follower has updated its leader

@@ -74,6 +74,7 @@ class _Election(_CoreBase):
     def _leave_leader(self) -> None:
         self._abort_voter_op(int(_E.NOT_LEADER_OR_FOLLOWER))
         self._resign_after_removal = False
+        self._volatile_voters = None
         self._pending = _Pending()
         self._replicas = {}
         self._observers = {}
@@ -194,7 +195,13 @@ class _Election(_CoreBase):
             end_offset=self.log.flushed_offset, directory_id=self.config.directory_id
         )
         self._observers = {}
-        self._fetched_voters = {self.node_id}
+        # Kafka 4.1+: at kraft.version 0 the upgrade's voter information starts from the
+        # static set with this leader's own entry
+        self._volatile_voters = None
+        if self._crs.last_kraft_version() < 1:
+            local = self._local_voter_node()
+            self._volatile_voters = vs.update_ignoring_directory_id(local) or vs
+        self._fetched_voters = set()
         # check quorum (and BeginQuorumEpoch) only mean something with other voters
         multi = len(self.voters) > 1
         self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2 if multi else None

@@ -244,8 +244,10 @@ class _Reconfig(_CoreBase):
         controller role and ``auto_join`` at kraft.version >= 1 sends RemoveRaftVoter{its id,
         the old directory id} when its id is a voter under another directory id, else
         AddRaftVoter{its id and directory id, its listeners, TimeoutMs = the request timeout,
-        AckWhenCommitted false}. True: the poll sends no Fetch now (one request at a time to
-        the leader, as Kafka's ``RequestManager``)."""
+        AckWhenCommitted false}. Sending restarts the timer, so a leader that keeps refusing
+        is asked once per fetch.timeout.ms while the Fetches go on. A voter without a directory
+        id or listeners sends nothing. True: the poll sends no Fetch now (one request at a
+        time to the leader, as Kafka's ``RequestManager``)."""
         c = self.config
         if not self._update_voter_due or self.state != FOLLOWER or self.leader_id < 0:
             return False
@@ -256,17 +258,21 @@ class _Reconfig(_CoreBase):
         leader = self.leader_id
         if self.is_voter:
             local = self._local_voter_node()
+            if c.directory_id.int == 0 or not local.endpoints:
+                return False  # nothing a leader could take (it answers INVALID_REQUEST)
             if kv >= 1:
                 if not vs.needs_update(local):
                     return False
             elif self._updated_leader:
                 return False
             if self._can_send(now, leader):
+                self._restart_update_voter_timer(now)
                 self._send(now, leader, UPDATE_RAFT_VOTER, self._update_voter_request(local))
             return True
         if kv < 1 or not c.can_become_voter or not c.auto_join:
             return False
         if self._can_send(now, leader):
+            self._restart_update_voter_timer(now)
             old = vs.get(self.node_id)
             if old is not None:
                 log.info("node %d: removing our id's old directory id %s from the voters",
@@ -288,6 +294,11 @@ class _Reconfig(_CoreBase):
                     ack_when_committed=False,
                 ))  # fmt: skip
         return True
+
+    def _restart_update_voter_timer(self, now: int) -> None:
+        """Kafka ``FollowerState.resetUpdateVoterSetPeriod``."""
+        self._update_voter_deadline = now + self.config.fetch_timeout_ms
+        self._update_voter_due = False
 
     def _update_voter_request(self, local: VoterNode) -> Any:
         """Kafka ``RaftUtil.updateVoterRequest``: this voter's key, listeners and range, for
@@ -311,8 +322,8 @@ class _Reconfig(_CoreBase):
         REQUEST_TIMED_OUT and DUPLICATE_VOTER (add) or VOTER_NOT_FOUND (remove) restart the
         update-voter timer; ``handleUpdateVoterResponse``: NONE or UNSUPPORTED_VERSION mark
         the leader as updated and restart it (the UpdateRaftVoterResponse's CurrentLeader goes
-        through the common checks first). Any other code is logged and backed off from (the
-        timer stays expired, so the request is sent again)."""
+        through the common checks first). Any other code is logged and backed off from; the
+        request goes again when the timer runs out."""
         code = resp.error_code
         if api == UPDATE_RAFT_VOTER:
             cl = resp.current_leader
@@ -331,8 +342,7 @@ class _Reconfig(_CoreBase):
                         getattr(resp, "error_message", None) or "")  # fmt: skip
             return False
         if self.state == FOLLOWER and dest == self.leader_id:
-            self._update_voter_deadline = now + self.config.fetch_timeout_ms
-            self._update_voter_due = False
+            self._restart_update_voter_timer(now)
             if api == UPDATE_RAFT_VOTER:
                 self._updated_leader = True
         return True
@@ -554,11 +564,15 @@ class _Reconfig(_CoreBase):
         )
 
     def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
-        """Kafka ``handleUpdateVoterRequest`` + ``UpdateVoterHandler``. At kraft.version 0 the
-        leader answers UNSUPPORTED_VERSION after the common checks (this core does not keep
-        Kafka's volatile voter set for the 0 -> 1 upgrade; a Kafka follower takes that answer
-        as done); at kraft.version 1 the checks of Kafka's order, then a VotersRecord with the
-        voter's new entry is appended and NONE answered at once (no wait for the commit).
+        """Kafka ``handleUpdateVoterRequest`` + ``UpdateVoterHandler``, the checks in Kafka's
+        order (cluster id, epoch, leadership, a malformed voter: INVALID_REQUEST, a change in
+        progress or no high watermark: REQUEST_TIMED_OUT, then by level, a range without the
+        current level: INVALID_REQUEST, an unknown voter: VOTER_NOT_FOUND). At kraft.version
+        1 an uncommitted VotersRecord is REQUEST_TIMED_OUT, the voter is matched by id and
+        directory id, and a VotersRecord with its new entry is appended and NONE answered at
+        once (no wait for the commit). At kraft.version 0 (Kafka 4.1+) the voter is matched by
+        id only and its entry replaced in the leader's volatile voters (memory only, lost with
+        the leadership), which the 0 -> 1 upgrade writes (:meth:`upgrade_kraft_version`).
         Every answer carries CurrentLeader."""
         if not self._cluster_ok(req.cluster_id):
             return self._update_voter_resp(int(_E.INCONSISTENT_CLUSTER_ID))
@@ -566,8 +580,6 @@ class _Reconfig(_CoreBase):
         if err is not None:
             return self._update_voter_resp(err)
         level = self._crs.last_kraft_version()
-        if level < 1:
-            return self._update_voter_resp(int(_E.UNSUPPORTED_VERSION))
         endpoints = {lst.name: (lst.host, lst.port) for lst in req.listeners}
         feat = req.kraft_version_feature
         lo, hi = feat.min_supported_version, feat.max_supported_version
@@ -583,11 +595,22 @@ class _Reconfig(_CoreBase):
         self._expire_voter_op(now)
         if self._voter_op is not None or self.high_watermark < 0:
             return self._update_voter_resp(int(_E.REQUEST_TIMED_OUT))
-        if self._voters_record_uncommitted():
+        if level >= 1 and self._voters_record_uncommitted():
+            return self._update_voter_resp(int(_E.REQUEST_TIMED_OUT))
+        if level < 1 and self._volatile_voters is None:
             return self._update_voter_resp(int(_E.REQUEST_TIMED_OUT))
         if not lo <= level <= hi:
             return self._update_voter_resp(int(_E.INVALID_REQUEST))
         node = VoterNode(req.voter_id, req.voter_directory_id, endpoints, lo, hi)
+        if level < 1:
+            assert self._volatile_voters is not None
+            patched = self._volatile_voters.update_ignoring_directory_id(node)
+            if patched is None:
+                return self._update_voter_resp(int(_E.VOTER_NOT_FOUND))
+            # (check quorum is left to the voter's Fetches here: Kafka's UpdateVoterHandler
+            # also counts this answer, which the simulator's check-quorum model does not)
+            self._volatile_voters = patched
+            return self._update_voter_resp(_NONE)
         new = self.voter_set.update(node)
         if new is None:
             return self._update_voter_resp(int(_E.VOTER_NOT_FOUND))
@@ -605,11 +628,14 @@ class _Reconfig(_CoreBase):
         ``(error code, message)``. NOT_LEADER_OR_FOLLOWER when this node does not lead
         ``epoch``; NONE without a change for the current level; INVALID_UPDATE_VERSION for a
         lower level (there is no downgrade), a level outside this node's range, a voter whose
-        range excludes it, or a voter without a directory id (this core keeps no volatile
-        voter set filled by UpdateRaftVoter at kraft.version 0, so a static quorum's voters,
-        which have none, cannot be upgraded here). Otherwise, unless ``validate_only``, one
-        control batch with KRaftVersionRecord{``level``} and VotersRecord{the voters} is
-        appended and NONE returned (the change is in force from its append)."""
+        range excludes it ("Not all of the voters support it."), or a voter without a
+        directory id. The voters are the leader's volatile voters at kraft.version 0: the
+        static set with the leader's own entry and every entry an UpdateRaftVoter of this
+        epoch sent (Kafka 4.1+ ``KRaftVersionUpgrade.Voters``), so a static quorum can be
+        upgraded once each voter has told this leader its directory id and range. Otherwise,
+        unless ``validate_only``, one control batch with KRaftVersionRecord{``level``} and
+        VotersRecord{the voters} is appended and NONE returned (the change is in force from its
+        append)."""
         if self.state != LEADER or epoch != self.epoch or self._shutdown_deadline is not None:
             return int(_E.NOT_LEADER_OR_FOLLOWER), f"node {self.node_id} does not lead {epoch}"
         current = self._crs.last_kraft_version()
@@ -620,23 +646,22 @@ class _Reconfig(_CoreBase):
         lo, hi = self.config.kraft_version_supported
         if not lo <= level <= hi:
             return int(_E.INVALID_UPDATE_VERSION), f"kraft.version {level} is not supported"
-        vs = self.voter_set
-        if any(not vs[v].supports(level) for v in vs if v != self.node_id):
+        vs = self._volatile_voters if self._volatile_voters is not None else self.voter_set
+        upgraded = vs.update_ignoring_directory_id(self._local_voter_node()) or vs
+        prefix = f"Invalid update version {level} for feature kraft.version."
+        if any(not upgraded[v].supports(level) for v in upgraded):
+            return int(_E.INVALID_UPDATE_VERSION), f"{prefix} Not all of the voters support it."
+        missing = sorted(v for v in upgraded if upgraded[v].directory_id.int == 0)
+        if missing:
             return int(_E.INVALID_UPDATE_VERSION), (
-                f"kraft.version {level} cannot be finalized: not all of the voters support it"
-            )
-        local = self._local_voter_node()
-        upgraded = vs.update_ignoring_directory_id(local) or vs
-        if any(upgraded[v].directory_id.int == 0 for v in upgraded):
-            return int(_E.INVALID_UPDATE_VERSION), (
-                "every voter needs a directory id before kraft.version 1 (none is known for "
-                f"{sorted(v for v in upgraded if upgraded[v].directory_id.int == 0)})"
+                f"{prefix} The voters {missing} have no known directory id."
             )
         if validate_only:
             return _NONE, None
         self._flush_pending(now, force=True)
         batch = encode_voters_control_batch(self.log.end_offset, self.epoch, upgraded,
                                             self._wall(now), kraft_version=level)  # fmt: skip
+        self._volatile_voters = None
         self.log.append([batch])
         self._feed_batches(now, [batch])
         self._wake_parked(now)

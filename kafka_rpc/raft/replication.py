@@ -256,10 +256,17 @@ class _Replication(_CoreBase):
             self._update_high_watermark(now)
 
     def _voter_seen(self, now: int, replica: int) -> None:
-        self._fetched_voters.add(replica)
+        """Kafka ``LeaderState.updateCheckQuorumForFollowingVoter``: a majority of the latest
+        voter set fetched since the check-quorum timer was last restarted restarts it; this
+        leader counts itself only while it is a voter (a leader that removed itself needs a
+        majority of the remaining voters)."""
         self._end_epoch_unacked.discard(replica)
-        if len(self._fetched_voters) >= self._majority():
-            self._fetched_voters = {self.node_id}
+        if replica == self.node_id or replica not in self.voters:
+            return
+        self._fetched_voters.add(replica)
+        need = self._majority() - (1 if self.node_id in self.voters else 0)
+        if len(self._fetched_voters & self.voters.keys()) >= need:
+            self._fetched_voters = set()
             self._check_quorum_deadline = now + self.config.fetch_timeout_ms * 3 // 2
 
     def _update_high_watermark(self, now: int) -> None:

@@ -777,7 +777,7 @@ def _leader_claim(api_key: int, msg: Any, response: bool) -> tuple[int, int, int
     """(error code, leader id, epoch) a Raft message states, None when it states none (a
     request other than Begin/EndQuorumEpoch, a top-level error, no partition)."""
     if response:
-        if msg.error_code:
+        if msg.error_code or api_key in (80, 81, 82):  # the voter changes name no partition
             return None
         if api_key == _FETCH:
             parts = msg.responses[0].partitions if msg.responses else ()
@@ -1213,8 +1213,10 @@ class KafkaRules:
                       f"{core.epoch}")  # fmt: skip
         if core.state == LEADER and req.current_leader_epoch == core.epoch:
             host, port = self.c.voters[src.node_id]
-            if (resp.error_code not in (0, _E.UNSUPPORTED_VERSION)
-                    or (cl.host, cl.port) != (host, port)):  # fmt: skip
+            ok = (0, _E.UNSUPPORTED_VERSION)
+            if core.high_watermark < 0:
+                ok += (_E.REQUEST_TIMED_OUT,)  # Kafka 4.1+ without a high watermark yet
+            if resp.error_code not in ok or (cl.host, cl.port) != (host, port):
                 self.fail(f"leader {src.node_id}: UpdateRaftVoter in its epoch answered "
                           f"{resp.error_code} naming {cl.host}:{cl.port}")  # fmt: skip
 

@@ -93,8 +93,11 @@ def test_auto_add_new_voter_timer_restart_codes_and_backoff():
     n.core.handle_response(T, 1, add.correlation, resp)
     n.core.poll(T + 1)
     assert n.outbound() == []  # backing off
+    # then Fetches again, and asks again once the timer (restarted by the send) runs out
     back = T + n.core.config.retry_backoff_ms
-    assert [o.api_key for o in voter_requests(run_to(n, back))] == [ADD]
+    assert voter_requests(run_to(n, back)) == []
+    assert voter_requests(run_to(n, 2 * T - 1)) == []
+    assert [o.api_key for o in voter_requests(run_to(n, 2 * T))] == [ADD]
 
 
 def test_auto_remove_old_voter():
@@ -265,3 +268,134 @@ def test_update_voter_response_causes_epoch_change():
 def test_update_voter_not_sent_by_observers():
     n = observer(auto_join=False, local_listeners={"CONTROLLER": ("x", 1)})
     assert [o for o in voter_requests(run_to(n, 3 * T)) if o.api_key == UPDATE] == []
+
+
+# ====================================================================== 0 -> 1 upgrade
+VERSIONS = {1: 18, 52: 3, 53: 2, 54: 2, 55: 2, 59: 1, 80: 1, 81: 0, 82: 0}
+
+
+class MemoryCluster:
+    """Cores exchanging every request at once (no loss, no delay); the AddRaftVoter
+    ApiVersions probes are answered with kraft.version 0..1."""
+
+    def __init__(self, nodes: dict[int, Node]) -> None:
+        self.nodes = nodes
+        self.replies: list = []
+
+    def run(self, start: int, end: int, step: int = 10) -> None:
+        for t in range(start, end, step):
+            for _ in range(10):
+                busy = False
+                for n in self.nodes.values():
+                    n.core.poll(t)
+                    if n.core.needs_flush:
+                        n.flush(t)
+                    for o in n.outbound():
+                        busy = True
+                        self._deliver(t, n, o)
+                while self.replies:
+                    busy = True
+                    src, o, resp = self.replies.pop(0)
+                    src.core.handle_response(t, o.destination, o.correlation, resp)
+                if not busy:
+                    break
+
+    def _deliver(self, now: int, src: Node, o: Any) -> None:
+        if o.api_key == API_VERSIONS:
+            self.replies.append((src, o, api_versions()))
+            return
+        dst = self.nodes.get(o.destination)
+        if dst is None:
+            return
+
+        def reply(resp: Any) -> None:
+            self.replies.append((src, o, resp))
+
+        dst.core.handle_request(now, o.api_key, VERSIONS[o.api_key], o.request, reply)
+
+    def leader(self) -> Node:
+        (lead,) = [n for n in self.nodes.values() if n.core.state == "Leader"]
+        return lead
+
+
+def static_node(i: int, **kw: Any) -> Node:
+    kw.setdefault("state", ElectionState(epoch=1, voted_id=1) if i == 1 else None)
+    return make_node(i, (1, 2, 3), directory_id=dir_of(i), seed=i,
+                     local_listeners={"CONTROLLER": (f"controller-{i}", 9090 + i)},
+                     **kw)  # fmt: skip
+
+
+def test_kraft_upgrade_of_a_static_quorum_then_add_voter():
+    c = MemoryCluster({i: static_node(i) for i in (1, 2, 3)})
+    c.run(0, 500)
+    lead = c.leader()
+    assert lead.id == 1 and lead.core.kraft_version == 0
+    # before every voter told the leader its directory id: refused, nothing written
+    code, msg = lead.core.upgrade_kraft_version(500, 1, 1, True)
+    assert code == E.INVALID_UPDATE_VERSION
+    assert msg.startswith("Invalid update version 1 for feature kraft.version.")
+    # each follower voter sends UpdateRaftVoter once its update-voter timer runs out
+    c.run(500, 2600)
+    assert {v: lead.core._volatile_voters[v].directory_id for v in (1, 2, 3)} == {
+        v: dir_of(v) for v in (1, 2, 3)
+    }
+    assert lead.core.voter_set[2].directory_id.int == 0  # nothing written yet
+    end = lead.log.end_offset
+    assert lead.core.upgrade_kraft_version(2600, 1, 1, True) == (0, None)
+    assert lead.log.end_offset == end
+    assert lead.core.upgrade_kraft_version(2600, 1, 1, False) == (0, None)
+    assert lead.core.kraft_version == 1
+    c.run(2600, 3000)
+    for n in c.nodes.values():
+        assert n.core.kraft_version == 1
+        assert {v: n.core.voter_set[v].directory_id for v in (1, 2, 3)} == {
+            v: dir_of(v) for v in (1, 2, 3)
+        }
+        assert n.core.voter_set[2].endpoints == {"CONTROLLER": ("controller-2", 9092)}
+        assert (n.core.voter_set[2].kraft_min, n.core.voter_set[2].kraft_max) == (0, 1)
+    p = lead.core.describe_quorum_partition(3000)
+    assert [(r.replica_id, r.replica_directory_id) for r in p.current_voters] == [
+        (v, dir_of(v)) for v in (1, 2, 3)
+    ]
+    assert lead.core.high_watermark == lead.log.end_offset
+    # a new controller observes, catches up and is added
+    c.nodes[4] = make_node(4, (1, 2, 3), directory_id=dir_of(4), seed=4,
+                           local_listeners={"CONTROLLER": ("controller-4", 9094)})  # fmt: skip
+    c.run(3000, 3500)
+    assert c.nodes[4].core.kraft_version == 1 and not c.nodes[4].core.is_voter
+    replies: list = []
+    from .test_core_reconfig import add_req
+
+    lead.core.handle_request(3500, ADD, 1, add_req(4), replies.append)
+    c.run(3500, 3700)
+    assert [r.error_code for r in replies] == [0]
+    for n in c.nodes.values():
+        assert sorted(n.core.voter_set) == [1, 2, 3, 4]
+    assert c.nodes[4].core.is_voter
+
+
+def test_upgrade_refused_when_a_voter_does_not_support_kraft_version_1():
+    c = MemoryCluster({i: static_node(i) for i in (1, 2, 3)})
+    c.nodes[3] = static_node(3, kraft_version_supported=(0, 0))
+    c.run(0, 2600)
+    lead = c.leader()
+    code, msg = lead.core.upgrade_kraft_version(2600, lead.core.epoch, 1, False)
+    assert (code, msg) == (
+        E.INVALID_UPDATE_VERSION,
+        "Invalid update version 1 for feature kraft.version. Not all of the voters support it.",
+    )
+    assert lead.core.kraft_version == 0
+
+
+def test_volatile_voters_are_lost_with_the_leadership_and_sent_again():
+    c = MemoryCluster({i: static_node(i) for i in (1, 2, 3)})
+    c.run(0, 2600)
+    assert c.leader().id == 1
+    c.nodes[1].core.begin_shutdown(2600, 5000)
+    c.run(2600, 4000)
+    lead = c.leader()
+    assert lead.id != 1
+    code, _ = lead.core.upgrade_kraft_version(4000, lead.core.epoch, 1, True)
+    assert code == E.INVALID_UPDATE_VERSION  # the new leader has heard from nobody yet
+    c.run(4000, 4000 + 2 * T)
+    assert lead.core.upgrade_kraft_version(8000, lead.core.epoch, 1, True) == (0, None)

@@ -352,15 +352,21 @@ def _update_voter(epoch: int, cluster_id: str | None = CLUSTER_ID):
     )
 
 
-def test_update_raft_voter_on_our_leader_is_unsupported_with_us_as_current_leader():
+def test_update_raft_voter_on_our_static_leader_is_recorded_with_us_as_current_leader():
     """``KafkaRaftClient.shouldSendUpdateVoteRequest``: a Kafka follower voter asks every new leader
-    until it gets NONE or UNSUPPORTED_VERSION naming that leader; our static voter set is not
-    updated."""
+    until it gets NONE or UNSUPPORTED_VERSION naming that leader. A Kafka 4.1+ leader at
+    kraft.version 0 answers REQUEST_TIMED_OUT before it has a high watermark, then records the
+    entry in its volatile voters (the static voter set itself is not changed) and answers NONE."""
     n = leader_node(epoch=3)
+    early = n.request(0, 82, 0, _update_voter(3))
+    assert early.error_code == E.REQUEST_TIMED_OUT and early.current_leader.leader_id == 1
+    fetch_partition(n.request(0, FETCH, V_FETCH, fetch_request(3, 3, 1, 3)))
+    assert n.core.high_watermark == 1
     r = n.request(0, 82, 0, _update_voter(3))
-    assert r.error_code == E.UNSUPPORTED_VERSION
+    assert r.error_code == 0
     cl = r.current_leader
     assert (cl.leader_id, cl.leader_epoch, cl.host, cl.port) == (1, 3, "controller-1", 9091)
+    assert n.core.voter_set[2].directory_id.int == 0 and n.core.kraft_version == 0
     assert n.request(0, 82, 0, _update_voter(2)).error_code == E.FENCED_LEADER_EPOCH
     assert n.request(0, 82, 0, _update_voter(4)).error_code == E.UNKNOWN_LEADER_EPOCH
     bad = n.request(0, 82, 0, _update_voter(3, cluster_id="other"))

@@ -652,9 +652,20 @@ def test_update_voter_old_and_new_epoch():
 
 
 def test_update_voter_with_kraft_version_0():
+    """Kafka 4.1+: the leader of a static quorum records the entry in its volatile voters
+    (matched by id only), writes nothing, and answers NONE."""
     n = make_node(1, (1, 2), state=ElectionState(epoch=1, voted_id=1))
     elect(n, 0)
-    assert n.request(1, UPDATE, 0, update_req(2)).error_code == E.UNSUPPORTED_VERSION
+    n.flush(0)
+    assert n.request(1, UPDATE, 0, update_req(2)).error_code == E.REQUEST_TIMED_OUT  # no HWM
+    fetch_partition(n.request(1, FETCH, V_FETCH, fetch_request(2, 1, n.log.end_offset, 1)))
+    end = n.log.end_offset
+    assert n.request(1, UPDATE, 0, update_req(2)).error_code == 0
+    assert n.log.end_offset == end and n.core.kraft_version == 0
+    assert n.core._volatile_voters[2].directory_id == dir_of(2)
+    assert n.core.voter_set[2].directory_id.int == 0
+    assert n.request(1, UPDATE, 0, update_req(5)).error_code == E.VOTER_NOT_FOUND
+    assert n.request(1, UPDATE, 0, update_req(2, lo=1, hi=1)).error_code == E.INVALID_REQUEST
 
 
 # ============================================================= observers, bootstrap servers
@@ -774,3 +785,24 @@ def test_kraft_upgrade_version():
     last = list(n.log.batches(0, n.log.end_offset))[-1]
     assert controls(last) == [KRAFT_VERSION, KRAFT_VOTERS]
     assert n.core.voter_set[1].directory_id == dir_of(1)
+
+
+# ====================================================================== check quorum
+def test_check_quorum_of_a_leader_that_removed_itself_counts_the_remaining_voters():
+    """Kafka ``LeaderState.updateCheckQuorumForFollowingVoter``: a leader outside the voter set
+    is not part of the majority; with {2, 3} left, voter 2 alone does not keep it leading."""
+    timeout = 3 * 2000 // 2
+    kept = committed_leader(ids=(1, 2, 3))
+    for t in range(0, timeout + 500, 100):
+        observe(kept, t, 2)
+        kept.core.poll(t)
+    assert kept.core.state == "Leader"  # 1 and 2 are a majority of {1, 2, 3}
+    n = committed_leader(ids=(1, 2, 3))
+    remove(n, 0, remove_req(1))
+    assert not n.core.is_voter and n.core.state == "Leader"
+    for t in range(0, timeout + 500, 100):
+        if n.core.state != "Leader":
+            break
+        observe(n, t, 2)
+        n.core.poll(t)
+    assert n.core.state == "Resigned"
