@@ -23,6 +23,7 @@ from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
+    "NOT_CONTROLLER_ONLY",
     "ControllerChannel",
     "ControllerUnavailableError",
     "error_codes",
@@ -81,8 +82,13 @@ def _collect_codes(obj: Any, out: list[int]) -> None:
             _collect_codes(value, out)
 
 
-def _not_controller(response: Any) -> bool:
-    return any(c == ErrorCode.NOT_CONTROLLER for c in error_codes(response))
+#: the answers that mean "the controller moved" for most requests (Kafka's
+#: ``NodeToControllerRequestThread`` re-queues on NOT_CONTROLLER)
+NOT_CONTROLLER_ONLY: frozenset[int] = frozenset({ErrorCode.NOT_CONTROLLER})
+
+
+def _moved(response: Any, codes: frozenset[int]) -> bool:
+    return any(c in codes for c in error_codes(response))
 
 
 class ControllerChannel:
@@ -175,9 +181,12 @@ class ControllerChannel:
         version: int | None = None,
         timeout: float | None = None,
         attempts: int = 2,
+        moved: frozenset[int] = NOT_CONTROLLER_ONLY,
     ) -> tuple[int, Any]:
-        """``(node id, response)`` from the first candidate that answers without NOT_CONTROLLER,
-        trying at most ``attempts`` nodes (the leader is looked up again before each). Raises
+        """``(node id, response)`` from the first candidate whose answer carries none of the
+        ``moved`` error codes (NOT_CONTROLLER by default; the Raft requests a broker forwards
+        add NOT_LEADER_OR_FOLLOWER, the Raft core's "not the leader"), trying at most
+        ``attempts`` nodes (the leader is looked up again before each). Raises
         :class:`ControllerUnavailableError` when none does."""
         if self._closed:
             raise ControllerUnavailableError("the controller channel is closed")
@@ -197,8 +206,8 @@ class ControllerChannel:
                     self._last_active = -1
                 await self._drop(node)
                 continue
-            if _not_controller(resp):
-                last = f"node {node} answered NOT_CONTROLLER"
+            if _moved(resp, moved):
+                last = f"node {node} answered that it is not the active controller"
                 if self._last_active == node:
                     self._last_active = -1
                 continue
