@@ -383,7 +383,8 @@ class Node:
         without it. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
-        from kafka_rpc.controller.quorum_controller import QuorumController
+        from kafka_rpc.controller.quorum_controller import QuorumController, RaftCoreKRaftVersion
+        from kafka_rpc.raft.driver import monotonic_ms
         from kafka_rpc.raft.replica import open_raft_replica
 
         assert self.cluster_id is not None  # start() sets it first
@@ -396,6 +397,10 @@ class Node:
         from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
+
+        def core() -> Any:  # the metadata replica's Raft core (the replica is opened below)
+            return replica.driver.core
+
         state = QuorumController(
             self.node_id,
             self.cluster_id,
@@ -420,8 +425,11 @@ class Node:
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
             # a replica's Raft group talks over the controller listener: voters only
-            diskless_metadata_hosts=frozenset(cfg.voters()),
+            diskless_metadata_hosts=lambda: frozenset(core().voters),
             bootstrap=bootstrap,
+            # kraft.version and the voters as the metadata log has them (KIP-853)
+            kraft=RaftCoreKRaftVersion(core, monotonic_ms),
+            voter_ids=lambda: core().voters,
         )
         replica = open_raft_replica(
             directory,
