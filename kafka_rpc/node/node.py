@@ -157,7 +157,15 @@ class Node:
             active_controller_id=self._active_controller_id,
             security=self.client_security(names[0]) if names else None,
             bound=lambda: self.bound,
+            voters=self.quorum_voters,
         )
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """The metadata quorum's voters, id -> (host, port) of their controller listener: the
+        Raft replica's voter set once it runs (KIP-853: it changes with the log), else
+        ``controller.quorum.voters``."""
+        raft = self.raft
+        return dict(raft.core.voters) if raft is not None else self.config.voters()
 
     def _active_controller_id(self) -> int:
         ctl = self.controller
