@@ -227,7 +227,7 @@ class QuorumController:
         clock_ms: Callable[[], int] = _monotonic_ms,
         diskless_metadata_partitions: int = 0,
         diskless_metadata_replication_factor: int = 3,
-        diskless_metadata_expected_brokers: int = 1,
+        diskless_metadata_expected_brokers: int | Callable[[], int] = 1,
         diskless_metadata_grace_ms: int = 9000,
         unclean_leader_election_enable: bool = False,
         leader_imbalance_check_interval_ms: int | None = 300_000,
@@ -564,6 +564,10 @@ class QuorumController:
         """The metadata log's ``kraft.version`` as the Raft replica has it (0 without one)."""
         kraft = self.kraft
         return kraft.kraft_version() if kraft is not None else 0
+
+    def _expected_brokers(self) -> int:
+        n = self.diskless_metadata_expected_brokers
+        return n() if callable(n) else n
 
     def _raft_hosts(self) -> frozenset[int] | None:
         hosts = self.diskless_metadata_hosts
@@ -926,7 +930,7 @@ class QuorumController:
         if not M.metadata_topic_due(
             self._uncommitted,
             rf,
-            self.diskless_metadata_expected_brokers,
+            self._expected_brokers(),
             now - self._activated_ms,
             self.diskless_metadata_grace_ms,
             self._raft_hosts(),

@@ -292,7 +292,7 @@ class Node:
         cfg = self.config
         return (
             "broker" in cfg.process_roles
-            and set(cfg.voters()) == {self.node_id}
+            and set(self.quorum_voters()) == {self.node_id}
             and 62 in self.registry.table("controller")
         )
 
@@ -340,7 +340,7 @@ class Node:
         """This node is the only voter and its controller listener does not take
         BrokerRegistration (a registry some tests build): its broker can never register, so
         nothing waits for it."""
-        return set(self.config.voters()) == {self.node_id} and (
+        return set(self.quorum_voters()) == {self.node_id} and (
             62 not in self.registry.table("controller")
         )
 
@@ -422,7 +422,7 @@ class Node:
             diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
             diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
             diskless_metadata_expected_brokers=(
-                len(cfg.voters()) if "broker" in cfg.process_roles else 1
+                (lambda: len(core().voters) or 1) if "broker" in cfg.process_roles else 1
             ),
             diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
