@@ -14,8 +14,10 @@ import contextlib
 import logging
 import signal
 import socket
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kafka_rpc.api.registry import Registry, default_registry
 from kafka_rpc.broker.channel import ControllerChannel
@@ -42,8 +44,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("kafka_rpc.node")
 
 __all__ = ["Node", "handlers_registry"]
-
-
 
 
 class Node:
@@ -284,9 +284,20 @@ class Node:
         cfg = self.config
         return (
             "broker" in cfg.process_roles
-            and set(cfg.voters()) == {self.node_id}
+            and self.quorum_voter_ids() == {self.node_id}
             and 62 in self.registry.table("controller")
         )
+
+    def quorum_voter_ids(self) -> set[int]:
+        """The ids of the metadata quorum's voters: the running replica's latest voter set
+        (``core.voters``; for a dynamic quorum, KIP-853, the metadata log's and its bootstrap
+        snapshot's, so it follows AddRaftVoter/RemoveRaftVoter), else the static
+        ``controller.quorum.voters`` (empty for a dynamic quorum before the replica runs)."""
+        driver = self.raft
+        voters = getattr(getattr(driver, "core", None), "voters", None)
+        if voters is not None:
+            return set(voters)
+        return set(self.config.voters())
 
     async def _wait_until_ready(self) -> None:
         """Block :meth:`start` until the node can serve its broker listeners, as Kafka's
@@ -332,7 +343,7 @@ class Node:
         """This node is the only voter and its controller listener does not take
         BrokerRegistration (a registry some tests build): its broker can never register, so
         nothing waits for it."""
-        return set(self.config.voters()) == {self.node_id} and (
+        return self.quorum_voter_ids() == {self.node_id} and (
             62 not in self.registry.table("controller")
         )
 
@@ -379,8 +390,13 @@ class Node:
 
     def _start_raft(self) -> None:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
-        replica: a voter with the controller role, an observer (fetching from the voters)
-        without it. Its state machine is the QuorumController: on the active node (the leader)
+        replica (:meth:`Config.raft_config <kafka_rpc.config.Config.raft_config>` with the bound
+        listeners, so the replica knows its own controller endpoints): a voter when the voter
+        set names it, else an observer that fetches from the leader. Broker-only nodes are
+        always observers; so is a controller of a dynamic quorum (KIP-853) formatted with
+        ``--no-initial-controllers`` or not listed in ``--initial-controllers``, which finds
+        the leader through ``controller.quorum.bootstrap.servers`` until an AddRaftVoter makes
+        it a voter. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
         from kafka_rpc.controller.quorum_controller import QuorumController
@@ -410,7 +426,7 @@ class Node:
             diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
             diskless_metadata_expected_brokers=(
                 len(cfg.voters()) if "broker" in cfg.process_roles else 1
-            ),
+            ),  # a dynamic quorum's: set below, once the replica has read its voter set
             diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
             leader_imbalance_check_interval_ms=(
@@ -419,13 +435,21 @@ class Node:
                 else None
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-            # a replica's Raft group talks over the controller listener: voters only
-            diskless_metadata_hosts=frozenset(cfg.voters()),
+            # a replica's Raft group talks over the controller listener: voters only (a
+            # dynamic quorum's as the replica knows them at each check)
+            diskless_metadata_hosts=(
+                cast("frozenset[int]", _QuorumVoterIds(self))
+                if cfg.dynamic_quorum
+                else frozenset(cfg.voters())
+            ),
             bootstrap=bootstrap,
+        )
+        raft_config = cfg.raft_config(
+            self.cluster_id, metadata_directory_id(cfg.metadata_log_dir), self.bound
         )
         replica = open_raft_replica(
             directory,
-            cfg.raft_config(self.cluster_id, metadata_directory_id(cfg.metadata_log_dir)),
+            raft_config,
             state,
             segment_bytes=cfg.metadata_log_segment_bytes,
             request_timeout_ms=cfg.quorum_request_timeout_ms,
@@ -434,6 +458,9 @@ class Node:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         driver = replica.driver
+        if cfg.dynamic_quorum and "broker" in cfg.process_roles:
+            voters = getattr(driver.core, "voters", None) or {}
+            state.diskless_metadata_expected_brokers = max(1, len(voters))
         state.attach(driver)
         driver.start()
         self.raft, self.controller = driver, state
@@ -613,6 +640,23 @@ class Node:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None
         self._unlock_dirs()
+
+
+class _QuorumVoterIds(AbstractSet[int]):
+    """The node's metadata quorum voter ids as a live set (:meth:`Node.quorum_voter_ids` at
+    each use): a dynamic quorum's voters change with AddRaftVoter and RemoveRaftVoter."""
+
+    def __init__(self, node: Node) -> None:
+        self._node = node
+
+    def __contains__(self, x: object) -> bool:
+        return x in self._node.quorum_voter_ids()
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(sorted(self._node.quorum_voter_ids()))
+
+    def __len__(self) -> int:
+        return len(self._node.quorum_voter_ids())
 
 
 class _EitherEvent:
