@@ -6,6 +6,8 @@
     kafka-rpc storage format --cluster-id ID --config server.properties [--override k=v]
                              [--ignore-formatted] [--release-version V] [--feature F=L ...]
                              [--kafka-compatible] [--add-scram SCRAM ...]
+                             [--standalone | --initial-controllers ID@H:P:DIR,... |
+                              --no-initial-controllers]
     kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
@@ -37,7 +39,7 @@ import sys
 from kafka_rpc.cli.bench import _cmd_bench
 from kafka_rpc.cli.metadata_quorum import _cmd_metadata_quorum
 from kafka_rpc.cli.serve import _cmd_serve
-from kafka_rpc.cli.storage import _cmd_storage
+from kafka_rpc.cli.storage import KafkaExitParser, _cmd_storage, add_format_quorum_arguments
 from kafka_rpc.cli.tools import (
     _cmd_acls,
     _cmd_api_versions,
@@ -68,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=_cmd_api_versions)
 
     st = sub.add_parser("storage", help="format storage directories (kafka-storage.sh)")
-    st_sub = st.add_subparsers(dest="storage_command", required=True)
+    # usage errors exit 1 there, as Kafka's kafka-storage.sh
+    st_sub = st.add_subparsers(dest="storage_command", required=True, parser_class=KafkaExitParser)
     st_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(func=_cmd_storage)
     f = st_sub.add_parser("format", help="write meta.properties into the log directories")
     f.add_argument("--cluster-id", "-t", required=True, help="the cluster id (22-char base64)")
@@ -88,6 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--kafka-compatible", action="store_true",
                    help="leave kafka-rpc's own features (kafka_rpc.*) at 0 so that Apache "
                    "Kafka brokers and controllers can join (docs/features.md)")  # fmt: skip
+    add_format_quorum_arguments(f)
     f.set_defaults(func=_cmd_storage)
 
     mq = sub.add_parser("metadata-quorum", help="describe the metadata quorum "
