@@ -37,6 +37,7 @@ __all__ = [
     "ConfigError",
     "Endpoint",
     "load_config",
+    "parse_listeners",
 ]
 
 
@@ -105,6 +106,12 @@ def _endpoints(key: str, v: str) -> tuple[Endpoint, ...]:
     if len(set(names)) != len(names):
         raise ConfigError(f"{key}: duplicate listener name in {v!r}")
     return tuple(out)
+
+
+def parse_listeners(key: str, text: str) -> tuple[Endpoint, ...]:
+    """A ``listeners``-style value (``NAME://host:port,...``, names upper-cased, an IPv6 host in
+    brackets) as the endpoints it lists; ConfigError naming ``key`` for a malformed one."""
+    return _endpoints(key, text)
 
 
 def _protocol_map(key: str, v: str) -> dict[str, str]:
