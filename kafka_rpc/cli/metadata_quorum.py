@@ -11,13 +11,13 @@ never ``log.dir``) and that directory's ``meta.properties`` ``directory.id``; on
 (an empty host is ``localhost``). It sends AddRaftVoter (v1, AckWhenCommitted true: the answer
 comes once the VotersRecord is committed) and prints ``Added controller <id> with directory id
 <uuid> and endpoints: <NAME>://<host>:<port>, ...``. ``remove-controller`` sends RemoveRaftVoter
-and prints ``Removed  KRaft controller <id> with directory id <uuid>`` (Kafka's two spaces).
-``--dry-run`` checks and prints ``DRY RUN of adding ...`` / ``DRY RUN of removing  KRaft
-controller ...`` without sending. Both go to the active controller as Kafka's admin client
-does: a controller that is not the leader (NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER) is left for
-the leader its DescribeQuorum names; a broker forwards. An error answer prints the line Kafka's
-tool prints first, ``<Java exception class>: <the answer's ErrorMessage, else Kafka's default
-message>``, and exits 1, as every refusal does (Kafka's messages).
+and prints ``Removed KRaft controller <id> with directory id <uuid>`` (Kafka 4.4's line; 4.2
+printed two spaces there). ``--dry-run`` checks and prints ``DRY RUN of adding ...`` / ``DRY RUN
+of removing KRaft controller ...`` without sending. Both go to the active controller as Kafka's
+admin client does: a controller that is not the leader (NOT_LEADER_OR_FOLLOWER, NOT_CONTROLLER)
+is left for the leader its DescribeQuorum names; a broker forwards. An error answer prints the
+line Kafka's tool prints first, ``<Java exception class>: <the answer's ErrorMessage, else
+Kafka's default message>``, and exits 1, as every refusal does (Kafka's messages).
 """
 
 from __future__ import annotations
@@ -295,8 +295,8 @@ def added_line(c: NewController, dry_run: bool) -> str:
 
 
 def removed_line(node_id: int, directory_id: uuid.UUID, dry_run: bool) -> str:
-    """Kafka's ``handleRemoveController`` output line (its format string's two spaces)."""
-    head = "DRY RUN of removing " if dry_run else "Removed "
+    """Kafka 4.4's ``handleRemoveController`` output line."""
+    head = "DRY RUN of removing" if dry_run else "Removed"
     return f"{head} KRaft controller {node_id} with directory id {uuid_text(directory_id)}"
 
 
@@ -381,7 +381,7 @@ def _cmd_add_controller(args: argparse.Namespace) -> int:
     path = getattr(args, "command_config", None)
     try:
         if path is not None and not Path(path).exists():
-            raise TerseFailure(f"Properties file {path} does not exists!")
+            raise TerseFailure(f"Properties file {path} does not exist.")
         if path is None:
             raise TerseFailure("You must supply the configuration file of the controller you "
                                "are adding when using add-controller.")  # fmt: skip
@@ -418,7 +418,7 @@ def _cmd_remove_controller(args: argparse.Namespace) -> int:
         except ValueError as e:
             raise TerseFailure(f"Failed to parse --controller-directory-id: {e}") from None
         if getattr(args, "command_config", None) and not Path(args.command_config).exists():
-            raise TerseFailure(f"Properties file {args.command_config} does not exists!")
+            raise TerseFailure(f"Properties file {args.command_config} does not exist.")
     except TerseFailure as e:
         print(e, file=sys.stderr)
         return 1

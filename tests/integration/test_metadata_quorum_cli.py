@@ -103,7 +103,7 @@ async def test_add_and_remove_controller(servers, tmp_path):
     r = await cli(*where, "remove-controller", "--controller-id", "4",
                   "--controller-directory-id", DIR_ID)  # fmt: skip
     assert r.returncode == 0, r.stderr
-    assert r.stdout == f"Removed  KRaft controller 4 with directory id {DIR_ID}\n"
+    assert r.stdout == f"Removed KRaft controller 4 with directory id {DIR_ID}\n"
     ((version, req),) = state["remove"]
     assert version == 0 and (req.voter_id, req.voter_directory_id) == (4, parse_uuid_text(DIR_ID))
 

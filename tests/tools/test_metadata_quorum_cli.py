@@ -113,10 +113,10 @@ def test_a_directory_without_a_directory_id(tmp_path):
     assert str(e.value) == f"No directory id found in {tmp_path / 'meta'}"
 
 
-def test_removed_line_has_kafkas_two_spaces():
+def test_removed_line_is_kafka_4_4s():
     d = parse_uuid_text(DIR_ID)
-    assert removed_line(3, d, False) == f"Removed  KRaft controller 3 with directory id {DIR_ID}"
-    assert removed_line(3, d, True) == (f"DRY RUN of removing  KRaft controller 3 with directory "
+    assert removed_line(3, d, False) == f"Removed KRaft controller 3 with directory id {DIR_ID}"
+    assert removed_line(3, d, True) == (f"DRY RUN of removing KRaft controller 3 with directory "
                                         f"id {DIR_ID}")  # fmt: skip
 
 
@@ -210,13 +210,13 @@ def test_cli_refusals_and_dry_runs_send_nothing(tmp_path):
         "add-controller.")  # fmt: skip
     r = cli(*where, "--command-config", str(tmp_path / "nope"), "add-controller")
     assert r.returncode == 1 and r.stderr.strip() == (
-        f"Properties file {tmp_path / 'nope'} does not exists!")  # fmt: skip
+        f"Properties file {tmp_path / 'nope'} does not exist.")  # fmt: skip
     r = cli(*where, "--command-config", _controller(tmp_path), "add-controller", "--dry-run")
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == (f"DRY RUN of adding controller 2 with directory id {DIR_ID} and "
                                 "endpoints: CONTROLLER://127.0.0.1:19094")  # fmt: skip
     r = cli(*where, "remove-controller", "-i", "3", "-d", DIR_ID, "--dry-run")
-    assert r.returncode == 0 and r.stdout == (f"DRY RUN of removing  KRaft controller 3 with "
+    assert r.returncode == 0 and r.stdout == (f"DRY RUN of removing KRaft controller 3 with "
                                               f"directory id {DIR_ID}\n")  # fmt: skip
     r = cli(*where, "remove-controller", "-i", "-1", "-d", DIR_ID)
     assert r.returncode == 1 and r.stderr.strip() == "Invalid negative --controller-id: -1"
