@@ -256,3 +256,40 @@ def test_kafka_reads_our_dynamic_snapshot(kafka_newest, tmp_path, procs):
     assert voter["id"] == 1 and voter["directoryId"] == dir_id, voter
     assert voter["endpoints"] == [f"CONTROLLER://127.0.0.1:{port}"], voter
     assert not _halted(kafka)
+
+
+_STATIC = {"controller.quorum.voters": "1@127.0.0.1:19093"}
+_BROKER = {"process.roles": "broker", "node.id": 7, "listeners": "PLAINTEXT://127.0.0.1:19092"}
+
+
+@pytest.mark.parametrize(
+    ("extra", "args"),
+    [
+        (_STATIC, ("--standalone",)),
+        (_STATIC, ("-I", f"1@h:1:{D1}")),
+        ({}, ()),
+        (_BROKER, ("-s",)),
+        ({}, ("-s", "-f", "kraft.version=0")),
+        (_STATIC, ("-f", "kraft.version=1")),
+        ({}, ("-I", ",")),
+        ({}, ("-I", f"1@h:1:{D1},1@g:2:{D2}")),
+        ({}, ("-I", "1@h:1:nope")),
+        ({}, ("-I=-1@h:1:x",)),  # (a value starting with "-" needs the "=" for argparse4j)
+        ({}, ("-I", "1@[::1:1:x")),
+    ],
+)
+def test_format_refusals_are_kafkas(kafka_newest, tmp_path, extra, args):
+    props = {**_dynamic_props(19093, None), **extra}
+    kafka = peer.KafkaNode("k", kafka_newest, tmp_path / "k",
+                           {**props, "log.dirs": tmp_path / "kd"})  # fmt: skip
+    theirs = peer.run_tool(kafka_newest, "kafka-storage", "format", "-t", CLUSTER, "-c",
+                           str(kafka.properties_path), *args, check=False, timeout=60)  # fmt: skip
+    ours = peer.RpcNode("o", tmp_path / "o", {**props, "log.dirs": tmp_path / "od"})
+    mine = ours.cli("storage", "format", "-t", CLUSTER, "-c", str(ours.properties_path), *args,
+                    check=False)  # fmt: skip
+    assert theirs.returncode == mine.returncode == 1, (theirs.stderr, mine.stderr)
+    # Kafka prints a refusal alone, and a parse error as the uncaught exception's first line
+    first = theirs.stderr.strip().splitlines()[0]
+    expected = first.split("IllegalArgumentException: ", 1)[-1]
+    assert mine.stderr.strip() == expected, theirs.stderr
+    assert not (tmp_path / "od").exists() and not (tmp_path / "kd").exists()
