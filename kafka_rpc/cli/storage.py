@@ -59,7 +59,8 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     ``-s``/``-I`` are refused, a controller of a dynamic quorum needs one of the three,
     ``--standalone`` needs the controller role; kraft.version is 1 for a dynamic quorum and 0
     for a static one, ``--feature kraft.version=N`` must agree (``Formatter
-    .effectiveKRaftFeatureLevel``). The metadata directory then also gets the bootstrap
+    .effectiveKRaftFeatureLevel``, in :func:`~kafka_rpc.controller.features
+    .default_feature_levels`). The metadata directory then also gets the bootstrap
     snapshot with the voters (:mod:`kafka_rpc.storage.initial_controllers`).
 
     Exit 1 with Kafka's message when a directory is already formatted (unless
@@ -99,9 +100,8 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
             from kafka_rpc.controller.scram import scram_records
 
             scram = scram_records(scram)
-        kraft = overrides.pop(KRAFT_VERSION, None)
-        levels = default_feature_levels(mv, overrides, kafka_compatible)
-        kraft_version = effective_kraft_version(kraft, config.dynamic_quorum)
+        levels = default_feature_levels(mv, overrides, kafka_compatible, config.dynamic_quorum)
+        kraft_version = levels[KRAFT_VERSION]  # the Raft layer's: never a bootstrap record
         bootstrap = bootstrap_from(levels, scram or ())
     except ConfigError as e:
         print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
@@ -124,8 +124,7 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     if not formatted:
         print("All of the log directories are already formatted.")
         return 0
-    shown = {**levels, KRAFT_VERSION: kraft_version}  # the Raft layer's, not a record
-    print("Bootstrap metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items())))
+    print("Bootstrap metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(levels.items())))
     name = metadata_version(mv).name
     for d in formatted:
         kind = directory_description(config, d, initial)
@@ -167,33 +166,6 @@ def _initial_controllers(args, config, parse, standalone) -> Any:
             "--no-initial-controllers."
         )
     return initial
-
-
-def effective_kraft_version(configured: int | None, dynamic_quorum: bool) -> int:
-    """Kafka's ``Formatter.effectiveKRaftFeatureLevel``: ``--feature kraft.version`` when given
-    (0 refused for a dynamic quorum, anything else for a static one; only 0 and 1 exist), else
-    1 for a dynamic quorum and 0 for a static one. FeatureError with Kafka's messages."""
-    from kafka_rpc.controller.features import FeatureError
-
-    if configured is None:
-        return 1 if dynamic_quorum else 0
-    if configured == 0 and dynamic_quorum:
-        raise FeatureError(
-            "Cannot set kraft.version to 0 if controller.quorum.voters is empty and one of the "
-            "flags --standalone, --initial-controllers, or --no-initial-controllers is used. For "
-            "dynamic controllers support, try removing the --feature flag for kraft.version."
-        )
-    if configured != 0 and not dynamic_quorum:
-        raise FeatureError(
-            f"Cannot set kraft.version to {configured} unless controller.quorum.voters is empty "
-            "and one of the flags --standalone, --initial-controllers, or "
-            "--no-initial-controllers is used. For dynamic controllers support, try using one "
-            "of --standalone, --initial-controllers, or --no-initial-controllers and removing "
-            "controller.quorum.voters."
-        )
-    if configured not in (0, 1):  # Feature.fromFeatureLevel
-        raise FeatureError(f"No feature:kraft.version with feature level {configured}")
-    return configured
 
 
 def _feature_levels(items) -> dict[str, int]:

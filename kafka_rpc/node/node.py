@@ -14,10 +14,8 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Iterator
-from collections.abc import Set as AbstractSet
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.api.registry import Registry, default_registry
 from kafka_rpc.broker.channel import ControllerChannel
@@ -157,7 +155,15 @@ class Node:
             active_controller_id=self._active_controller_id,
             security=self.client_security(names[0]) if names else None,
             bound=lambda: self.bound,
+            voters=self.quorum_voters,
         )
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """The metadata quorum's voters, id -> (host, port) of their controller listener: the
+        Raft replica's voter set once it runs (KIP-853: it changes with the log), else
+        ``controller.quorum.voters``."""
+        raft = self.raft
+        return dict(raft.core.voters) if raft is not None else self.config.voters()
 
     def _active_controller_id(self) -> int:
         ctl = self.controller
@@ -289,15 +295,9 @@ class Node:
         )
 
     def quorum_voter_ids(self) -> set[int]:
-        """The ids of the metadata quorum's voters: the running replica's latest voter set
-        (``core.voters``; for a dynamic quorum, KIP-853, the metadata log's and its bootstrap
-        snapshot's, so it follows AddRaftVoter/RemoveRaftVoter), else the static
-        ``controller.quorum.voters`` (empty for a dynamic quorum before the replica runs)."""
-        driver = self.raft
-        voters = getattr(getattr(driver, "core", None), "voters", None)
-        if voters is not None:
-            return set(voters)
-        return set(self.config.voters())
+        """The ids of :meth:`quorum_voters` (empty for a dynamic quorum before the replica
+        runs)."""
+        return set(self.quorum_voters())
 
     async def _wait_until_ready(self) -> None:
         """Block :meth:`start` until the node can serve its broker listeners, as Kafka's
@@ -399,7 +399,8 @@ class Node:
         it a voter. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
-        from kafka_rpc.controller.quorum_controller import QuorumController
+        from kafka_rpc.controller.quorum_controller import QuorumController, RaftCoreKRaftVersion
+        from kafka_rpc.raft.driver import monotonic_ms
         from kafka_rpc.raft.replica import open_raft_replica
 
         assert self.cluster_id is not None  # start() sets it first
@@ -412,6 +413,10 @@ class Node:
         from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
+
+        def core() -> Any:  # the metadata replica's Raft core (the replica is opened below)
+            return replica.driver.core
+
         state = QuorumController(
             self.node_id,
             self.cluster_id,
@@ -435,14 +440,13 @@ class Node:
                 else None
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-            # a replica's Raft group talks over the controller listener: voters only (a
-            # dynamic quorum's as the replica knows them at each check)
-            diskless_metadata_hosts=(
-                cast("frozenset[int]", _QuorumVoterIds(self))
-                if cfg.dynamic_quorum
-                else frozenset(cfg.voters())
-            ),
+            # a replica's Raft group talks over the controller listener: voters only (a dynamic
+            # quorum's as the replica knows them at each check)
+            diskless_metadata_hosts=lambda: frozenset(core().voters),
             bootstrap=bootstrap,
+            # kraft.version and the voters as the metadata log has them (KIP-853)
+            kraft=RaftCoreKRaftVersion(core, monotonic_ms),
+            voter_ids=lambda: core().voters,
         )
         raft_config = cfg.raft_config(
             self.cluster_id, metadata_directory_id(cfg.metadata_log_dir), self.bound
@@ -640,23 +644,6 @@ class Node:
             self._metrics_httpd.shutdown()
             self._metrics_httpd = None
         self._unlock_dirs()
-
-
-class _QuorumVoterIds(AbstractSet[int]):
-    """The node's metadata quorum voter ids as a live set (:meth:`Node.quorum_voter_ids` at
-    each use): a dynamic quorum's voters change with AddRaftVoter and RemoveRaftVoter."""
-
-    def __init__(self, node: Node) -> None:
-        self._node = node
-
-    def __contains__(self, x: object) -> bool:
-        return x in self._node.quorum_voter_ids()
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(sorted(self._node.quorum_voter_ids()))
-
-    def __len__(self) -> int:
-        return len(self._node.quorum_voter_ids())
 
 
 class _EitherEvent:
