@@ -5,6 +5,7 @@ and the refusals' messages (neither sends a request, so no quorum is needed); fo
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -130,3 +131,50 @@ def test_describe_prints_what_kafkas_tool_prints(kafka_newest, tmp_path, procs):
     assert masked(mine) == masked(theirs), (mine, theirs)
     assert [len(c) for c in mine.splitlines()[1].split("\t")] == [
         len(c) for c in theirs.splitlines()[1].split("\t")]  # fmt: skip
+
+
+@pytest.mark.parametrize("kinds", [["ours", "ours"], ["kafka", "kafka"]], ids=["ours", "kafka"])
+def test_our_tool_grows_and_shrinks_a_dynamic_quorum(kinds, kafka_newest, tmp_path, procs):
+    """Our add-controller / remove-controller / describe on a quorum of our nodes, and on one of
+    Kafka's: the same lines as Kafka's tool, and the voter set changes."""
+    from tests.kafka.dynamic import DynamicQuorum
+
+    q = DynamicQuorum(tmp_path, kinds)
+    procs.extend(q.nodes.values())
+    q.format(1, "standalone")
+    q.format(2, "none")
+    q.start(1, 2)
+    q.wait_listening(1, 2)
+    q.wait_voters({1})
+    where = ("--bootstrap-controller", q.address(1), "--timeout", "30")
+
+    def mine(*args):
+        return subprocess.run([sys.executable, "-m", "kafka_rpc.cli", "metadata-quorum", *where,
+                               *args], capture_output=True, text=True, timeout=90)  # fmt: skip
+
+    d2 = q.directory_id(2)
+    cfg = str(q.properties_path(2))
+    r = None
+    for _ in range(30):  # the new voter must have caught up as an observer first
+        r = mine("--command-config", cfg, "add-controller")
+        if r.returncode == 0 or "TimeoutException" not in r.stderr:
+            break
+        time.sleep(1)
+    assert r is not None and r.returncode == 0, r.stderr
+    assert r.stdout == (f"Added controller 2 with directory id {d2} and endpoints: "
+                        f"CONTROLLER://127.0.0.1:{q.ports[2]}\n")  # fmt: skip
+    q.wait_voters({1, 2})
+    status = mine("describe", "--status").stdout
+    voters = json.loads(re.search(r"^CurrentVoters:\s+(.*)$", status, re.M).group(1))
+    assert {v["id"]: v["directoryId"] for v in voters} == {1: q.directory_id(1), 2: d2}
+    # a second add of the same voter: the leader's DuplicateVoterException, as Kafka's tool
+    again = mine("--command-config", cfg, "add-controller")
+    assert again.returncode == 1
+    assert again.stderr.startswith("org.apache.kafka.common.errors.DuplicateVoterException: ")
+    r = mine("remove-controller", "--controller-id", "2", "--controller-directory-id", d2)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"Removed KRaft controller 2 with directory id {d2}\n"
+    q.wait_voters({1})
+    gone = mine("remove-controller", "-i", "2", "-d", d2)
+    assert gone.returncode == 1
+    assert gone.stderr.startswith("org.apache.kafka.common.errors.VoterNotFoundException: ")
