@@ -139,28 +139,23 @@ class KRaftVersionAccessor(Protocol):
 class RaftCoreKRaftVersion:
     """A :class:`KRaftVersionAccessor` over a Raft core (``core()``: the metadata log's
     ``RaftCore``, looked up on each call, so the composition root may build this before the
-    replica is open; ``now_ms()``: the core's clock). ``core.kraft_version`` and
-    ``core.upgrade_kraft_version(now, epoch, level, validate_only)`` are the core's KIP-853
-    interface; a core that has neither yet (static voters only) is at kraft.version 0 and
-    refuses an upgrade with INVALID_UPDATE_VERSION."""
+    replica is open; ``now_ms()``: the core's clock): ``core.kraft_version`` and
+    ``core.upgrade_kraft_version(now, epoch, level, validate_only)``, the core's KIP-853
+    interface (``kafka_rpc.raft``)."""
 
     def __init__(self, core: Callable[[], Any], now_ms: Callable[[], int]) -> None:
         self._core = core
         self._now_ms = now_ms
 
     def kraft_version(self) -> int:
-        return int(getattr(self._core(), "kraft_version", 0))
+        return int(self._core().kraft_version)
 
     def upgrade_kraft_version(
         self, epoch: int, level: int, validate_only: bool
     ) -> tuple[int, str | None]:
-        core = self._core()
-        upgrade = getattr(core, "upgrade_kraft_version", None)
-        if upgrade is None:
-            return (ErrorCode.INVALID_UPDATE_VERSION,
-                    f"Invalid update version {level} for feature kraft.version. This node's "
-                    "Raft layer supports static voters (kraft.version 0) only.")  # fmt: skip
-        code, message = upgrade(self._now_ms(), epoch, level, validate_only)
+        code, message = self._core().upgrade_kraft_version(
+            self._now_ms(), epoch, level, validate_only
+        )
         return int(code), message
 
 

@@ -44,8 +44,6 @@ log = logging.getLogger("kafka_rpc.node")
 __all__ = ["Node", "handlers_registry"]
 
 
-
-
 class Node:
     """One kafka-rpc process (Kafka's ``KafkaRaftServer`` with its ``SharedServer``,
     ``ControllerServer`` and ``BrokerServer``): the one composition root that builds and wires
@@ -292,9 +290,14 @@ class Node:
         cfg = self.config
         return (
             "broker" in cfg.process_roles
-            and set(self.quorum_voters()) == {self.node_id}
+            and self.quorum_voter_ids() == {self.node_id}
             and 62 in self.registry.table("controller")
         )
+
+    def quorum_voter_ids(self) -> set[int]:
+        """The ids of :meth:`quorum_voters` (empty for a dynamic quorum before the replica
+        runs)."""
+        return set(self.quorum_voters())
 
     async def _wait_until_ready(self) -> None:
         """Block :meth:`start` until the node can serve its broker listeners, as Kafka's
@@ -340,7 +343,7 @@ class Node:
         """This node is the only voter and its controller listener does not take
         BrokerRegistration (a registry some tests build): its broker can never register, so
         nothing waits for it."""
-        return set(self.quorum_voters()) == {self.node_id} and (
+        return self.quorum_voter_ids() == {self.node_id} and (
             62 not in self.registry.table("controller")
         )
 
@@ -387,8 +390,13 @@ class Node:
 
     def _start_raft(self) -> None:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
-        replica: a voter with the controller role, an observer (fetching from the voters)
-        without it. Its state machine is the QuorumController: on the active node (the leader)
+        replica (:meth:`Config.raft_config <kafka_rpc.config.Config.raft_config>` with the bound
+        listeners, so the replica knows its own controller endpoints): a voter when the voter
+        set names it, else an observer that fetches from the leader. Broker-only nodes are
+        always observers; so is a controller of a dynamic quorum (KIP-853) formatted with
+        ``--no-initial-controllers`` or not listed in ``--initial-controllers``, which finds
+        the leader through ``controller.quorum.bootstrap.servers`` until an AddRaftVoter makes
+        it a voter. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
         from kafka_rpc.controller.quorum_controller import QuorumController, RaftCoreKRaftVersion
@@ -422,8 +430,8 @@ class Node:
             diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
             diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
             diskless_metadata_expected_brokers=(
-                (lambda: len(core().voters) or 1) if "broker" in cfg.process_roles else 1
-            ),
+                len(cfg.voters()) if "broker" in cfg.process_roles else 1
+            ),  # a dynamic quorum's: set below, once the replica has read its voter set
             diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
             leader_imbalance_check_interval_ms=(
@@ -432,16 +440,20 @@ class Node:
                 else None
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-            # a replica's Raft group talks over the controller listener: voters only
+            # a replica's Raft group talks over the controller listener: voters only (a dynamic
+            # quorum's as the replica knows them at each check)
             diskless_metadata_hosts=lambda: frozenset(core().voters),
             bootstrap=bootstrap,
             # kraft.version and the voters as the metadata log has them (KIP-853)
             kraft=RaftCoreKRaftVersion(core, monotonic_ms),
             voter_ids=lambda: core().voters,
         )
+        raft_config = cfg.raft_config(
+            self.cluster_id, metadata_directory_id(cfg.metadata_log_dir), self.bound
+        )
         replica = open_raft_replica(
             directory,
-            cfg.raft_config(self.cluster_id, metadata_directory_id(cfg.metadata_log_dir)),
+            raft_config,
             state,
             segment_bytes=cfg.metadata_log_segment_bytes,
             request_timeout_ms=cfg.quorum_request_timeout_ms,
@@ -450,6 +462,9 @@ class Node:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         driver = replica.driver
+        if cfg.dynamic_quorum and "broker" in cfg.process_roles:
+            voters = getattr(driver.core, "voters", None) or {}
+            state.diskless_metadata_expected_brokers = max(1, len(voters))
         state.attach(driver)
         driver.start()
         self.raft, self.controller = driver, state

@@ -287,10 +287,9 @@ async def test_a_silent_broker_is_fenced_when_its_session_expires_not_at_a_perio
 
 
 class _KRaft:
-    """The controller's KRaftVersionAccessor collaborator, standing in for the Raft core's
-    ``kraft_version`` / ``upgrade_kraft_version`` until the core has them (then
-    ``RaftCoreKRaftVersion`` over the real core replaces it): an accepted upgrade makes the
-    level the pending one at once, as Kafka's leader does (``RaftClient.kraftVersion``)."""
+    """The controller's KRaftVersionAccessor collaborator with a scripted answer (the Raft
+    core's own rules are tested in tests/raft): an accepted upgrade makes the level the
+    pending one at once, as Kafka's leader does (``RaftClient.kraftVersion``)."""
 
     def __init__(self, level: int = 0, answer=(0, None)):
         self.level, self.answer = level, answer
@@ -350,7 +349,26 @@ def test_raft_core_kraft_version_reads_the_core_it_is_given():
     acc = RaftCoreKRaftVersion(lambda: core, lambda: 1234)
     assert acc.kraft_version() == 1
     assert acc.upgrade_kraft_version(5, 1, True) == (0, None) and calls == [(1234, 5, 1, True)]
-    # a core without KIP-853's interface (static voters only): level 0, the upgrade refused
-    old = RaftCoreKRaftVersion(lambda: SimpleNamespace(), lambda: 0)
-    assert old.kraft_version() == 0
-    assert old.upgrade_kraft_version(5, 1, False)[0] == ErrorCode.INVALID_UPDATE_VERSION
+
+
+
+async def test_update_features_of_kraft_version_reaches_the_real_core():
+    """Over the real RaftCore, through RaftCoreKRaftVersion: this leader's static voters 2 and 3
+    have range 0-0 (no UpdateRaftVoter told it otherwise), so the core refuses level 1 with its
+    message and nothing is written; validate-only asks the same."""
+    from kafka_rpc.controller.quorum_controller import RaftCoreKRaftVersion
+    from tests.controller.test_features import update_features_request
+
+    holder = {}
+    s = Setup(kraft=RaftCoreKRaftVersion(lambda: holder["core"], lambda: s.clock[0]))
+    holder["core"] = s.node.core
+    s.activate()
+    await register(s, 1)
+    assert s.qc.kraft_version == 0 == s.node.core.kraft_version
+    for validate_only in (False, True):
+        end = s.node.log.end_offset
+        req = update_features_request(("kraft.version", 1, 1), validate_only=validate_only)
+        resp = await (await pending(s.qc.update_features(req, 2)))
+        assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION, resp
+        assert resp.error_message.endswith("not all of the voters support it")
+        assert s.node.log.end_offset == end and s.node.core.kraft_version == 0

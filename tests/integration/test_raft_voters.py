@@ -5,6 +5,8 @@ both listeners give the same answer at every version."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
@@ -37,15 +39,19 @@ async def test_voter_changes_and_describe_quorum_on_both_listeners(tmp_path):
                     for k in (await c.request(av, version=3)).api_keys}  # fmt: skip
             assert keys[80] == (0, 1) and keys[81] == (0, 0)
             assert (82 in keys) == (c is controller)  # UpdateRaftVoter: controllers only
-        # the voter set holds node 1 only: the wrong cluster id is the Raft layer's first check
-        # (INCONSISTENT_CLUSTER_ID) once it takes these requests; whatever it answers, the
-        # broker listener relays exactly that
-        for req, versions in ((add_voter(), (0, 1)), (remove_voter(), (0,))):
+        # the Raft layer's answers (a wrong cluster id is its first check; this static quorum
+        # is at kraft.version 0, so a change is UNSUPPORTED_VERSION), relayed as they are by
+        # the broker listener
+        anon = dataclasses.replace(remove_voter(), cluster_id=None)
+        cases = ((add_voter(), (0, 1), ErrorCode.INCONSISTENT_CLUSTER_ID),
+                 (remove_voter(), (0,), ErrorCode.INCONSISTENT_CLUSTER_ID),
+                 (anon, (0,), ErrorCode.UNSUPPORTED_VERSION))  # fmt: skip
+        for req, versions, code in cases:
             for v in versions:
                 direct = await controller.request(req, version=v, timeout=TIMEOUT)
                 relayed = await broker.request(req, version=v, timeout=TIMEOUT)
                 assert type(direct).__name__.endswith("RaftVoterResponse")
-                assert direct.error_code != ErrorCode.NONE, direct
+                assert direct.error_code == code, direct
                 assert _codes(relayed) == _codes(direct)
         # DescribeQuorum: the leader answers on both listeners, so the broker's view is the
         # active controller's (no NOT_LEADER_OR_FOLLOWER from an observer's view)

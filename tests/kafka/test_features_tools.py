@@ -82,20 +82,14 @@ def test_kafka_features_against_our_controller(kafka_newest, tmp_path, procs):
     # kraft.version has no downgrade (FeatureControlManager.updateFeature)
     r = features_tool(kafka_newest, port, "downgrade", "--feature", "kraft.version=0")
     assert r.returncode == 0 and "kraft.version was downgraded to 0." in r.stdout, r  # same level
-    # the upgrade to 1 is the Raft layer's (every voter supports 1 and has a directory id: this
-    # node alone); a Raft core without KIP-853's upgrade refuses it with INVALID_UPDATE_VERSION
-    from kafka_rpc.raft.core import RaftCore
-
+    # the upgrade to 1 is the Raft layer's: every voter supports 1 and has a directory id (this
+    # node alone, its own entry), so it is taken; FinalizedFeatures then carries it
     r = features_tool(kafka_newest, port, "upgrade", "--feature", "kraft.version=1")
-    if hasattr(RaftCore, "upgrade_kraft_version"):
-        assert r.returncode == 0 and "kraft.version was upgraded to 1." in r.stdout, r
-        assert _range(describe(kafka_newest, port)["kraft.version"]) == ("0", "1", "1")
-        r = features_tool(kafka_newest, port, "downgrade", "--feature", "kraft.version=0")
-        assert r.returncode != 0 and "Can't downgrade the version of this feature." in (
-            r.stdout + r.stderr), r
-    else:
-        assert r.returncode != 0 and "static voters (kraft.version 0) only" in (
-            r.stdout + r.stderr), r
+    assert r.returncode == 0 and "kraft.version was upgraded to 1." in r.stdout, r
+    assert _range(describe(kafka_newest, port)["kraft.version"]) == ("0", "1", "1")
+    r = features_tool(kafka_newest, port, "downgrade", "--feature", "kraft.version=0")
+    assert r.returncode != 0 and "Can't downgrade the version of this feature." in (
+        r.stdout + r.stderr), r
     # refusals carry our controller's message through Kafka's admin client
     r = features_tool(kafka_newest, port, "upgrade", "--feature", "metadata.version=30")
     assert r.returncode != 0 and "only supports versions 7-29" in r.stdout + r.stderr, r
