@@ -221,7 +221,8 @@ class Node:
             if attach is not None:  # the topic-based coordinator from the metadata log
                 names = self.config.controller_listener_names
                 attach(self.config, self.node_id, self.cluster_id, self.controller,
-                       self.client_security(names[0]) if names else None)  # fmt: skip
+                       self.client_security(names[0]) if names else None,
+                       voters=self.quorum_voters)  # fmt: skip
             if "broker" in self.config.process_roles:
                 # registers with the active controller, then heartbeats
                 self.broker_lifecycle = BrokerLifecycleManager(self)
