@@ -41,7 +41,7 @@ from typing import Any
 
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
-from kafka_rpc.protocol.record_batch import decode_batches
+from kafka_rpc.protocol.record_batch import control_type, decode_batches
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.core import (
     CANDIDATE,
@@ -148,6 +148,8 @@ class SimConfig:
     kafka_rules: bool = True  # False: only Kafka's RaftEventSimulationTest invariants are checked
     transactions: float = 0.0  # chance per client tick that a leader opens / closes a transaction
     update_voter: bool = False  # follower voters send UpdateRaftVoter as Kafka 4.1+ voters do
+    voter_check_every: int = 20  # events between two voter-set agreement checks (dynamic runs)
+    hw_majority: bool = True  # False: Invariants.check_hw_majority is off (to test the others)
 
 
 @dataclass
@@ -176,7 +178,7 @@ class Cluster:
         self.voters = {i: ("127.0.0.1", 9000 + i) for i in ids}
         self.nodes: dict[int, Node] = {}
         for i in range(1, cfg.voters + cfg.observers + 1):
-            self.nodes[i] = Node(i, MemoryLog(), MemoryQuorumStateStore())
+            self.nodes[i] = Node(i, RecordingLog(f"node {i}"), MemoryQuorumStateStore())
         self.blocked: set[tuple[int, int]] = set()
         # which incarnations hand committed batches over later, as the real driver does
         # (RaftCore.defer_delivery), and how late: a stream of its own, so the main one's draws
@@ -187,6 +189,8 @@ class Cluster:
         # its own too
         self.snap_rng = random.Random(f"snapshot-{seed}")
         self.inv = Invariants(self)
+        for n in self.nodes.values():
+            n.log.on_append = functools.partial(self.inv.on_voters_append, n)
         self.kafka = KafkaRules(self) if cfg.kafka_rules else _NoRules()
         # each node's directory id (a stream of its own, so the other draws stay as they were)
         dir_rng = random.Random(f"dirs-{seed}")
@@ -347,6 +351,8 @@ class Cluster:
         if ob.api_key == 52:
             expected = self.kafka.expect_vote(dst.core, version, req)
         kind = None
+        if ob.api_key == 1:
+            self.inv.on_fetch(dst, version, req)
         if ob.api_key in (1, 59):
             kind = self.kafka.on_fetch_arrival(dst, src, ob.api_key, version, req)
         arriving = [True]
@@ -612,12 +618,24 @@ class Invariants:
         self.leader_hw: dict[int, int] = {}  # epoch -> highest leader high watermark
         self.checked: dict[int, int] = {}  # node -> offset checked up to
         self.stable_checked: set = set()  # snapshot ids found outside any transaction
+        self.committed_epochs: dict[int, int] = {}  # offset -> epoch of the committed entry
+        # dynamic quorums (KIP-853)
+        self.dynamic = False  # a VotersRecord was appended somewhere: the voter-set checks run
+        self.voter_appends: list[VoterAppend] = []  # every leader's VotersRecord appends
+        self._unrecorded: dict[int, list[tuple[VoterView, Sequence[Any]]]] = {}
+        # (leader, incarnation, epoch) -> (replica id, directory id) -> highest valid fetch offset
+        self.acks: dict[tuple[int, int, int], dict[tuple[int, uuid.UUID], int]] = {}
+        self.hw_checked: dict[tuple[int, int, int], int] = {}  # leader term -> its HWM checked
+        self.hw_voters: dict[tuple[int, int, int], list[tuple[int, uuid.UUID]]] = {}
+        self.events_since_voter_check = 0
 
     def fail(self, what: str) -> None:
         raise InvariantViolation(f"seed {self.c.seed} at {self.c.now} ms: {what}")
 
     def on_restart(self, n: Node) -> None:
         self.checked[n.node_id] = 0
+        for before, batches in self._unrecorded.pop(n.node_id, ()):
+            self._record_voters(n, before, batches)
 
     def on_crash(self, n: Node) -> None:
         self.checked[n.node_id] = 0
@@ -634,7 +652,162 @@ class Invariants:
             self.check_state_machine(n)
             if self.c.cfg.transactions:
                 self.check_snapshots_stable(n)
+            if self.c.cfg.hw_majority:
+                self.check_hw_majority(n)
+        if self.dynamic:
+            self.events_since_voter_check += 1
+            if self.events_since_voter_check >= self.c.cfg.voter_check_every:
+                self.check_voter_sets()
         self.c.kafka.check()
+
+    # -------------------------------------------------------------- dynamic quorums (KIP-853)
+    def on_voters_append(
+        self, n: Node, log: Any, before: VoterView, batches: Sequence[Any]
+    ) -> None:
+        """A VotersRecord was appended to ``n``'s log (:class:`RecordingLog`): record it when the
+        node leads (during a restart, once the core exists)."""
+        self.dynamic = True
+        if n.core is None:
+            self._unrecorded.setdefault(n.node_id, []).append((before, batches))
+            return
+        self._record_voters(n, before, batches)
+
+    def _record_voters(self, n: Node, before: VoterView, batches: Sequence[Any]) -> None:
+        """At most one uncommitted voter change (:func:`check_one_voter_change`), checked at
+        each leader append of a VotersRecord with the leader's high watermark then."""
+        core = n.core
+        if core is None or core.state != LEADER:
+            return
+        mine = [b for b in batches if b.epoch == core.epoch]
+        appends = voter_appends(n.node_id, core.epoch, core.high_watermark, before, mine,
+                                self.c.now)  # fmt: skip
+        self.voter_appends += appends
+        problems = check_one_voter_change(appends)
+        if problems:
+            self.fail(problems[0])
+
+    def check_voter_sets(self) -> None:
+        """The voter set at an offset is the same on every replica, crashed ones included
+        (:func:`check_voter_sets_agree` over every node's log and snapshots)."""
+        self.events_since_voter_check = 0
+        views = [voter_view(n.log, f"node {n.node_id}") for n in self.c.nodes.values()]
+        problems = check_voter_sets_agree(views)
+        if problems:
+            self.fail(problems[0])
+
+    def voters_of(self, n: Node) -> list[tuple[int, uuid.UUID]]:
+        """The voter set in force at the end of ``n``'s log (its newest VotersRecord; the static
+        voters, with unknown directory ids, when it has none) as (id, directory id) pairs."""
+        latest = latest_voters(n.log) if self.dynamic else None
+        if latest is None:
+            return [(i, _ZERO_DIR) for i in sorted(self.c.voters)]
+        return sorted(voter_members(latest))
+
+    def on_fetch(self, leader: Node, version: int, req: Any) -> None:
+        """Before a node handles a Fetch: when it leads the request's epoch and the fetch
+        position is valid in its log (Kafka ``ReplicatedLog.validateOffsetAndEpoch``), the
+        replica (id, directory id) has acknowledged the offsets below its fetch offset."""
+        core = leader.core
+        if core is None or core.state != LEADER or len(req.topics) != 1:
+            return
+        parts = req.topics[0].partitions
+        if len(parts) != 1 or parts[0].current_leader_epoch != core.epoch:
+            return
+        p = parts[0]
+        if version >= 15:
+            rid = req.replica_state.replica_id if req.replica_state is not None else -1
+        else:
+            rid = req.replica_id
+        if rid < 0 or not fetch_position_valid(core.log, p.fetch_offset, p.last_fetched_epoch):
+            return
+        rdir = p.replica_directory_id if version >= 17 else _ZERO_DIR
+        acks = self.acks.setdefault((leader.node_id, leader.incarnation, core.epoch), {})
+        if p.fetch_offset > acks.get((rid, rdir), -1):
+            acks[(rid, rdir)] = p.fetch_offset
+
+    def check_hw_majority(self, n: Node) -> None:
+        """A leader's high watermark is acknowledged by a majority of the voter set in force at
+        its log end (a VotersRecord counts from its append: Kafka
+        ``LeaderState.maybeUpdateHighWatermark`` over ``voterStates``): each time it rises to
+        ``h``, more than half of those voters have a valid fetch offset of at least ``h`` in
+        this epoch (the leader: its flushed log end), a voter's fetch counting only under its
+        own directory id (an unknown one in the set matches any). The set of the last check
+        is accepted too, for a change appended in the same event."""
+        core = n.core
+        hw = core.high_watermark
+        if core.state != LEADER or hw < 0:
+            return
+        key = (n.node_id, n.incarnation, core.epoch)
+        if self.hw_checked.get(key, -1) >= hw:
+            return
+        self.hw_checked[key] = hw
+        now_set = self.voters_of(n)
+        acks = self.acks.get(key, {})
+        me, mydir = n.node_id, core.config.directory_id
+
+        def position(vid: int, vdir: uuid.UUID) -> int:
+            if vid == me and (vdir.int == 0 or vdir == mydir):
+                return n.log.flushed_offset
+            return max((o for (rid, rdir), o in acks.items()
+                        if rid == vid and (vdir.int == 0 or rdir == vdir)), default=-1)  # fmt: skip
+
+        def acked(members: list[tuple[int, uuid.UUID]]) -> list[int]:
+            return [vid for vid, vdir in members if position(vid, vdir) >= hw]
+
+        last = self.hw_voters.get(key, now_set)
+        self.hw_voters[key] = now_set
+        for members in (now_set, last):
+            if len(acked(members)) * 2 > len(members):
+                return
+        self.fail(f"leader {me} of epoch {core.epoch}: high watermark {hw} acknowledged by "
+                  f"{acked(now_set)} only, of the voters {[v for v, _ in now_set]} (fetch "
+                  f"offsets {sorted(acks.items())})")  # fmt: skip
+
+    def check_committed_on_majority(self, leader: Node) -> None:
+        """Every committed entry is in the final logs (or, below a log start, the snapshot) of a
+        majority of the final voter set, at the same offset with the same epoch."""
+        members = self.voters_of(leader)
+        holders, missing = [], {}
+        for vid, vdir in members:
+            n = self.c.nodes.get(vid)
+            if n is None or (vdir.int and self.c.dirs[vid] != vdir):
+                continue
+            gap = self._first_lost(n)
+            if gap is None:
+                holders.append(vid)
+            else:
+                missing[vid] = gap
+        if len(holders) * 2 <= len(members):
+            self.fail(f"committed entries are in the logs of {holders} only, of the final "
+                      f"voters {[v for v, _ in members]}; missing {missing}")  # fmt: skip
+
+    def _first_lost(self, n: Node) -> str | None:
+        """The first committed entry ``n``'s log and latest snapshot lack, None if none."""
+        log = n.log
+        start = log.start_offset
+        ends = [o for o in self.committed if o >= start]
+        if ends and max(ends) >= log.end_offset:
+            return f"offset {max(ends)} past its log end {log.end_offset}"
+        for b in log.batches(start, log.end_offset):
+            for i, v in enumerate(b.records):
+                off = b.base_offset + i
+                want = self.committed.get(off)
+                if want is None:
+                    continue
+                val = (b.keys[i] or b"") + b"|" + (v or b"") if b.is_control else (v or b"")
+                if val != want or self.committed_epochs.get(off, b.epoch) != b.epoch:
+                    return f"offset {off}: {val!r} epoch {b.epoch}"
+        below = [
+            o for o, v in self.committed.items() if o < start and not v.startswith(b"\x00\x00")
+        ]
+        if below:
+            sid = log.latest_snapshot_id()
+            r = None if sid is None else log.read_snapshot(sid)
+            held = {} if r is None else _snapshot_data(r.read(0, r.size))
+            for o in sorted(below):
+                if held.get(o) != self.committed[o]:
+                    return f"offset {o} below its log start {start}, not in snapshot {sid}"
+        return None
 
     def check_response(self, src: int, resp: Any) -> None:
         """No response carries a partition-level INVALID_REQUEST (a Kafka node halts on one:
@@ -688,6 +861,9 @@ class Invariants:
                 if prev != val:
                     self.fail(f"node {n.node_id}: committed offset {off} is {val!r}, "
                               f"elsewhere {prev!r}")  # fmt: skip
+                if self.committed_epochs.setdefault(off, b.epoch) != b.epoch:
+                    self.fail(f"node {n.node_id}: committed offset {off} has epoch {b.epoch}, "
+                              f"elsewhere {self.committed_epochs[off]}")  # fmt: skip
         self.checked[n.node_id] = hw
 
     def check_snapshots_stable(self, n: Node) -> None:
@@ -754,6 +930,12 @@ class Invariants:
             self.fail(f"leader's state machine lacks committed offsets {missing[:5]}")
         if leader.core.committed_offset <= 0:
             self.fail("nothing was committed")
+        self.check_committed_on_majority(leader)
+        if self.dynamic:
+            self.check_voter_sets()
+            problems = check_one_voter_change(self.voter_appends)
+            if problems:
+                self.fail(problems[0])
         if self.c.cfg.update_voter and self.c.cfg.kafka_rules:
             pending = self.c.kafka.update_voter_pending(leader)
             if pending:
@@ -1242,6 +1424,348 @@ class KafkaRules:
                 self.fail(f"leader {nid} of epoch {term.epoch} still leads at {self.c.now} "
                           f"ms, past its check-quorum deadline {term.check_deadline_ms} "
                           "ms")  # fmt: skip
+
+
+# ---------------------------------------------------------------------- voter sets (KIP-853)
+# The checkers of dynamic quorums, from log contents: what each replica's log and snapshots say
+# the voter set is at each offset (Kafka ``KRaftControlRecordStateMachine`` / ``VoterSetHistory``)
+# must agree between replicas, and a leader appends a VotersRecord only once the previous one is
+# committed (Kafka ``AddVoterHandler`` / ``RemoveVoterHandler`` / ``UpdateVoterHandler``: one
+# change in flight). They are plain functions of logs and recorded appends, so that hand-made
+# histories test them (tests/raft/test_simulation_membership.py).
+
+#: Control record types (Kafka ``ControlRecordType``).
+LEADER_CHANGE_TYPE, KRAFT_VERSION_TYPE, KRAFT_VOTERS_TYPE = 2, 5, 6
+
+#: A VotersRecord's voters in a canonical, hashable form: sorted by id, each
+#: ``(id, directory id, ((listener, host, port), ...) sorted by listener, (kraft min, kraft max))``.
+VotersKey = tuple[tuple[int, uuid.UUID, tuple[tuple[str, str, int], ...], tuple[int, int]], ...]
+
+
+def voters_key(rec: Any) -> VotersKey:
+    """The canonical form (:data:`VotersKey`) of a decoded ``VotersRecord``."""
+    return tuple(sorted(
+        (v.voter_id, v.voter_directory_id,
+         tuple(sorted((e.name, e.host, e.port) for e in v.endpoints)),
+         (v.kraft_version_feature.min_supported_version,
+          v.kraft_version_feature.max_supported_version))
+        for v in rec.voters
+    ))  # fmt: skip
+
+
+def voter_members(key: VotersKey | None) -> frozenset[tuple[int, uuid.UUID]]:
+    """The (id, directory id) pairs of a voter set (empty for None)."""
+    return frozenset((v[0], v[1]) for v in key or ())
+
+
+def is_voter_in(key: VotersKey, node_id: int, directory_id: uuid.UUID) -> bool:
+    """Kafka ``VoterSet.VoterNode.isVoter``: the ids are equal and the stored directory id is
+    unknown (zero) or equal."""
+    return any(v[0] == node_id and (v[1].int == 0 or v[1] == directory_id) for v in key)
+
+
+def control_records(batch: Any) -> list[tuple[int, int, bytes]]:
+    """``(offset, control type, body)`` of each record of a control batch (``[]`` for a data
+    batch); the key is Kafka's int16 version (0) + int16 type."""
+    if not batch.is_control:
+        return []
+    return [(batch.base_offset + i, control_type(k), v or b"")
+            for i, (k, v) in enumerate(zip(batch.keys, batch.records, strict=True))]  # fmt: skip
+
+
+def _kraft_entries(batch: Any) -> tuple[list[tuple[int, VotersKey]], list[tuple[int, int]]]:
+    """The VotersRecords and KRaftVersionRecords of a batch, at their offsets."""
+    voters, kraft = [], []
+    for off, t, body in control_records(batch):
+        if t == KRAFT_VOTERS_TYPE:
+            voters.append((off, voters_key(codec.decode("VotersRecord", 0, body))))
+        elif t == KRAFT_VERSION_TYPE:
+            kraft.append((off, codec.decode("KRaftVersionRecord", 0, body).kraft_version))
+    return voters, kraft
+
+
+def has_voters_record(batch: Any) -> bool:
+    """Whether a batch holds a VotersRecord (by the keys only: no body is decoded)."""
+    return batch.is_control and any(k is not None and len(k) >= 4 and k[2:4] == b"\x00\x06"
+                                    for k in batch.keys)  # fmt: skip
+
+
+@functools.lru_cache(maxsize=1024)
+def _snapshot_entries(data: bytes) -> tuple[VotersKey | None, int | None]:
+    """The last VotersRecord and KRaftVersionRecord of a snapshot's bytes (None: none)."""
+    voters: VotersKey | None = None
+    kraft: int | None = None
+    for b in decode_batches(data):
+        vs, ks = _kraft_entries(b)
+        if vs:
+            voters = vs[-1][1]
+        if ks:
+            kraft = ks[-1][1]
+    return voters, kraft
+
+
+@dataclass
+class VoterView:
+    """What one replica's log and snapshots say of the voter set and kraft.version at each
+    offset, as Kafka's ``KRaftControlRecordStateMachine`` registers them: a log record at its
+    own offset, a snapshot's records at its last contained offset (snapshot id offset - 1, so
+    the bootstrap checkpoint 0-0 at -1). ``voters`` / ``kraft`` map offset -> value; ``low`` is
+    the lowest offset the view is complete from (the log start - 1 when the log starts on a
+    snapshot, else the log start); ``end`` the log end offset; ``problems`` the replica's
+    disagreements with itself (two sources at one offset, or a snapshot whose voter set is not
+    its log's at the snapshot's last contained offset)."""
+
+    name: str
+    log: Any
+    voters: dict[int, VotersKey] = field(default_factory=dict)
+    kraft: dict[int, int] = field(default_factory=dict)
+    snapshot_epochs: dict[int, int] = field(default_factory=dict)  # last contained offset -> epoch
+    low: int = 0
+    end: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    @staticmethod
+    def _floor(entries: dict[int, Any], offset: int) -> tuple[int, Any] | None:
+        best = None
+        for o in entries:
+            if o <= offset and (best is None or o > best):
+                best = o
+        return None if best is None else (best, entries[best])
+
+    def voters_at(self, offset: int) -> VotersKey | None:
+        """The voter set in force at ``offset`` (Kafka ``voterSetAtOffset``), None if no
+        VotersRecord is at or below it."""
+        f = self._floor(self.voters, offset)
+        return None if f is None else f[1]
+
+    def kraft_at(self, offset: int) -> int | None:
+        """The kraft.version in force at ``offset`` (Kafka ``kraftVersionAtOffset``), None if no
+        KRaftVersionRecord is at or below it."""
+        f = self._floor(self.kraft, offset)
+        return None if f is None else f[1]
+
+    def latest(self) -> tuple[int, VotersKey] | None:
+        """The newest VotersRecord ``(offset, voters)`` (Kafka ``lastVoterSet``), None if none."""
+        return self._floor(self.voters, 1 << 62)
+
+    def epoch_at(self, offset: int) -> int | None:
+        """The epoch of the entry at ``offset`` as this replica holds it (in its log, or as the
+        last contained offset of one of its snapshots), None if it holds none."""
+        log = self.log
+        if log.start_offset <= offset < log.end_offset:
+            for b in log.batches(offset, offset + 1):
+                return b.epoch
+        return self.snapshot_epochs.get(offset)
+
+
+_ZERO_DIR = uuid.UUID(int=0)
+
+
+def latest_voters(log: Any) -> VotersKey | None:
+    """The newest voter set of a log (Kafka ``lastVoterSet``): its last VotersRecord, else its
+    newest snapshot's; None when it has neither."""
+    for b in reversed(list(log.batches(log.start_offset, log.end_offset))):
+        if has_voters_record(b):
+            return _kraft_entries(b)[0][-1][1]
+    for sid in reversed(log.snapshot_ids()):
+        r = log.read_snapshot(sid)
+        vs = None if r is None else _snapshot_entries(r.read(0, r.size))[0]
+        if vs is not None:
+            return vs
+    return None
+
+
+def fetch_position_valid(log: Any, offset: int, epoch: int) -> bool:
+    """Whether a leader counts a Fetch at ``(offset, last fetched epoch)`` as its replica's
+    position: Kafka ``ReplicatedLog.validateOffsetAndEpoch`` answers neither a snapshot id nor a
+    diverging epoch."""
+    latest = log.latest_snapshot_id()
+    if offset == 0 and latest is not None and (latest.offset, latest.epoch) != (0, 0):
+        return False
+    earliest, start = log.earliest_snapshot_id(), log.start_offset
+    if start == 0 and offset == 0:
+        return True
+    if earliest is not None and (
+        offset < start or (offset == start and epoch != earliest.epoch) or epoch < earliest.epoch
+    ):
+        return False
+    e = log.end_offset_for_epoch(epoch)
+    return e.epoch == epoch and e.offset >= offset
+
+
+@functools.lru_cache(maxsize=256)
+def _snapshot_data(data: bytes) -> dict[int, bytes]:
+    """The data records of a snapshot :class:`RecordingStateMachine` wrote, offset -> value."""
+    out = {}
+    for b in decode_batches(data):
+        if not b.is_control:
+            for v in b.records:
+                off, _, val = (v or b"").partition(b"=")
+                out[int(off)] = val
+    return out
+
+
+def voter_view(log: Any, name: str = "") -> VoterView:
+    """Read a replica's voter-set history from its log (every batch, committed or not) and its
+    frozen snapshots; see :class:`VoterView`."""
+    view = VoterView(name=name, log=log, end=log.end_offset)
+    start = log.start_offset
+    snap: dict[int, tuple[VotersKey | None, int | None, Any]] = {}
+    for sid in log.snapshot_ids():
+        r = log.read_snapshot(sid)
+        if r is None:
+            continue
+        vs, k = _snapshot_entries(r.read(0, r.size))
+        snap[sid.offset - 1] = (vs, k, sid)
+        view.snapshot_epochs[sid.offset - 1] = sid.epoch
+    view.low = start - 1 if (start - 1) in snap else start
+    logged_v: dict[int, VotersKey] = {}
+    logged_k: dict[int, int] = {}
+    for b in log.batches(start, log.end_offset):
+        if b.is_control:
+            vs, ks = _kraft_entries(b)
+            logged_v.update(vs)
+            logged_k.update(ks)
+    view.voters.update(logged_v)
+    view.kraft.update(logged_k)
+    for at, (vs, k, sid) in sorted(snap.items()):
+        if vs is not None:
+            if at in logged_v and logged_v[at] != vs:
+                view.problems.append(f"{name}: snapshot {sid} holds voters {vs}, its log's "
+                                     f"VotersRecord at {at} is {logged_v[at]}")  # fmt: skip
+            view.voters.setdefault(at, vs)
+        if k is not None:
+            view.kraft.setdefault(at, k)
+    # a snapshot's voter set is its log's at the snapshot's last contained offset, when the log
+    # holds that offset: the latest log VotersRecord in [start, at], else the set the log starts
+    # with (the snapshot at the log start, or the bootstrap checkpoint)
+    base = snap.get(start - 1)
+    for at, (vs, _k, sid) in sorted(snap.items()):
+        if vs is None or not start <= at < log.end_offset:
+            continue
+        inside = [o for o in logged_v if start <= o <= at]
+        expect = logged_v[max(inside)] if inside else (base[0] if base is not None else None)
+        if expect is not None and expect != vs:
+            view.problems.append(f"{name}: snapshot {sid} holds voters {vs}, its log says "
+                                 f"{expect} at offset {at}")  # fmt: skip
+    return view
+
+
+def check_voter_sets_agree(views: Sequence[VoterView]) -> list[str]:
+    """The voter set at an offset is the same on every replica: for every two replicas and every
+    offset both hold with the same epoch (so, by Raft's log matching, the same history up to
+    it), the latest VotersRecord at or below it is identical, and so is the kraft.version.
+    Offsets where either replica knows no VotersRecord at or below are skipped (an observer
+    formatted without the bootstrap checkpoint knows none until it has replicated one). Returns
+    the problems (each replica's own first), empty when all agree."""
+    problems = [p for v in views for p in v.problems]
+    for i, a in enumerate(views):
+        for b in views[i + 1 :]:
+            lo = max(a.low, b.low)
+            hi = min(a.end, b.end)
+            points = {o for o in (*a.voters, *b.voters, *a.kraft, *b.kraft) if lo <= o < hi}
+            if lo < hi:
+                points.add(lo)
+            for o in sorted(points):
+                ea = a.epoch_at(o)
+                if ea is None or ea != b.epoch_at(o):
+                    continue
+                va, vb = a.voters_at(o), b.voters_at(o)
+                if va is not None and vb is not None and va != vb:
+                    problems.append(f"offset {o} (epoch {ea}): {a.name} has voters {va}, "
+                                    f"{b.name} has {vb}")  # fmt: skip
+                    break
+                ka, kb = a.kraft_at(o), b.kraft_at(o)
+                if ka is not None and kb is not None and ka != kb:
+                    problems.append(f"offset {o} (epoch {ea}): {a.name} has kraft.version {ka}, "
+                                    f"{b.name} has {kb}")  # fmt: skip
+                    break
+    return problems
+
+
+@dataclass(frozen=True)
+class VoterAppend:
+    """A leader's append of a VotersRecord, as recorded at the append: its ``offset``, the
+    leader's ``hwm`` then (-1: none yet), the previous VotersRecord of its log or snapshots
+    (``prev_offset`` None: there was none; ``prev_committed``: it came from a snapshot or the
+    bootstrap checkpoint, which hold only committed data), both voter sets, and whether the
+    record is in the batch that opens the epoch (with the LeaderChange: Kafka
+    ``LeaderState.appendStartOfEpochControlRecords``)."""
+
+    node: int
+    epoch: int
+    offset: int
+    hwm: int
+    prev_offset: int | None
+    prev_committed: bool
+    prev: VotersKey | None
+    voters: VotersKey
+    start_of_epoch: bool
+    time_ms: int = 0
+
+
+def voter_appends(node: int, epoch: int, hwm: int, before: VoterView, batches: Sequence[Any],
+                  time_ms: int = 0) -> list[VoterAppend]:  # fmt: skip
+    """The :class:`VoterAppend` of each VotersRecord in ``batches``, which a leader of ``epoch``
+    with high watermark ``hwm`` appends to the log ``before`` describes (its view read just
+    before the append)."""
+    out = []
+    latest = before.latest()
+    snapshot_offsets = set(before.snapshot_epochs)
+    prev_off = None if latest is None else latest[0]
+    prev = None if latest is None else latest[1]
+    # a snapshot holds committed data only: the set in force at its last contained offset is
+    prev_snap = prev_off is not None and prev_off in snapshot_offsets
+    for b in batches:
+        recs = control_records(b)
+        leader_change = any(t == LEADER_CHANGE_TYPE for _, t, _ in recs)
+        for off, vs in _kraft_entries(b)[0]:
+            out.append(VoterAppend(node, epoch, off, hwm, prev_off, prev_snap, prev, vs,
+                                   leader_change, time_ms))  # fmt: skip
+            prev_off, prev, prev_snap = off, vs, False
+    return out
+
+
+def check_one_voter_change(appends: Sequence[VoterAppend]) -> list[str]:
+    """At most one uncommitted voter change at a time (Kafka's add/remove/update handlers answer
+    REQUEST_TIMED_OUT while an operation is pending or the newest VotersRecord is not below the
+    high watermark): a leader appends a VotersRecord only when the previous one is committed
+    (below its high watermark, or in a snapshot or the bootstrap checkpoint). The one exception
+    is the start-of-epoch restatement, which a new leader appends before it has a high
+    watermark; it may only restate the membership ((id, directory id) pairs) it found. Returns
+    the problems."""
+    problems = []
+    for a in appends:
+        if a.prev_offset is None or a.prev_committed or a.prev_offset < a.hwm:
+            continue
+        if a.start_of_epoch and voter_members(a.voters) == voter_members(a.prev):
+            continue
+        problems.append(
+            f"leader {a.node} of epoch {a.epoch} at {a.time_ms} ms appended a VotersRecord at "
+            f"{a.offset} ({sorted(voter_members(a.voters))}) while the one at {a.prev_offset} "
+            f"({sorted(voter_members(a.prev))}) was uncommitted (high watermark {a.hwm})"
+        )
+    return problems
+
+
+class RecordingLog(MemoryLog):
+    """A :class:`MemoryLog` that shows every append holding a VotersRecord to ``on_append(log,
+    before, batches)`` once appended, with ``before`` the log's :func:`voter_view` just before
+    (the simulator records leaders' voter changes with it)."""
+
+    def __init__(self, name: str = "") -> None:
+        super().__init__()
+        self.name = name
+        self.on_append: Callable[[RecordingLog, VoterView, Sequence[Any]], None] | None = None
+
+    def append(self, batches: Sequence[Any]) -> None:
+        hook = self.on_append
+        if hook is None or not any(has_voters_record(b) for b in batches):
+            super().append(batches)
+            return
+        before = voter_view(self, self.name)
+        super().append(batches)
+        hook(self, before, batches)
 
 
 def run_seed(seed: int, **kw: Any) -> Cluster:
