@@ -52,12 +52,17 @@ class OffsetAndEpoch:
 
 @dataclass(frozen=True, slots=True)
 class ElectionState:
-    """What ``quorum-state`` holds (Kafka's ``ElectionState``): -1 = unknown leader / no vote."""
+    """What ``quorum-state`` holds (Kafka's ``ElectionState``): -1 = unknown leader / no vote.
+    ``voted_directory_id``: the directory id of the candidate voted for (None: none known);
+    ``data_version``: the layout to write, 0 at kraft.version 0 (with ``voters``), 1 from
+    kraft.version 1 (with ``votedDirectoryId``; Kafka ``KRaftVersion.quorumStateVersion``)."""
 
     epoch: int
     leader_id: int = -1
     voted_id: int = -1
     voters: tuple[int, ...] = ()
+    voted_directory_id: UUID | None = None
+    data_version: int = 0
 
 
 class QuorumStateStore(Protocol):

@@ -28,15 +28,21 @@ from kafka_rpc.raft.api import (
     ReplicatedLog,
     StateMachine,
 )
+from kafka_rpc.raft.voters import ControlRecordState, VoterNode, VoterSet
 
 VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUORUM = (
     52, 53, 54, 1, 59, 55,
 )  # fmt: skip
 UPDATE_RAFT_VOTER = 82
+ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, API_VERSIONS = 80, 81, 18
 MiB = 1 << 20
 _LONG_MAX = (1 << 63) - 1
 #: Kafka's ``LeaderState.OBSERVER_SESSION_TIMEOUT_MS``.
 OBSERVER_SESSION_TIMEOUT_MS = 300_000
+#: The AddRaftVoter ApiVersions probes go to destinations -1048577, -1048578, ...
+_PROBE_BASE = -(1 << 20)
+#: Kafka ``LeaderState.isReplicaCaughtUp``: a new voter must have fetched within an hour.
+_CAUGHT_UP_FETCH_MS = 3_600_000
 #: Records per snapshot batch (Kafka ``SnapshotEmitter.DEFAULT_BATCH_SIZE``).
 SNAPSHOT_BATCH_RECORDS = 1024
 
@@ -55,10 +61,11 @@ _EndReq, _EndResp = _m("EndQuorumEpochRequest"), _m("EndQuorumEpochResponse")
 _FetchReq, _FetchResp = _m("FetchRequest"), _m("FetchResponse")
 _SnapReq, _SnapResp = _m("FetchSnapshotRequest"), _m("FetchSnapshotResponse")
 _DescResp = _m("DescribeQuorumResponse")
-_UpdateVoterResp = _m("UpdateRaftVoterResponse")
+_UpdateVoterReq, _UpdateVoterResp = _m("UpdateRaftVoterRequest"), _m("UpdateRaftVoterResponse")
+_AddVoterReq, _AddVoterResp = _m("AddRaftVoterRequest"), _m("AddRaftVoterResponse")
+_RemoveVoterReq, _RemoveVoterResp = _m("RemoveRaftVoterRequest"), _m("RemoveRaftVoterResponse")
 _LeaderChange = _m("LeaderChangeMessage")
-_SnapHeader = codec.message_class("SnapshotHeaderRecord")
-_SnapFooter = codec.message_class("SnapshotFooterRecord")
+_ApiVersionsReq = _m("ApiVersionsRequest")
 
 
 class NotLeaderError(Exception):
@@ -117,6 +124,8 @@ class RaftConfig:
 
     @property
     def is_voter(self) -> bool:
+        """Whether ``node_id`` is in the STATIC ``voters`` (the core's own answer, from the
+        latest voter set of the log, is ``RaftCore.is_voter``)."""
         return self.node_id in self.voters
 
     @property
@@ -136,11 +145,37 @@ class Outbound:
 
 @dataclass
 class _ReplicaState:
-    """The leader's view of one replica (Kafka ``LeaderState.ReplicaState``)."""
+    """The leader's view of one replica (Kafka ``LeaderState.ReplicaState``); ``directory_id``
+    is the one its last Fetch or FetchSnapshot carried (zero: none)."""
 
     end_offset: int = -1
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
+    directory_id: UUID = _ZERO_UUID
+
+
+@dataclass
+class _VoterOp:
+    """The one AddRaftVoter or RemoveRaftVoter in progress on the leader (Kafka
+    ``AddVoterHandlerState``/``RemoveVoterHandlerState``): ``last_offset`` is its VotersRecord's
+    offset once appended, ``probe`` the ApiVersions destination of an add; ``reply`` is called
+    once (``finish``)."""
+
+    kind: str  # "add" | "remove"
+    voter_id: int
+    directory_id: UUID
+    endpoints: dict[str, tuple[str, int]]
+    deadline_ms: int
+    reply: Callable[[int, str | None], None]
+    probe: int | None = None
+    ack_when_committed: bool = True
+    last_offset: int | None = None
+    replied: bool = False
+
+    def finish(self, code: int, message: str | None) -> None:
+        if not self.replied:
+            self.replied = True
+            self.reply(code, message)
 
 
 @dataclass
@@ -214,8 +249,18 @@ class _CoreBase:
     # candidate / prospective
     _granted: set[int]
     _rejected: set[int]
+    # voters (KIP-853)
+    _crs: ControlRecordState
+    _voter: bool
+    _bootstrap_ids: dict[int, tuple[str, int]]
+    _extra_addresses: dict[int, tuple[str, int]]
+    _seen_endpoints: dict[int, tuple[str, int]]
+    _voter_op: _VoterOp | None
+    _probe_seq: int
+    _resign_after_removal: bool
     # leader
     _replicas: dict[int, _ReplicaState]
+    _observers: dict[tuple[int, UUID], _ReplicaState]
     _epoch_start_offset: int
     _fetched_voters: set[int]
     _parked: list[_Parked]
@@ -254,6 +299,24 @@ class _CoreBase:
     def _majority(self) -> int:
         return len(self.voters) // 2 + 1
 
+    @property
+    def voter_set(self) -> VoterSet:
+        """The latest voter set, possibly uncommitted (Kafka ``lastVoterSet``): the newest
+        VotersRecord of the snapshot and log, else the static ``controller.quorum.voters``."""
+        return self._crs.last_voter_set()
+
+    @property
+    def is_voter(self) -> bool:
+        """Whether this replica (id and directory id) is in :attr:`voter_set` (Kafka
+        ``QuorumState.isVoter``)."""
+        return self._voter
+
+    @property
+    def kraft_version(self) -> int:
+        """The latest kraft.version of the log (Kafka ``RaftClient.kraftVersion``): the newest
+        KRaftVersionRecord, 0 without one."""
+        return self._crs.last_kraft_version()
+
     def _random_election_timeout(self) -> int:
         t = self.config.election_timeout_ms
         return t + self.rng.randrange(t) if t > 0 else 0
@@ -273,6 +336,8 @@ class _CoreBase:
                 leader_id=self.leader_id,
                 voted_id=self.voted_id,
                 voters=tuple(sorted(self.voters)),
+                voted_directory_id=self._voted_dir,
+                data_version=1 if self._crs.last_kraft_version() >= 1 else 0,
             )
         )
 
@@ -338,8 +403,28 @@ class _CoreBase:
         def _reply_fetch_error(self, p: _Parked, code: int) -> None: ...
         def _flush_pending(self, now: int, force: bool) -> None: ...
 
+        def _update_high_watermark(self, now: int) -> None: ...
+        def _wake_parked(self, now: int, hw_changed: bool = False) -> None: ...
+
         # snapshots.py
         def _fetch_snapshot_request(self) -> Any: ...
+
+        # reconfig.py
+        def _replay_control_records(self, now: int) -> None: ...
+        def _feed_batches(self, now: int, batches: Any, notify: bool = True) -> None: ...
+        @staticmethod
+        def _check_control_batches(batches: Any) -> None: ...
+        def _truncate_voters(self, now: int, end: int) -> None: ...
+        def _trim_voters(self, snapshot_offset: int) -> None: ...
+        def _voters_changed(self, now: int) -> None: ...
+        def _replica_state(self, replica: int, directory: UUID) -> tuple[_ReplicaState, bool]: ...
+        def _local_voter_node(self) -> VoterNode: ...
+        def _start_of_epoch_batch(self, now: int, leader_change: bytes) -> Any: ...
+        def _expire_voter_op(self, now: int) -> None: ...
+        def _voter_op_committed(self, now: int) -> None: ...
+        def _abort_voter_op(self, code: int) -> None: ...
+        def _to_resigned(self, now: int, persist: bool = False) -> None: ...
+        def _poll_resigned(self, now: int) -> None: ...
 
         # delivery.py
         def _notify_leader_change(self) -> None: ...

@@ -7,8 +7,9 @@ inputs, each with the current time in ms:
 * :meth:`RaftCore.poll` runs the timers (call it at :meth:`RaftCore.next_deadline_ms` and after
   every other input);
 * :meth:`RaftCore.handle_request` takes a Raft request (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-  Fetch, FetchSnapshot, DescribeQuorum) and a ``reply`` callback, called exactly once with the
-  response (at once, or later for a long-polling Fetch);
+  Fetch, FetchSnapshot, DescribeQuorum, UpdateRaftVoter, AddRaftVoter, RemoveRaftVoter) and a
+  ``reply`` callback, called exactly once with the response (at once, or later for a
+  long-polling Fetch or a voter change that waits for its commit);
 * :meth:`RaftCore.handle_response` takes the response to an :class:`Outbound` request, or None
   for a failure (connection error, timeout);
 * :meth:`RaftCore.append` queues records on the leader; :meth:`RaftCore.handle_flushed` says
@@ -36,16 +37,31 @@ core answers a top-level INVALID_REQUEST, which Kafka's sender only logs and bac
 (Kafka's receiver throws in ``maybeTransition``) is answered with a top-level
 UNKNOWN_SERVER_ERROR and changes nothing.
 
-Static voters (``controller.quorum.voters``): a Vote, BeginQuorumEpoch or EndQuorumEpoch from a
-node outside the voter set, or received by an observer, is answered INCONSISTENT_VOTER_SET with
-no state change, as Kafka's ``validateVoterOnlyRequest`` did for static quorums (before
-KIP-853's dynamic voters).
+Voters (KIP-853, ``kafka_rpc.raft.voters`` and the ``reconfig`` part): the voter set in force
+is the newest VotersRecord of the latest snapshot and the log, uncommitted included (Kafka
+``KRaftControlRecordStateMachine``), else the static ``controller.quorum.voters``; it decides
+majorities, the high watermark, elections and :attr:`RaftCore.is_voter` (an id with another
+directory id is not the voter) from its append. A leader of a kraft.version 1 log writes the
+bootstrap voters into its first batch, takes AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter
+(:meth:`RaftCore.handle_request`; one change at a time) and the kraft.version upgrade
+(:meth:`RaftCore.upgrade_kraft_version`). Replicas outside the voter set (observers) find the
+leader through ``controller.quorum.bootstrap.servers`` (destinations -2, -3, ...) and the
+endpoints peers send; :meth:`RaftCore.address_of` names every destination for the driver.
+
+INCONSISTENT_VOTER_SET: at kraft.version 1 membership is never checked on Vote,
+BeginQuorumEpoch and EndQuorumEpoch (Kafka 3.9+ ``validateVoterOnlyRequest``: an observer may
+grant a vote and follows the leader it is told of). At kraft.version 0 (a static quorum) a
+request from a node outside the voter set, or received by an observer, is still answered
+INCONSISTENT_VOTER_SET with no state change, as Kafka did for static quorums before KIP-853
+(3.7); Kafka 3.9+ no longer sends it there either, and takes it from peers as this core does
+(logged, no retry). This keeps the static-quorum behaviour other tests rely on.
 
 :class:`RaftCore` is this module's start-up, public reads, input dispatch (poll, requests,
-responses), DescribeQuorum, UpdateRaftVoter and shutdown, combined with one part per job, each a
+responses), DescribeQuorum and shutdown, combined with one part per job, each a
 mixin over ``kafka_rpc.raft.base._CoreBase`` (the shared attributes, types and helpers):
 ``election`` (state transitions, timers, Vote, BeginQuorumEpoch, EndQuorumEpoch),
-``replication`` (Fetch on both sides, the high watermark, appends), ``snapshots``
+``replication`` (Fetch on both sides, the high watermark, appends), ``reconfig`` (the voter
+set of the log, voter changes, addresses), ``snapshots``
 (FetchSnapshot, generation, retention), ``delivery`` (committed batches, snapshots and leader
 changes to the state machine) and ``validation`` (the checks shared by every request and
 response).
@@ -70,6 +86,8 @@ from kafka_rpc.raft.api import (
 from kafka_rpc.raft.base import (
     _E,
     _LONG_MAX,
+    ADD_RAFT_VOTER,
+    API_VERSIONS,
     BEGIN_QUORUM_EPOCH,
     CANDIDATE,
     DESCRIBE_QUORUM,
@@ -79,6 +97,7 @@ from kafka_rpc.raft.base import (
     FOLLOWER,
     LEADER,
     PROSPECTIVE,
+    REMOVE_RAFT_VOTER,
     RESIGNED,
     UNATTACHED,
     UPDATE_RAFT_VOTER,
@@ -92,20 +111,22 @@ from kafka_rpc.raft.base import (
     _Parked,
     _Pending,
     _ReplicaState,
-    _UpdateVoterResp,
+    _VoterOp,
 )
 from kafka_rpc.raft.delivery import _Delivery
 from kafka_rpc.raft.election import _Election
+from kafka_rpc.raft.reconfig import _Reconfig
 from kafka_rpc.raft.replication import _Replication
 from kafka_rpc.raft.snapshots import _Snapshots
 from kafka_rpc.raft.validation import _Validation
+from kafka_rpc.raft.voters import ControlRecordState, VoterSet
 
 log = logging.getLogger("kafka_rpc.raft")
 
 __all__ = ["NotLeaderError", "Outbound", "RaftConfig", "RaftCore"]
 
 
-class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
+class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Reconfig):
     """One Raft replica (see the module docstring). Not thread-safe: one driver calls it."""
 
     def __init__(
@@ -127,7 +148,28 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
         self.sm = state_machine
         self.rng = rng
         self.node_id = config.node_id
-        self.voters = dict(config.voters)
+        #: The control records' histories (offset -> voter set, offset -> kraft.version;
+        #: Kafka ``KRaftControlRecordStateMachine``), the static voters as the fallback.
+        self._crs = ControlRecordState(VoterSet.from_static(config.voters, config.listener_name))
+        #: voter id -> (host, port) on ``listener_name`` of :attr:`voter_set` (derived from it
+        #: on every change; a voter without that listener maps to its first endpoint, or
+        #: ("", 0) without one)
+        self.voters: dict[int, tuple[str, int]] = dict(config.voters)
+        self._voter = config.is_voter
+        #: Kafka's synthetic ids -2, -3, ... of ``controller.quorum.bootstrap.servers``
+        self._bootstrap_ids = {-2 - i: hp for i, hp in enumerate(config.bootstrap_servers)}
+        #: other destinations the driver may be asked to reach (an AddRaftVoter probe's node,
+        #: a leader known only by the NodeEndpoints of a response)
+        self._extra_addresses: dict[int, tuple[str, int]] = {}
+        #: node id -> endpoint on ``listener_name`` learnt from the NodeEndpoints of responses
+        #: and the LeaderEndpoints of requests (how a replica reaches a leader that is not in
+        #: its voter set)
+        self._seen_endpoints: dict[int, tuple[str, int]] = {}
+        #: the AddRaftVoter/RemoveRaftVoter in progress (leader only), the probes sent so far,
+        #: and whether this leader removed itself and must resign
+        self._voter_op: _VoterOp | None = None
+        self._probe_seq = 0
+        self._resign_after_removal = False
         self._out: list[Outbound] = []
         self._corr = 0
         self._inflight: dict[int, _InFlight] = {}
@@ -146,8 +188,10 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
         # candidate / prospective
         self._granted: set[int] = set()
         self._rejected: set[int] = set()
-        # leader
+        # leader: the voters' states (and the leader's own) by id, the observers' by
+        # (id, directory id) (Kafka ``LeaderState.voterStates``/``observerStates``)
         self._replicas: dict[int, _ReplicaState] = {}
+        self._observers: dict[tuple[int, UUID], _ReplicaState] = {}
         self._epoch_start_offset = -1
         self._fetched_voters: set[int] = set()
         self._parked: list[_Parked] = []
@@ -198,8 +242,11 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
 
     # ================================================================== start-up
     def _initialize(self, now: int) -> None:
-        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize``."""
+        """Kafka ``QuorumState.initialize`` + ``KafkaRaftClient.initialize``: the control
+        records of the latest snapshot and the whole log are read first (raising
+        :class:`~kafka_rpc.raft.voters.ControlRecordError` for one this replica cannot read)."""
         self.log.truncate_to_latest_snapshot()
+        self._replay_control_records(now)
         if self.log.start_offset > 0:
             self.high_watermark = self.log.start_offset
         st = self.store.read()
@@ -217,7 +264,7 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             # a known leader settles the epoch, whatever vote was cast in it (a candidate that
             # lost keeps its self-vote in quorum-state beside the winner's id)
             self.epoch = st.epoch
-            self.voted_id = st.voted_id
+            self.voted_id, self._voted_dir = st.voted_id, st.voted_directory_id
             self._set_follower(now, st.leader_id)
         elif st.voted_id == self.node_id and self.node_id >= 0:
             self.epoch = st.epoch
@@ -227,16 +274,17 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             self._election_deadline = now + self._random_election_timeout()
         elif st.voted_id != -1:
             self.epoch, self.voted_id, self.state = st.epoch, st.voted_id, UNATTACHED
+            self._voted_dir = st.voted_directory_id
             self._election_deadline = now + self._random_election_timeout()
         else:
             self.epoch, self.state = st.epoch, UNATTACHED
             self._election_deadline = (
-                now + self._random_election_timeout() if self.config.is_voter else None
+                now + self._random_election_timeout() if self.is_voter else None
             )
         # the state machine loads the latest snapshot before this node can lead (a leader's
         # state machine never loads one)
         self._deliver(now)
-        if self.config.is_voter and len(self.voters) == 1 and self.state != LEADER:
+        if self.is_voter and len(self.voters) == 1 and self.state != LEADER:
             # Kafka ``KafkaRaftClient.initialize``: the only voter goes Prospective, which wins
             # its own pre-vote, stands and wins at once (a Candidate at start-up stands on)
             if self.state == CANDIDATE:
@@ -265,7 +313,7 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
     def shutdown_complete(self) -> bool:
         if self._shutdown_deadline is None:
             return False
-        if not self.config.is_voter or len(self.voters) == 1:
+        if not self.is_voter or len(self.voters) == 1:
             return True
         return self.leader_id not in (-1, self.node_id) and self.state == FOLLOWER
 
@@ -292,6 +340,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             ds.append(min(p.deadline_ms for p in self._parked))
         if self._pending.count:
             ds.append(self._pending.first_ms + self.config.append_linger_ms)
+        if self._voter_op is not None:
+            ds.append(self._voter_op.deadline_ms)
         if self.config.snapshot_interval_ms > 0 and self._records_since_snapshot:
             ds.append(self._last_snapshot_ms + self.config.snapshot_interval_ms)
         return min(ds) if ds else _LONG_MAX
@@ -313,6 +363,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             if now >= f.deadline_ms:
                 del self._inflight[dest]
                 self._on_failure(now, dest, f.api_key)
+                if f.api_key == API_VERSIONS:
+                    self._on_api_versions_response(now, dest, None)
         st = self.state
         if st == LEADER:
             self._poll_leader(now)
@@ -355,34 +407,15 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
                 reply(self._on_describe(now, version, request))
             elif api_key == UPDATE_RAFT_VOTER:
                 reply(self._on_update_voter(now, version, request))
+            elif api_key == ADD_RAFT_VOTER:
+                self._on_add_voter(now, version, request, reply)
+            elif api_key == REMOVE_RAFT_VOTER:
+                self._on_remove_voter(now, version, request, reply)
             else:
                 raise ValueError(f"api key {api_key} is not a Raft request")
         except Exception:
             log.exception("node %d: raft request %d v%d failed", self.node_id, api_key, version)
             raise
-
-    # -- UpdateRaftVoter (KIP-853; kraft.version 0)
-    def _on_update_voter(self, now: int, version: int, req: Any) -> Any:
-        """Kafka ``handleUpdateVoterRequest`` for a static quorum (docs/mixed-quorum.md): a
-        Kafka follower voter sends it to every new leader until
-        it is answered NONE or UNSUPPORTED_VERSION with that leader as CurrentLeader. The
-        voter set here is static (no kraft.version upgrade), so the leader answers
-        UNSUPPORTED_VERSION with CurrentLeader {this node, epoch, its controller host and
-        port}; a wrong cluster id INCONSISTENT_CLUSTER_ID, a wrong epoch or a non-leader the
-        leader-only errors, shutting down BROKER_NOT_AVAILABLE. Never INVALID_REQUEST (a
-        Kafka voter halts on it); nothing changes."""
-        if not self._cluster_ok(req.cluster_id):
-            code = int(_E.INCONSISTENT_CLUSTER_ID)
-        else:
-            err = self._validate_leader_only(req.current_leader_epoch)
-            code = err if err is not None else int(_E.UNSUPPORTED_VERSION)
-        host, port = self.voters.get(self.leader_id, ("", 0))
-        return _UpdateVoterResp.UpdateRaftVoterResponse(
-            error_code=code,
-            current_leader=_UpdateVoterResp.CurrentLeader(
-                leader_id=self.leader_id, leader_epoch=self.epoch, host=host, port=port
-            ),
-        )
 
     # -- DescribeQuorum (leader only)
     def _on_describe(self, now: int, version: int, req: Any) -> Any:
@@ -424,10 +457,13 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
             ),
             nodes=tuple(
                 m.Node(
-                    node_id=v,
-                    listeners=(m.Listener(name=self.config.listener_name, host=h, port=pt),),
+                    node_id=v.id,
+                    listeners=tuple(
+                        m.Listener(name=name, host=h, port=pt)
+                        for name, (h, pt) in v.endpoints.items()
+                    ),
                 )
-                for v, (h, pt) in sorted(self.voters.items())
+                for v in (self.voter_set[i] for i in sorted(self.voter_set))
             )
             if version >= 2
             else (),
@@ -447,25 +483,35 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
                 high_watermark=self.high_watermark,
             )
 
-        def rs(rid: int) -> Any:
-            s = self._replicas.get(rid, _ReplicaState())
-            end, fetch, caught = s.end_offset, s.last_fetch_ms, s.last_caught_up_ms
+        def rs(rid: int, st: _ReplicaState | None, directory: UUID) -> Any:
+            st = st if st is not None else _ReplicaState()
+            end, fetch, caught = st.end_offset, st.last_fetch_ms, st.last_caught_up_ms
             if rid == self.node_id:
                 end, fetch, caught = self.log.end_offset, now, now
             return m.ReplicaState(
                 replica_id=rid,
+                replica_directory_id=directory,
                 log_end_offset=end,
                 last_fetch_timestamp=self._wall(fetch) if fetch >= 0 else -1,
                 last_caught_up_timestamp=self._wall(caught) if caught >= 0 else -1,
             )
 
+        vs = self.voter_set
+        voters = [rs(v, self._replicas.get(v), vs[v].directory_id) for v in sorted(vs)]
+        observers = [
+            rs(k[0], st, k[1])
+            for k, st in sorted(self._observers.items(), key=lambda kv: (kv[0][0], kv[0][1].int))
+        ]
+        if self.node_id not in vs:
+            # a leader that removed itself lists itself as an observer (Kafka)
+            observers.insert(0, rs(self.node_id, None, self.config.directory_id))
         return m.PartitionData(
             partition_index=self.config.partition,
             leader_id=self.leader_id,
             leader_epoch=self.epoch,
             high_watermark=self.high_watermark,
-            current_voters=tuple(rs(v) for v in sorted(self.voters)),
-            observers=tuple(rs(r) for r in sorted(self._replicas) if r not in self.voters),
+            current_voters=tuple(voters),
+            observers=tuple(observers),
         )
 
     # ================================================================== responses
@@ -478,8 +524,12 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
         del self._inflight[destination]
         if resp is None:
             self._on_failure(now, destination, f.api_key)
+            if f.api_key == API_VERSIONS:
+                self._on_api_versions_response(now, destination, None)
             return
         api = f.api_key
+        for ep in getattr(resp, "node_endpoints", None) or ():
+            self._seen_endpoints[ep.node_id] = (ep.host, ep.port)
         try:
             if api == VOTE:
                 ok = self._on_vote_response(now, destination, resp)
@@ -491,6 +541,8 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
                 ok = self._on_fetch_response(now, destination, resp)
             elif api == FETCH_SNAPSHOT:
                 ok = self._on_fetch_snapshot_response(now, destination, resp)
+            elif api == API_VERSIONS:
+                ok = self._on_api_versions_response(now, destination, resp)
             else:
                 ok = True
         except (CorruptRecordError, ValueError) as e:
@@ -501,9 +553,6 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation):
 
     def _on_failure(self, now: int, dest: int, api_key: int) -> None:
         self._backoff_until[dest] = now + self.config.retry_backoff_ms
-        if not self.config.is_voter and self.state in (UNATTACHED, FOLLOWER):
-            if api_key in (FETCH, FETCH_SNAPSHOT) and self.state == FOLLOWER:
-                pass  # the fetch timer decides
 
     # ================================================================== shutdown
     def begin_shutdown(self, now: int, timeout_ms: int) -> None:

@@ -11,9 +11,14 @@ the core directly, on the loop thread, and then wake the task:
   later poll or append); the response is fixed up for the request's version
   (:func:`~kafka_rpc.raft.wire.for_version`);
 * responses to the core's outbound requests: each :class:`~kafka_rpc.raft.core.Outbound` is sent
-  through one :class:`~kafka_rpc.client.KafkaRpcClient` per destination voter (connected lazily to
-  the voter's controller listener from ``controller.quorum.voters``; the client negotiates
-  versions with ApiVersions), with the version's topic field fixed by ``for_version`` and a
+  through one :class:`~kafka_rpc.client.KafkaRpcClient` per destination (connected lazily to the
+  address ``core.address_of(destination)`` names: a voter's controller listener from the latest
+  voter set, a bootstrap server, the leader's advertised endpoint, or the node an AddRaftVoter
+  probes; no address fails the request as BROKER_NOT_AVAILABLE; the client negotiates versions
+  with ApiVersions, and a client whose destination moved to another address is replaced). The
+  AddRaftVoter probe (api key 18) is sent as ApiVersionsRequest v4 when the peer takes it (so
+  that ``SupportedFeatures`` lists kraft.version) and the parsed response goes to the core. Every
+  other request is sent with the version's topic field fixed by ``for_version`` and a
   timeout of ``controller.quorum.request.timeout.ms``; any failure (connect, timeout, decode,
   unsupported API) is fed back as ``handle_response(..., None)``. A request timeout also closes
   that voter's connection (Kafka's ``NetworkClient``), so the next request connects again. On an
@@ -72,6 +77,7 @@ def _wake_up(fut: asyncio.Future) -> None:
 
 
 _VOTE = 52
+_API_VERSIONS = 18
 _PRE_VOTE_FROM_VERSION = 2  # Vote v2 carries PreVote (KIP-996), not ignorable
 
 
@@ -86,9 +92,7 @@ def _local_answer(out: Any, version: int) -> Any:
         return None
     from kafka_rpc.protocol import codec
 
-    return codec.module("VoteResponse").VoteResponse(
-        error_code=int(ErrorCode.UNSUPPORTED_VERSION)
-    )
+    return codec.module("VoteResponse").VoteResponse(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
 
 
 def monotonic_ms() -> int:
@@ -100,7 +104,8 @@ class RaftDriver:
     """Drives ``core`` (see the module docstring).
 
     ``log`` is the core's :class:`~kafka_rpc.raft.api.ReplicatedLog` (flushed and closed here);
-    ``voters`` maps voter id -> (host, port) of its controller listener;
+    ``voters`` (id -> (host, port)) is kept for callers only: addresses come from
+    ``core.address_of``;
     ``request_timeout_ms`` bounds one outbound request, connecting included;
     ``shutdown_timeout_ms`` bounds :meth:`stop`'s graceful resignation;
     ``retry_backoff_ms`` is the pause after an unexpected exception in the loop;
@@ -136,6 +141,7 @@ class RaftDriver:
         #: (``kafka_rpc.security.client.ClientSecurity``), None for PLAINTEXT
         self.client_security = client_security
         self._clients: dict[int, KafkaRpcClient] = {}
+        self._client_addr: dict[int, tuple[str, int]] = {}
         self._sends: set[asyncio.Task] = set()
         self._pending_replies: set[asyncio.Future] = set()
         # (offset, epoch, future, deadline in loop time); one timer (_expiry, armed for the
@@ -403,10 +409,29 @@ class RaftDriver:
             waiter.set_result(None)
 
     # ------------------------------------------------------------------ outbound
+    def _address(self, dest: int) -> tuple[str, int] | None:
+        try:
+            addr = self.core.address_of(dest)
+        except Exception:
+            log.exception("raft: address_of(%d) failed", dest)
+            return None
+        return tuple(addr) if addr is not None else None  # type: ignore[return-value]
+
     def _client(self, dest: int) -> KafkaRpcClient:
+        addr = self._address(dest)
+        if addr is None:
+            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"no address for {dest}")
         client = self._clients.get(dest)
+        if client is not None and self._client_addr.get(dest) != addr:
+            # the destination moved (another leader endpoint, a re-used probe id): reconnect
+            old = self._clients.pop(dest)
+            task = asyncio.ensure_future(old.close())
+            self._sends.add(task)
+            task.add_done_callback(self._sends.discard)
+            client = None
         if client is None:
-            host, port = self.voters[dest]
+            host, port = addr
+            self._client_addr[dest] = addr
             timeout = self.request_timeout_ms / 1000
             client = KafkaRpcClient(
                 f"{host}:{port}",
@@ -424,7 +449,11 @@ class RaftDriver:
         a task that connects first (:meth:`_send`)."""
         client = self._clients.get(out.destination)
         started = None
-        if client is not None and out.destination in self.voters:
+        if (
+            client is not None
+            and out.api_key != _API_VERSIONS
+            and self._address(out.destination) == self._client_addr.get(out.destination)
+        ):
             try:
                 version = client.version_for(out.api_key)
                 local = _local_answer(out, version)
@@ -504,10 +533,11 @@ class RaftDriver:
         self._input_done()
 
     async def _exchange(self, out: Any) -> Any:
-        if out.destination not in self.voters:
-            raise KafkaError(ErrorCode.BROKER_NOT_AVAILABLE, f"no address for {out.destination}")
-        client = self._client(out.destination)
+        client = self._client(out.destination)  # BROKER_NOT_AVAILABLE without an address
         await client._ensure_connected()  # lazy connect + ApiVersions, so the version is known
+        if out.api_key == _API_VERSIONS:
+            # the AddRaftVoter probe: v4, whose SupportedFeatures carries kraft.version
+            return await client.request(out.request, version=min(4, client.version_for(18)))
         version = client.version_for(out.api_key)
         local = _local_answer(out, version)
         if local is not None:

@@ -15,10 +15,6 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.protocol import codec
-from kafka_rpc.protocol.record_batch import (
-    CONTROL_LEADER_CHANGE,
-    encode_control_batch,
-)
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.base import (
     _E,
@@ -74,8 +70,11 @@ class _Election(_CoreBase):
             self._leave_leader()
 
     def _leave_leader(self) -> None:
+        self._abort_voter_op(int(_E.NOT_LEADER_OR_FOLLOWER))
+        self._resign_after_removal = False
         self._pending = _Pending()
         self._replicas = {}
+        self._observers = {}
         for p in self._parked:
             self._reply_fetch_error(p, int(_E.NOT_LEADER_OR_FOLLOWER))
         self._parked = []
@@ -100,7 +99,7 @@ class _Election(_CoreBase):
         if epoch > self.epoch:
             self.voted_id, self._voted_dir = -1, None
         self.epoch, self.state, self.leader_id = epoch, UNATTACHED, leader
-        if self.config.is_voter:
+        if self.is_voter:
             self._election_deadline = (
                 keep if keep is not None else now + self._random_election_timeout()
             )
@@ -186,8 +185,12 @@ class _Election(_CoreBase):
         self._reset_connections()
         self.high_watermark = -1  # the leader starts without one (Kafka ``LeaderState``)
         self._epoch_start_offset = self.log.end_offset
-        self._replicas = {v: _ReplicaState() for v in self.voters}
-        self._replicas[self.node_id] = _ReplicaState(end_offset=self.log.flushed_offset)
+        vs = self.voter_set
+        self._replicas = {v: _ReplicaState(directory_id=vs[v].directory_id) for v in vs}
+        self._replicas[self.node_id] = _ReplicaState(
+            end_offset=self.log.flushed_offset, directory_id=self.config.directory_id
+        )
+        self._observers = {}
         self._fetched_voters = {self.node_id}
         # check quorum (and BeginQuorumEpoch) only mean something with other voters
         multi = len(self.voters) > 1
@@ -202,10 +205,9 @@ class _Election(_CoreBase):
             ),
             0,
         )
-        batch = encode_control_batch(
-            self.log.end_offset, self.epoch, [(CONTROL_LEADER_CHANGE, body)], self._wall(now)
-        )
+        batch = self._start_of_epoch_batch(now, body)
         self.log.append([batch])
+        self._feed_batches(now, [batch])
         log.info("node %d: leader of epoch %d from offset %d", self.node_id, self.epoch,
                  self._epoch_start_offset)  # fmt: skip
         self._transitioned()
@@ -259,6 +261,13 @@ class _Election(_CoreBase):
 
     # ================================================================== polls of each state
     def _poll_leader(self, now: int) -> None:
+        self._expire_voter_op(now)
+        if self._resign_after_removal:
+            # Kafka ``RemoveVoterHandler.highWatermarkUpdated`` -> ``requestResign``: a leader
+            # whose removal committed resigns (EndQuorumEpoch) and goes on as an observer
+            self._to_resigned(now)
+            self._poll_resigned(now)
+            return
         if self._shutdown_deadline is not None and len(self.voters) > 1:
             self._to_resigned(now)
             self._poll_resigned(now)
@@ -290,10 +299,10 @@ class _Election(_CoreBase):
                 else:
                     keep.append(p)
             self._parked = keep
-        stale = [r for r, rs in self._replicas.items() if r not in self.voters
-                 and now - rs.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS]  # fmt: skip
-        for r in stale:
-            del self._replicas[r]
+        stale = [k for k, rs in self._observers.items()
+                 if now - rs.last_fetch_ms > OBSERVER_SESSION_TIMEOUT_MS]  # fmt: skip
+        for k in stale:
+            del self._observers[k]
 
     def _needs_begin(self, now: int, voter: int) -> bool:
         """Whether the leader sends ``voter`` a BeginQuorumEpoch now: no valid Fetch from it
@@ -348,7 +357,7 @@ class _Election(_CoreBase):
 
     def _poll_follower(self, now: int) -> None:
         if self._fetch_deadline is not None and now >= self._fetch_deadline:
-            if self.config.is_voter:
+            if self.is_voter:
                 if self._shutdown_deadline is None:
                     log.info("node %d: no fetch response from leader %d for %d ms; pre-vote",
                              self.node_id, self.leader_id,
@@ -360,23 +369,27 @@ class _Election(_CoreBase):
                 # an observer stays a Follower (Kafka ``pollFollowerAsObserver``) and asks
                 # another voter, whose answer names the leader if it changed
                 self._fetch_deadline = now + self.config.fetch_timeout_ms
-                others = sorted(v for v in self.voters if v != self.leader_id)
+                # (Kafka ``maybeSendFetchToBestNode``: the bootstrap servers when configured)
+                others = sorted(self._bootstrap_ids) or sorted(
+                    v for v in self.voters if v != self.leader_id
+                )
                 if others and not self._inflight:
                     self._send_fetch(now, self.rng.choice(others))
                     return
         self._send_fetch(now, self.leader_id)
 
     def _poll_unattached(self, now: int) -> None:
-        if self.config.is_voter:
+        if self.is_voter:
             if self._election_deadline is not None and now >= self._election_deadline:
                 if self._shutdown_deadline is None:
                     self._to_prospective(now)
                     self._poll_prospective(now)
         else:
-            # an observer looks for the leader by fetching from a random voter
-            voters = sorted(self.voters)
-            if voters and not self._inflight:
-                self._send_fetch(now, self.rng.choice(voters))
+            # an observer looks for the leader by fetching from a random bootstrap server
+            # (Kafka ``pollUnattachedCommon``; synthetic ids -2, -3, ...), else a random voter
+            targets = sorted(self._bootstrap_ids) or sorted(self.voters)
+            if targets and not self._inflight:
+                self._send_fetch(now, self.rng.choice(targets))
 
     def _poll_resigned(self, now: int) -> None:
         """Kafka ``pollResigned``: EndQuorumEpoch to the voters that have not acknowledged it;
@@ -473,7 +486,13 @@ class _Election(_CoreBase):
     # ================================================================== inbound requests
     # -- Vote (KIP-996 pre-vote)
     def _epoch_resp(
-        self, mod: Any, cls: str, id_from: int, version: int, top: int = 0, code: int = 0,
+        self,
+        mod: Any,
+        cls: str,
+        id_from: int,
+        version: int,
+        top: int = 0,
+        code: int = 0,
         **extra: Any,
     ) -> Any:
         """The response of Vote, BeginQuorumEpoch or EndQuorumEpoch (``mod``/``cls``; topic by
@@ -565,6 +584,7 @@ class _Election(_CoreBase):
             return self._begin_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
             return self._begin_resp(version, top=self._contradicted("BeginQuorumEpoch", p))
+        self._learn_leader_endpoints(p.leader_id, req, version)
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if version >= 1 and not self._voter_key_ok(req.voter_id, p.voter_directory_id):
             return self._begin_resp(version, code=int(_E.INVALID_VOTER_KEY))
@@ -585,6 +605,7 @@ class _Election(_CoreBase):
             return self._end_resp(version, top=err[0], code=err[1])
         if not self._leader_claim_ok(p.leader_id, p.leader_epoch):
             return self._end_resp(version, top=self._contradicted("EndQuorumEpoch", p))
+        self._learn_leader_endpoints(p.leader_id, req, version)
         self._maybe_transition(now, p.leader_id, p.leader_epoch)
         if self.state == FOLLOWER and self.leader_id == p.leader_id:
             # Kafka ``endEpochElectionBackoff``: our position in the list (a candidate with a
@@ -600,6 +621,15 @@ class _Election(_CoreBase):
             )  # fmt: skip
             self._fetch_deadline = now + self._strict_backoff(pos, len(succ))
         return self._end_resp(version)
+
+    def _learn_leader_endpoints(self, leader: int, req: Any, version: int) -> None:
+        """Kafka: the leader's endpoints come from the request's LeaderEndpoints (v1) when
+        present, else from the voter set; the one on ``listener_name`` is kept."""
+        if version < 1 or leader < 0:
+            return
+        for ep in getattr(req, "leader_endpoints", None) or ():
+            if ep.name == self.config.listener_name:
+                self._seen_endpoints[leader] = (ep.host, ep.port)
 
     # ================================================================== responses
     def _on_vote_response(self, now: int, dest: int, resp: Any) -> bool:

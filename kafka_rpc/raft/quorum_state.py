@@ -6,21 +6,28 @@ Written in the v0 layout (kraft.version 0, static voters)::
     {"clusterId":"","leaderId":1,"leaderEpoch":2,"votedId":-1,"appliedOffset":0,
      "currentVoters":[{"voterId":1},...],"data_version":0}
 
-(on one line, no trailing newline, as Kafka writes it). The v1 layout (``data_version`` 1: no
-``clusterId``/``appliedOffset``/``currentVoters``, an optional ``votedDirectoryId``) is read too.
+(on one line, no trailing newline, as Kafka writes it). From kraft.version 1 the v1 layout
+(``ElectionState.data_version`` 1) is written: no ``clusterId``/``appliedOffset``/
+``currentVoters``, and ``votedDirectoryId`` (Kafka's base64 Uuid, zero when none)::
+
+    {"leaderId":1,"leaderEpoch":2,"votedId":-1,"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA",
+     "data_version":1}
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from uuid import UUID
 
+from kafka_rpc.protocol.uuids import parse_uuid_text, uuid_text
 from kafka_rpc.raft.api import ElectionState
 from kafka_rpc.storage.durable import atomic_write
 
 __all__ = ["DEFAULT_FILE_NAME", "FileQuorumStateStore", "QuorumStateError"]
 
 DEFAULT_FILE_NAME = "quorum-state"
+_ZERO = UUID(int=0)
 _LOWEST_VERSION = 0
 _HIGHEST_VERSION = 1
 
@@ -74,24 +81,44 @@ class FileQuorumStateStore:
             if not isinstance(voters_raw, list):
                 raise TypeError("currentVoters is not a list")
             voters = tuple(_int(v, "voterId") for v in voters_raw)
-        except (TypeError, KeyError) as e:
+            voted_dir = None
+            raw_dir = data.get("votedDirectoryId")
+            if version >= 1 and raw_dir is not None:
+                if not isinstance(raw_dir, str):
+                    raise TypeError(f"votedDirectoryId is not a string: {raw_dir!r}")
+                voted_dir = parse_uuid_text(raw_dir)
+                if voted_dir.int == 0:
+                    voted_dir = None
+        except (TypeError, KeyError, ValueError) as e:
             raise QuorumStateError(f"the quorum state file {self.path} is malformed: {e}") from e
-        return ElectionState(epoch=epoch, leader_id=leader, voted_id=voted, voters=voters)
+        return ElectionState(epoch=epoch, leader_id=leader, voted_id=voted, voters=voters,
+                             voted_directory_id=voted_dir, data_version=version)  # fmt: skip
 
     def write(self, state: ElectionState) -> None:
-        """Persist ``state`` durably in the v0 layout before returning: write ``<file>.tmp``,
-        flush, fsync, ``os.replace`` over the file, fsync the directory (Kafka
-        ``writeElectionStateToFile``). On failure the old file is untouched and the tmp file
-        is removed."""
-        doc = {
-            "clusterId": "",
-            "leaderId": state.leader_id,
-            "leaderEpoch": state.epoch,
-            "votedId": state.voted_id,
-            "appliedOffset": 0,
-            "currentVoters": [{"voterId": v} for v in state.voters],
-            "data_version": 0,
-        }
+        """Persist ``state`` durably in the layout of its ``data_version`` (0 or 1) before
+        returning: write ``<file>.tmp``, flush, fsync, ``os.replace`` over the file, fsync the
+        directory (Kafka ``writeElectionStateToFile``). On failure the old file is untouched
+        and the tmp file is removed."""
+        doc: dict[str, object]
+        if state.data_version >= 1:
+            voted_dir = state.voted_directory_id
+            doc = {
+                "leaderId": state.leader_id,
+                "leaderEpoch": state.epoch,
+                "votedId": state.voted_id,
+                "votedDirectoryId": uuid_text(voted_dir if voted_dir is not None else _ZERO),
+                "data_version": 1,
+            }
+        else:
+            doc = {
+                "clusterId": "",
+                "leaderId": state.leader_id,
+                "leaderEpoch": state.epoch,
+                "votedId": state.voted_id,
+                "appliedOffset": 0,
+                "currentVoters": [{"voterId": v} for v in state.voters],
+                "data_version": 0,
+            }
         atomic_write(self.path, json.dumps(doc, separators=(",", ":")))
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from typing import Any
+from uuid import UUID
 
 from kafka_rpc.protocol.record_batch import (
     Batch,
@@ -24,6 +25,7 @@ from kafka_rpc.raft.base import (
     _E,
     _LONG_MAX,
     _NONE,
+    _ZERO_UUID,
     FETCH,
     FETCH_SNAPSHOT,
     FOLLOWER,
@@ -35,8 +37,8 @@ from kafka_rpc.raft.base import (
     _FetchResp,
     _Parked,
     _Pending,
-    _ReplicaState,
 )
+from kafka_rpc.raft.voters import ControlRecordError
 
 log = logging.getLogger("kafka_rpc.raft")
 
@@ -46,10 +48,13 @@ class _Replication(_CoreBase):
 
     # ================================================================== Fetch
     def _send_fetch(self, now: int, dest: int) -> None:
-        if dest < 0 or not self._can_send(now, dest):
+        if dest == -1 or not self._can_send(now, dest):
             return
-        if self.config.is_voter and self.needs_flush:
-            return  # a voter's fetch offset is proof of durability: flush first
+        if (self.is_voter or self.config.can_become_voter) and self.needs_flush:
+            # a voter's fetch offset is proof of durability: flush first; so does a replica
+            # with the controller role, which counts as a voter from the append of a
+            # VotersRecord naming it (Kafka ``appendAsFollower``'s ``canBecomeVoter``)
+            return
         if self._download is not None:
             self._send(now, dest, FETCH_SNAPSHOT, self._fetch_snapshot_request())
         else:
@@ -194,7 +199,12 @@ class _Replication(_CoreBase):
         return "valid", None
 
     def _fetch_response_valid(
-        self, now: int, version: int, req: Any, replica: int, update: bool = False,
+        self,
+        now: int,
+        version: int,
+        req: Any,
+        replica: int,
+        update: bool = False,
         touch: bool = False,
     ) -> Any:
         """The answer to a Fetch the leader validated: a SnapshotId, a DivergingEpoch, or the
@@ -210,15 +220,15 @@ class _Replication(_CoreBase):
             return self._fetch_resp(version, hw=self.high_watermark, snapshot=oe)
         if kind == "diverging":
             return self._fetch_resp(version, hw=self.high_watermark, diverging=oe)
+        directory = p.replica_directory_id if version >= 17 else _ZERO_UUID
         if update and replica >= 0:
-            self._update_replica(now, replica, p.fetch_offset)
+            self._update_replica(now, replica, directory, p.fetch_offset)
         elif touch and replica >= 0:
-            rs = self._replicas.get(replica)
-            if rs is not None:
-                rs.last_fetch_ms = now
-                if p.fetch_offset >= self.log.end_offset:
-                    rs.last_caught_up_ms = now
-            if replica in self.voters:
+            rs, voter = self._replica_state(replica, directory)
+            rs.last_fetch_ms = now
+            if p.fetch_offset >= self.log.end_offset:
+                rs.last_caught_up_ms = now
+            if voter:
                 self._voter_seen(now, replica)
         data = self.log.read(p.fetch_offset, self._read_size(req.max_bytes))
         return self._fetch_resp(version, hw=self.high_watermark, records=data)
@@ -233,15 +243,15 @@ class _Replication(_CoreBase):
         cap = self.config.max_fetch_bytes
         return min(max_bytes, cap) if max_bytes > 0 else cap
 
-    def _update_replica(self, now: int, replica: int, offset: int) -> None:
-        rs = self._replicas.get(replica)
-        if rs is None:
-            rs = self._replicas[replica] = _ReplicaState()
+    def _update_replica(self, now: int, replica: int, directory: UUID, offset: int) -> None:
+        """A Fetch from ``replica`` (with ``directory``, zero when none) at ``offset``: its
+        state as a voter, or as an observer when (id, directory) is not a voter's key."""
+        rs, voter = self._replica_state(replica, directory)
         rs.end_offset = offset
         rs.last_fetch_ms = now
         if offset >= self.log.end_offset:
             rs.last_caught_up_ms = now
-        if replica in self.voters:
+        if voter:
             self._voter_seen(now, replica)
             self._update_high_watermark(now)
 
@@ -265,6 +275,7 @@ class _Replication(_CoreBase):
         if candidate > self._epoch_start_offset and candidate > self.high_watermark:
             self.high_watermark = candidate
             self._wake_parked(now, hw_changed=True)
+            self._voter_op_committed(now)
             self._deliver(now)
 
     def _wake_parked(self, now: int, hw_changed: bool = False) -> None:
@@ -308,7 +319,9 @@ class _Replication(_CoreBase):
                 log.error("node %d: refusing to truncate to %d below the high watermark %d",
                           self.node_id, target, self.high_watermark)  # fmt: skip
                 return False
-            self.log.truncate_to(max(target, self.log.start_offset))
+            end = max(target, self.log.start_offset)
+            self.log.truncate_to(end)
+            self._truncate_voters(now, end)
             return True
         if p.snapshot_id.epoch >= 0 or p.snapshot_id.end_offset >= 0:
             sid = OffsetAndEpoch(p.snapshot_id.end_offset, p.snapshot_id.epoch)
@@ -328,7 +341,13 @@ class _Replication(_CoreBase):
                             self.node_id, batches[0].base_offset, self.log.end_offset)  # fmt: skip
                 return False
             if batches:
+                try:
+                    self._check_control_batches(batches)
+                except ControlRecordError as e:
+                    log.error("node %d: refusing batches from %d: %s", self.node_id, dest, e)
+                    return False
                 self.log.append(batches)
+                self._feed_batches(now, batches)
         if p.high_watermark >= 0:
             new_hw = min(p.high_watermark, self.log.end_offset)
             if new_hw > self.high_watermark:
@@ -387,6 +406,7 @@ class _Replication(_CoreBase):
         if cur:
             batches.append(encode_batch(base, self.epoch, cur, ts))
         self.log.append(batches)
+        self._crs.next_offset = batches[-1].last_offset + 1
         self._wake_parked(now)
 
     def handle_flushed(self, now: int) -> None:

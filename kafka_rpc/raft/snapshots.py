@@ -12,29 +12,24 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.record_batch import (
-    CONTROL_SNAPSHOT_FOOTER,
-    CONTROL_SNAPSHOT_HEADER,
     CorruptRecordError,
     decode_batches,
     encode_batch,
-    encode_control_batch,
 )
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.base import (
     _E,
     _NONE,
+    _ZERO_UUID,
     FOLLOWER,
     LEADER,
     SNAPSHOT_BATCH_RECORDS,
     _CoreBase,
-    _ReplicaState,
-    _SnapFooter,
-    _SnapHeader,
     _SnapReq,
     _SnapResp,
 )
+from kafka_rpc.raft.voters import snapshot_footer_batch, snapshot_header_batch
 
 log = logging.getLogger("kafka_rpc.raft")
 
@@ -116,11 +111,12 @@ class _Snapshots(_CoreBase):
         if p.position < 0 or p.position >= reader.size:
             return self._snap_resp(version, code=int(_E.POSITION_OUT_OF_RANGE))
         replica = req.replica_id
-        if replica in self.voters:
-            self._voter_seen(now, replica)
         if replica >= 0:
-            rs = self._replicas.setdefault(replica, _ReplicaState())
+            directory = p.replica_directory_id if version >= 1 else _ZERO_UUID
+            rs, voter = self._replica_state(replica, directory)
             rs.last_fetch_ms = now
+            if voter:
+                self._voter_seen(now, replica)
         max_bytes = max(1, min(req.max_bytes, self.config.max_fetch_bytes))
         data = reader.read(p.position, max_bytes)
         return self._snap_resp(
@@ -167,6 +163,7 @@ class _Snapshots(_CoreBase):
             log.info("node %d: snapshot %s fetched from %d (%d bytes)", self.node_id,
                      d.snapshot_id, dest, p.size)  # fmt: skip
             self.log.truncate_to_latest_snapshot()
+            self._replay_control_records(now)
             self.high_watermark = max(self.high_watermark, self.log.start_offset)
             self._deliver(now)
         return True
@@ -209,23 +206,23 @@ class _Snapshots(_CoreBase):
             return None
         records = self.sm.snapshot_records()
         ts = self._last_delivered_ts if self._last_delivered_ts >= 0 else self._wall(now)
+        # Kafka ``createSnapshot``: the kraft.version and voter set as of the last contained
+        # offset go into the header batch (at kraft.version 1 only)
+        kv = self._crs.kraft_version_at(sid.offset - 1)
+        voters = self._crs.voter_set_at(sid.offset - 1) if kv >= 1 else None
+        head = snapshot_header_batch(sid.epoch, ts, ts, kv, voters)
         w = self.log.create_snapshot(sid)
         background = background and self.snapshot_writer is not None
 
         def write() -> None:
             try:
-                header = codec.encode(_SnapHeader(version=0, last_contained_log_timestamp=ts), 0)
-                pos = 0
-                head = [(CONTROL_SNAPSHOT_HEADER, header)]
-                w.append(encode_control_batch(pos, sid.epoch, head, ts).data)
-                pos += 1
+                w.append(head.data)
+                pos = head.last_offset + 1
                 for i in range(0, len(records), SNAPSHOT_BATCH_RECORDS):
                     chunk = records[i : i + SNAPSHOT_BATCH_RECORDS]
                     w.append(encode_batch(pos, sid.epoch, chunk, ts).data)
                     pos += len(chunk)
-                footer = codec.encode(_SnapFooter(version=0), 0)
-                foot = [(CONTROL_SNAPSHOT_FOOTER, footer)]
-                w.append(encode_control_batch(pos, sid.epoch, foot, ts).data)
+                w.append(snapshot_footer_batch(pos, sid.epoch, ts).data)
                 w.freeze(notify=not background)
             except BaseException:
                 w.close()
@@ -242,6 +239,7 @@ class _Snapshots(_CoreBase):
                 raise
             return sid
         write()
+        self._trim_voters(sid.offset)
         log.info("node %d: snapshot %s written (%d records)", self.node_id, sid, len(records))
         return sid
 
@@ -254,6 +252,7 @@ class _Snapshots(_CoreBase):
         (sid, w, n), self._snapshot_writing = self._snapshot_writing, None
         if error is None:
             w.notify_frozen()
+            self._trim_voters(sid.offset)
             log.info("node %d: snapshot %s written (%d records, in the background)",
                      self.node_id, sid, n)  # fmt: skip
         else:
@@ -292,7 +291,8 @@ class _Snapshots(_CoreBase):
                 return
             if self.state == LEADER:
                 snap_age = self._wall(now) - self._snapshot_timestamp(nxt)
-                for rid, rs in self._replicas.items():
+                states = [*self._replicas.items(), *((k[0], r) for k, r in self._observers.items())]
+                for rid, rs in states:
                     if rid == self.node_id:
                         continue
                     lag = now - rs.last_fetch_ms

@@ -55,7 +55,9 @@ class _Validation(_CoreBase):
             return 0, int(_E.FENCED_LEADER_EPOCH)
         if remote_id < 0:
             return int(_E.INVALID_REQUEST), 0
-        if not self.config.is_voter or remote_id not in self.voters:
+        if self._crs.last_kraft_version() >= 1:
+            return None  # Kafka 3.9+: membership is never checked here (KIP-853)
+        if not self.is_voter or remote_id not in self.voters:
             return 0, int(_E.INCONSISTENT_VOTER_SET)
         return None
 

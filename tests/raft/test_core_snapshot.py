@@ -185,8 +185,8 @@ def test_fetch_at_log_start_with_snapshot_epoch_is_valid():
 def test_bootstrap_snapshot_is_never_sent_on_fetch():
     log = MemoryLog()
     w = log.create_snapshot(OffsetAndEpoch(0, 0))
-    w.append(encode_control_batch(0, 0, [(CONTROL_SNAPSHOT_HEADER, b"\x00\x00" + bytes(8))],
-                                  0).data)  # fmt: skip
+    header = b"\x00\x00" + bytes(8) + b"\x00"  # SnapshotHeaderRecord v0, no tagged fields
+    w.append(encode_control_batch(0, 0, [(CONTROL_SNAPSHOT_HEADER, header)], 0).data)
     w.freeze()
     n = leader_node(epoch=1, log=log)
     rp = fetch_partition(n.request(1, FETCH, V_FETCH, fetch_request(2, 1, 0, 0)))

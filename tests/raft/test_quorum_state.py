@@ -38,7 +38,32 @@ def test_reads_kafka_v1_layout(tmp_path: Path) -> None:
         '{"leaderId":-1,"leaderEpoch":2,"votedId":1,'
         '"votedDirectoryId":"J8aAPcfLQt2bqs1JT_rMgQ","data_version":1}'
     )
-    assert FileQuorumStateStore(p).read() == ElectionState(epoch=2, leader_id=-1, voted_id=1)
+    got = FileQuorumStateStore(p).read()
+    assert got is not None and got.voted_directory_id is not None
+    assert got == ElectionState(
+        epoch=2, leader_id=-1, voted_id=1, voted_directory_id=got.voted_directory_id, data_version=1
+    )
+    from kafka_rpc.protocol.uuids import uuid_text
+
+    assert uuid_text(got.voted_directory_id) == "J8aAPcfLQt2bqs1JT_rMgQ"
+
+
+def test_writes_kafka_v1_layout(tmp_path: Path) -> None:
+    import uuid
+
+    store = FileQuorumStateStore(tmp_path / "quorum-state")
+    state = ElectionState(
+        epoch=2, leader_id=-1, voted_id=3, voted_directory_id=uuid.UUID(int=1), data_version=1
+    )
+    store.write(state)
+    assert (tmp_path / "quorum-state").read_text() == (
+        '{"leaderId":-1,"leaderEpoch":2,"votedId":3,'
+        '"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAQ","data_version":1}'
+    )
+    assert store.read() == state
+    store.write(ElectionState(epoch=3, leader_id=1, data_version=1))
+    assert '"votedDirectoryId":"AAAAAAAAAAAAAAAAAAAAAA"' in (tmp_path / "quorum-state").read_text()
+    assert store.read() == ElectionState(epoch=3, leader_id=1, data_version=1)
 
 
 @pytest.mark.parametrize(
