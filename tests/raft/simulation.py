@@ -26,6 +26,15 @@ leader's Fetch answer inside a batch as Kafka's byte-sliced log reads do; ``list
 gives the voters different controller listener names; ``kafka_versions`` negotiates Kafka
 4.4's Raft versions (Vote 2, BeginQuorumEpoch 1, EndQuorumEpoch 1) instead of ours;
 ``followers_converge`` also requires every replica to apply everything committed by the end.
+
+Dynamic quorums (KIP-853, ``dynamic=True``): the initial voters start from the bootstrap
+checkpoint, the other nodes as observers that find the leader through the bootstrap servers;
+``reconfig`` schedules AddRaftVoter / RemoveRaftVoter requests (and disk wipes) sent to the
+leader and retried until done; the simulator answers the leader's ApiVersions probe on the new
+voter's behalf. Their checkers (voter sets agree at every offset, one uncommitted voter change
+at a time, the high watermark backed by a majority of the voter set in force, committed entries
+on a majority of the final voters) run beside the others; ``KAFKA_RULE_GAPS`` names the checks
+the core does not pass yet in such runs.
 """
 
 from __future__ import annotations
@@ -55,6 +64,7 @@ from kafka_rpc.raft.core import (
     RaftCore,
 )
 from kafka_rpc.raft.memory import MemoryLog, MemoryQuorumStateStore
+from kafka_rpc.raft.voters import VoterNode, VoterSet, bootstrap_checkpoint_bytes
 from kafka_rpc.raft.wire import for_version
 from tests.raft.conftest import partition_invalid_requests
 
@@ -66,6 +76,59 @@ KAFKA_VERSIONS = {52: 2, 53: 1, 54: 1, 1: 18, 59: 1, 55: 2}
 
 class InvariantViolation(AssertionError):
     pass
+
+
+#: :class:`KafkaRules` checks the core does not pass yet in dynamic quorums (``kafka_skip``):
+#: a Prospective whose pre-election failed while it knew a leader that is no longer in its voter
+#: set (a removed leader, still leading until the removal commits) goes Unattached, where Kafka
+#: goes back to Follower since it has that leader's endpoints (Kafka
+#: ``QuorumState.prospectiveTransitionAfterElectionLoss``); a leader that removed itself counts
+#: itself toward check quorum, where Kafka counts only the remaining voters (Kafka
+#: ``LeaderState.updateCheckQuorumForFollowingVoter``).
+#: And a node of a dynamic quorum that has read no KRaftVersionRecord yet (formatted with
+#: ``--no-initial-controllers``) answers Vote INCONSISTENT_VOTER_SET as a kraft.version 0 one,
+#: where Kafka 4.x answers the vote (no 4.x code path returns that error).
+PROSPECTIVE_LOSS, CHECK_QUORUM_REMOVED = "prospective-loss-removed-leader", "check-quorum-removed"
+UNFORMATTED_94 = "unformatted-inconsistent-voter-set"
+#: And (an invariant, not a Kafka rule) a follower whose downloaded snapshot replaced a log that
+#: went past it keeps the voter history it had read of the replaced log (its ``next_offset``
+#: is above the new log end, so nothing is read again): it works with a voter set its log no
+#: longer holds.
+SNAPSHOT_STALE = "snapshot-download-stale-voters"
+KAFKA_RULE_GAPS = frozenset({PROSPECTIVE_LOSS, CHECK_QUORUM_REMOVED, UNFORMATTED_94,
+                             SNAPSHOT_STALE})  # fmt: skip
+
+_ApiResp = codec.module("ApiVersionsResponse")
+_AddReq = codec.module("AddRaftVoterRequest")
+_RemoveReq = codec.module("RemoveRaftVoterRequest")
+
+
+@dataclass
+class VoterChange:
+    """One voter change an operator makes (``kafka-metadata-quorum add-controller`` /
+    ``remove-controller``), from ``start_ms`` on, retried until done:
+
+    * ``add``: AddRaftVoter of ``node`` under its directory id of generation ``gen`` (None:
+      its current one) with its listener, to the node the simulator sees leading;
+    * ``remove``: RemoveRaftVoter of ``node`` under its directory id of generation ``gen``
+      (None: its current one);
+    * ``remove_leader``: RemoveRaftVoter of whichever node leads when it is first sent;
+    * ``wipe``: the node loses its disk: it stops, is formatted again with
+      ``--no-initial-controllers`` (an empty log, no quorum-state, a new directory id) and
+      restarts as an observer.
+
+    ``answers`` are ``(ms, node asked, error code)``; a change is done on NONE, or on
+    DUPLICATE_VOTER / VOTER_NOT_FOUND when the asked leader's voter set already is what the
+    change wants."""
+
+    start_ms: int
+    kind: str
+    node: int
+    gen: int | None = None
+    directory_id: uuid.UUID | None = None  # fixed at the first send
+    done: bool = False
+    token: int = 0
+    answers: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 #: a committed record starting with one of these opens / closes a metadata transaction
@@ -150,6 +213,18 @@ class SimConfig:
     update_voter: bool = False  # follower voters send UpdateRaftVoter as Kafka 4.1+ voters do
     voter_check_every: int = 20  # events between two voter-set agreement checks (dynamic runs)
     hw_majority: bool = True  # False: Invariants.check_hw_majority is off (to test the others)
+    #: a dynamic quorum (kraft.version 1): the ``voters`` first nodes are formatted with the
+    #: bootstrap checkpoint of their set (``--initial-controllers``), the ``observers`` others
+    #: with none (``--no-initial-controllers``); every node finds the leader through
+    #: ``controller.quorum.bootstrap.servers`` (the initial voters)
+    dynamic: bool = False
+    #: voter changes, each ``(start ms, kind, node)`` or ``(start ms, kind, node, generation)``
+    #: (see :class:`VoterChange`), retried until done
+    reconfig: tuple[tuple[Any, ...], ...] = ()
+    probe_drop: float = 0.0  # extra chance an ApiVersions probe of a new voter is lost
+    #: names of :class:`KafkaRules` checks not run (:data:`KAFKA_RULE_GAPS`: known divergences
+    #: of the core from Kafka that a test pins until they are fixed)
+    kafka_skip: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -179,6 +254,7 @@ class Cluster:
         self.nodes: dict[int, Node] = {}
         for i in range(1, cfg.voters + cfg.observers + 1):
             self.nodes[i] = Node(i, RecordingLog(f"node {i}"), MemoryQuorumStateStore())
+        self.addr_nodes = {("127.0.0.1", 9000 + i): i for i in self.nodes}
         self.blocked: set[tuple[int, int]] = set()
         # which incarnations hand committed batches over later, as the real driver does
         # (RaftCore.defer_delivery), and how late: a stream of its own, so the main one's draws
@@ -202,6 +278,17 @@ class Cluster:
         self.uv_next: dict[int, int] = {}  # voter -> earliest ms of its next UpdateRaftVoter
         self.appended = 0
         self.events = 0
+        # dynamic quorums: every directory id a node had, oldest first (a wipe adds one)
+        self.dir_gens = {i: [d] for i, d in self.dirs.items()}
+        self.wiped_epoch: dict[int, int] = {}  # node -> the highest epoch known when wiped
+        self.changes = [VoterChange(*op) for op in cfg.reconfig]
+        self.op_rng = random.Random(f"reconfig-{seed}")  # a stream of its own, as above
+        if cfg.dynamic:
+            boot = self._bootstrap_checkpoint()
+            for i in self.voter_ids:
+                w = self.nodes[i].log.create_snapshot(OffsetAndEpoch(0, 0))
+                w.append(boot)
+                w.freeze()
         for n in self.nodes.values():
             self._start(n)
 
@@ -210,8 +297,31 @@ class Cluster:
         self._seq += 1
         heapq.heappush(self._q, (t, self._seq, fn))
 
+    def _bootstrap_checkpoint(self) -> bytes:
+        """The 0-0 checkpoint ``kafka-storage format --initial-controllers`` writes for the
+        initial voters (kraft.version 1, each voter with its directory id, its listener and
+        kraft.version 0..1)."""
+        vs = VoterSet(VoterNode(i, self.dirs[i], {"CONTROLLER": self.voters[i]}, 0, 1)
+                      for i in self.voter_ids)  # fmt: skip
+        return bootstrap_checkpoint_bytes(vs, 1, 0)
+
     def _raft_config(self, node_id: int) -> RaftConfig:
         c = self.cfg
+        if c.dynamic:
+            addr = ("127.0.0.1", 9000 + node_id)
+            return RaftConfig(
+                node_id=node_id,
+                voters={},
+                cluster_id="sim-cluster",
+                snapshot_min_records=c.snapshot_min_records,
+                snapshot_interval_ms=0,
+                max_retention_bytes=c.retention_bytes,
+                retention_check_interval_ms=c.retention_check_ms,
+                max_replication_lag_ms=c.replication_lag_ms,
+                directory_id=self.dirs[node_id],
+                bootstrap_servers=tuple(self.voters[i] for i in self.voter_ids),
+                local_listeners={"CONTROLLER": addr},
+            )
         return RaftConfig(
             node_id=node_id,
             voters=self.voters,
@@ -326,12 +436,28 @@ class Cluster:
         data = codec.encode(msg, version)
         return codec.decode(name, version, data)
 
+    def _target(self, src: int, ob: Any) -> int | None:
+        """The node an Outbound goes to: its destination in a static quorum; in a dynamic one
+        the node listening at ``core.address_of(destination)`` (a voter, a bootstrap server
+        -2, -3, ..., the leader from received endpoints, an AddRaftVoter probe), None when the
+        core knows no address or nobody listens there."""
+        if not self.cfg.dynamic:
+            return ob.destination
+        return self.addr_nodes.get(self.nodes[src].core.address_of(ob.destination))
+
     def _send_request(self, src: int, ob: Any) -> None:
         self.kafka.on_request_sent(self.nodes[src], ob)
-        if not self._deliverable(src, ob.destination):
+        dst = self._target(src, ob)
+        if dst is None:
+            self._reset(src, ob)  # no address: the driver fails it (BROKER_NOT_AVAILABLE)
+            return
+        if not self._deliverable(src, dst):
             return  # a partition: silence, the sender times out
         if self.rng.random() < self.cfg.drop:
             self._reset(src, ob)
+            return
+        if ob.api_key == 18:
+            self._probe(src, dst, ob)
             return
         version = self.versions[ob.api_key]
         req = for_version(ob.api_key, version, ob.request)
@@ -339,11 +465,46 @@ class Cluster:
         copies = 2 if self.rng.random() < self.cfg.duplicate else 1
         for _ in range(copies):
             delay = self.rng.randint(1, self.cfg.max_delay_ms)
-            self.at(self.now + delay, lambda r=req: self._recv_request(src, ob, version, r))
+            self.at(self.now + delay,
+                    lambda r=req: self._recv_request(src, ob, version, r, dst))  # fmt: skip
 
-    def _recv_request(self, src: int, ob: Any, version: int, req: Any) -> None:
-        dst = self.nodes[ob.destination]
-        if dst.core is None or not self._deliverable(src, ob.destination):
+    def _probe(self, src: int, dst: int, ob: Any) -> None:
+        """The ApiVersions (v4) an AddRaftVoter leader sends the new voter (Kafka
+        ``AddVoterHandler``), answered here on the target's behalf as its network layer would:
+        SupportedFeatures with its kraft.version range; a down target refuses the connection,
+        a lost probe (``probe_drop``) is a broken connection."""
+        src_inc = self.nodes[src].incarnation
+        if self.op_rng.random() < self.cfg.probe_drop:
+            self._reset(src, ob)
+            return
+
+        def arrive() -> None:
+            target = self.nodes[dst]
+            if target.core is None:
+                self._reset(src, ob)  # connection refused
+                return
+            lo, hi = target.core.config.kraft_version_supported
+            resp = _ApiResp.ApiVersionsResponse(
+                error_code=0,
+                api_keys=(),
+                supported_features=(
+                    _ApiResp.SupportedFeatureKey(name="kraft.version", min_version=lo,
+                                                 max_version=hi),
+                ),
+            )  # fmt: skip
+            resp = self._wire("ApiVersionsResponse", 4, resp)
+            if not self._deliverable(dst, src):
+                return
+            delay = self.rng.randint(1, self.cfg.max_delay_ms)
+            self.at(self.now + delay, lambda: self._recv_response(dst, src, src_inc, ob, resp))
+
+        self.at(self.now + self.rng.randint(1, self.cfg.max_delay_ms), arrive)
+
+    def _recv_request(self, src: int, ob: Any, version: int, req: Any,
+                      to: int | None = None) -> None:  # fmt: skip
+        to = ob.destination if to is None else to
+        dst = self.nodes[to]
+        if dst.core is None or not self._deliverable(src, to):
             return
         src_inc = self.nodes[src].incarnation
         self.kafka.on_request_received(dst, src, ob.api_key, version, req)
@@ -362,7 +523,7 @@ class Cluster:
                 self.kafka.check_vote(dst, expected, req, version, resp)
             if kind is not None:
                 self.kafka.on_fetch_answered(dst, src, ob.api_key, kind, arriving[0], resp)
-            self._send_response(ob.destination, src, src_inc, ob, version, resp, req)
+            self._send_response(to, src, src_inc, ob, version, resp, req)
 
         dst.core.handle_request(self.now, ob.api_key, version, req, reply)
         arriving[0] = False
@@ -484,10 +645,12 @@ class Cluster:
         n = self.nodes[dst]
         if n.core is None or n.incarnation != dst_inc or not self._deliverable(src, dst):
             return
-        f = n.core._inflight.get(src)
-        if f is not None and f.correlation == ob.correlation:
+        f = n.core._inflight.get(ob.destination)
+        if f is not None and f.correlation == ob.correlation and ob.api_key != 18:
             self.kafka.on_response_received(n, src, ob.api_key, resp)
-        n.core.handle_response(self.now, src, ob.correlation, resp)
+            if ob.api_key == 59:
+                self.inv.downloaded.add((n.node_id, n.incarnation))
+        n.core.handle_response(self.now, ob.destination, ob.correlation, resp)
         self._after(n)
         self.inv.check()
 
@@ -567,6 +730,8 @@ class Cluster:
         self.at(cfg.append_every_ms, self._client_tick)
         heal_at = cfg.duration_ms
         self.at(heal_at, self._heal)
+        for op in self.changes:
+            self.at(op.start_ms, functools.partial(self._change_step, op))
         end = cfg.duration_ms + cfg.heal_ms
         # after the faults and the healing time, run on (at most another heal_ms) until the
         # cluster has converged: one leader that has committed everything ever committed
@@ -593,6 +758,8 @@ class Cluster:
         )
         if done and self.cfg.update_voter:
             done = not self.kafka.update_voter_pending(leaders[0])
+        if done and self.changes:
+            done = all(op.done for op in self.changes)
         if done and self.cfg.followers_converge:
             target = leaders[0].core.committed_offset
             done = all(n.core is None or n.core.committed_offset >= target
@@ -604,6 +771,116 @@ class Cluster:
         for n in self.nodes.values():
             if n.core is None:
                 self._start(n)
+
+    # ------------------------------------------------------------------ voter changes
+    def _change_step(self, op: VoterChange) -> None:
+        """Send ``op`` (again) to the node that leads with the highest epoch (now and then to
+        any running node, which answers NOT_LEADER_OR_FOLLOWER), over a network that loses
+        requests and answers; a lost answer is retried after 3 s, an error after 200-600 ms."""
+        if op.done:
+            return
+        if op.kind == "wipe":
+            op.done = True
+            self._wipe(self.nodes[op.node])
+            return
+        up = [n for n in self.nodes.values() if n.core is not None]
+        leaders = sorted((n for n in up if n.core.is_leader), key=lambda n: -n.core.epoch)
+        if not up:
+            self.at(self.now + 200, lambda: self._change_step(op))
+            return
+        target = leaders[0] if leaders and self.op_rng.random() < 0.9 else self.op_rng.choice(up)
+        if op.kind == "remove_leader":
+            if not target.core.is_leader:
+                self.at(self.now + 200, lambda: self._change_step(op))
+                return
+            op.kind, op.node = "remove", target.node_id
+        if op.directory_id is None:
+            gens = self.dir_gens[op.node]
+            op.directory_id = gens[-1] if op.gen is None else gens[op.gen]
+        op.token += 1
+        token = op.token
+        host, port = self.voters.get(op.node, ("127.0.0.1", 9000 + op.node))
+        if op.kind == "add":
+            api, version = 80, 1
+            req = _AddReq.AddRaftVoterRequest(
+                cluster_id="sim-cluster", timeout_ms=30_000, voter_id=op.node,
+                voter_directory_id=op.directory_id,
+                listeners=(_AddReq.Listener(name="CONTROLLER", host=host, port=port),),
+                ack_when_committed=True,
+            )  # fmt: skip
+        else:
+            api, version = 81, 0
+            req = _RemoveReq.RemoveRaftVoterRequest(
+                cluster_id="sim-cluster", voter_id=op.node, voter_directory_id=op.directory_id
+            )
+        req = self._wire(codec.REQUESTS_BY_KEY[api], version, req)
+        self.at(self.now + 3_000, lambda: self._change_lost(op, token))
+        if self.op_rng.random() < self.cfg.drop:
+            return
+        dst, inc = target.node_id, target.incarnation
+        delay = self.op_rng.randint(1, self.cfg.max_delay_ms)
+        self.at(self.now + delay, lambda: self._change_arrives(op, token, dst, inc, api, version,
+                                                               req))  # fmt: skip
+
+    def _change_arrives(self, op, token, dst, inc, api, version, req) -> None:
+        n = self.nodes[dst]
+        if n.core is None or n.incarnation != inc:
+            return  # the connection broke: the client's timeout retries
+
+        def reply(resp: Any) -> None:
+            resp = self._wire(codec.RESPONSES_BY_KEY[api], version, resp)
+            if self.op_rng.random() < self.cfg.drop:
+                return
+            delay = self.op_rng.randint(1, self.cfg.max_delay_ms)
+            self.at(self.now + delay, lambda: self._change_answered(op, token, n, resp))
+
+        n.core.handle_request(self.now, api, version, req, reply)
+        self._after(n)
+        self.inv.check()
+
+    def _change_answered(self, op: VoterChange, token: int, n: Node, resp: Any) -> None:
+        if op.token != token or op.done:
+            return
+        code = resp.error_code
+        op.answers.append((self.now, n.node_id, code))
+        done = code == 0
+        if code in (_E.DUPLICATE_VOTER, _E.VOTER_NOT_FOUND) and n.core is not None:
+            member = n.core.voter_set.is_voter(op.node, op.directory_id)
+            done = member if op.kind == "add" else not member
+        if done:
+            op.done = True
+            return
+        op.token += 1
+        self.at(self.now + self.op_rng.randint(200, 600), lambda: self._change_step(op))
+
+    def _change_lost(self, op: VoterChange, token: int) -> None:
+        if op.token == token and not op.done:
+            self._change_step(op)
+
+    def _wipe(self, n: Node) -> None:
+        """``n`` loses its disk and comes back formatted anew (see :class:`VoterChange`)."""
+        if n.core is not None:
+            n.core = None
+            self.inv.on_crash(n)
+        gen = len(self.dir_gens[n.node_id])
+        self.wiped_epoch[n.node_id] = max(self.inv.leaders, default=0)
+        new = uuid.UUID(int=random.Random(f"dir-{self.seed}-{n.node_id}-{gen}").getrandbits(128)
+                        | (1 << 100))  # fmt: skip
+        self.dirs[n.node_id] = new
+        self.dir_gens[n.node_id].append(new)
+        n.log = RecordingLog(f"node {n.node_id}")
+        n.log.on_append = functools.partial(self.inv.on_voters_append, n)
+        n.store = MemoryQuorumStateStore()
+        self.at(self.now + self.rng.randint(*self.cfg.down_ms), lambda: self._restart(n))
+
+    def final_voters(self) -> list[tuple[int, uuid.UUID]] | None:
+        """The (id, directory id) pairs of the one leader's latest voter set, None without one
+        leader."""
+        leaders = [n for n in self.nodes.values() if n.core is not None and n.core.is_leader]
+        if len(leaders) != 1:
+            return None
+        vs = leaders[0].core.voter_set
+        return sorted((v, vs[v].directory_id) for v in vs)
 
 
 class Invariants:
@@ -627,6 +904,7 @@ class Invariants:
         self.acks: dict[tuple[int, int, int], dict[tuple[int, uuid.UUID], int]] = {}
         self.hw_checked: dict[tuple[int, int, int], int] = {}  # leader term -> its HWM checked
         self.hw_voters: dict[tuple[int, int, int], list[tuple[int, uuid.UUID]]] = {}
+        self.downloaded: set[tuple[int, int]] = set()  # (node, incarnation) that got a snapshot
         self.events_since_voter_check = 0
 
     def fail(self, what: str) -> None:
@@ -694,6 +972,21 @@ class Invariants:
         problems = check_voter_sets_agree(views)
         if problems:
             self.fail(problems[0])
+        # and the set each running core works with is the newest one of its log
+        for n, view in zip(self.c.nodes.values(), views, strict=True):
+            latest = view.latest()
+            if n.core is None or latest is None:
+                continue
+            if (
+                SNAPSHOT_STALE in self.c.cfg.kafka_skip
+                and (n.node_id, n.incarnation) in self.downloaded
+            ):
+                continue
+            mine = voters_key(n.core.voter_set.to_record())
+            if mine != latest[1]:
+                self.fail(f"node {n.node_id} works with voters {sorted(voter_members(mine))}, "
+                          f"its log's newest VotersRecord (offset {latest[0]}) says "
+                          f"{sorted(voter_members(latest[1]))}")  # fmt: skip
 
     def voters_of(self, n: Node) -> list[tuple[int, uuid.UUID]]:
         """The voter set in force at the end of ``n``'s log (its newest VotersRecord; the static
@@ -1009,6 +1302,19 @@ class KafkaRules:
     def fail(self, what: str) -> None:
         self.c.inv.fail(what)
 
+    def _voters(self, n: Node) -> Any:
+        """The voter ids ``n`` works with: the static voters, or in a dynamic quorum its own
+        latest voter set (Kafka applies a VotersRecord from its append)."""
+        return n.core.voters if self.c.cfg.dynamic else self.c.voters
+
+    def _leader_known(self, n: Node, leader: int) -> bool:
+        """Whether a Kafka replica knows ``leader``'s endpoints (Kafka ``ProspectiveState``
+        keeps the ones of the Follower state it came from): a static voter, or in a dynamic
+        quorum any node whose address the core has."""
+        if not self.c.cfg.dynamic:
+            return leader in self.c.voters
+        return n.core.address_of(leader) is not None
+
     @staticmethod
     def _snap(core: RaftCore) -> tuple[str, int, int, int]:
         return (core.state, core.epoch, core.leader_id, core.voted_id)
@@ -1072,7 +1378,11 @@ class KafkaRules:
                 why = "Resigned only comes from Leader"
         elif ns == UNATTACHED and same:
             if os_ == PROSPECTIVE:
-                if ol >= 0 and ol in self.c.voters:
+                if (
+                    ol >= 0
+                    and self._leader_known(n, ol)
+                    and not (PROSPECTIVE_LOSS in self.c.cfg.kafka_skip and ol not in n.core.voters)
+                ):
                     why = "a lost pre-election with a known leader goes back to Follower"
                 elif nv != ov:
                     why = "Unattached from Prospective keeps the vote"
@@ -1138,6 +1448,12 @@ class KafkaRules:
     def check_vote(self, n: Node, expected: tuple, req: Any, version: int, resp: Any) -> None:
         top, code, granted, epoch, leader = expected
         rp = req.topics[0].partitions[0]
+        if UNFORMATTED_94 in self.c.cfg.kafka_skip and n.core.kraft_version == 0 and (
+            resp.error_code == _E.INCONSISTENT_VOTER_SET
+            or (resp.topics and resp.topics[0].partitions[0].error_code
+                == _E.INCONSISTENT_VOTER_SET)
+        ):  # fmt: skip
+            return
         if top or resp.error_code:
             if resp.error_code != top:
                 self.fail(f"node {n.node_id}: Vote from {rp.replica_id} answered top-level "
@@ -1218,7 +1534,9 @@ class KafkaRules:
     def _consistent(self, n: Node, leader: int, epoch: int, what: str) -> None:
         core = n.core
         if leader >= 0 and leader == core.node_id:
-            ok = core.state == LEADER
+            # a node formatted anew (a wipe) hears of the epochs its old disk led: a Kafka node
+            # halts there too, so the scenario, not the core, is at fault
+            ok = core.state == LEADER or epoch <= self.c.wiped_epoch.get(n.node_id, -1)
         else:
             ok = epoch != core.epoch or leader < 0 or core.leader_id < 0 or leader == core.leader_id
         if not ok:
@@ -1259,18 +1577,23 @@ class KafkaRules:
             return "diverging", (e.epoch, e.offset)
         return "valid", None
 
-    def _count_fetch(self, leader: Node, src: int, api_key: int) -> None:
+    def _count_fetch(self, leader: Node, src: int, api_key: int, rdir: Any = None) -> None:
         """A voter's valid Fetch or FetchSnapshot, in the order the leader handles them: check
         quorum (Kafka ``updateCheckQuorumForFollowingVoter``) and, for a Fetch, its last
         fetch time (``updateReplicaState``, BeginQuorumEpoch)."""
         core = leader.core
         term = self.terms.get(leader.node_id)
-        if core.state != LEADER or term is None or src not in self.c.voters:
+        voters = self._voters(leader)
+        if core.state != LEADER or term is None or src not in voters:
             return
+        if self.c.cfg.dynamic and not core.voter_set.is_voter(src, rdir):
+            return  # a voter's id under another directory id is an observer
         term.fetched.add(src)
         if api_key == _FETCH:
             term.last_fetch_ms[src] = self.c.now
-        if len(term.fetched) >= len(self.c.voters) // 2:  # a majority counting the leader
+        # a majority, counting the leader while it is a voter (it may have removed itself)
+        need = len(voters) // 2 + 1 - (leader.node_id in voters)
+        if len(term.fetched) >= need:
             term.fetched = set()
             term.check_deadline_ms = self.c.now + core.config.fetch_timeout_ms * 3 // 2
 
@@ -1291,9 +1614,10 @@ class KafkaRules:
                   and p.current_leader_epoch == core.epoch and r is not None
                   and 0 <= p.position < r.size)  # fmt: skip
             kind = ("valid", None) if ok else ("error", None)
+        rdir = req.topics[0].partitions[0].replica_directory_id
         if kind[0] == "valid":
-            self._count_fetch(leader, src, api_key)
-        return kind
+            self._count_fetch(leader, src, api_key, rdir)
+        return (*kind, rdir)
 
     def on_fetch_answered(self, leader: Node, src: int, api_key: int, kind: Any, arriving: bool,
                           resp: Any) -> None:  # fmt: skip
@@ -1305,7 +1629,7 @@ class KafkaRules:
             return
         p = resp.responses[0].partitions[0]
         if arriving:
-            k, v = kind
+            k, v = kind[:2]
             if k == "valid" and (p.error_code or p.diverging_epoch.epoch >= 0
                                  or p.snapshot_id.epoch >= 0):  # fmt: skip
                 self.fail(f"leader {leader.node_id}: a valid Fetch from {src} answered {p}")
@@ -1319,7 +1643,7 @@ class KafkaRules:
                           f"{p.snapshot_id}, the latest snapshot is {v}")  # fmt: skip
             return
         if not (p.error_code or p.diverging_epoch.epoch >= 0 or p.snapshot_id.epoch >= 0):
-            self._count_fetch(leader, src, api_key)
+            self._count_fetch(leader, src, api_key, kind[2])
 
     def on_response_sent(self, src: Node, api_key: int, req: Any, resp: Any) -> None:
         """What a response may state (a partition-level INVALID_REQUEST is
@@ -1414,11 +1738,19 @@ class KafkaRules:
         """Check quorum (Kafka ``LeaderState.timeUntilCheckQuorumExpires``): a leader of
         several voters that heard no Fetch/FetchSnapshot from a majority (counting itself) for
         1.5 x fetch.timeout.ms resigns."""
-        if len(self.c.voters) < 2:
-            return
         for nid, term in self.terms.items():
             core = self.c.nodes[nid].core
             if core is None or core.state != LEADER or core.epoch != term.epoch:
+                continue
+            voters = self._voters(self.c.nodes[nid])
+            if len(voters) < 2 and nid in voters:
+                # the only voter never resigns, and the timer starts over only once a majority
+                # fetched after the set grew (Kafka ``timeUntilCheckQuorumExpires`` resets it to
+                # forever)
+                term.check_deadline_ms = 1 << 62
+                continue
+            removed = nid not in self._voters(self.c.nodes[nid])
+            if removed and CHECK_QUORUM_REMOVED in self.c.cfg.kafka_skip:
                 continue
             if self.c.now > term.check_deadline_ms and core._shutdown_deadline is None:
                 self.fail(f"leader {nid} of epoch {term.epoch} still leads at {self.c.now} "
