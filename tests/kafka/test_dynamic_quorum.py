@@ -22,6 +22,7 @@ CI bound: each test under ~2 minutes on the 2-core machine; every process is kil
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
@@ -31,7 +32,7 @@ import pytest
 from tests.kafka import peer
 from tests.kafka.cluster import BROKER_PROPS
 from tests.kafka.dynamic import DynamicQuorum
-from tests.kafka.mixed import compare_logs
+from tests.kafka.mixed import MixedQuorum, compare_logs
 
 pytestmark = pytest.mark.kafka
 
@@ -251,3 +252,49 @@ def test_mixed_dynamic_quorum(kinds, tmp_path, procs, kafka_newest):
     cmp = compare_logs({i: q.data_dir(i) / "__cluster_metadata-0" for i in (1, 2)}, hwm)
     assert not cmp.mismatches, cmp.mismatches
     assert cmp.batches > 0
+
+
+@pytest.mark.parametrize("kind", ["ours", "kafka"])
+def test_kafka_features_upgrades_a_static_quorum_to_kraft_version_1(kind, tmp_path, procs,
+                                                                    kafka_newest):  # fmt: skip
+    """Three static voters (``controller.quorum.voters``, kraft.version 0) move to a dynamic
+    quorum with Kafka's ``kafka-features upgrade --feature kraft.version=1`` (Kafka 4.1+): the
+    voter set, with each voter's directory id, goes into the log; there is no way back. The
+    "kafka" case is the oracle run of the same steps."""
+    q = MixedQuorum(tmp_path, [kind] * 3)
+    procs.extend(q.nodes.values())
+    q.format()
+    q.start()
+    q.wait_listening()
+    leader, _ = q.leader(timeout=120)
+
+    def features(*args: str, check: bool = True):
+        return peer.run_tool(q.version, "kafka-features", "--bootstrap-controller",
+                             q.address(leader), *args, check=check)  # fmt: skip
+
+    line = next(x for x in features("describe").stdout.splitlines() if "kraft.version" in x)
+    assert line.split() == ["Feature:", "kraft.version", "SupportedMinVersion:", "0",
+                            "SupportedMaxVersion:", "1", "FinalizedVersionLevel:", "0", "Epoch:",
+                            line.split()[-1]]  # fmt: skip
+    # every voter tells each leader its directory id and endpoints (UpdateRaftVoter at level 0)
+    deadline = time.monotonic() + 60
+    while True:
+        out = features("upgrade", "--feature", "kraft.version=1", check=False)
+        if out.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert out.stdout.strip() == "kraft.version was upgraded to 1.", (out.stdout, out.stderr)
+    line = next(x for x in features("describe").stdout.splitlines() if "kraft.version" in x)
+    assert line.split()[7] == "1", line
+    dirs = {i: next(x.split("=", 1)[1] for x in
+                    (q.data_dir(i) / "meta.properties").read_text().splitlines()
+                    if x.startswith("directory.id=")) for i in q.ids}  # fmt: skip
+    out = peer.run_tool(q.version, "kafka-metadata-quorum", "--bootstrap-controller",
+                        q.address(leader), "describe", "--status").stdout  # fmt: skip
+    voters = json.loads(next(x for x in out.splitlines()
+                             if x.startswith("CurrentVoters:")).split(":", 1)[1])  # fmt: skip
+    assert {v["id"]: v["directoryId"] for v in voters} == dirs
+    down = features("downgrade", "--feature", "kraft.version=0", check=False)
+    assert down.returncode == 1
+    assert ("Invalid update version 0 for feature kraft.version. Can't downgrade the version of "
+            "this feature.") in down.stdout, down.stdout  # fmt: skip
