@@ -10,8 +10,12 @@ The cluster id is generated once and persisted in ``<log.dirs>/meta.properties``
 ``kafka-rpc storage format`` does it explicitly, ``kafka-rpc serve`` on an empty directory by
 itself (:mod:`kafka_rpc.storage.formatter`; this module reads and writes no data directory).
 The metadata quorum's settings (``controller.quorum.*``, ``metadata.*``) feed
-:meth:`Config.raft_config`; a controller's ``node.id`` must be one of ``controller.quorum.voters``
-and a broker-only node's must not (as Kafka's ``KafkaConfig`` requires).
+:meth:`Config.raft_config`. The quorum is static (``controller.quorum.voters``, kraft.version 0)
+or dynamic (KIP-853: no static voters, ``controller.quorum.bootstrap.servers`` to find the
+leader, the voters from the metadata log or its bootstrap snapshot; :attr:`Config.dynamic_quorum`).
+As Kafka's ``KafkaConfig.validateValues`` requires: one of the two is set, a controller's
+``node.id`` is one of a non-empty ``controller.quorum.voters``, a broker-only node's is not, and
+``controller.quorum.auto.join.enable`` needs the controller role.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ __all__ = [
     "ConfigError",
     "Endpoint",
     "load_config",
+    "parse_listeners",
 ]
 
 
@@ -103,6 +108,12 @@ def _endpoints(key: str, v: str) -> tuple[Endpoint, ...]:
     return tuple(out)
 
 
+def parse_listeners(key: str, text: str) -> tuple[Endpoint, ...]:
+    """A ``listeners``-style value (``NAME://host:port,...``, names upper-cased, an IPv6 host in
+    brackets) as the endpoints it lists; ConfigError naming ``key`` for a malformed one."""
+    return _endpoints(key, text)
+
+
 def _protocol_map(key: str, v: str) -> dict[str, str]:
     out = {}
     for item in _list(key, v):
@@ -117,6 +128,30 @@ def _protocol_map(key: str, v: str) -> dict[str, str]:
             raise ConfigError(f"{key}: listener {name} appears twice")
         out[name] = proto
     return out
+
+
+#: Kafka's ``Utils.HOST_PORT_PATTERN`` (``getHost``/``getPort``, matched whole) and
+#: ``Utils.VALID_HOST_CHARACTERS`` (``validHostPattern``).
+_HOST_PORT_RE = re.compile(r"(?:[0-9a-zA-Z\-%._]*://)?\[?([0-9a-zA-Z\-%._:]*)]?:([0-9]+)")
+_VALID_HOST_RE = re.compile(r"[0-9a-zA-Z\-%._:]*")
+
+
+def _bootstrap_servers(key: str, v: str) -> tuple[tuple[str, int], ...]:
+    """``controller.quorum.bootstrap.servers``: ``host:port`` entries (Kafka
+    ``QuorumConfig.parseBootstrapServer``, its messages); a host may be ``[ipv6]``."""
+    out = []
+    for item in _list(key, v):
+        m = _HOST_PORT_RE.fullmatch(item)
+        if m is None or not _VALID_HOST_RE.fullmatch(m.group(1)):
+            raise ConfigError(
+                f"Failed to parse host name from {item} for the configuration {key}. Each entry "
+                'should be in the form "{host}:{port}"'
+            )
+        port = int(m.group(2))
+        if port > 65535:  # Java's InetSocketAddress.createUnresolved
+            raise ConfigError(f"{key}: port out of range:{port} in {item}")
+        out.append((m.group(1), port))
+    return tuple(out)
 
 
 def _voters(key: str, v: str) -> tuple[tuple[int, str, int], ...]:
@@ -144,7 +179,26 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "What clients are told (Metadata, FindCoordinator). Default: the broker listeners.",
     ),
     "controller.listener.names": (_list, "CONTROLLER", "Listener names of the controller role."),
-    "controller.quorum.voters": (_voters, "1@127.0.0.1:9093", "Controller quorum id@host:port."),
+    "controller.quorum.voters": (
+        _voters,
+        None,
+        "The static controller quorum, id@host:port,... (kraft.version 0). Default: "
+        "1@127.0.0.1:9093 (one combined node), none when controller.quorum.bootstrap.servers "
+        "is set (a dynamic quorum, KIP-853).",
+    ),
+    "controller.quorum.bootstrap.servers": (
+        _bootstrap_servers,
+        "",
+        "host:port,... of controllers to find the quorum's leader from (KIP-853): with no "
+        "static voters the voters come from the metadata log, formatted with kafka-rpc storage "
+        "format --standalone, --initial-controllers or --no-initial-controllers.",
+    ),
+    "controller.quorum.auto.join.enable": (
+        _bool,
+        "false",
+        "Kafka 4.2+: a controller that is an observer of a dynamic quorum adds itself as a "
+        "voter (AddRaftVoter) once it follows the leader; needs the controller role.",
+    ),
     "log.dirs": (_list, "./data", "Data directories (the first one holds meta.properties)."),
     "socket.request.max.bytes": (
         _int,
@@ -442,6 +496,12 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
     ),
 }
 
+#: ``controller.quorum.voters`` when neither it nor ``controller.quorum.bootstrap.servers`` is
+#: given: this node alone (the default ``node.id`` 1 on the default controller listener).
+_DEFAULT_VOTERS = "1@127.0.0.1:9093"
+#: Hosts that name no one machine (a listener bound to every address, or none given).
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+
 #: Security protocols of ``listener.security.protocol.map`` (Kafka's ``SecurityProtocol``).
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 #: SASL mechanisms we serve and use (``sasl.enabled.mechanisms``; Kafka's GSSAPI and
@@ -544,6 +604,10 @@ class Config:
     security_protocol_map: Mapping[str, str] = dataclasses.field(default_factory=dict)
     inter_broker_listener_name: str | None = None
     kafka_compatible: bool = False
+    #: ``controller.quorum.bootstrap.servers`` as (host, port) pairs (empty: not set)
+    controller_quorum_bootstrap_servers: tuple[tuple[str, int], ...] = ()
+    #: ``controller.quorum.auto.join.enable``
+    quorum_auto_join_enable: bool = False
 
     def security_protocol(self, listener_name: str) -> str:
         """The security protocol of a listener (``listener.security.protocol.map``)."""
@@ -574,12 +638,69 @@ class Config:
         """``controller.quorum.voters`` as voter id -> (host, port) of its controller listener."""
         return {vid: (host, port) for vid, host, port in self.controller_quorum_voters}
 
-    def raft_config(self, cluster_id: str, directory_id: uuid.UUID):
+    @property
+    def dynamic_quorum(self) -> bool:
+        """No static voters (``controller.quorum.voters`` empty): the voter set is the metadata
+        log's (KIP-853), found through ``controller.quorum.bootstrap.servers``; Kafka's
+        ``StorageTool`` calls this ``hasDynamicQuorum``."""
+        return not self.controller_quorum_voters
+
+    def advertised_controller_listeners(self) -> tuple[Endpoint, ...]:
+        """Kafka's ``KafkaConfig.effectiveAdvertisedControllerListeners``: for each name of
+        ``controller.listener.names`` in order, its ``advertised.listeners`` entry, else its
+        ``listeners`` entry with a ``0.0.0.0`` host made empty (unknown); names in neither are
+        skipped. Empty on a broker-only node (its listeners have no controller name)."""
+        adv = {e.name: e for e in self.advertised_listeners}
+        own = {e.name: e for e in self.listeners}
+        out = []
+        for name in self.controller_listener_names:
+            ep = adv.get(name)
+            if ep is None and name in own:
+                ep = own[name]
+                if ep.host == "0.0.0.0":
+                    ep = Endpoint(ep.name, "", ep.port)
+            if ep is not None:
+                out.append(ep)
+        return tuple(out)
+
+    def local_controller_endpoints(
+        self, bound: Mapping[str, tuple[str, int]] | None = None
+    ) -> dict[str, tuple[str, int]]:
+        """This node's controller endpoints, listener name -> (host, port), as the voter
+        entries of a dynamic quorum carry them (Kafka ``KafkaRaftManager`` ``localListeners``
+        from :meth:`advertised_controller_listeners`). ``bound``: the bound listeners
+        (name -> (host, port)) replace a port 0, and an unknown host (empty, ``0.0.0.0``,
+        ``::``) by the bound one, else by this machine's name as Kafka's reverse look-up
+        (``ListenerInfo.withWildcardHostnamesResolved``)."""
+        import socket
+
+        out: dict[str, tuple[str, int]] = {}
+        for ep in self.advertised_controller_listeners():
+            host, port = ep.host, ep.port
+            b = (bound or {}).get(ep.name)
+            if port == 0 and b is not None:
+                port = b[1]
+            if host in _WILDCARD_HOSTS:
+                known = b is not None and b[0] not in _WILDCARD_HOSTS
+                host = b[0] if b is not None and known else socket.getfqdn()
+            out[ep.name] = (host, port)
+        return out
+
+    def raft_config(
+        self,
+        cluster_id: str,
+        directory_id: uuid.UUID,
+        bound: Mapping[str, tuple[str, int]] | None = None,
+    ):
         """The metadata partition's :class:`kafka_rpc.raft.core.RaftConfig` from these settings
         (the core's own defaults for what Kafka hard-codes: fetch wait, fetch size);
         ``directory_id``: the replica's directory id, the ``directory.id`` of
         ``metadata.log.dir``'s ``meta.properties``
-        (:func:`kafka_rpc.storage.meta_properties.metadata_directory_id`)."""
+        (:func:`kafka_rpc.storage.meta_properties.metadata_directory_id`); ``bound``: the
+        node's bound listeners, for :meth:`local_controller_endpoints`. The static voters
+        (empty for a dynamic quorum), ``controller.quorum.bootstrap.servers``, the controller
+        role (Kafka ``canBecomeVoter``) and ``controller.quorum.auto.join.enable`` as they
+        are."""
         from kafka_rpc.raft.core import RaftConfig
 
         return RaftConfig(
@@ -601,6 +722,10 @@ class Config:
             max_replication_lag_ms=self.max_replication_lag_ms,
             listener_name=self.controller_listener_names[0],
             directory_id=directory_id,
+            bootstrap_servers=self.controller_quorum_bootstrap_servers,
+            local_listeners=self.local_controller_endpoints(bound),
+            can_become_voter=self.is_controller,
+            auto_join=self.quorum_auto_join_enable,
         )
 
     @property
@@ -717,26 +842,43 @@ def load_config(
     for key in ("metadata.max.retention.bytes", "metadata.max.retention.ms"):
         if vals[key] < -1:
             raise ConfigError(f"{key}: must be -1 (unlimited) or at least 0")
+    bootstrap_servers = vals["controller.quorum.bootstrap.servers"]
     voters = vals["controller.quorum.voters"]
+    if voters is None:  # the one-node default, unless the quorum is found by bootstrap servers
+        voters = () if bootstrap_servers else _voters("controller.quorum.voters", _DEFAULT_VOTERS)
+    vals["controller.quorum.voters"] = voters
     voter_ids = [v[0] for v in voters]
     if len(set(voter_ids)) != len(voter_ids):
         raise ConfigError("controller.quorum.voters: a voter id appears twice")
+    if not voters and not bootstrap_servers:
+        # KafkaConfig.validateQuorumVotersAndQuorumBootstrapServerForKRaft, for every role
+        raise ConfigError(
+            "If using process.roles, either controller.quorum.bootstrap.servers must contain "
+            "the set of bootstrap controllers or controller.quorum.voters must contain a "
+            "parseable set of controllers."
+        )
     if "controller" in roles:
-        if not voters:
-            raise ConfigError("controller.quorum.voters: empty, but this node is a controller")
-        if vals["node.id"] not in voter_ids:
+        # KafkaConfig.validateControllerQuorumVotersMustContainNodeIdForKRaftController: only
+        # a static quorum names its voters; a dynamic one's come from the metadata log
+        if voters and vals["node.id"] not in voter_ids:
             # Kafka (KafkaConfig): "If process.roles contains the 'controller' role, the node
             # id ... must be included in the set of voters controller.quorum.voters=..."
-            given = raw.get("controller.quorum.voters", SETTINGS["controller.quorum.voters"][1])
+            given = raw.get("controller.quorum.voters", _DEFAULT_VOTERS)
             raise ConfigError(
                 f"node.id: {vals['node.id']} must be included in the set of voters "
                 f"controller.quorum.voters={given} when process.roles contains controller"
             )
-    elif "broker" in roles and vals["node.id"] in voter_ids:
-        raise ConfigError(
-            f"node.id: {vals['node.id']} is a voter in controller.quorum.voters but "
-            "process.roles does not contain controller"
-        )
+    elif "broker" in roles:
+        if vals["node.id"] in voter_ids:
+            raise ConfigError(
+                f"node.id: {vals['node.id']} is a voter in controller.quorum.voters but "
+                "process.roles does not contain controller"
+            )
+        if vals["controller.quorum.auto.join.enable"]:
+            raise ConfigError(
+                "controller.quorum.auto.join.enable is only supported when process.roles "
+                "contains the 'controller' role."
+            )
     protocol_map = _effective_protocol_map(vals, "listener.security.protocol.map" in raw)
     ibl = vals["inter.broker.listener.name"]
     if ibl:
@@ -756,6 +898,8 @@ def load_config(
         advertised_listeners=adv,
         controller_listener_names=ctl_names,
         controller_quorum_voters=vals["controller.quorum.voters"],
+        controller_quorum_bootstrap_servers=bootstrap_servers,
+        quorum_auto_join_enable=vals["controller.quorum.auto.join.enable"],
         log_dirs=vals["log.dirs"],
         socket_request_max_bytes=vals["socket.request.max.bytes"],
         cluster_id=vals["cluster.id"],

@@ -1,10 +1,12 @@
 """Requests from this node to the active controller (Kafka's ``NodeToControllerChannelManager``).
 
-The active controller is the Raft leader among ``controller.quorum.voters``. The channel asks the
-node's own metadata replica who that is (the controller's ``active_controller_id``, -1 when
-unknown); when it does not know, it walks the voters in id order. Requests go to the voter's
-controller listener (the address in ``controller.quorum.voters``) over one
-:class:`~kafka_rpc.client.KafkaRpcClient` per voter. A response that carries NOT_CONTROLLER in
+The active controller is the Raft leader among the metadata quorum's voters (``voters()``, given
+by the composition root: the node's Raft replica's voter set, which a dynamic quorum changes,
+KIP-853; ``controller.quorum.voters`` by default). The channel asks the node's own metadata
+replica who leads (the controller's ``active_controller_id``, -1 when unknown); when it does not
+know, it walks the voters in id order. Requests go to the voter's controller listener (its
+address in the voter set) over one :class:`~kafka_rpc.client.KafkaRpcClient` per voter, made
+again when that address changes. A response that carries NOT_CONTROLLER in
 any ErrorCode field, or a connection that fails or times out, counts as "the controller moved":
 the channel forgets the node and tries the next candidate, up to ``attempts`` nodes per send, as
 Kafka's request thread re-queues a request after NOT_CONTROLLER.
@@ -23,6 +25,7 @@ from kafka_rpc.client import KafkaConnectionError, KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 
 __all__ = [
+    "NOT_CONTROLLER_ONLY",
     "ControllerChannel",
     "ControllerUnavailableError",
     "error_codes",
@@ -81,8 +84,13 @@ def _collect_codes(obj: Any, out: list[int]) -> None:
             _collect_codes(value, out)
 
 
-def _not_controller(response: Any) -> bool:
-    return any(c == ErrorCode.NOT_CONTROLLER for c in error_codes(response))
+#: the answers that mean "the controller moved" for most requests (Kafka's
+#: ``NodeToControllerRequestThread`` re-queues on NOT_CONTROLLER)
+NOT_CONTROLLER_ONLY: frozenset[int] = frozenset({ErrorCode.NOT_CONTROLLER})
+
+
+def _moved(response: Any, codes: frozenset[int]) -> bool:
+    return any(c in codes for c in error_codes(response))
 
 
 class ControllerChannel:
@@ -97,63 +105,79 @@ class ControllerChannel:
         security: Any = None,
         bound: Callable[[], dict[str, tuple[str, int]]] = dict,
         request_timeout: float | None = None,
+        voters: Callable[[], dict[int, tuple[str, int]]] | None = None,
     ) -> None:
-        """``config``: the node's settings (``controller.quorum.voters``, the controller
-        listener names, ``controller.quorum.request.timeout.ms``); ``active_controller_id()``:
-        the leader this node's metadata replica knows (-1: unknown); ``security``: the
-        controller listener's ``ClientSecurity`` (None for PLAINTEXT); ``bound()``: this node's
-        bound listeners, name -> (host, port); ``request_timeout`` in seconds."""
+        """``config``: the node's settings (the controller listener names,
+        ``controller.quorum.request.timeout.ms``); ``active_controller_id()``: the leader this
+        node's metadata replica knows (-1: unknown); ``security``: the controller listener's
+        ``ClientSecurity`` (None for PLAINTEXT); ``bound()``: this node's bound listeners, name
+        -> (host, port); ``request_timeout`` in seconds; ``voters()``: the quorum's voters, id
+        -> (host, port) of their controller listener (default: ``controller.quorum.voters``)."""
         cfg = config
         self.config = config
         self.node_id = node_id
         self._leader = active_controller_id
         self._security = security
         self._bound = bound
-        self.voters: dict[int, tuple[str, int]] = cfg.voters()
+        self._voters = voters if voters is not None else cfg.voters
         self.request_timeout = (
             request_timeout
             if request_timeout is not None
             else max(5.0, cfg.quorum_request_timeout_ms / 1000)
         )
         self.connect_timeout = max(0.5, cfg.quorum_request_timeout_ms / 1000)
-        self._clients: dict[int, KafkaRpcClient] = {}
+        #: node id -> (the address it was made for, the client)
+        self._clients: dict[int, tuple[tuple[str, int], KafkaRpcClient]] = {}
         self._last_active = -1
         self._closed = False
+        #: clients of a voter's former address, closed at the next drop
+        self._retired: list[KafkaRpcClient] = []
+
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """The quorum's voters now: id -> (host, port) of their controller listener."""
+        return self._voters()
 
     # ------------------------------------------------------------------ who leads
     def active_controller_id(self) -> int:
         """The Raft leader as this node's replica knows it (-1: unknown)."""
+        voters = self.voters
         leader = self._leader()
-        if leader in self.voters:
+        if leader in voters:
             return leader
-        if self._last_active in self.voters:
+        if self._last_active in voters:
             return self._last_active
         return -1
 
     def candidates(self) -> list[int]:
         """Voters to try, the known leader (or the last node that answered as it) first."""
-        first = [n for n in (self.active_controller_id(), self._last_active) if n in self.voters]
+        voters = self.voters
+        first = [n for n in (self.active_controller_id(), self._last_active) if n in voters]
         order = list(dict.fromkeys(first))
-        order += [n for n in sorted(self.voters) if n not in order]
+        order += [n for n in sorted(voters) if n not in order]
         return order
 
     def _client(self, node_id: int) -> KafkaRpcClient:
-        client = self._clients.get(node_id)
-        if client is None:
-            host, port = self._address(node_id)
-            client = KafkaRpcClient(
-                f"{host}:{port}",
-                client_id=f"broker-{self.node_id}-to-controller",
-                request_timeout=self.request_timeout,
-                connect_timeout=self.connect_timeout,
-                security=self._security,
-            )
-            self._clients[node_id] = client
+        address = self._address(node_id)
+        entry = self._clients.get(node_id)
+        if entry is not None and entry[0] == address:
+            return entry[1]
+        if entry is not None:  # the voter moved (a new VotersRecord): a new connection
+            self._retired.append(entry[1])
+        host, port = address
+        client = KafkaRpcClient(
+            f"{host}:{port}",
+            client_id=f"broker-{self.node_id}-to-controller",
+            request_timeout=self.request_timeout,
+            connect_timeout=self.connect_timeout,
+            security=self._security,
+        )
+        self._clients[node_id] = (address, client)
         return client
 
     def _address(self, node_id: int) -> tuple[str, int]:
         """The voter's controller listener; for this node itself, the bound controller listener
-        (``controller.quorum.voters`` may name port 0 or a stale port in tests)."""
+        (the voter set may name port 0 or a stale port in tests)."""
         if node_id == self.node_id:
             bound = self._bound()
             for name in self.config.controller_listener_names:
@@ -163,8 +187,9 @@ class ControllerChannel:
         return self.voters[node_id]
 
     async def _drop(self, node_id: int) -> None:
-        client = self._clients.pop(node_id, None)
-        if client is not None:
+        entry = self._clients.pop(node_id, None)
+        retired, self._retired = self._retired, []
+        for client in (*retired, *((entry[1],) if entry is not None else ())):
             with contextlib.suppress(Exception):
                 await client.close()
 
@@ -175,9 +200,12 @@ class ControllerChannel:
         version: int | None = None,
         timeout: float | None = None,
         attempts: int = 2,
+        moved: frozenset[int] = NOT_CONTROLLER_ONLY,
     ) -> tuple[int, Any]:
-        """``(node id, response)`` from the first candidate that answers without NOT_CONTROLLER,
-        trying at most ``attempts`` nodes (the leader is looked up again before each). Raises
+        """``(node id, response)`` from the first candidate whose answer carries none of the
+        ``moved`` error codes (NOT_CONTROLLER by default; the Raft requests a broker forwards
+        add NOT_LEADER_OR_FOLLOWER, the Raft core's "not the leader"), trying at most
+        ``attempts`` nodes (the leader is looked up again before each). Raises
         :class:`ControllerUnavailableError` when none does."""
         if self._closed:
             raise ControllerUnavailableError("the controller channel is closed")
@@ -197,8 +225,8 @@ class ControllerChannel:
                     self._last_active = -1
                 await self._drop(node)
                 continue
-            if _not_controller(resp):
-                last = f"node {node} answered NOT_CONTROLLER"
+            if _moved(resp, moved):
+                last = f"node {node} answered that it is not the active controller"
                 if self._last_active == node:
                     self._last_active = -1
                 continue
@@ -210,3 +238,4 @@ class ControllerChannel:
         self._closed = True
         for node in list(self._clients):
             await self._drop(node)
+        await self._drop(-1)  # the retired ones

@@ -23,7 +23,10 @@ class BrokerServices(Protocol):
     ``is_active``), None before start; ``coordinator``: the KIP-1164 Batch Coordinator of the
     broker role (None without it); ``controller_channel``: requests to the active controller;
     ``client_security(listener)``: how this node connects to another node's listener (None for
-    PLAINTEXT); ``advertised(listener)``: the advertised endpoint with bound ports filled in."""
+    PLAINTEXT); ``advertised(listener)``: the advertised endpoint with bound ports filled in;
+    ``quorum_voters()``: the metadata quorum's voters, id -> (host, port) of their controller
+    listener, as the node's Raft replica has its voter set (a dynamic quorum's changes with it;
+    ``controller.quorum.voters`` before the replica runs)."""
 
     @property
     def node_id(self) -> int: ...
@@ -46,3 +49,5 @@ class BrokerServices(Protocol):
     def client_security(self, listener_name: str) -> Any: ...
 
     def advertised(self, listener_name: str | None = None) -> Endpoint: ...
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]: ...

@@ -6,7 +6,12 @@
     kafka-rpc storage format --cluster-id ID --config server.properties [--override k=v]
                              [--ignore-formatted] [--release-version V] [--feature F=L ...]
                              [--kafka-compatible] [--add-scram SCRAM ...]
-    kafka-rpc metadata-quorum --bootstrap-controller HOST:PORT describe (--status|--replication)
+                             [--standalone | --initial-controllers ID@H:P:DIR,... |
+                              --no-initial-controllers]
+    kafka-rpc metadata-quorum (--bootstrap-controller|--bootstrap-server) HOST:PORT
+                              [--command-config FILE] describe (--status|--replication)
+    kafka-rpc metadata-quorum ... --command-config CONTROLLER.properties add-controller [--dry-run]
+    kafka-rpc metadata-quorum ... remove-controller --controller-id N --controller-directory-id U
     kafka-rpc dump-log --files F[,F...] [--cluster-metadata-decoder] [--print-data-log]
     kafka-rpc topics --bootstrap-server HOST:PORT (--create|--delete|--list|--describe) ...
     kafka-rpc cluster cluster-id (--bootstrap-server|--bootstrap-controller) HOST:PORT
@@ -37,7 +42,7 @@ import sys
 from kafka_rpc.cli.bench import _cmd_bench
 from kafka_rpc.cli.metadata_quorum import _cmd_metadata_quorum
 from kafka_rpc.cli.serve import _cmd_serve
-from kafka_rpc.cli.storage import _cmd_storage
+from kafka_rpc.cli.storage import KafkaExitParser, _cmd_storage, add_format_quorum_arguments
 from kafka_rpc.cli.tools import (
     _cmd_acls,
     _cmd_api_versions,
@@ -68,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=_cmd_api_versions)
 
     st = sub.add_parser("storage", help="format storage directories (kafka-storage.sh)")
-    st_sub = st.add_subparsers(dest="storage_command", required=True)
+    # usage errors exit 1 there, as Kafka's kafka-storage.sh
+    st_sub = st.add_subparsers(dest="storage_command", required=True, parser_class=KafkaExitParser)
     st_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(func=_cmd_storage)
     f = st_sub.add_parser("format", help="write meta.properties into the log directories")
     f.add_argument("--cluster-id", "-t", required=True, help="the cluster id (22-char base64)")
@@ -88,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--kafka-compatible", action="store_true",
                    help="leave kafka-rpc's own features (kafka_rpc.*) at 0 so that Apache "
                    "Kafka brokers and controllers can join (docs/features.md)")  # fmt: skip
+    add_format_quorum_arguments(f)
     f.set_defaults(func=_cmd_storage)
 
     mq = sub.add_parser("metadata-quorum", help="describe the metadata quorum "
@@ -97,11 +104,30 @@ def build_parser() -> argparse.ArgumentParser:
     where.add_argument("--bootstrap-server", metavar="HOST:PORT")
     mq.add_argument("--timeout", type=float, default=10.0)
     add_command_config(mq)
-    mq_sub = mq.add_subparsers(dest="quorum_command", required=True)
+    # usage errors of the subcommands exit 1, as Kafka's kafka-metadata-quorum.sh
+    mq_sub = mq.add_subparsers(dest="quorum_command", required=True,
+                               parser_class=KafkaExitParser)  # fmt: skip
     desc = mq_sub.add_parser("describe", help="print the quorum's status or replication")
-    what = desc.add_mutually_exclusive_group(required=True)
-    what.add_argument("--status", action="store_true")
-    what.add_argument("--replication", action="store_true")
+    desc.add_argument("--status", action="store_true",
+                      help="a short summary of the quorum status")  # fmt: skip
+    desc.add_argument("--replication", action="store_true",
+                      help="detailed information about the status of replication")  # fmt: skip
+    desc.add_argument("--human-readable", action="store_true",
+                      help="with --replication: timestamps as 'N ms ago'")  # fmt: skip
+    add = mq_sub.add_parser("add-controller", help="add a controller to the KRaft controller "
+                            "cluster (its properties file: --command-config)")  # fmt: skip
+    add.add_argument("--dry-run", action="store_true",
+                     help="print what would be done, but do not do it")  # fmt: skip
+    add.set_defaults(func=_cmd_metadata_quorum)
+    rm = mq_sub.add_parser("remove-controller",
+                           help="remove a controller from the KRaft controller quorum")  # fmt: skip
+    rm.add_argument("--controller-id", "-i", type=int, required=True,
+                    help="the id of the controller to remove")  # fmt: skip
+    rm.add_argument("--controller-directory-id", "-d", required=True,
+                    help="the directory id of the controller to remove")  # fmt: skip
+    rm.add_argument("--dry-run", action="store_true",
+                    help="print what would be done, but do not do it")  # fmt: skip
+    rm.set_defaults(func=_cmd_metadata_quorum)
     desc.set_defaults(func=_cmd_metadata_quorum)
 
     b = sub.add_parser("bench", help="run the Spark diskless load + verification pipeline",

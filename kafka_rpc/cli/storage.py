@@ -5,10 +5,42 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from kafka_rpc.config import ConfigError, load_config
+
+
+class KafkaExitParser(argparse.ArgumentParser):
+    """An argument parser whose usage errors exit 1, as Kafka's ``StorageTool.execute`` returns
+    1 after argparse4j's ``handleError`` (Python's argparse exits 2)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
+def add_format_quorum_arguments(f: argparse.ArgumentParser) -> None:
+    """``format``'s KIP-853 flags, one mutually exclusive group as Kafka's
+    ``StorageTool.addFormatParser``."""
+    g = f.add_mutually_exclusive_group()
+    g.add_argument(
+        "--standalone",
+        "-s",
+        action="store_true",
+        help="format this controller as a single-node dynamic quorum (no "
+        "controller.quorum.voters; controller.quorum.bootstrap.servers instead)",
+    )
+    g.add_argument(
+        "--no-initial-controllers",
+        "-N",
+        action="store_true",
+        help="format a node of a dynamic quorum without initial voters: it starts as "
+        "an observer and finds the leader through controller.quorum.bootstrap.servers",
+    )
+    g.add_argument("--initial-controllers", "-I", metavar="ID@HOST:PORT:DIRECTORY_ID,...",
+                   help="the initial voters of a dynamic quorum, the same on every node, e.g. "
+                   "0@example.com:8082:JEXY6aqzQY-32P5TStzaFg,1@example.com:8083:"
+                   "MvDxzVmcRsaTz33bUuRU6A (directory ids: storage random-uuid)")  # fmt: skip
 
 
 def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
@@ -19,11 +51,24 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     ``MetadataVersion.fromVersionString``, ``--feature NAME=LEVEL`` repeatable, every other
     feature at its default for that version) with our features (``kafka_rpc.*``) at their max,
     or at 0 with ``--kafka-compatible``; ``--add-scram`` credentials follow them
-    (docs/features.md). Exit 1 with Kafka's message when a directory is already formatted
-    (unless ``--ignore-formatted``) or a feature setting is refused, 2 on a configuration
-    error."""
+    (docs/features.md).
+
+    A dynamic quorum (KIP-853: no ``controller.quorum.voters``) is formatted with
+    ``--standalone``, ``--initial-controllers`` or ``--no-initial-controllers`` (Kafka's
+    ``StorageTool.runFormatCommand`` rules in its order, its messages): static voters with
+    ``-s``/``-I`` are refused, a controller of a dynamic quorum needs one of the three,
+    ``--standalone`` needs the controller role; kraft.version is 1 for a dynamic quorum and 0
+    for a static one, ``--feature kraft.version=N`` must agree (``Formatter
+    .effectiveKRaftFeatureLevel``, in :func:`~kafka_rpc.controller.features
+    .default_feature_levels`). The metadata directory then also gets the bootstrap
+    snapshot with the voters (:mod:`kafka_rpc.storage.initial_controllers`).
+
+    Exit 1 with Kafka's message when a directory is already formatted (unless
+    ``--ignore-formatted``), a flag or feature setting is refused, or on a usage error (as
+    Kafka's tool), 2 on a configuration error."""
     from kafka_rpc.controller.features import (
         BOOTSTRAP_METADATA_VERSION,
+        KRAFT_VERSION,
         FeatureError,
         default_feature_levels,
         metadata_version,
@@ -32,24 +77,31 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
     from kafka_rpc.protocol.uuids import random_uuid_text
     from kafka_rpc.storage.bootstrap import bootstrap_from
     from kafka_rpc.storage.errors import StorageFormattedError
-    from kafka_rpc.storage.formatter import format_storage
+    from kafka_rpc.storage.formatter import directory_description, format_storage
+    from kafka_rpc.storage.initial_controllers import parse_dynamic_voters, standalone_voter
 
     if args.storage_command == "random-uuid":
         print(random_uuid_text())
         return 0
     try:
         config = load_config(args.config, args.override or ())
+    except ConfigError as e:
+        print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
+        return 2
+    try:
         kafka_compatible = args.kafka_compatible or config.kafka_compatible
         mv = BOOTSTRAP_METADATA_VERSION
         if args.release_version is not None:
             mv = parse_release_version(args.release_version).level
         overrides = _feature_levels(args.feature or ())
-        levels = default_feature_levels(mv, overrides, kafka_compatible)
+        initial = _initial_controllers(args, config, parse_dynamic_voters, standalone_voter)
         scram = _scram_credentials(args.add_scram or ())
         if scram is not None:
             from kafka_rpc.controller.scram import scram_records
 
             scram = scram_records(scram)
+        levels = default_feature_levels(mv, overrides, kafka_compatible, config.dynamic_quorum)
+        kraft_version = levels[KRAFT_VERSION]  # the Raft layer's: never a bootstrap record
         bootstrap = bootstrap_from(levels, scram or ())
     except ConfigError as e:
         print(f"kafka-rpc: configuration error: {e}", file=sys.stderr)
@@ -58,7 +110,8 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         print(e, file=sys.stderr)
         return 1
     try:
-        formatted = format_storage(config, args.cluster_id, args.ignore_formatted, bootstrap)
+        formatted = format_storage(config, args.cluster_id, args.ignore_formatted, bootstrap,
+                                   initial, kraft_version)  # fmt: skip
     except StorageFormattedError as e:
         print(e, file=sys.stderr)
         return 1
@@ -73,11 +126,46 @@ def _cmd_storage(args: argparse.Namespace, argv: list[str]) -> int:
         return 0
     print("Bootstrap metadata: " + ", ".join(f"{k}={v}" for k, v in sorted(levels.items())))
     name = metadata_version(mv).name
-    meta_dir = Path(config.metadata_log_dir).resolve()
     for d in formatted:
-        kind = "metadata" if d.resolve() == meta_dir else "data"
-        print(f"Formatting {kind} directory {d} with metadata.version {name}.")
+        kind = directory_description(config, d, initial)
+        print(f"Formatting {kind} {d} with metadata.version {name}.")
     return 0
+
+
+class FormatRefused(ValueError):
+    """A ``format`` invocation Kafka refuses (its ``TerseFailure``): exit 1 with the message."""
+
+
+def _initial_controllers(args, config, parse, standalone) -> Any:
+    """The initial voters of ``--initial-controllers`` / ``--standalone`` (node id ->
+    ``DynamicVoter``), None without either; Kafka ``StorageTool.runFormatCommand``'s checks in
+    its order (FormatRefused, or ValueError from parsing ``-I``)."""
+    initial_text = getattr(args, "initial_controllers", None)
+    is_standalone = bool(getattr(args, "standalone", False))
+    no_initial = bool(getattr(args, "no_initial_controllers", False))
+    if not config.dynamic_quorum and (initial_text is not None or is_standalone):
+        raise FormatRefused(
+            "You cannot specify controller.quorum.voters and format the node with "
+            "--initial-controllers or --standalone. If you want to use dynamic quorum, please "
+            "remove controller.quorum.voters and specify controller.quorum.bootstrap.servers "
+            "instead."
+        )
+    initial = parse(initial_text) if initial_text is not None else None
+    if is_standalone:
+        if not config.is_controller:
+            raise FormatRefused("You can only use --standalone on a controller.")
+        listeners = config.advertised_controller_listeners()
+        if not listeners:
+            raise FormatRefused("No controller listeners found.")
+        ep = listeners[0]
+        initial = {config.node_id: standalone(config.node_id, ep.host, ep.port)}
+    if not no_initial and config.is_controller and config.dynamic_quorum and initial is None:
+        raise FormatRefused(
+            "Because controller.quorum.voters is not set on this controller, you must specify "
+            "one of the following: --standalone, --initial-controllers, or "
+            "--no-initial-controllers."
+        )
+    return initial
 
 
 def _feature_levels(items) -> dict[str, int]:

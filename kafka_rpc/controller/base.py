@@ -82,7 +82,8 @@ class ControllerContext:
     - ``metadata_offsets``: broker id -> the CurrentMetadataOffset of its last heartbeat;
       ``controlled_shutdown_offsets``: broker id -> the end offset of the batch that put it in
       controlled shutdown (both ``BrokerHeartbeatManager`` state, in memory only);
-    - ``controller_ids``: the voters' node ids (a BROKER config resource may name one);
+    - ``controller_ids``: the voters' node ids, from the Raft replica's voter set (a BROKER
+      config resource may name one; UpdateFeatures needs each to have registered);
     - ``controller_id``: this controller's node id (its dynamic broker configs count for
       topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
     - ``unclean_leader_election_enable``: the controller's static
@@ -90,8 +91,9 @@ class ControllerContext:
     - ``raft_hosts``: the brokers a ``__diskless-metadata`` replica's Raft group can reach (the
       server passes the controller voters: the replicas talk over the controller listener); None =
       any broker (:func:`kafka_rpc.controller.placement.coordinator_hosts`);
-    - ``kraft_version``: the Raft layer's finalized ``kraft.version`` (our Raft has static
-      voters only: 0), which BrokerRegistration checks as Kafka's controller does.
+    - ``kraft_version``: the Raft layer's ``kraft.version`` (the metadata replica's, through
+      the controller's ``KRaftVersionAccessor``; 0 for static voters), which BrokerRegistration
+      checks as Kafka's controller does.
     """
 
     now_ms: int

@@ -16,7 +16,8 @@ UnregisterControllerRecord (``isControllerUnregistrationSupported``). So 29 is o
 
 **Kafka's other features** (:data:`FEATURES`, ``Feature.PRODUCTION_FEATURES`` of 4.4.0, each with
 its levels, their bootstrap MV and dependencies): ``kraft.version`` (0-1; the Raft layer's, never a
-FeatureLevelRecord: our Raft has static voters only, so 0), ``transaction.version`` (0-2),
+FeatureLevelRecord: its level is the metadata log's KRaftVersionRecord, read from the Raft
+replica; 1 is a dynamic quorum, KIP-853), ``transaction.version`` (0-2),
 ``group.version`` (0-1), ``share.version`` (0-2) and ``streams.version`` (0-1), which only brokers
 act on (this controller writes nothing for them; our broker role serves none of those APIs, so a
 level constrains nothing there and we accept Kafka 4.4's full ranges), and
@@ -45,7 +46,7 @@ levels dictate (Kafka's ``partitionRecordVersion`` etc.); a record the levels do
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -233,7 +234,7 @@ class FeatureSpec:
 FEATURES: dict[str, FeatureSpec] = {
     f.name: f
     for f in (
-        FeatureSpec(KRAFT_VERSION, (7, 21), supported_max=0),
+        FeatureSpec(KRAFT_VERSION, (7, 21), supported_max=1),
         FeatureSpec("transaction.version", (7, 24, 24), supported_max=2),
         FeatureSpec("group.version", (7, 22), supported_max=1),
         FeatureSpec(ELR_VERSION, (7, 26), supported_max=0,
@@ -253,7 +254,8 @@ def supported_features() -> dict[str, tuple[int, int]]:
     """The ranges this node supports, as controller and as broker: ``{name: (min, max)}`` with
     every feature whose max is > 0 (``QuorumFeatures.defaultSupportedFeatureMap`` /
     ``BrokerFeatures.defaultSupportedFeatures`` list no feature supported at 0 only), so
-    ``kraft.version`` and ``eligible.leader.replicas.version`` are absent."""
+    ``kraft.version`` is there as 0-1 (``Feature.KRAFT_VERSION``'s range on every 4.x node) and
+    ``eligible.leader.replicas.version`` is absent."""
     out = {METADATA_VERSION: (MINIMUM_METADATA_VERSION, LATEST_SUPPORTED_METADATA_VERSION)}
     for name, f in FEATURES.items():
         if f.supported_max > 0:
@@ -269,7 +271,9 @@ def level(image: Any, name: str) -> int:
 
 def finalized_levels(image: Any, kraft_version: int = 0) -> dict[str, int]:
     """The finalized features as Kafka reports them (``FinalizedFeatures``): every level > 0,
-    ``metadata.version`` included, plus ``kraft.version`` from the Raft layer when > 0."""
+    ``metadata.version`` included, plus ``kraft.version`` from the Raft layer
+    (``kraft_version``: the metadata replica's, ``RaftClient.kraftVersion``) when > 0, as
+    ``FinalizedFeatures.setFinalizedLevel`` drops a level of 0."""
     out = {n: lv for n, lv in image.features.items() if lv > 0}
     if kraft_version > 0:
         out[KRAFT_VERSION] = kraft_version
@@ -334,11 +338,16 @@ def default_feature_levels(
     mv: int = BOOTSTRAP_METADATA_VERSION,
     overrides: Mapping[str, int] | None = None,
     kafka_compatible: bool = False,
+    dynamic_quorum: bool = False,
 ) -> dict[str, int]:
     """The feature levels a new cluster starts with (``Formatter.calculateEffectiveFeatureLevels``):
     ``metadata.version`` = ``mv``, each feature in ``overrides`` (``--feature NAME=LEVEL``) as
     given, every other one at its default for ``mv`` (ours at their max unless
-    ``kafka_compatible``); ``kraft.version`` 0 (static voters). Checked with
+    ``kafka_compatible``). ``kraft.version`` does not follow ``mv``
+    (``Formatter.effectiveKRaftFeatureLevel``): 1 with ``dynamic_quorum`` (empty
+    ``controller.quorum.voters`` and one of ``--standalone``, ``--initial-controllers``,
+    ``--no-initial-controllers``), else 0; a given 0 with a dynamic quorum, or a given level
+    above 0 without one, is a FeatureError with Kafka's message. Checked with
     :func:`check_feature_levels` (FeatureError)."""
     overrides = dict(overrides or {})
     if METADATA_VERSION in overrides:
@@ -351,16 +360,26 @@ def default_feature_levels(
                 f"Unsupported feature: {name}. Supported features are: "
                 + ", ".join(sorted(FEATURES))
             )
-    if overrides.get(KRAFT_VERSION, 0) != 0:
+    kraft = overrides.get(KRAFT_VERSION)
+    if kraft is not None and kraft == 0 and dynamic_quorum:
         raise FeatureError(
-            f"Cannot set kraft.version to {overrides[KRAFT_VERSION]} unless "
-            "controller.quorum.voters is empty and one of the flags --standalone, "
-            "--initial-controllers, or --no-initial-controllers is used (kafka-rpc supports "
-            "static voters, kraft.version 0, only)."
+            "Cannot set kraft.version to 0 if controller.quorum.voters is empty and one of the "
+            "flags --standalone, --initial-controllers, or --no-initial-controllers is used. For "
+            "dynamic controllers support, try removing the --feature flag for kraft.version."
+        )
+    if kraft is not None and kraft != 0 and not dynamic_quorum:
+        raise FeatureError(
+            f"Cannot set kraft.version to {kraft} unless controller.quorum.voters is empty and "
+            "one of the flags --standalone, --initial-controllers, or --no-initial-controllers "
+            "is used. For dynamic controllers support, try using one of --standalone, "
+            "--initial-controllers, or --no-initial-controllers and removing "
+            "controller.quorum.voters."
         )
     levels = {METADATA_VERSION: mv}
     for name, f in FEATURES.items():
         levels[name] = overrides.get(name, f.default_level(mv, kafka_compatible))
+    if kraft is None:
+        levels[KRAFT_VERSION] = 1 if dynamic_quorum else 0
     check_feature_levels(levels)
     return levels
 
@@ -716,6 +735,7 @@ def update_features(
     node_id: int,
     quorum_node_ids: Sequence[int] = (),
     kraft_version: int = 0,
+    upgrade_kraft_version: Callable[[int, bool], tuple[int, str | None]] | None = None,
 ) -> ControllerResult:
     """UpdateFeatures (57, v0-2) on the active controller: Kafka's ``QuorumController.
     updateFeatures`` -> ``FeatureControlManager.updateFeatures`` (a v0 request's AllowDowngrade
@@ -732,7 +752,18 @@ def update_features(
     - ``metadata.version``: an unknown level; a downgrade across a level that changed the
       metadata (``didMetadataChange``) is refused, also when unsafe ("Unsupported metadata.version
       downgrade from A to B. ...");
-    - ``kraft.version``: any change ("Local controller N does not support this feature." above 0);
+    - ``kraft.version`` (``kraft_version``: the Raft layer's current level, on the leader the
+      pending one): the checks above (a level outside a registered broker's or controller's
+      range, an unregistered voter, an UPGRADE to a lower level), then a SAFE/UNSAFE_DOWNGRADE
+      to another level: "Can't downgrade the version of this feature." (there is no
+      downgrade); an UPGRADE asks the Raft layer, ``upgrade_kraft_version(level,
+      validate_only)`` -> ``(error code, message)`` (Kafka's ``KRaftVersionAccessor.
+      upgradeKRaftVersion`` -> ``LeaderState.maybeAppendUpgradedKRaftVersion``, which appends
+      the KRaftVersionRecord batch unless ``validate_only``; its refusal, e.g.
+      INVALID_UPDATE_VERSION when a voter's range excludes the level, is this request's error
+      with its message) and writes a NoOpRecord, so the answer waits for a commit after the
+      upgrade. Without ``upgrade_kraft_version`` (no Raft layer) only the current level is
+      accepted;
     - another feature: its dependencies (``Feature.validateVersion`` against the proposed
       levels; an unknown name at level 0: "Feature F not found.");
     - a feature of ours going to 0 while records it gates describe state (ours, as Kafka refuses
@@ -743,6 +774,7 @@ def update_features(
     ErrorMessage "NONE", as Kafka's ``Errors.NONE.message()``)."""
     mod = codec.module("UpdateFeaturesResponse")
     Resp = mod.UpdateFeaturesResponse
+    validate_only = bool(request.validate_only) if version >= 1 else False
     current_mv = level(image, METADATA_VERSION)
     proposed = dict(image.features)
     proposed[METADATA_VERSION] = current_mv
@@ -798,11 +830,21 @@ def update_features(
             log.warning("%s metadata.version from %s to %s.",
                         "Downgrading" if new < cur else "Upgrading", cur, new)  # fmt: skip
         elif name == KRAFT_VERSION:
-            # only 0 is supported (checked above), so this is "unchanged": Kafka's UPGRADE asks
-            # the Raft layer and writes a NoOpRecord to have an offset to wait on; a downgrade
-            # type to the same level is a no-op
-            if kind == _UPGRADE:
-                records.append(_R("NoOpRecord")())
+            if kind != _UPGRADE:
+                if new != cur:
+                    error = _invalid(name, new, "Can't downgrade the version of this feature.")
+                    break
+                continue  # unchanged
+            if upgrade_kraft_version is not None:
+                code, message = upgrade_kraft_version(new, validate_only)
+                if code:
+                    error = (code, message or ErrorCode.for_code(code).name)
+                    break
+            elif new != cur:
+                error = _invalid(name, new, "This controller has no Raft layer to upgrade.")
+                break
+            # an offset to wait on, so the answer follows the upgrade's commit
+            records.append(_R("NoOpRecord")())
             continue
         else:
             if name not in FEATURES:
@@ -834,6 +876,6 @@ def update_features(
             mod.UpdatableFeatureResult(feature=u.feature, error_code=0, error_message="NONE")
             for u in request.feature_updates
         )
-    if request.validate_only if version >= 1 else False:
+    if validate_only:
         records = []
     return ControllerResult(records, Resp(error_code=0, error_message=None, results=results))

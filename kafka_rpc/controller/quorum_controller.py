@@ -67,8 +67,8 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, cast
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol, cast
 
 from kafka_rpc.controller import (
     acls,
@@ -115,8 +115,48 @@ class _Levels:
         self.features = levels
 
 
-KRAFT_VERSION_LEVEL = 0
-"""The finalized ``kraft.version``: our Raft layer has static voters only (KRaft version 0)."""
+class KRaftVersionAccessor(Protocol):
+    """What the controller uses of its metadata log's Raft replica for ``kraft.version``
+    (Kafka's ``KRaftVersionAccessor``, given to ``FeatureControlManager`` by
+    ``QuorumController``): the composition root passes one; the controller never reaches for
+    the replica."""
+
+    def kraft_version(self) -> int:
+        """The Raft layer's ``kraft.version``: the latest KRaftVersionRecord (0 without one), on
+        the leader the pending level of an accepted upgrade (``RaftClient.kraftVersion``)."""
+        ...
+
+    def upgrade_kraft_version(
+        self, epoch: int, level: int, validate_only: bool
+    ) -> tuple[int, str | None]:
+        """``RaftClient.upgradeKRaftVersion(epoch, level, validateOnly)``: ``(0, None)`` when the
+        upgrade is accepted (the KRaftVersionRecord batch appended unless ``validate_only``),
+        else ``(error code, message)`` (a stale ``epoch``: NOT_LEADER_OR_FOLLOWER; a voter whose
+        range excludes ``level``: INVALID_UPDATE_VERSION ...)."""
+        ...
+
+
+class RaftCoreKRaftVersion:
+    """A :class:`KRaftVersionAccessor` over a Raft core (``core()``: the metadata log's
+    ``RaftCore``, looked up on each call, so the composition root may build this before the
+    replica is open; ``now_ms()``: the core's clock): ``core.kraft_version`` and
+    ``core.upgrade_kraft_version(now, epoch, level, validate_only)``, the core's KIP-853
+    interface (``kafka_rpc.raft``)."""
+
+    def __init__(self, core: Callable[[], Any], now_ms: Callable[[], int]) -> None:
+        self._core = core
+        self._now_ms = now_ms
+
+    def kraft_version(self) -> int:
+        return int(self._core().kraft_version)
+
+    def upgrade_kraft_version(
+        self, epoch: int, level: int, validate_only: bool
+    ) -> tuple[int, str | None]:
+        code, message = self._core().upgrade_kraft_version(
+            self._now_ms(), epoch, level, validate_only
+        )
+        return int(code), message
 
 
 def _monotonic_ms() -> int:
@@ -182,14 +222,16 @@ class QuorumController:
         clock_ms: Callable[[], int] = _monotonic_ms,
         diskless_metadata_partitions: int = 0,
         diskless_metadata_replication_factor: int = 3,
-        diskless_metadata_expected_brokers: int = 1,
+        diskless_metadata_expected_brokers: int | Callable[[], int] = 1,
         diskless_metadata_grace_ms: int = 9000,
         unclean_leader_election_enable: bool = False,
         leader_imbalance_check_interval_ms: int | None = 300_000,
         unclean_leader_election_interval_ms: int = 300_000,
-        diskless_metadata_hosts: frozenset[int] | None = None,
+        diskless_metadata_hosts: frozenset[int] | Callable[[], frozenset[int]] | None = None,
         bootstrap: BootstrapMetadata | None = None,
         min_insync_replicas: int = 1,
+        kraft: KRaftVersionAccessor | None = None,
+        voter_ids: Callable[[], Collection[int]] | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -216,8 +258,15 @@ class QuorumController:
         self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
         self._last_balance_ms = 0
         self._last_unclean_ms = 0
-        #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any)
+        #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any),
+        #: or a callable returning them (the metadata quorum's voters, as they change)
         self.diskless_metadata_hosts = diskless_metadata_hosts
+        #: the metadata log's ``kraft.version`` and its upgrade (None: kraft.version 0, no
+        #: upgrade; :class:`KRaftVersionAccessor`)
+        self.kraft = kraft
+        #: the metadata quorum's voter ids, from the Raft replica's voter set (a dynamic
+        #: quorum's changes with it); None: this node alone (``ctx.controller_ids``)
+        self.voter_ids = voter_ids
         #: what the first active controller of an empty log writes (the formatted features and
         #: SCRAM credentials; the default bootstrap when None: every proposal finalized)
         self.bootstrap = bootstrap if bootstrap is not None else BootstrapMetadata.default()
@@ -501,12 +550,26 @@ class QuorumController:
             controlled_shutdown_offsets=self._shutdown_offsets,
             controller_id=self.node_id,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
-            raft_hosts=self.diskless_metadata_hosts,
-            kraft_version=KRAFT_VERSION_LEVEL,
+            raft_hosts=self._raft_hosts(),
+            kraft_version=self.kraft_version,
         )
 
+    @property
+    def kraft_version(self) -> int:
+        """The metadata log's ``kraft.version`` as the Raft replica has it (0 without one)."""
+        kraft = self.kraft
+        return kraft.kraft_version() if kraft is not None else 0
+
+    def _expected_brokers(self) -> int:
+        n = self.diskless_metadata_expected_brokers
+        return n() if callable(n) else n
+
+    def _raft_hosts(self) -> frozenset[int] | None:
+        hosts = self.diskless_metadata_hosts
+        return hosts() if callable(hosts) else hosts
+
     def _controller_ids(self) -> frozenset[int]:
-        voters = getattr(getattr(self.driver, "core", None), "voters", None)
+        voters = self.voter_ids() if self.voter_ids is not None else ()
         return frozenset(voters) if voters else frozenset({self.node_id})
 
     def _write(
@@ -788,12 +851,19 @@ class QuorumController:
     async def update_features(self, request: Any, version: int) -> Any:
         """UpdateFeatures (:func:`~kafka_rpc.controller.features.update_features`), answered once
         its FeatureLevelRecords are committed."""
+        kraft = self.kraft
+
+        def upgrade(level: int, validate_only: bool) -> tuple[int, str | None]:
+            assert kraft is not None
+            return kraft.upgrade_kraft_version(self._active_epoch, level, validate_only)
+
         return await self._submit(
             lambda img, ctx: features.update_features(
-                img, request, version, self.node_id, sorted(ctx.controller_ids), ctx.kraft_version
+                img, request, version, self.node_id, sorted(ctx.controller_ids),
+                ctx.kraft_version, upgrade if kraft is not None else None,
             ),
             request,
-        )
+        )  # fmt: skip
 
     # ================================================================== timers
     def tick(self) -> None:
@@ -855,10 +925,10 @@ class QuorumController:
         if not M.metadata_topic_due(
             self._uncommitted,
             rf,
-            self.diskless_metadata_expected_brokers,
+            self._expected_brokers(),
             now - self._activated_ms,
             self.diskless_metadata_grace_ms,
-            self.diskless_metadata_hosts,
+            self._raft_hosts(),
         ):
             return
         tid = self._internal_write(

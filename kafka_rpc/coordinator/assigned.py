@@ -15,10 +15,11 @@ the Raft RPCs, ``kafka_rpc.handlers.raft`` routing through :meth:`raft_driver_fo
 * ``topic_id``: the image's id of ``__diskless-metadata`` (written to ``partition.metadata``; a
   directory naming another id stops that partition's start, Kafka's
   InconsistentTopicIdException, logged once);
-* ``voters``: the partition's replicas, each at its controller listener address from
-  ``controller.quorum.voters`` (combined broker+controller nodes: broker id = voter id). A
-  replica that is not a voter has no known address: logged once as an error, and that
-  partition stays unavailable;
+* ``voters``: the partition's replicas, each at its controller listener address among the
+  metadata quorum's voters at the time the replica starts (``controller.quorum.voters``, or the
+  voter set in the metadata log of a dynamic quorum; combined broker+controller nodes: broker
+  id = voter id). A replica that is not a voter has no known address: logged once as an
+  error, and that partition stays unavailable;
 * ``node_id``: this node; ``cluster_id``: the server's cluster id unless the URL names one.
 
 **Routing** (KIP-1164 "Topic-partitions are assigned to one specific Batch Coordinator"): every
@@ -184,6 +185,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._stopping: dict[int, asyncio.Task] = {}  # partition -> closing its old replica
         self.node_id = -1
         self._voters: dict[int, tuple[str, int]] = {}
+        self._voters_now: Callable[[], dict[int, tuple[str, int]]] = dict
         self._cluster_id: str | None = None
         self._client_security: Any = None
         self._controller: Any = None
@@ -200,7 +202,13 @@ class AssignedBatchCoordinator(BatchCoordinator):
         """Nothing to open: replicas start once an image assigns them (:meth:`attach_metadata`)."""
 
     def attach_metadata(
-        self, config: Any, node_id: int, cluster_id: str, controller: Any, client_security: Any
+        self,
+        config: Any,
+        node_id: int,
+        cluster_id: str,
+        controller: Any,
+        client_security: Any,
+        voters: Callable[[], dict[int, tuple[str, int]]] | None = None,
     ) -> None:
         """Follow ``controller``'s committed metadata image (a ``QuorumController`` whose
         ``publishers`` are called on every change), with this node's ``config``
@@ -209,10 +217,13 @@ class AssignedBatchCoordinator(BatchCoordinator):
         ``election.backoff.max.ms``, ``request.timeout.ms``, ``retry.backoff.ms``; the URL's
         ``raft.<field>`` wins), ``node_id``, ``cluster_id`` and ``client_security`` (how its Raft
         groups connect to the controller listener; None for PLAINTEXT). Call once the node's
-        metadata log runs."""
+        metadata log runs. ``voters``: the metadata quorum's voters now, id -> (host, port) of
+        their controller listener (the node's Raft replica's voter set, which changes with the
+        log in a dynamic quorum, KIP-853); read each time a replica starts. None:
+        ``controller.quorum.voters``."""
         cfg = config
         self.node_id = node_id
-        self._voters = cfg.voters()
+        self._voters_now = voters if voters is not None else cfg.voters
         # the Raft groups time out as the metadata quorum does (controller.quorum.*), unless the
         # URL sets raft.<field>
         quorum = {
@@ -295,11 +306,12 @@ class AssignedBatchCoordinator(BatchCoordinator):
                              "%s-%d: node %d is not one of its replicas %s; no coordinator here",
                              name, p, self.node_id, sorted(replicas))  # fmt: skip
                 continue
+            self._voters = self._voters_now()
             unknown = [r for r in replicas if r not in self._voters]
             if unknown:
                 self._report(f"unknown {p} {sorted(replicas)}", logging.ERROR,
-                             "%s-%d: replicas %s have no controller listener address in "
-                             "controller.quorum.voters; the coordinator stays unavailable",
+                             "%s-%d: replicas %s are not voters of the metadata quorum (no "
+                             "controller listener address); the coordinator stays unavailable",
                              name, p, unknown)  # fmt: skip
                 self.start_failed.set()
                 continue

@@ -7,20 +7,24 @@ Kafka's ``ApiVersionsResponse.Builder`` fills them (``ControllerApis.handleApiVe
 ``SimpleApiVersionManager`` on the controller listener, ``DefaultApiVersionManager`` on the
 broker listener):
 
-- SupportedFeatures: the ranges this node supports
-  (:func:`kafka_rpc.controller.features.supported_features`); below v4 the features whose
-  minimum is 0 are left out (``setAlterFeatureLevel0``, KAFKA-17492: older clients cannot read
-  them), leaving ``metadata.version``;
+- SupportedFeatures: the ranges this node supports, on brokers and controllers alike
+  (:func:`kafka_rpc.controller.features.supported_features`, ``kraft.version`` 0-1 among them);
+  below v4 the features whose minimum is 0 are left out (``ApiVersionsResponse.
+  maybeFilterSupportedFeatureKeys``, KAFKA-17492: older clients cannot read them), leaving
+  ``metadata.version``;
 - FinalizedFeatures: every finalized level != 0 of this node's committed image,
-  ``metadata.version`` included, as MinVersionLevel = MaxVersionLevel = the level (``kraft.version``
-  from the Raft layer, 0 here, so absent); none before the bootstrap is replayed;
+  ``metadata.version`` included, as MinVersionLevel = MaxVersionLevel = the level, and
+  ``kraft.version`` when it is >= 1: the metadata log's Raft replica's level (the controller's
+  ``kraft_version``, from the replica every node runs: the leader's pending level on the
+  active controller, as Kafka's ``raftClient.kraftVersion()``; the replicated one on an
+  observer, as ``KRaftMetadataCache.features``); none before the bootstrap is replayed;
 - FinalizedFeaturesEpoch: on the controller listener the committed offset at which the finalized
   features last changed (Kafka's ``FeaturesPublisher``), on the broker listener the committed
   image's offset (``KRaftMetadataCache.features``); -1 before the first one.
 
-The encoded body is cached per listener and version while the committed image stays the same
-object (it is replaced on every commit, so the cache never outlives its epoch), so the hot path
-is a few attribute reads and a dict lookup. Versions the server does not support are
+The encoded body is cached per listener, version and ``kraft.version`` while the committed image
+stays the same object (it is replaced on every commit, so the cache never outlives its epoch),
+so the hot path is a few attribute reads and a dict lookup. Versions the server does not support are
 answered by the connection itself (v0, UNSUPPORTED_VERSION, ``[{18, min, max}]``), never by
 this handler.
 Errors: INVALID_REQUEST (42) with empty ApiKeys when v3+ ClientSoftwareName or
@@ -59,18 +63,18 @@ def _is_valid_software(text: str) -> bool:
     return True
 
 
-def _build_ok_body(listener, version: int, ctl, image) -> bytes:
+def _build_ok_body(listener, version: int, ctl, image, kraft_version: int) -> bytes:
     """Encode the answer for this listener at ``version`` with the finalized features of
-    ``image`` (the committed image of ``ctl``, the node's controller; both None without one),
-    and keep it in the listener's ``api_versions_bodies`` (valid while the committed image is
-    ``listener.api_versions_image``)."""
+    ``image`` (the committed image of ``ctl``, the node's controller; both None without one)
+    and ``kraft_version``, and keep it in the listener's ``api_versions_bodies`` under
+    :func:`_cache_key` (valid while the committed image is ``listener.api_versions_image``)."""
     if image is None:
         epoch = -1
     else:
         epoch = ctl.features_epoch if listener.role == "controller" else image.last_offset
     finalized = () if image is None else tuple(
         _mod.FinalizedFeatureKey(name=n, max_version_level=lv, min_version_level=lv)
-        for n, lv in sorted(finalized_levels(image).items())
+        for n, lv in sorted(finalized_levels(image, kraft_version).items())
     )  # fmt: skip
     resp = ApiVersionsResponse(
         api_keys=tuple(
@@ -81,8 +85,14 @@ def _build_ok_body(listener, version: int, ctl, image) -> bytes:
         finalized_features_epoch=epoch,
         finalized_features=finalized,
     )
-    body = listener.api_versions_bodies[version] = codec.encode(resp, version)
+    body = codec.encode(resp, version)
+    listener.api_versions_bodies[_cache_key(version, kraft_version)] = body
     return body
+
+
+def _cache_key(version: int, kraft_version: int) -> int:
+    """One int per (ApiVersions version, kraft.version) pair (versions are < 16)."""
+    return version | kraft_version << 4
 
 
 @handles("ApiVersionsRequest")
@@ -97,9 +107,14 @@ def api_versions(ctx, request):
         return ApiVersionsResponse(error_code=ErrorCode.INVALID_REQUEST)
     listener = ctx.listener
     ctl = ctx.services.controller
-    image = None if ctl is None else ctl.image
+    if ctl is None:
+        image, kraft_version = None, 0
+    else:
+        image, kraft_version = ctl.image, ctl.kraft_version
     if image is not listener.api_versions_image:  # a new committed image: rebuild on demand
         listener.api_versions_bodies.clear()
         listener.api_versions_image = image
-    body = listener.api_versions_bodies.get(version)
-    return body if body is not None else _build_ok_body(listener, version, ctl, image)
+    body = listener.api_versions_bodies.get(_cache_key(version, kraft_version))
+    if body is None:
+        body = _build_ok_body(listener, version, ctl, image, kraft_version)
+    return body

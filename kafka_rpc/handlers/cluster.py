@@ -38,8 +38,9 @@ KIP-919 and KIP-1073), answered from this node's committed image without a write
   (RegisterControllerRecords, KIP-919) that have an endpoint of the listener's name, by id, at
   that endpoint, Rack null, as Kafka's ``ControllerRegistrationsPublisher.
   describeClusterControllers``; ControllerId = the Raft leader when it is listed, else -1. While
-  no controller has registered yet (a fresh cluster), the voters of ``controller.quorum.voters``
-  at the address configured there (this node at the address its listener is bound to).
+  no controller has registered yet (a fresh cluster), the metadata quorum's voters
+  (``services.quorum_voters()``: the Raft replica's voter set, static or dynamic) at their
+  address there (this node at the address its listener is bound to).
 - ClusterAuthorizedOperations: -2147483648 unless IncludeClusterAuthorizedOperations; then every
   operation Kafka defines on the CLUSTER resource (there is no authorizer, and Kafka without one
   reports all of them: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS,
@@ -154,7 +155,7 @@ def _controller_nodes(services: NodeServices, listener: str) -> list:
                 out.append(_Describe.DescribeClusterBroker(broker_id=cid, host=ep.host,
                                                            port=ep.port))  # fmt: skip
         return out
-    voters = services.config.voters()
+    voters = services.quorum_voters()
     out = []
     for vid in sorted(voters):
         host, port = voters[vid]

@@ -44,8 +44,6 @@ log = logging.getLogger("kafka_rpc.node")
 __all__ = ["Node", "handlers_registry"]
 
 
-
-
 class Node:
     """One kafka-rpc process (Kafka's ``KafkaRaftServer`` with its ``SharedServer``,
     ``ControllerServer`` and ``BrokerServer``): the one composition root that builds and wires
@@ -157,7 +155,15 @@ class Node:
             active_controller_id=self._active_controller_id,
             security=self.client_security(names[0]) if names else None,
             bound=lambda: self.bound,
+            voters=self.quorum_voters,
         )
+
+    def quorum_voters(self) -> dict[int, tuple[str, int]]:
+        """The metadata quorum's voters, id -> (host, port) of their controller listener: the
+        Raft replica's voter set once it runs (KIP-853: it changes with the log), else
+        ``controller.quorum.voters``."""
+        raft = self.raft
+        return dict(raft.core.voters) if raft is not None else self.config.voters()
 
     def _active_controller_id(self) -> int:
         ctl = self.controller
@@ -215,7 +221,8 @@ class Node:
             if attach is not None:  # the topic-based coordinator from the metadata log
                 names = self.config.controller_listener_names
                 attach(self.config, self.node_id, self.cluster_id, self.controller,
-                       self.client_security(names[0]) if names else None)  # fmt: skip
+                       self.client_security(names[0]) if names else None,
+                       voters=self.quorum_voters)  # fmt: skip
             if "broker" in self.config.process_roles:
                 # registers with the active controller, then heartbeats
                 self.broker_lifecycle = BrokerLifecycleManager(self)
@@ -284,9 +291,14 @@ class Node:
         cfg = self.config
         return (
             "broker" in cfg.process_roles
-            and set(cfg.voters()) == {self.node_id}
+            and self.quorum_voter_ids() == {self.node_id}
             and 62 in self.registry.table("controller")
         )
+
+    def quorum_voter_ids(self) -> set[int]:
+        """The ids of :meth:`quorum_voters` (empty for a dynamic quorum before the replica
+        runs)."""
+        return set(self.quorum_voters())
 
     async def _wait_until_ready(self) -> None:
         """Block :meth:`start` until the node can serve its broker listeners, as Kafka's
@@ -332,7 +344,7 @@ class Node:
         """This node is the only voter and its controller listener does not take
         BrokerRegistration (a registry some tests build): its broker can never register, so
         nothing waits for it."""
-        return set(self.config.voters()) == {self.node_id} and (
+        return self.quorum_voter_ids() == {self.node_id} and (
             62 not in self.registry.table("controller")
         )
 
@@ -379,11 +391,17 @@ class Node:
 
     def _start_raft(self) -> None:
         """Open the metadata log at ``<metadata.log.dir>/__cluster_metadata-0`` and run its Raft
-        replica: a voter with the controller role, an observer (fetching from the voters)
-        without it. Its state machine is the QuorumController: on the active node (the leader)
+        replica (:meth:`Config.raft_config <kafka_rpc.config.Config.raft_config>` with the bound
+        listeners, so the replica knows its own controller endpoints): a voter when the voter
+        set names it, else an observer that fetches from the leader. Broker-only nodes are
+        always observers; so is a controller of a dynamic quorum (KIP-853) formatted with
+        ``--no-initial-controllers`` or not listed in ``--initial-controllers``, which finds
+        the leader through ``controller.quorum.bootstrap.servers`` until an AddRaftVoter makes
+        it a voter. Its state machine is the QuorumController: on the active node (the leader)
         it runs the controller's write events, the bootstrap records of
         ``bootstrap.checkpoint``, NoOpRecords and the broker session check."""
-        from kafka_rpc.controller.quorum_controller import QuorumController
+        from kafka_rpc.controller.quorum_controller import QuorumController, RaftCoreKRaftVersion
+        from kafka_rpc.raft.driver import monotonic_ms
         from kafka_rpc.raft.replica import open_raft_replica
 
         assert self.cluster_id is not None  # start() sets it first
@@ -396,6 +414,10 @@ class Node:
         from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
+
+        def core() -> Any:  # the metadata replica's Raft core (the replica is opened below)
+            return replica.driver.core
+
         state = QuorumController(
             self.node_id,
             self.cluster_id,
@@ -410,7 +432,7 @@ class Node:
             diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
             diskless_metadata_expected_brokers=(
                 len(cfg.voters()) if "broker" in cfg.process_roles else 1
-            ),
+            ),  # a dynamic quorum's: set below, once the replica has read its voter set
             diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
             leader_imbalance_check_interval_ms=(
@@ -419,13 +441,20 @@ class Node:
                 else None
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-            # a replica's Raft group talks over the controller listener: voters only
-            diskless_metadata_hosts=frozenset(cfg.voters()),
+            # a replica's Raft group talks over the controller listener: voters only (a dynamic
+            # quorum's as the replica knows them at each check)
+            diskless_metadata_hosts=lambda: frozenset(core().voters),
             bootstrap=bootstrap,
+            # kraft.version and the voters as the metadata log has them (KIP-853)
+            kraft=RaftCoreKRaftVersion(core, monotonic_ms),
+            voter_ids=lambda: core().voters,
+        )
+        raft_config = cfg.raft_config(
+            self.cluster_id, metadata_directory_id(cfg.metadata_log_dir), self.bound
         )
         replica = open_raft_replica(
             directory,
-            cfg.raft_config(self.cluster_id, metadata_directory_id(cfg.metadata_log_dir)),
+            raft_config,
             state,
             segment_bytes=cfg.metadata_log_segment_bytes,
             request_timeout_ms=cfg.quorum_request_timeout_ms,
@@ -434,6 +463,9 @@ class Node:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         driver = replica.driver
+        if cfg.dynamic_quorum and "broker" in cfg.process_roles:
+            voters = getattr(driver.core, "voters", None) or {}
+            state.diskless_metadata_expected_brokers = max(1, len(voters))
         state.attach(driver)
         driver.start()
         self.raft, self.controller = driver, state

@@ -23,6 +23,7 @@ from typing import Any
 from uuid import UUID
 
 from kafka_rpc.protocol.record_batch import Batch, decode_batches
+from kafka_rpc.protocol.uuids import uuid_text
 from kafka_rpc.raft.api import RawSnapshotReader
 from kafka_rpc.raft.base import (
     _CAUGHT_UP_FETCH_MS,
@@ -68,6 +69,23 @@ def _first_batch(reader: RawSnapshotReader) -> Batch | None:
     data = reader.read(0, max(size, 0))
     batches = decode_batches(data, allow_partial_tail=True)
     return batches[0] if batches else None
+
+
+def _replica_key(voter_id: int, directory_id: UUID) -> str:
+    """Kafka's ``ReplicaKey.toString``: ``ReplicaKey(id=2, directoryId=<base64>)``."""
+    return f"ReplicaKey(id={voter_id}, directoryId={uuid_text(directory_id)})"
+
+
+def _replica_keys(voters: VoterSet) -> str:
+    """The voter set's keys as Kafka prints a ``Set<ReplicaKey>``: ``[key, key]`` (ascending id;
+    Kafka's order is its HashSet's)."""
+    return "[" + ", ".join(_replica_key(v.id, v.directory_id) for v in voters.values()) + "]"
+
+
+def _duplicate_message(voter_id: int, directory_id: UUID, voters: VoterSet) -> str:
+    """Kafka ``AddVoterHandler``'s DUPLICATE_VOTER message."""
+    return (f"The voter id for {_replica_key(voter_id, directory_id)} is already part of the "
+            f"set of voters {_replica_keys(voters)}.")  # fmt: skip
 
 
 class _Reconfig(_CoreBase):
@@ -447,7 +465,9 @@ class _Reconfig(_CoreBase):
         if self._voters_record_uncommitted():
             return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
         if req.voter_id in self.voter_set:
-            return answer(int(_E.DUPLICATE_VOTER), f"{req.voter_id} is already a voter")
+            return answer(int(_E.DUPLICATE_VOTER),
+                          _duplicate_message(req.voter_id, req.voter_directory_id,
+                                             self.voter_set))  # fmt: skip
         self._probe_seq += 1
         dest = _PROBE_BASE - self._probe_seq
         self._extra_addresses[dest] = addr
@@ -492,7 +512,10 @@ class _Reconfig(_CoreBase):
         new = self.voter_set.add(node)
         if new is None:
             self._voter_op = None
-            op.finish(int(_E.DUPLICATE_VOTER), f"{op.voter_id} is already a voter")
+            op.finish(
+                int(_E.DUPLICATE_VOTER),
+                _duplicate_message(op.voter_id, op.directory_id, self.voter_set),
+            )
             return True
         op.last_offset = self._append_voters_record(now, new)
         if not op.ack_when_committed:
@@ -531,8 +554,11 @@ class _Reconfig(_CoreBase):
             return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
         new = self.voter_set.remove(req.voter_id, req.voter_directory_id)
         if new is None:
-            key = (req.voter_id, req.voter_directory_id)
-            return answer(int(_E.VOTER_NOT_FOUND), f"{key} is not a removable voter")
+            return answer(
+                int(_E.VOTER_NOT_FOUND),
+                f"Cannot remove voter {_replica_key(req.voter_id, req.voter_directory_id)}"
+                f" from the set of voters {_replica_keys(self.voter_set)}",
+            )
         op = _VoterOp(
             kind="remove",
             voter_id=req.voter_id,

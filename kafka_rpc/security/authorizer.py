@@ -145,6 +145,11 @@ API_RULES: dict[int, tuple | None] = {
     37: ("topics", AclOperation.ALTER, None),  # CreatePartitions
     75: ("topics", AclOperation.DESCRIBE, None),  # DescribeTopicPartitions
     55: ("cluster", AclOperation.DESCRIBE),  # DescribeQuorum
+    # KIP-853 (ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter): ALTER on the cluster;
+    # UpdateRaftVoter, a voter's own request, CLUSTER_ACTION
+    80: ("cluster", AclOperation.ALTER),
+    81: ("cluster", AclOperation.ALTER),
+    82: _CLUSTER_ACTION,
     64: ("cluster", AclOperation.ALTER),  # UnregisterBroker
     # (Incremental)AlterConfigs: Kafka checks ALTER_CONFIGS per resource (the cluster for
     # brokers, the topic for topics); here the cluster's ALTER_CONFIGS covers both

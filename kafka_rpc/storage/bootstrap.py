@@ -21,11 +21,14 @@ bootstrap snapshot ``__cluster_metadata-0/00000000000000000000-0000000000.checkp
 snapshot holds records). We read them in that order; with neither, the default
 :meth:`~kafka_rpc.controller.features.BootstrapMetadata.default` (Kafka's
 ``readFromConfiguration``; ours finalizes every proposal unless ``kafka_compatible``). We write
-``bootstrap.checkpoint``, which Kafka 4.0 to 4.4 all read.
+``bootstrap.checkpoint``, which Kafka 4.0 to 4.4 all read, and for a dynamic quorum (KIP-853)
+also the bootstrap snapshot as Kafka 4.4 writes it, with the initial voters
+(:func:`encode_bootstrap_snapshot`).
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -43,7 +46,15 @@ from kafka_rpc.protocol.record_batch import (
 )
 from kafka_rpc.storage.durable import atomic_write
 
-__all__ = ["BOOTSTRAP_FILE", "BootstrapFileError", "read_bootstrap", "write_bootstrap"]
+__all__ = [
+    "BOOTSTRAP_FILE",
+    "BOOTSTRAP_SNAPSHOT",
+    "BootstrapFileError",
+    "encode_bootstrap_snapshot",
+    "read_bootstrap",
+    "write_bootstrap",
+    "write_bootstrap_snapshot",
+]
 
 BOOTSTRAP_FILE = "bootstrap.checkpoint"
 """``BootstrapDirectory.BINARY_BOOTSTRAP_FILENAME``."""
@@ -69,16 +80,10 @@ class _Levels:
         self.features = levels
 
 
-def encode_bootstrap(bootstrap: BootstrapMetadata, now_ms: int | None = None) -> bytes:
-    """The file's bytes (see the module docstring); every record at the version the bootstrap's
-    levels dictate (all of them 0)."""
-    ts = int(time.time() * 1000) if now_ms is None else now_ms
-    levels = _Levels(bootstrap.levels)
-    values = [codec.encode_record(r, record_version(r, levels)) for r in bootstrap.records]
+def _data_batches(values: Sequence[bytes], pos: int, ts: int) -> tuple[bytes, int]:
+    """The records' data batches from offset ``pos`` (each at most :data:`MAX_BATCH_BYTES`),
+    and the offset after them."""
     out = bytearray()
-    head = codec.encode(_Header(version=0, last_contained_log_timestamp=0), 0)
-    out += encode_control_batch(0, 0, [(CONTROL_SNAPSHOT_HEADER, head)], ts).data
-    pos = 1
     chunk: list[bytes] = []
     size = 0
     for v in values:
@@ -91,9 +96,64 @@ def encode_bootstrap(bootstrap: BootstrapMetadata, now_ms: int | None = None) ->
     if chunk:
         out += encode_batch(pos, 0, chunk, ts).data
         pos += len(chunk)
+    return bytes(out), pos
+
+
+def _record_values(bootstrap: BootstrapMetadata) -> list[bytes]:
+    levels = _Levels(bootstrap.levels)
+    return [codec.encode_record(r, record_version(r, levels)) for r in bootstrap.records]
+
+
+def encode_bootstrap(bootstrap: BootstrapMetadata, now_ms: int | None = None) -> bytes:
+    """The file's bytes (see the module docstring); every record at the version the bootstrap's
+    levels dictate (all of them 0)."""
+    ts = int(time.time() * 1000) if now_ms is None else now_ms
+    out = bytearray()
+    head = codec.encode(_Header(version=0, last_contained_log_timestamp=0), 0)
+    out += encode_control_batch(0, 0, [(CONTROL_SNAPSHOT_HEADER, head)], ts).data
+    data, pos = _data_batches(_record_values(bootstrap), 1, ts)
+    out += data
     foot = codec.encode(_Footer(version=0), 0)
     out += encode_control_batch(pos, 0, [(CONTROL_SNAPSHOT_FOOTER, foot)], ts).data
     return bytes(out)
+
+
+def encode_bootstrap_snapshot(
+    bootstrap: BootstrapMetadata,
+    kraft_version: int,
+    voters: Any = None,
+    now_ms: int | None = None,
+) -> bytes:
+    """The bytes of the bootstrap snapshot :data:`BOOTSTRAP_SNAPSHOT` (id (0, 0)) as Kafka 4.4's
+    ``Formatter.writeBoostrapSnapshot`` writes it through ``RecordsSnapshotWriter``: epoch 0,
+    offsets from 0, uncompressed; a control batch with ``SnapshotHeaderRecord{Version 0,
+    LastContainedLogTimestamp = now}`` and, at kraft.version 1, ``KRaftVersionRecord{Version 0,
+    KRaftVersion 1}`` plus ``VotersRecord{Version 0}`` of ``voters`` (a
+    :class:`~kafka_rpc.raft.voters.VoterSet`, the ``--initial-controllers`` / ``--standalone``
+    ones; None with ``--no-initial-controllers``: no VotersRecord); then the bootstrap records
+    (``bootstrap.checkpoint``'s: the FeatureLevelRecords, the SCRAM credentials) in data
+    batches; then the ``SnapshotFooterRecord{Version 0}`` batch. ``now_ms``: the wall clock
+    (ms) of every timestamp. ValueError for a voter set at kraft.version 0 (Kafka's builder
+    refuses it)."""
+    from kafka_rpc.raft.voters import snapshot_footer_batch, snapshot_header_batch
+
+    ts = int(time.time() * 1000) if now_ms is None else now_ms
+    head = snapshot_header_batch(0, ts, ts, kraft_version, voters)
+    data, pos = _data_batches(_record_values(bootstrap), head.last_offset + 1, ts)
+    return head.data + data + snapshot_footer_batch(pos, 0, ts).data
+
+
+def write_bootstrap_snapshot(
+    metadata_dir: Path | str, bootstrap: BootstrapMetadata, kraft_version: int, voters: Any = None
+) -> Path:
+    """Write ``<metadata_dir>/``:data:`BOOTSTRAP_SNAPSHOT` (:func:`encode_bootstrap_snapshot`),
+    creating ``__cluster_metadata-0``: temp file, fsync, rename, then read-only as every frozen
+    snapshot (Kafka ``FileRawSnapshotWriter.freeze``). Returns its path; OSError propagates."""
+    path = Path(metadata_dir) / BOOTSTRAP_SNAPSHOT
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, encode_bootstrap_snapshot(bootstrap, kraft_version, voters), ".part")
+    os.chmod(path, 0o444)
+    return path
 
 
 def write_bootstrap(directory: Path | str, bootstrap: BootstrapMetadata) -> Path:

@@ -64,7 +64,7 @@ from kafka_rpc.testbed.history import (
     dump_history,
 )
 from kafka_rpc.testbed.netns import NetBed, enter_netns, partition_pairs
-from kafka_rpc.testbed.netns_cluster import LOCAL_BROKER_PORT, NetnsCluster, log_batches
+from kafka_rpc.testbed.netns_cluster import LOCAL_CONTROLLER_PORT, NetnsCluster, log_batches
 
 __all__ = [
     "FAULT_KINDS",
@@ -148,13 +148,15 @@ def unavailability(ops, faults: list[Fault], end: float) -> dict[str, float]:
 
 class QuorumWatch:
     """A :class:`~kafka_rpc.testbed.coordinator_workload.QuorumPoller` per node, each on a thread
-    inside that node's namespace (``netns.enter_netns``) asking the node's local broker
-    listener. :attr:`observations`: every answer of every node, in time order."""
+    inside that node's namespace (``netns.enter_netns``) asking the node's local controller
+    listener (its own replica answers there; the broker listener forwards DescribeQuorum of
+    the metadata log to the active controller, as Kafka's). :attr:`observations`: every answer
+    of every node, in time order."""
 
     def __init__(self, bed: NetBed, nodes: list[int]) -> None:
         self.bed = bed
         self.stop = threading.Event()
-        self.pollers = {i: QuorumPoller({i: f"127.0.0.1:{LOCAL_BROKER_PORT}"}) for i in nodes}
+        self.pollers = {i: QuorumPoller({i: f"127.0.0.1:{LOCAL_CONTROLLER_PORT}"}) for i in nodes}
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []
 

@@ -712,14 +712,14 @@ class ControllerCluster(Cluster):
         self._retries_due -= 1
         self._send(a.op, a.attempt + 1)
 
-    def _target(self):
+    def _command_target(self):
         active = [n for n in self.up() if n.sm.is_active]
         if active:
             return self.rng.choice(active)
         return self.leader() or self.up()[0]
 
     def _send(self, op: Any, attempt: int = 0) -> None:
-        n = self._target()
+        n = self._command_target()
         qc: QuorumController = n.sm
         img = qc.uncommitted_image
         for t in img.topics.values():

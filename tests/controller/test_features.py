@@ -85,13 +85,39 @@ def test_the_default_levels_of_a_new_cluster():
                              "eligible.leader.replicas.version, group.version"),
         ({"eligible.leader.replicas.version": 1}, "Apache Kafka has it; kafka-rpc does not"),
         ({"group.version": 9}, "No feature:group.version with feature level 9"),
-        ({"kraft.version": 1}, "Cannot set kraft.version to 1 unless controller.quorum.voters"),
+        ({"kraft.version": 1}, "Cannot set kraft.version to 1 unless controller.quorum.voters "
+         "is empty and one of the flags --standalone, --initial-controllers, or "
+         "--no-initial-controllers is used. For dynamic controllers support, try using one of "
+         "--standalone, --initial-controllers, or --no-initial-controllers and removing "
+         "controller.quorum.voters."),
         ({CHUNKS_VERSION: 2}, f"kafka-rpc supports {CHUNKS_VERSION} 0 to 1"),
     ],
 )  # fmt: skip
 def test_format_time_feature_errors(overrides, fragment):
     with pytest.raises(FeatureError, match=fragment.replace(".", r"\.")):
         default_feature_levels(29, overrides)
+
+
+def test_kraft_version_at_format_time_as_kafkas_formatter():
+    """``Formatter.effectiveKRaftFeatureLevel``: not by release version but by the quorum's
+    kind: 1 for a dynamic quorum, 0 for static voters; the other level given is refused."""
+    assert default_feature_levels(29)["kraft.version"] == 0
+    assert default_feature_levels(29, dynamic_quorum=True)["kraft.version"] == 1
+    # an old release version does not matter (FormatterTest...WithOlderMetadataVersion)
+    assert default_feature_levels(20, dynamic_quorum=True)["kraft.version"] == 1
+    assert default_feature_levels(29, {"kraft.version": 1}, dynamic_quorum=True)[
+        "kraft.version"] == 1  # fmt: skip
+    assert default_feature_levels(29, {"kraft.version": 0})["kraft.version"] == 0
+    with pytest.raises(FeatureError) as e:
+        default_feature_levels(29, {"kraft.version": 0}, dynamic_quorum=True)
+    assert str(e.value) == (
+        "Cannot set kraft.version to 0 if controller.quorum.voters is empty and one of the flags "
+        "--standalone, --initial-controllers, or --no-initial-controllers is used. For dynamic "
+        "controllers support, try removing the --feature flag for kraft.version."
+    )
+    # never a bootstrap record
+    boot = features.BootstrapMetadata.from_levels(default_feature_levels(dynamic_quorum=True))
+    assert "kraft.version" not in {r.name for r in boot.records}
 
 
 def test_dependencies_as_feature_validate_version():
@@ -171,9 +197,11 @@ def test_registration_feature_checks_as_kafka():
     extra = (*broker_features(), BR.Feature(name="x.version", min_supported_version=1,
                                             max_supported_version=2))  # fmt: skip
     assert "finalized version 0 of x.version" in registration_error(img, extra)[1]
-    # kraft.version comes from the Raft layer
-    assert registration_error(img, broker_features(), kraft_version=1)[1].endswith(
-        "version 1 of kraft.version. The broker wants a version between 0 and 0, inclusive.")
+    # kraft.version comes from the Raft layer: our range 0-1 takes level 1, a broker's 0-0 not
+    assert registration_error(img, broker_features(), kraft_version=1) is None
+    assert registration_error(img, broker_features(kraft__version=(0, 0)), kraft_version=1)[
+        1].endswith("version 1 of kraft.version. The broker wants a version between 0 and 0, "
+                    "inclusive.")  # fmt: skip
 
 
 def _kafka_broker_features(mv_max=29, **extra):
@@ -263,7 +291,6 @@ def test_update_features_upgrade_and_downgrade():
         (("group.version", 2, 1), (1,), "Local controller 1 only supports versions 0-1"),
         (("eligible.leader.replicas.version", 1, 1), (1,),
          "Local controller 1 does not support this feature."),
-        (("kraft.version", 1, 1), (1,), "Local controller 1 does not support this feature."),
         (("share.version", 2, 1), (1,), "Broker 2 only supports versions 0-1"),
         (("metadata.version", 30, 1), (1,), "Local controller 1 only supports versions 7-29"),
         (("x.version", 0, 2), (1,), "Invalid update version 0 for feature x.version. Feature "
@@ -327,6 +354,115 @@ def test_kraft_version_unchanged_writes_a_noop_as_kafka():
     res = _run(c, update_features_request(("kraft.version", 0, 1)))
     assert res.response.error_code == 0
     assert [type(r).__spec_name__ for r in res.records] == ["NoOpRecord"]
+
+
+class _Raft:
+    """The Raft layer's kraft.version upgrade as the controller sees it (the
+    ``upgrade_kraft_version(level, validate_only)`` collaborator ``update_features`` takes, in
+    Kafka ``KRaftVersionAccessor.upgradeKRaftVersion``): answers ``answer`` and records calls.
+    A stand-in until the Raft core's ``upgrade_kraft_version`` exists (see the report)."""
+
+    def __init__(self, answer=(0, None)):
+        self.answer = answer
+        self.calls: list[tuple[int, bool]] = []
+
+    def __call__(self, level, validate_only):
+        self.calls.append((level, validate_only))
+        return self.answer
+
+
+def _run_kraft(c, request, raft, current=0, voters=(1,), version=2):
+    return c.run(lambda img, r, ctx: update_features(img, r, version, 1, voters, current, raft),
+                 request)  # fmt: skip
+
+
+def test_kraft_version_upgrade_asks_the_raft_layer_as_kafkas_feature_control_manager():
+    """``FeatureControlManager.updateFeature`` for kraft.version: the support checks first,
+    then an UPGRADE asks the Raft layer (``upgradeKRaftVersion(epoch, level, validateOnly)``)
+    and writes a NoOpRecord to wait on; its refusal is the answer."""
+    c = Cluster(levels=default_feature_levels(25))
+    c.live(1)
+    raft = _Raft()
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1)), raft)
+    assert res.response.error_code == 0 and raft.calls == [(1, False)]
+    assert [type(r).__spec_name__ for r in res.records] == ["NoOpRecord"]
+    # validate-only: asked as such, nothing written
+    raft = _Raft()
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1), validate_only=True),
+                     raft)  # fmt: skip
+    assert (res.response.error_code, res.records, raft.calls) == (0, [], [(1, True)])
+    # the Raft layer refuses (a voter without level 1 in its range): its code and message
+    why = ("Invalid update version 1 for feature kraft.version. Can't upgrade to the new "
+           "kraft version because not all of the voters support it.")  # fmt: skip
+    raft = _Raft((ErrorCode.INVALID_UPDATE_VERSION, why))
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1)), raft)
+    assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION and res.records == []
+    assert res.response.error_message == (
+        "The update failed for all features since the following feature had an error: " + why
+    )
+    raft = _Raft((ErrorCode.NOT_LEADER_OR_FOLLOWER, "stale epoch"))
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1)), raft)
+    assert res.response.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # the same level again: still the Raft layer's no-op and a NoOpRecord, as Kafka
+    raft = _Raft()
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1)), raft, current=1)
+    assert res.response.error_code == 0 and raft.calls == [(1, False)] and len(res.records) == 1
+
+
+@pytest.mark.parametrize(
+    ("setup", "voters", "message"),
+    [
+        ("broker", (1,), "Broker 2 does not support this feature."),
+        ("controller", (1, 2), "Controller 2 does not support this feature."),
+        ("none", (1, 3), "controller 3 has not registered, and may not support this feature"),
+    ],
+)  # fmt: skip
+def test_kraft_version_upgrade_needs_every_broker_controller_and_voter(setup, voters, message):
+    """``reasonNotSupported``: a registered broker or (MV >= 3.7-IV0) controller whose range
+    lacks level 1, or a static voter that has not registered: INVALID_UPDATE_VERSION and the
+    Raft layer is not asked."""
+    c = Cluster(levels=default_feature_levels(25))
+    c.live(1)
+    if setup == "broker":
+        c.register(2, features=broker_features(kraft__version=(0, 0)))
+    elif setup == "controller":
+        RC = codec.module("RegisterControllerRecord")
+        c.apply([R("RegisterControllerRecord")(
+            controller_id=2, incarnation_id=uuid.UUID(int=2), end_points=(),
+            features=(RC.ControllerFeature(name="metadata.version", min_supported_version=7,
+                                           max_supported_version=29),))])  # fmt: skip
+    raft = _Raft()
+    res = _run_kraft(c, update_features_request(("kraft.version", 1, 1)), raft, voters=voters)
+    assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION, res.response
+    assert res.response.error_message.endswith(
+        f"Invalid update version 1 for feature kraft.version. {message}"
+    )
+    assert raft.calls == [] and res.records == []
+
+
+def test_kraft_version_has_no_downgrade():
+    c = Cluster(levels=default_feature_levels(25))
+    c.live(1)
+    raft = _Raft()
+    res = _run_kraft(c, update_features_request(("kraft.version", 0, 1)), raft, current=1)
+    assert res.response.error_message.endswith(
+        "Can't downgrade the version of this feature without setting the upgrade type to "
+        "either safe or unsafe downgrade."
+    )
+    for kind in (2, 3):  # SAFE_DOWNGRADE, UNSAFE_DOWNGRADE
+        res = _run_kraft(c, update_features_request(("kraft.version", 0, kind)), raft, current=1)
+        assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION
+        assert res.response.error_message.endswith(
+            "Invalid update version 0 for feature kraft.version. Can't downgrade the version of "
+            "this feature."
+        )
+        # to the level it has: nothing to do, nothing written
+        res = _run_kraft(c, update_features_request(("kraft.version", 1, kind)), raft, current=1)
+        assert res.response.error_code == 0 and res.records == []
+    assert raft.calls == []
+    # without a Raft layer only the current level is accepted
+    res = _run(c, update_features_request(("kraft.version", 1, 1)))
+    assert res.response.error_code == ErrorCode.INVALID_UPDATE_VERSION
 
 
 def test_our_features_cannot_be_dropped_while_their_records_describe_state():

@@ -176,7 +176,7 @@ def test_describe_cluster_lists_registered_controllers():
                              (register_controller_record(2, port=9094), 2)])  # fmt: skip
     server = SimpleNamespace(
         controller=SimpleNamespace(image=img, active_controller_id=2), cluster_id="c",
-        node_id=1, config=SimpleNamespace(voters=lambda: {1: ("x", 1), 2: ("y", 2), 3: ("z", 3)}),
+        node_id=1, quorum_voters=lambda: {1: ("x", 1), 2: ("y", 2), 3: ("z", 3)},
         bound={},
     )  # fmt: skip
     req = R("DescribeClusterRequest")(endpoint_type=2)
@@ -186,3 +186,22 @@ def test_describe_cluster_lists_registered_controllers():
     assert resp.controller_id == 2
     server.controller.active_controller_id = 3  # the leader has not registered: -1
     assert describe_cluster_response(server, req, 2, listener).controller_id == -1
+
+
+def test_describe_cluster_controllers_before_any_registered_are_the_quorums_voters():
+    """No RegisterControllerRecord yet: the voters of the Raft replica's voter set (a dynamic
+    quorum's), at their address; this node at its bound listener."""
+    from kafka_rpc.handlers.cluster import describe_cluster_response
+
+    img = replay_all(EMPTY, [(mv(), 0)])
+    server = SimpleNamespace(
+        controller=SimpleNamespace(image=img, active_controller_id=4), cluster_id="c",
+        node_id=1, quorum_voters=lambda: {1: ("x", 1), 4: ("h4", 9094)},
+        bound={"CONTROLLER": ("127.0.0.1", 19093)},
+    )  # fmt: skip
+    req = R("DescribeClusterRequest")(endpoint_type=2)
+    listener = SimpleNamespace(name="CONTROLLER", role="controller")
+    resp = describe_cluster_response(server, req, 2, listener)
+    assert [(b.broker_id, b.host, b.port) for b in resp.brokers] == [
+        (1, "127.0.0.1", 19093), (4, "h4", 9094)]  # fmt: skip
+    assert resp.controller_id == 4

@@ -6,6 +6,7 @@ uncommitted image falls back to the committed one."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 
 from kafka_rpc.controller.features import BOOTSTRAP_METADATA_VERSION
@@ -283,3 +284,91 @@ async def test_a_silent_broker_is_fenced_when_its_session_expires_not_at_a_perio
     assert s.qc.image.brokers[3].fenced
     # a fenced broker has no session left to expire: no wake-up owed for it
     assert s.qc._next_session_expiry_ms() > s.clock[0] + 50_000
+
+
+class _KRaft:
+    """The controller's KRaftVersionAccessor collaborator with a scripted answer (the Raft
+    core's own rules are tested in tests/raft): an accepted upgrade makes the level the
+    pending one at once, as Kafka's leader does (``RaftClient.kraftVersion``)."""
+
+    def __init__(self, level: int = 0, answer=(0, None)):
+        self.level, self.answer = level, answer
+        self.calls: list[tuple[int, int, bool]] = []
+
+    def kraft_version(self) -> int:
+        return self.level
+
+    def upgrade_kraft_version(self, epoch, level, validate_only):
+        self.calls.append((epoch, level, validate_only))
+        if self.answer[0] == 0 and not validate_only:
+            self.level = level
+        return self.answer
+
+
+async def test_update_features_of_kraft_version_goes_to_the_raft_layer_with_the_active_epoch():
+    from tests.controller.test_features import update_features_request
+
+    kraft = _KRaft()
+    s = Setup(kraft=kraft, voter_ids=lambda: (1,))
+    s.activate()
+    await register(s, 1)
+    assert s.qc.kraft_version == 0
+    t = await pending(s.qc.update_features(update_features_request(("kraft.version", 1, 1)), 1))
+    s.commit()  # the NoOpRecord commits: then the answer
+    resp = await t
+    assert resp.error_code == 0 and [(r.feature, r.error_code) for r in resp.results] == [
+        ("kraft.version", 0)]  # fmt: skip
+    assert kraft.calls == [(s.node.core.epoch, 1, False)] and s.qc.kraft_version == 1
+    # the registration check reads the live level: a broker that only supports 0 is refused
+    req = dataclasses.replace(registration(9), features=broker_features(kraft__version=(0, 0)))
+    t = await pending(s.qc.register_broker(req, 4))
+    s.commit()
+    assert (await t).error_code == ErrorCode.UNSUPPORTED_VERSION
+    # a refusal of the Raft layer is the answer, nothing is written
+    kraft.answer = (ErrorCode.INVALID_UPDATE_VERSION, "not all of the voters support it")
+    kraft.level = 0
+    end = s.node.log.end_offset
+    t = await pending(s.qc.update_features(update_features_request(("kraft.version", 1, 1)), 2))
+    resp = await t
+    assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION
+    assert resp.error_message.endswith("not all of the voters support it")
+    assert s.node.log.end_offset == end
+
+
+def test_raft_core_kraft_version_reads_the_core_it_is_given():
+    from types import SimpleNamespace
+
+    from kafka_rpc.controller.quorum_controller import RaftCoreKRaftVersion
+
+    calls = []
+    def upgrade(*args):
+        calls.append(args)
+        return (0, None)
+
+    core = SimpleNamespace(kraft_version=1, upgrade_kraft_version=upgrade)
+    acc = RaftCoreKRaftVersion(lambda: core, lambda: 1234)
+    assert acc.kraft_version() == 1
+    assert acc.upgrade_kraft_version(5, 1, True) == (0, None) and calls == [(1234, 5, 1, True)]
+
+
+
+async def test_update_features_of_kraft_version_reaches_the_real_core():
+    """Over the real RaftCore, through RaftCoreKRaftVersion: this leader's static voters 2 and 3
+    have range 0-0 (no UpdateRaftVoter told it otherwise), so the core refuses level 1 with its
+    message and nothing is written; validate-only asks the same."""
+    from kafka_rpc.controller.quorum_controller import RaftCoreKRaftVersion
+    from tests.controller.test_features import update_features_request
+
+    holder = {}
+    s = Setup(kraft=RaftCoreKRaftVersion(lambda: holder["core"], lambda: s.clock[0]))
+    holder["core"] = s.node.core
+    s.activate()
+    await register(s, 1)
+    assert s.qc.kraft_version == 0 == s.node.core.kraft_version
+    for validate_only in (False, True):
+        end = s.node.log.end_offset
+        req = update_features_request(("kraft.version", 1, 1), validate_only=validate_only)
+        resp = await (await pending(s.qc.update_features(req, 2)))
+        assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION, resp
+        assert resp.error_message.endswith("not all of the voters support it")
+        assert s.node.log.end_offset == end and s.node.core.kraft_version == 0

@@ -398,3 +398,28 @@ async def test_channel_follows_the_leader(tmp_path):
     ctl.active_controller_id = -1  # unknown: the node that last answered comes first
     assert channel.candidates() == [2, 1, 3]
     assert (await channel.send(_ct("a"), 7, attempts=1))[0] == 2
+
+
+async def test_channel_follows_the_voter_set_it_is_given(tmp_path):
+    """The voters come from the composition root (the Raft replica's voter set, KIP-853), not
+    from controller.quorum.voters: a voter added or moved is a candidate at its new address."""
+    from kafka_rpc.broker.channel import ControllerChannel
+    from kafka_rpc.config import load_config
+
+    cfg = load_config(overrides={
+        "process.roles": "broker", "node.id": "9", "log.dirs": str(tmp_path),
+        "listeners": "PLAINTEXT://127.0.0.1:0", "controller.quorum.voters": "1@127.0.0.1:1",
+    })  # fmt: skip
+    voters = {1: ("127.0.0.1", 1)}
+    channel = ControllerChannel(cfg, 9, active_controller_id=lambda: 2, voters=lambda: voters)
+    assert channel.candidates() == [1] and channel.active_controller_id() == -1
+    first = channel._client(1)
+    assert channel._client(1) is first
+    voters = {1: ("127.0.0.1", 11), 2: ("127.0.0.1", 2)}  # 2 joined, 1 moved
+    assert channel.candidates() == [2, 1] and channel.active_controller_id() == 2
+    moved = channel._client(1)
+    assert moved is not first and moved is channel._client(1)
+    await channel.close()
+    # without a voter set given: controller.quorum.voters
+    static = ControllerChannel(cfg, 9)
+    assert static.voters == {1: ("127.0.0.1", 1)}

@@ -50,7 +50,7 @@ async def test_api_versions_features_and_update_features(tmp_path):
         assert r4.finalized_features_epoch == ctl.features_epoch >= 0
         supported = {f.name: (f.min_version, f.max_version) for f in r4.supported_features}
         assert supported["metadata.version"] == (7, BOOTSTRAP_METADATA_VERSION)
-        assert supported[CHUNKS_VERSION] == (0, 1) and "kraft.version" not in supported
+        assert supported[CHUNKS_VERSION] == (0, 1) and supported["kraft.version"] == (0, 1)
         # below v4 the features whose minimum is 0 are left out (KAFKA-17492)
         r3 = await controller.request(av, version=3)
         assert [f.name for f in r3.supported_features] == ["metadata.version"]

@@ -149,9 +149,14 @@ class DynamicQuorum:
         return peer.run_tool(self.version, "kafka-metadata-quorum", *glob, *args, timeout=120,
                              check=check)  # fmt: skip
 
-    def add_controller(self, node: int, via: int, check: bool = True):
+    def add_controller(self, node: int, via: int, check: bool = True, caught_up: bool = True):
         """Kafka's ``add-controller`` for ``node`` (its own properties file as the command
-        config: its id, directory id and controller endpoint), asked through ``via``."""
+        config: its id, directory id and controller endpoint), asked through ``via``. With
+        ``caught_up``, first wait until the leader lists ``node`` as an observer at the high
+        watermark, as an operator checks ``describe --replication`` first: a leader refuses
+        (REQUEST_TIMED_OUT) a voter that has not caught up (Kafka ``isReplicaCaughtUp``)."""
+        if caught_up:
+            self.wait_observer(node)
         return self.quorum_tool(via, "add-controller", config=self.properties_path(node),
                                 check=check)  # fmt: skip
 
@@ -199,6 +204,32 @@ class DynamicQuorum:
         views = [VoterView(v.replica_id, uuid_text(v.replica_directory_id), v.log_end_offset)
                  for v in p.current_voters]  # fmt: skip
         return views, p.high_watermark
+
+    def wait_observer(self, node: int, timeout: float = START_S) -> None:
+        """Until the leader's DescribeQuorum lists ``node`` (its current directory id) as an
+        observer at the leader's high watermark (TimeoutError with the last answer)."""
+        from kafka_rpc.protocol.uuids import uuid_text
+
+        deadline = time.monotonic() + timeout
+        p = None
+        while True:
+            try:
+                leader, _ = self.leader(timeout=max(1.0, deadline - time.monotonic()))
+                p = describe_partition(self.address(leader))
+            except TimeoutError:
+                p = None
+            if p is not None and p.error_code == 0:
+                want = self.directory_id(node)
+                if any(
+                    o.replica_id == node
+                    and uuid_text(o.replica_directory_id) == want
+                    and o.log_end_offset >= p.high_watermark
+                    for o in p.observers
+                ):
+                    return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {node} never a caught-up observer: {p}")
+            time.sleep(0.3)
 
     def wait_voters(
         self, wanted: set[int], timeout: float = START_S

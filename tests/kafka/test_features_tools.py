@@ -45,6 +45,10 @@ def describe(version: str, port: int) -> dict[str, dict[str, str]]:
     return rows
 
 
+def _range(row: dict[str, str]) -> tuple[str, str, str]:
+    return row["SupportedMinVersion"], row["SupportedMaxVersion"], row["FinalizedVersionLevel"]
+
+
 def features_tool(version: str, port: int, *args: str):
     return peer.run_tool(version, "kafka-features", "--bootstrap-controller", f"127.0.0.1:{port}",
                          *args, timeout=TOOL_TIMEOUT, check=False)  # fmt: skip
@@ -58,10 +62,14 @@ def test_kafka_features_against_our_controller(kafka_newest, tmp_path, procs):
     node.start().wait_started(START_TIMEOUT)
     rows = describe(kafka_newest, port)
     want = {k: v for k, v in default_feature_levels().items() if v > 0}
+    # every supported feature has a line; kraft.version (0-1, Kafka's range) at level 0: a
+    # static quorum (SupportedFeatures carries it from ApiVersions v4, FinalizedFeatures not)
+    want["kraft.version"] = 0
     assert {k: r["FinalizedVersionLevel"] for k, r in rows.items()} == {
         k: ("4.2-IV1" if k == "metadata.version" else str(v)) for k, v in want.items()}
     assert rows["metadata.version"]["SupportedMinVersion"] == "3.3-IV3"
     assert rows["kafka_rpc.chunks.version"]["SupportedMaxVersion"] == "1"
+    assert _range(rows["kraft.version"]) == ("0", "1", "0")
     epoch = int(rows["metadata.version"]["Epoch"])
 
     r = features_tool(kafka_newest, port, "downgrade", "--feature", "group.version=0")
@@ -71,6 +79,17 @@ def test_kafka_features_against_our_controller(kafka_newest, tmp_path, procs):
     after = describe(kafka_newest, port)
     assert after["group.version"]["FinalizedVersionLevel"] == "1"
     assert int(after["group.version"]["Epoch"]) > epoch
+    # kraft.version has no downgrade (FeatureControlManager.updateFeature)
+    r = features_tool(kafka_newest, port, "downgrade", "--feature", "kraft.version=0")
+    assert r.returncode == 0 and "kraft.version was downgraded to 0." in r.stdout, r  # same level
+    # the upgrade to 1 is the Raft layer's: every voter supports 1 and has a directory id (this
+    # node alone, its own entry), so it is taken; FinalizedFeatures then carries it
+    r = features_tool(kafka_newest, port, "upgrade", "--feature", "kraft.version=1")
+    assert r.returncode == 0 and "kraft.version was upgraded to 1." in r.stdout, r
+    assert _range(describe(kafka_newest, port)["kraft.version"]) == ("0", "1", "1")
+    r = features_tool(kafka_newest, port, "downgrade", "--feature", "kraft.version=0")
+    assert r.returncode != 0 and "Can't downgrade the version of this feature." in (
+        r.stdout + r.stderr), r
     # refusals carry our controller's message through Kafka's admin client
     r = features_tool(kafka_newest, port, "upgrade", "--feature", "metadata.version=30")
     assert r.returncode != 0 and "only supports versions 7-29" in r.stdout + r.stderr, r
@@ -97,6 +116,7 @@ def test_formatted_directories_start_on_the_other_side(kafka_newest, tmp_path, p
     kafka.start()
     kafka.wait_for_port("127.0.0.1", port, timeout=START_TIMEOUT)
     rows = describe(kafka_newest, port)
+    assert _range(rows["kraft.version"]) == ("0", "1", "0")  # Kafka's line, as ours above
     assert rows["metadata.version"]["FinalizedVersionLevel"] == "4.0-IV3"
     assert rows["group.version"]["FinalizedVersionLevel"] == "1"
     assert rows["transaction.version"]["FinalizedVersionLevel"] == "2"

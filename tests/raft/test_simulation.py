@@ -150,6 +150,7 @@ def test_consistent_committed_data_checker_catches_minority_commit():
         ["committed offset", "lacks committed offsets", "below the committed offset",
          "below an earlier epoch"],
         kafka_rules=False,
+        hw_majority=False,
     )  # fmt: skip
 
 
@@ -195,7 +196,16 @@ def test_committed_data_never_lost_checker_catches_acknowledged_unflushed_writes
         crash_every_ms=1_000,
         fsync_ms=(20, 60),
         kafka_rules=False,
+        hw_majority=False,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("factory", [CommitsAlone, CountsUnflushed])
+def test_high_watermark_majority_checker_catches_a_minority_high_watermark(factory):
+    """The high watermark recomputed from the fetch offsets the leader received: a leader
+    committing alone, or counting its unflushed end, has no majority behind its high
+    watermark."""
+    _caught(factory, ["acknowledged by"], kafka_rules=False, fsync_ms=(20, 60))
 
 
 def test_config_defaults_are_kafkas():

@@ -23,6 +23,7 @@ from kafka_rpc.security.authorizer import (
 )
 from kafka_rpc.security.client import ClientSecurity
 from tests.controller.harness import broker_features
+from tests.handlers.test_raft_voters import add_voter, remove_voter
 from tests.integration.conftest import start_server
 from tests.security.conftest import JAAS_PLAIN, Pki
 from tests.waiting import until
@@ -91,9 +92,19 @@ async def test_cluster_action_needs_a_super_user_or_an_acl(tmp_path):
         async with KafkaRpcClient(ctl, security=alice) as c:
             resp = await c.request(_registration(server.cluster_id, 8))
             assert resp.error_code == 0
-            # but not DESCRIBE on the cluster (DescribeQuorum)
+            # but not DESCRIBE on the cluster (DescribeQuorum), nor ALTER (AddRaftVoter,
+            # RemoveRaftVoter: ControllerApis.handleAddRaftVoter / handleRemoveRaftVoter)
             resp = await c.request(codec.message_class("DescribeQuorumRequest")(topics=()))
             assert resp.error_code == 31
+            for req in (add_voter(), remove_voter()):
+                assert (await c.request(req)).error_code == 31
+        grant = AclBinding(ResourceType.CLUSTER, "kafka-cluster", PatternType.LITERAL,
+                           "User:alice", "*", AclOperation.ALTER,
+                           AclPermissionType.ALLOW)  # fmt: skip
+        server.authorizer.add_acl("a2", grant)
+        async with KafkaRpcClient(ctl, security=alice) as c:
+            for req in (add_voter(), remove_voter()):  # now the Raft layer answers
+                assert (await c.request(req)).error_code != 31
     finally:
         await running.stop()
 
