@@ -1479,7 +1479,11 @@ class KafkaRules:
         mydir = core.config.directory_id
         if ob.api_key == _VOTE:
             p = req.topics[0].partitions[0]
-            if req.voter_id != ob.destination or p.voter_directory_id.int != 0:
+            dest_node = core.voter_set.get(ob.destination)
+            dest_dir = dest_node.directory_id if dest_node is not None else None
+            if req.voter_id != ob.destination or (
+                dest_dir is not None and p.voter_directory_id != dest_dir
+            ):  # the destination's directory id in the sender's voter set (zero: unknown)
                 self.fail(f"node {src.node_id}: Vote to {ob.destination} with VoterId "
                           f"{req.voter_id} / VoterDirectoryId {p.voter_directory_id}")  # fmt: skip
             if p.replica_directory_id != mydir:
