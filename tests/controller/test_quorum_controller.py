@@ -370,5 +370,5 @@ async def test_update_features_of_kraft_version_reaches_the_real_core():
         req = update_features_request(("kraft.version", 1, 1), validate_only=validate_only)
         resp = await (await pending(s.qc.update_features(req, 2)))
         assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION, resp
-        assert resp.error_message.endswith("not all of the voters support it")
+        assert resp.error_message.endswith("Not all of the voters support it.")
         assert s.node.log.end_offset == end and s.node.core.kraft_version == 0

@@ -28,7 +28,7 @@ SPEC_TYPE = "request"
 API_KEY = 80
 VALID_VERSIONS = (0, 1)
 FLEXIBLE_VERSIONS = (0, 32767)
-LISTENERS = ("broker", "controller")
+LISTENERS = ("controller", "broker")
 LATEST_VERSION_UNSTABLE = False
 
 

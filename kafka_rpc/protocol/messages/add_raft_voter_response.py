@@ -42,7 +42,7 @@ class AddRaftVoterResponse:
     """Time in ms the client should back off because of a quota; 0 when not throttled. (versions 0+)"""
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
     """0, or INCONSISTENT_CLUSTER_ID, NOT_LEADER_OR_FOLLOWER, BROKER_NOT_AVAILABLE, INVALID_REQUEST, REQUEST_TIMED_OUT (a change in flight, nothing committed yet, the new voter not caught up or not answering), UNSUPPORTED_VERSION (kraft.version 0) or DUPLICATE_VOTER. (versions 0+)"""
-    error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
+    error_message: str | None = field(default="", metadata={"kafka_type": "string"})
     """A human-readable reason, or null. (versions 0+)"""
 
 
@@ -68,7 +68,7 @@ class AddRaftVoterResponseV0:
     __api_key__: ClassVar[int] = 80
     throttle_time_ms: int = field(default=0, metadata={"kafka_type": "int32"})
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
-    error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
+    error_message: str | None = field(default="", metadata={"kafka_type": "string"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +81,7 @@ class AddRaftVoterResponseV1:
     __api_key__: ClassVar[int] = 80
     throttle_time_ms: int = field(default=0, metadata={"kafka_type": "int32"})
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
-    error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
+    error_message: str | None = field(default="", metadata={"kafka_type": "string"})
 
 
 def _r0_AddRaftVoterResponse(b, p):
@@ -131,7 +131,7 @@ _set_AddRaftVoterResponse_error_code = AddRaftVoterResponse.__dict__["error_code
 _set_AddRaftVoterResponse_error_message = AddRaftVoterResponse.__dict__["error_message"].__set__
 _DF_AddRaftVoterResponse_throttle_time_ms = 0
 _DF_AddRaftVoterResponse_error_code = 0
-_DF_AddRaftVoterResponse_error_message = None
+_DF_AddRaftVoterResponse_error_message = ""
 
 
 def _w0_AddRaftVoterResponse(o, w):

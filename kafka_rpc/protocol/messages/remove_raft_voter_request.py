@@ -26,7 +26,7 @@ SPEC_TYPE = "request"
 API_KEY = 81
 VALID_VERSIONS = (0, 0)
 FLEXIBLE_VERSIONS = (0, 32767)
-LISTENERS = ("broker", "controller")
+LISTENERS = ("controller", "broker")
 LATEST_VERSION_UNSTABLE = False
 
 

@@ -42,7 +42,7 @@ class RemoveRaftVoterResponse:
     """Time in ms the client should back off because of a quota; 0 when not throttled. (versions 0+)"""
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
     """0, or INCONSISTENT_CLUSTER_ID, NOT_LEADER_OR_FOLLOWER, BROKER_NOT_AVAILABLE, INVALID_REQUEST, REQUEST_TIMED_OUT, UNSUPPORTED_VERSION (kraft.version 0) or VOTER_NOT_FOUND (absent, another directory id, or the last voter). (versions 0+)"""
-    error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
+    error_message: str | None = field(default="", metadata={"kafka_type": "string"})
     """A human-readable reason, or null. (versions 0+)"""
 
 
@@ -68,7 +68,7 @@ class RemoveRaftVoterResponseV0:
     __api_key__: ClassVar[int] = 81
     throttle_time_ms: int = field(default=0, metadata={"kafka_type": "int32"})
     error_code: int = field(default=0, metadata={"kafka_type": "int16"})
-    error_message: str | None = field(default=None, metadata={"kafka_type": "string"})
+    error_message: str | None = field(default="", metadata={"kafka_type": "string"})
 
 
 def _r0_RemoveRaftVoterResponse(b, p):
@@ -120,7 +120,7 @@ _set_RemoveRaftVoterResponse_error_message = RemoveRaftVoterResponse.__dict__[
 ].__set__
 _DF_RemoveRaftVoterResponse_throttle_time_ms = 0
 _DF_RemoveRaftVoterResponse_error_code = 0
-_DF_RemoveRaftVoterResponse_error_message = None
+_DF_RemoveRaftVoterResponse_error_message = ""
 
 
 def _w0_RemoveRaftVoterResponse(o, w):
