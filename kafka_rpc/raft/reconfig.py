@@ -455,15 +455,9 @@ class _Reconfig(_CoreBase):
         if addr is None:
             return answer(int(_E.INVALID_REQUEST),
                           f"no endpoint for the listener {self.config.listener_name}")  # fmt: skip
-        self._expire_voter_op(now)
-        if self._voter_op is not None:
-            return answer(int(_E.REQUEST_TIMED_OUT), "a voter change is already in progress")
-        if self.high_watermark < 0:
-            return answer(int(_E.REQUEST_TIMED_OUT), "the leader has no high watermark yet")
-        if self._crs.last_kraft_version() < 1:
-            return answer(int(_E.UNSUPPORTED_VERSION), "kraft.version 0 cannot add voters")
-        if self._voters_record_uncommitted():
-            return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
+        refused = self._voter_change_refused(now, "add")
+        if refused is not None:
+            return answer(*refused)
         if req.voter_id in self.voter_set:
             return answer(int(_E.DUPLICATE_VOTER),
                           _duplicate_message(req.voter_id, req.voter_directory_id,
@@ -523,6 +517,23 @@ class _Reconfig(_CoreBase):
         self._voter_op_committed(now)
         return True
 
+    def _voter_change_refused(self, now: int, verb: str) -> tuple[int, str] | None:
+        """The checks AddRaftVoter and RemoveRaftVoter share, in Kafka's order (after the key
+        checks; ``AddVoterHandler`` / ``RemoveVoterHandler``): a change in flight or no high
+        watermark in this epoch or an uncommitted VotersRecord -> REQUEST_TIMED_OUT,
+        kraft.version 0 -> UNSUPPORTED_VERSION; None when the change may go on. ``verb``:
+        "add" or "remove", for the message."""
+        self._expire_voter_op(now)
+        if self._voter_op is not None:
+            return int(_E.REQUEST_TIMED_OUT), "a voter change is already in progress"
+        if self.high_watermark < 0:
+            return int(_E.REQUEST_TIMED_OUT), "the leader has no high watermark yet"
+        if self._crs.last_kraft_version() < 1:
+            return int(_E.UNSUPPORTED_VERSION), f"kraft.version 0 cannot {verb} voters"
+        if self._voters_record_uncommitted():
+            return int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed"
+        return None
+
     def _caught_up(self, now: int, voter_id: int, directory: UUID) -> bool:
         """Kafka ``LeaderState.isReplicaCaughtUp``: an observer of exactly (id, directory id)
         that reached the leader's log end offset once and fetched within the last hour."""
@@ -543,15 +554,9 @@ class _Reconfig(_CoreBase):
             return answer(err)
         if req.voter_id < 0 or req.voter_directory_id.int == 0:
             return answer(int(_E.INVALID_REQUEST), "invalid voter key")
-        self._expire_voter_op(now)
-        if self._voter_op is not None:
-            return answer(int(_E.REQUEST_TIMED_OUT), "a voter change is already in progress")
-        if self.high_watermark < 0:
-            return answer(int(_E.REQUEST_TIMED_OUT), "the leader has no high watermark yet")
-        if self._crs.last_kraft_version() < 1:
-            return answer(int(_E.UNSUPPORTED_VERSION), "kraft.version 0 cannot remove voters")
-        if self._voters_record_uncommitted():
-            return answer(int(_E.REQUEST_TIMED_OUT), "the latest voter change is not committed")
+        refused = self._voter_change_refused(now, "remove")
+        if refused is not None:
+            return answer(*refused)
         new = self.voter_set.remove(req.voter_id, req.voter_directory_id)
         if new is None:
             return answer(
