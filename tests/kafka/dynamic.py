@@ -139,17 +139,21 @@ class DynamicQuorum:
             n.kill()
 
     # ------------------------------------------------------------------ Kafka's tool
-    def quorum_tool(self, via: int, *args: str, config: Path | None = None,
+    def quorum_tool(self, via: int | str, *args: str, config: Path | None = None,
                     check: bool = True) -> subprocess.CompletedProcess:  # fmt: skip
         """``kafka-metadata-quorum --bootstrap-controller <via> [--command-config config]
-        args...`` (Kafka ``version``'s jars; ``--command-config`` is a global option)."""
-        glob = ["--bootstrap-controller", self.address(via)]
+        args...`` (Kafka ``version``'s jars; ``--command-config`` is a global option). A
+        ``via`` that is a ``host:port`` string is a broker: ``--bootstrap-server`` (the broker
+        forwards the request to the active controller, in an Envelope on a Kafka broker)."""
+        glob = (["--bootstrap-server", via] if isinstance(via, str)
+                else ["--bootstrap-controller", self.address(via)])  # fmt: skip
         if config is not None:
             glob += ["--command-config", str(config)]
         return peer.run_tool(self.version, "kafka-metadata-quorum", *glob, *args, timeout=120,
                              check=check)  # fmt: skip
 
-    def add_controller(self, node: int, via: int, check: bool = True, caught_up: bool = True):
+    def add_controller(self, node: int, via: int | str, check: bool = True,
+                       caught_up: bool = True):  # fmt: skip
         """Kafka's ``add-controller`` for ``node`` (its own properties file as the command
         config: its id, directory id and controller endpoint), asked through ``via``. With
         ``caught_up``, first wait until the leader lists ``node`` as an observer at the high

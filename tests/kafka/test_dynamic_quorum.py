@@ -4,8 +4,10 @@ docs/mixed-quorum.md).
 
 * ``test_grow_1_to_3_then_shrink_to_2_under_a_kafka_broker``: our node 1 is formatted
   ``--standalone``, nodes 2 and 3 ``--no-initial-controllers``; a Kafka 4.4 broker on the
-  quorum creates topics all along. Kafka's ``add-controller`` adds 2, then 3; the leader is
-  SIGKILLed at each size (1: restarted in place; 3 and 2: a new leader is elected); Kafka's
+  quorum creates topics all along. Kafka's ``add-controller`` adds 2 (asked through the
+  controller), then 3 (through the Kafka broker, which forwards it in an Envelope); the leader
+  is SIGKILLed at each size (1 and 2: the survivors are no majority, so it is restarted and a
+  leader of a higher epoch is elected; 3: the other two elect one first); Kafka's
   ``remove-controller`` removes one. Every topic whose creation the broker acknowledged exists
   at the end, and the voters' batches are byte-identical below the high watermark.
 * ``test_replace_a_lost_controller``: a voter's disk is wiped and formatted again (a new
@@ -129,7 +131,8 @@ def test_grow_1_to_3_then_shrink_to_2_under_a_kafka_broker(tmp_path, procs, kafk
         for new in (2, 3):
             q.start(new)
             q.wait_listening(new)
-            out = q.add_controller(new, via=1).stdout
+            # node 2 through the controller, node 3 through the Kafka broker (Envelope)
+            out = q.add_controller(new, via=1 if new == 2 else bootstrap).stdout
             assert f"Added controller {new} with directory id {q.directory_id(new)}" in out
             q.wait_voters(set(range(1, new + 1)))
         status = q.status(via=2)
