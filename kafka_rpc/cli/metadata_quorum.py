@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import binascii
 import json
 import sys
 import uuid
@@ -33,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kafka_rpc.protocol.uuids import uuid_text
+from kafka_rpc.protocol.uuids import uuid_from_kafka_string, uuid_text
 from kafka_rpc.tools import secured
 
 
@@ -300,29 +298,6 @@ def removed_line(node_id: int, directory_id: uuid.UUID, dry_run: bool) -> str:
     return f"{head} KRaft controller {node_id} with directory id {uuid_text(directory_id)}"
 
 
-def kafka_uuid(text: str) -> uuid.UUID:
-    """Kafka's ``Uuid.fromString`` with its messages (ValueError): at most 24 characters of
-    URL-safe base64 decoding to 16 bytes."""
-    if len(text) > 24:
-        raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded as "
-                         "a base64 UUID")  # fmt: skip
-    bad = next((c for c in text.rstrip("=") if not (c.isascii() and (c.isalnum() or c in "-_"))),
-               None)  # fmt: skip
-    if bad is not None:
-        raise ValueError(f"Illegal base64 character {ord(bad):x}")
-    body = text.rstrip("=")
-    if len(body) % 4 == 1:
-        raise ValueError("Last unit does not have enough valid bits")
-    try:
-        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except (binascii.Error, ValueError) as e:
-        raise ValueError(str(e)) from None
-    if len(raw) != 16:
-        raise ValueError(f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal "
-                         "to the expected 16 bytes of a base64-encoded UUID")  # fmt: skip
-    return uuid.UUID(bytes=raw)
-
-
 async def _to_active_controller(args: argparse.Namespace, req: Any, version: int | None) -> Any:
     """Send ``req`` where Kafka's admin client would (``LeastLoadedBrokerOrActiveKController``):
     to ``--bootstrap-server`` (a broker forwards) or ``--bootstrap-controller``, and from a
@@ -414,7 +389,7 @@ def _cmd_remove_controller(args: argparse.Namespace) -> int:
         if args.controller_id < 0:
             raise TerseFailure(f"Invalid negative --controller-id: {args.controller_id}")
         try:
-            directory_id = kafka_uuid(args.controller_directory_id)
+            directory_id = uuid_from_kafka_string(args.controller_directory_id)
         except ValueError as e:
             raise TerseFailure(f"Failed to parse --controller-directory-id: {e}") from None
         if getattr(args, "command_config", None) and not Path(args.command_config).exists():

@@ -11,10 +11,11 @@ for an option.
 from __future__ import annotations
 
 import base64
+import binascii
 import re
 import uuid
 
-__all__ = ["parse_uuid_text", "random_uuid_text", "uuid_text"]
+__all__ = ["parse_uuid_text", "random_uuid_text", "uuid_from_kafka_string", "uuid_text"]
 
 _TEXT = re.compile(r"[A-Za-z0-9_-]{22}(==)?")
 
@@ -30,7 +31,30 @@ def parse_uuid_text(text: str) -> uuid.UUID:
     16 bytes. ``ValueError`` naming the text otherwise."""
     if not _TEXT.fullmatch(text):
         raise ValueError(f"{text!r} is not a base64-encoded UUID (22 URL-safe base64 chars)")
-    return uuid.UUID(bytes=base64.urlsafe_b64decode(text[:22] + "=="))
+    return uuid_from_kafka_string(text)
+
+
+def uuid_from_kafka_string(text: str) -> uuid.UUID:
+    """Kafka's ``Uuid.fromString`` with its messages (ValueError, as a Kafka tool prints them):
+    at most 24 characters of URL-safe base64 decoding to 16 bytes."""
+    if len(text) > 24:
+        raise ValueError(f"Input string with prefix `{text[:24]}` is too long to be decoded as "
+                         "a base64 UUID")  # fmt: skip
+    bad = next((c for c in text.rstrip("=") if not (c.isascii() and (c.isalnum() or c in "-_"))),
+               None)  # fmt: skip
+    if bad is not None:
+        raise ValueError(f"Illegal base64 character {ord(bad):x}")
+    body = text.rstrip("=")
+    if len(body) % 4 == 1:
+        raise ValueError("Last unit does not have enough valid bits")
+    try:
+        raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError) as e:
+        raise ValueError(str(e)) from None
+    if len(raw) != 16:
+        raise ValueError(f"Input string `{text}` decoded as {len(raw)} bytes, which is not equal "
+                         "to the expected 16 bytes of a base64-encoded UUID")  # fmt: skip
+    return uuid.UUID(bytes=raw)
 
 
 def random_uuid_text() -> str:

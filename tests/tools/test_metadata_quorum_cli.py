@@ -18,11 +18,11 @@ from kafka_rpc.cli.metadata_quorum import (
     _quorum_status_lines,
     added_line,
     error_text,
-    kafka_uuid,
     read_new_controller,
     removed_line,
 )
 from kafka_rpc.protocol.uuids import parse_uuid_text
+from kafka_rpc.protocol.uuids import uuid_from_kafka_string as kafka_uuid
 from kafka_rpc.storage import meta_properties
 
 DIR_ID = "ukQq6BGlRFu4HJt6cG3Obg"
