@@ -224,7 +224,7 @@ async def raft_node_main(spec: dict) -> None:
     core = RaftCore(rc, raft_log, FileQuorumStateStore(directory / "quorum-state"),
                     CountingStateMachine(), random.Random(), now,
                     wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
-    driver = RaftDriver(core, raft_log, cfg.node_id, rc.voters)
+    driver = RaftDriver(core, raft_log, cfg.node_id)
     listener = None
     if len(rc.voters) > 1:  # peers: serve the Raft RPCs on the controller listener
         listener = await _raft_listener(cfg, driver)

@@ -128,10 +128,6 @@ class RaftConfig:
         latest voter set of the log, is ``RaftCore.is_voter``)."""
         return self.node_id in self.voters
 
-    @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
-
 
 @dataclass(frozen=True)
 class Outbound:

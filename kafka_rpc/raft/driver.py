@@ -58,7 +58,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
@@ -124,8 +124,6 @@ class RaftDriver:
     """Drives ``core`` (see the module docstring).
 
     ``log`` is the core's :class:`~kafka_rpc.raft.api.ReplicatedLog` (flushed and closed here);
-    ``voters`` (id -> (host, port)) is kept for callers only: addresses come from
-    ``core.address_of``;
     ``request_timeout_ms`` bounds one outbound request, connecting included;
     ``shutdown_timeout_ms`` bounds :meth:`stop`'s graceful resignation;
     ``retry_backoff_ms`` is the pause after an unexpected exception in the loop;
@@ -139,7 +137,6 @@ class RaftDriver:
         core: Any,
         log: Any,
         node_id: int,
-        voters: Mapping[int, tuple[str, int]],
         *,
         request_timeout_ms: int = 2000,
         shutdown_timeout_ms: int = 5000,
@@ -152,7 +149,6 @@ class RaftDriver:
         self.core = core
         self.log = log
         self.node_id = node_id
-        self.voters = dict(voters)
         self.request_timeout_ms = request_timeout_ms
         self.shutdown_timeout_ms = shutdown_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms

@@ -45,7 +45,7 @@ def open_raft_replica(
     * the core: ``RaftCore(config, log, quorum state, state_machine, random.Random(), now)``
       with the driver's monotonic clock (ms) and ``wall_offset_ms`` the wall clock minus it;
       ``state_machine`` is a :class:`~kafka_rpc.raft.api.StateMachine`;
-    * the driver: ``RaftDriver(core, log, config.node_id, config.voters, **driver_options)``
+    * the driver: ``RaftDriver(core, log, config.node_id, **driver_options)``
       (``request_timeout_ms``, ``shutdown_timeout_ms``, ``retry_backoff_ms``, ``client_id``,
       ``client_security``, ``thread_flush_alone``, ``background_snapshots``).
 
@@ -62,7 +62,7 @@ def open_raft_replica(
         core = RaftCore(config, raft_log, FileQuorumStateStore(directory / DEFAULT_FILE_NAME),
                         state_machine, random.Random(), now,
                         wall_offset_ms=int(time.time() * 1000) - now)  # fmt: skip
-        driver = RaftDriver(core, raft_log, config.node_id, config.voters, **driver_options)
+        driver = RaftDriver(core, raft_log, config.node_id, **driver_options)
     except BaseException:
         raft_log.close()
         raise
