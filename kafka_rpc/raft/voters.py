@@ -12,8 +12,9 @@
   kraft.version, floor look-ups, truncation on both ends, fed from control batches (the
   snapshot's records are registered at its last contained offset, so the bootstrap checkpoint
   ``00000000000000000000-0000000000.checkpoint`` registers at -1).
-* :func:`bootstrap_checkpoint_bytes`: the bytes of that bootstrap checkpoint as Kafka's
-  ``Formatter.writeDynamicQuorumSnapshot`` writes them through ``RecordsSnapshotWriter``.
+* :func:`bootstrap_checkpoint_bytes`: that bootstrap checkpoint with voters only, as Kafka 4.2's
+  ``Formatter.writeDynamicQuorumSnapshot`` wrote it (Kafka 4.4's, with the bootstrap records
+  too, is ``kafka_rpc.storage.bootstrap.encode_bootstrap_snapshot``).
 
 Control record values are the message bodies at version 0 with no frame (Kafka
 ``ControlRecordUtils``); a control record of any other type than the five below (including the
@@ -496,8 +497,11 @@ def snapshot_footer_batch(position: int, epoch: int, timestamp_ms: int) -> Batch
 
 def bootstrap_checkpoint_bytes(voters: VoterSet, kraft_version: int = 1,
                                timestamp_ms: int = 0) -> bytes:  # fmt: skip
-    """The bytes of ``00000000000000000000-0000000000.checkpoint`` (snapshot id (0, 0)) as
-    Kafka's ``Formatter.writeDynamicQuorumSnapshot`` writes them: one control batch at offset 0,
+    """The voter-only bootstrap checkpoint ``00000000000000000000-0000000000.checkpoint``
+    (snapshot id (0, 0)) in Kafka 4.2's layout (``Formatter.writeDynamicQuorumSnapshot``), which
+    the simulator's memory logs start from; ``kafka-rpc storage format`` writes Kafka 4.4's,
+    which adds the bootstrap records (``kafka_rpc.storage.bootstrap.encode_bootstrap_snapshot``,
+    from the same header and footer builders). One control batch at offset 0,
     epoch 0, with SnapshotHeaderRecord{Version 0, LastContainedLogTimestamp =
     ``timestamp_ms``}, KRaftVersionRecord{0, ``kraft_version``} and VotersRecord{0,
     ``voters``}, then the footer batch at offset 3; every timestamp ``timestamp_ms`` (wall
