@@ -94,6 +94,7 @@ from .api import (
     TopicIdPartition,
 )
 from .errors import NOT_COORDINATOR, NotCoordinatorError
+from .membership import KRAFT_VERSIONS, Membership, prepare_directory
 from .memory import wall_clock_ms
 from .replicated_state import (
     APPLIED_DDL,
@@ -266,6 +267,7 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
         apply_commit_ms: int = 100,
         raft_options: Mapping[str, Any] | None = None,
         client_security: Any = None,
+        membership: Membership | None = None,
     ) -> None:
         synchronous = synchronous.upper()
         if synchronous not in _SYNCHRONOUS:
@@ -294,6 +296,10 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
         self._commit_s = apply_commit_ms / 1000
         self._raft_options = dict(raft_options or {})
         self._client_security = client_security
+        self.membership = membership
+        #: the group's voters live in its log (kraft.version 1) and follow the assignment
+        #: (set by :meth:`start`, :func:`~kafka_rpc.coordinator.membership.prepare_directory`)
+        self.dynamic = False
         self._clock = FixedClock()
         self._ops = SqliteOps(self._clock, producer_id_expiration_ms)
         self._cache = ApplyCache(self._ops)
@@ -366,9 +372,20 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
             self._read_applied()
             self._seen = self.applied_offset
             options = {"append_linger_ms": 0, **self._raft_options}
+            voters = self.voters
+            m = self.membership
+            if m is not None and prepare_directory(self.directory, m, self._time_ms()):
+                self.dynamic = True
+                voters = {}  # the voter set is the log's (the bootstrap checkpoint, then records)
+                options.update(
+                    directory_id=m.directory_id,
+                    listener_name=m.listener_name,
+                    bootstrap_servers=m.bootstrap_servers,
+                    kraft_version_supported=KRAFT_VERSIONS,
+                )
             rc = RaftConfig(
                 node_id=self.node_id,
-                voters=self.voters,
+                voters=voters,
                 cluster_id=self.cluster_id,
                 topic_name=DISKLESS_METADATA_TOPIC_NAME,
                 topic_id=self.topic_id,
@@ -399,7 +416,10 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
             self.driver = None
             await self._close_db()
             raise
-        if len(self.voters) == 1 and self.node_id in self.voters:
+        alone = set(self.core.voters) == {self.node_id} if self.dynamic else (
+            len(self.voters) == 1 and self.node_id in self.voters
+        )
+        if alone:  # a single voter elects itself: wait for it (and any import)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._leader_event.wait(), self._wait_for_leader)
             task = self._import_task
