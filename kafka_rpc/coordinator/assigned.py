@@ -102,10 +102,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+from kafka_rpc.protocol import codec
+from kafka_rpc.raft.base import ADD_RAFT_VOTER, REMOVE_RAFT_VOTER
+from kafka_rpc.raft.driver import monotonic_ms
+from kafka_rpc.storage.meta_properties import is_reserved
 
 from .api import (
     BatchCoordinator,
@@ -125,6 +131,7 @@ from .api import (
     TopicIdPartition,
 )
 from .errors import NOT_COORDINATOR, NotCoordinatorError, error_code_of
+from .membership import Change, Membership, bootstrap_voters, in_sync_replicas, next_change
 from .ownership import DEFAULT_PARTITION, coordinator_of, owner_map
 from .replicated import DISKLESS_METADATA_TOPIC_NAME, ReplicatedBatchCoordinator
 
@@ -134,7 +141,12 @@ log = logging.getLogger("kafka_rpc.coordinator.assigned")
 
 #: Kafka ``Errors.COORDINATOR_NOT_AVAILABLE``.
 COORDINATOR_NOT_AVAILABLE = 15
+#: s between two rounds of following the assignment (voter changes, ISR reports)
+FOLLOW_INTERVAL_S = 0.25
+#: s before the same AlterPartition is sent again when the image did not change
+ALTER_RETRY_S = 2.0
 _NONE: frozenset[int] = frozenset()
+_ZERO_DIR = uuid.UUID(int=0)
 
 
 class CoordinatorNotAvailableError(Exception):
@@ -148,7 +160,8 @@ class _Slot:
     """One ``__diskless-metadata`` partition this node replicates: the replicas and topic id it
     was started with, its starting task and, once started, its coordinator."""
 
-    __slots__ = ("inner", "partition", "replicas", "task", "topic_id")
+    __slots__ = ("alter", "alter_sent", "change", "inner", "partition", "replicas", "task",
+                 "topic_id")  # fmt: skip
 
     def __init__(self, partition: int, replicas: tuple[int, ...], topic_id: uuid.UUID) -> None:
         self.partition = partition
@@ -156,6 +169,11 @@ class _Slot:
         self.topic_id = topic_id
         self.task: asyncio.Task | None = None
         self.inner: ReplicatedBatchCoordinator | None = None
+        #: the leader's voter change in flight (dynamic groups)
+        self.change: asyncio.Task | None = None
+        #: the leader's AlterPartition in flight, and (state, loop time) of the last one sent
+        self.alter: asyncio.Task | None = None
+        self.alter_sent: tuple[Any, float] = (None, 0.0)
 
 
 class AssignedBatchCoordinator(BatchCoordinator):
@@ -186,9 +204,15 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self.node_id = -1
         self._voters: dict[int, tuple[str, int]] = {}
         self._voters_now: Callable[[], dict[int, tuple[str, int]]] = dict
+        self._raft_listener: str | None = None
         self._cluster_id: str | None = None
         self._client_security: Any = None
         self._controller: Any = None
+        self._directory_id: uuid.UUID | None = None
+        self._listener_name = "CONTROLLER"
+        self._alter_partition: Callable[[Any], Awaitable[Any]] | None = None
+        self._lag_ms = 30_000
+        self._follow_task: asyncio.Task | None = None
         self._closed = False
         self._reported: set[str] = set()
         #: set once the first replica runs
@@ -209,6 +233,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         controller: Any,
         client_security: Any,
         voters: Callable[[], dict[int, tuple[str, int]]] | None = None,
+        directory_id: uuid.UUID | None = None,
+        alter_partition: Callable[[Any], Awaitable[Any]] | None = None,
+        raft_listener: str | None = None,
     ) -> None:
         """Follow ``controller``'s committed metadata image (a ``QuorumController`` whose
         ``publishers`` are called on every change), with this node's ``config``
@@ -220,10 +247,23 @@ class AssignedBatchCoordinator(BatchCoordinator):
         metadata log runs. ``voters``: the metadata quorum's voters now, id -> (host, port) of
         their controller listener (the node's Raft replica's voter set, which changes with the
         log in a dynamic quorum, KIP-853); read each time a replica starts. None:
-        ``controller.quorum.voters``."""
+        ``controller.quorum.voters``.
+
+        ``directory_id``: this node's log directory id (``meta.properties`` ``directory.id`` of
+        ``log_dir``); with it, new partition directories get dynamic groups whose voters follow
+        the assignment (:mod:`kafka_rpc.coordinator.membership`); None: static voters as
+        before. ``alter_partition``: sends an AlterPartitionRequest to the active controller
+        and returns its response (raising when none answers); the leader of each group reports
+        its ISR and leadership with it (``replica.lag.time.max.ms`` from ``config``). None:
+        nothing is reported. ``raft_listener``: the broker listener the groups' Raft RPCs use
+        (the inter-broker listener; ``client_security`` is then that listener's), each
+        replica's address its endpoint of that name in its broker registration, so replicas
+        may be on broker-only nodes; None: the controller listener, at the addresses of
+        ``voters``."""
         cfg = config
         self.node_id = node_id
         self._voters_now = voters if voters is not None else cfg.voters
+        self._raft_listener = raft_listener
         # the Raft groups time out as the metadata quorum does (controller.quorum.*), unless the
         # URL sets raft.<field>
         quorum = {
@@ -233,19 +273,30 @@ class AssignedBatchCoordinator(BatchCoordinator):
             "request_timeout_ms": cfg.quorum_request_timeout_ms,
             "retry_backoff_ms": cfg.quorum_retry_backoff_ms,
         }
-        if cfg.controller_listener_names:
+        if raft_listener is not None:
+            quorum["listener_name"] = raft_listener
+        elif cfg.controller_listener_names:
             quorum["listener_name"] = cfg.controller_listener_names[0]
         self._options["raft_options"] = {**quorum, **self._options.get("raft_options", {})}
+        self._listener_name = self._options["raft_options"].get("listener_name", "CONTROLLER")
         self._cluster_id = cluster_id
         self._client_security = client_security
+        self._directory_id = directory_id if directory_id and directory_id.int else None
+        self._alter_partition = alter_partition
+        self._lag_ms = int(getattr(cfg, "replica_lag_time_max_ms", 30_000))
         self._controller = controller
         self._controller.publishers.append(self.on_metadata_update)
         self.on_metadata_update(None, self._controller.image)
+        self._follow_task = asyncio.ensure_future(self._follow_assignment())
 
     async def close(self) -> None:
         """Stop following the image; wait for the replicas being started (each bounded by its
         own ``wait_for_leader_ms``) or stopped, and close every replica."""
         self._closed = True
+        follow, self._follow_task = self._follow_task, None
+        if follow is not None:
+            follow.cancel()
+            await asyncio.gather(follow, return_exceptions=True)
         controller, self._controller = self._controller, None
         if controller is not None and self.on_metadata_update in controller.publishers:
             controller.publishers.remove(self.on_metadata_update)
@@ -256,6 +307,10 @@ class AssignedBatchCoordinator(BatchCoordinator):
             await asyncio.wait(tasks)
 
     async def _stop_slot(self, slot: _Slot) -> None:
+        for t in (slot.change, slot.alter):
+            if t is not None:
+                t.cancel()
+                await asyncio.gather(t, return_exceptions=True)
         task, slot.task = slot.task, None
         if task is not None:
             await asyncio.wait({task})
@@ -282,6 +337,8 @@ class AssignedBatchCoordinator(BatchCoordinator):
             replicas = tuple(reg.replicas)
             slot = self._slots.get(p)
             if slot is not None:
+                if slot.inner is not None and slot.inner.dynamic:
+                    continue  # the leader follows the image; _follow_assignment stops it
                 if self.node_id not in replicas:
                     log.warning("%s-%d: the image no longer names node %d among its replicas "
                                 "%s; stopping its replica", name, p, self.node_id,
@@ -306,8 +363,13 @@ class AssignedBatchCoordinator(BatchCoordinator):
                              "%s-%d: node %d is not one of its replicas %s; no coordinator here",
                              name, p, self.node_id, sorted(replicas))  # fmt: skip
                 continue
-            self._voters = self._voters_now()
+            self._voters = self._addresses(new)
             unknown = [r for r in replicas if r not in self._voters]
+            if unknown and self._raft_listener is not None:  # not registered yet: a later image
+                self._report(f"unknown {p} {sorted(replicas)}", logging.INFO,
+                             "%s-%d: waiting for replicas %s to register an endpoint on %s",
+                             name, p, unknown, self._raft_listener)  # fmt: skip
+                continue
             if unknown:
                 self._report(f"unknown {p} {sorted(replicas)}", logging.ERROR,
                              "%s-%d: replicas %s are not voters of the metadata quorum (no "
@@ -315,13 +377,75 @@ class AssignedBatchCoordinator(BatchCoordinator):
                              name, p, unknown)  # fmt: skip
                 self.start_failed.set()
                 continue
+            membership = self._membership(reg, replicas)
             slot = self._slots[p] = _Slot(p, replicas, t.topic_id)
-            voters = {r: self._voters[r] for r in replicas}
-            log.info("%s-%d: starting the replica of node %d, topic id %s, voters %s",
-                     name, p, self.node_id, t.topic_id, voters)  # fmt: skip
-            slot.task = asyncio.ensure_future(self._start_slot(slot, voters))
+            voters = {r: self._voters[r] for r in replicas if r in self._voters}
+            boot = None if membership is None or membership.bootstrap is None else sorted(
+                membership.bootstrap)  # fmt: skip
+            log.info("%s-%d: starting the replica of node %d, topic id %s, voters %s%s",
+                     name, p, self.node_id, t.topic_id, voters,
+                     "" if membership is None
+                     else f" (dynamic; bootstrap voters {boot})")  # fmt: skip
+            slot.task = asyncio.ensure_future(self._start_slot(slot, voters, membership))
 
-    async def _start_slot(self, slot: _Slot, voters: dict[int, tuple[str, int]]) -> None:
+    def _membership(self, reg: Any, replicas: tuple[int, ...]) -> Membership | None:
+        """How a new replica of partition ``reg`` starts a dynamic group
+        (:mod:`~kafka_rpc.coordinator.membership`; every replica's address is known), or None
+        (static voters): no directory id known here, or an initial replica's directory id is
+        unknown, or a lone observer with no other replica to find the group through."""
+        if self._directory_id is None:
+            return None
+        addresses = {r: self._voters[r] for r in replicas if r in self._voters}
+        dirs = self._directories(reg)
+        if self.node_id not in reg.adding_replicas and any(
+            d.int == 0 for r, d in zip(replicas, dirs, strict=True)
+            if r not in reg.adding_replicas
+        ):  # an initial replica's directory is not known: the group cannot be verified
+            return None
+        bootstrap = bootstrap_voters(
+            replicas, dirs, tuple(reg.adding_replicas), addresses,
+            self._listener_name, self.node_id, self._directory_id,
+        )  # fmt: skip
+        servers = tuple(a for r, a in sorted(addresses.items()) if r != self.node_id)
+        if bootstrap is None and not servers:
+            return None
+        return Membership(self._directory_id, self._listener_name, bootstrap, servers)
+
+    def _addresses(self, image: Any) -> dict[int, tuple[str, int]]:
+        """Node id -> (host, port) of the listener the groups' Raft RPCs use: the registered
+        brokers' ``raft_listener`` endpoints (:meth:`attach_metadata`), else the metadata
+        quorum's voters now."""
+        name = self._raft_listener
+        if name is None:
+            return self._voters_now()
+        out = {}
+        for b in image.brokers.values():
+            ep = next((e for e in b.endpoints if e.name == name), None)
+            if ep is not None:
+                out[b.broker_id] = (ep.host, ep.port)
+        return out
+
+    def _directories(self, reg: Any) -> tuple[uuid.UUID, ...]:
+        """Each replica's directory id: the partition record's (``Directories``), else, when
+        that is a reserved id (unassigned, lost, migrating), the broker's only registered log
+        directory, else zero."""
+        controller = self._controller
+        brokers = controller.image.brokers if controller is not None else {}
+        dirs = tuple(reg.directories) or (_ZERO_DIR,) * len(reg.replicas)
+        out = []
+        for r, d in zip(reg.replicas, dirs, strict=False):
+            if is_reserved(d):
+                b = brokers.get(r)
+                d = b.log_dirs[0] if b is not None and len(b.log_dirs) == 1 else _ZERO_DIR
+            out.append(d)
+        return tuple(out)
+
+    async def _start_slot(
+        self,
+        slot: _Slot,
+        voters: dict[int, tuple[str, int]],
+        membership: Membership | None = None,
+    ) -> None:
         stopping = self._stopping.get(slot.partition)
         if stopping is not None:  # the same directory: its previous replica closes first
             await asyncio.wait({stopping})
@@ -336,7 +460,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         p = slot.partition
         inner = ReplicatedBatchCoordinator(
             self.log_dir, node_id=self.node_id, voters=voters, partition=p,
-            topic_id=slot.topic_id, **options,
+            topic_id=slot.topic_id, membership=membership, **options,
         )  # fmt: skip
         try:
             await inner.start()
@@ -351,6 +475,145 @@ class AssignedBatchCoordinator(BatchCoordinator):
             return
         slot.inner = inner
         self.started.set()
+
+    # ------------------------------------------------------------------ membership
+    async def _follow_assignment(self) -> None:
+        """Every ``FOLLOW_INTERVAL_S``, for each running dynamic replica
+        (:mod:`~kafka_rpc.coordinator.membership`): on the group's leader, start the next voter
+        change the image calls for and report the ISR and leadership with AlterPartition when
+        the image differs; on any other replica that is no voter and no longer one of the
+        image's replicas, stop it (its directory stays). Never raises (logged)."""
+        while not self._closed:
+            await asyncio.sleep(FOLLOW_INTERVAL_S)
+            try:
+                self._follow_once()
+            except Exception:  # the loop must go on; logged
+                log.exception("following the %s assignment failed", DISKLESS_METADATA_TOPIC_NAME)
+
+    def _follow_once(self) -> None:
+        controller = self._controller
+        if controller is None:
+            return
+        image = controller.image
+        t = image.topic_by_name(DISKLESS_METADATA_TOPIC_NAME)
+        if t is None:
+            return
+        for p, slot in list(self._slots.items()):
+            inner = slot.inner
+            reg = t.partitions.get(p)
+            if inner is None or not inner.dynamic or inner.core is None or reg is None:
+                continue
+            core = inner.core
+            if inner.is_leader:
+                self._lead(slot, inner, core, t.topic_id, reg, image)
+            elif self.node_id not in reg.replicas and not core.is_voter:
+                log.info("%s-%d: node %d is neither a replica nor a voter any more; stopping "
+                         "its replica", DISKLESS_METADATA_TOPIC_NAME, p, self.node_id)  # fmt: skip
+                del self._slots[p]
+                self._stopping[p] = asyncio.ensure_future(self._stop_slot(slot))
+
+    def _lead(self, slot: _Slot, inner: Any, core: Any, topic_id: uuid.UUID, reg: Any,
+              image: Any) -> None:  # fmt: skip
+        now = int(time.time() * 1000)
+        quorum = core.describe_quorum_partition(monotonic_ms())
+        if slot.change is None or slot.change.done():
+            change = next_change(quorum, tuple(reg.replicas), now, self._lag_ms)
+            if change is not None:
+                slot.change = asyncio.ensure_future(self._voter_change(slot, inner, change))
+        send = self._alter_partition
+        if send is None or (slot.alter is not None and not slot.alter.done()):
+            return
+        isr = in_sync_replicas(quorum, tuple(reg.replicas), self.node_id, now, self._lag_ms)
+        if reg.leader == self.node_id and set(isr) == set(reg.isr):
+            return
+        state = (isr, reg.leader_epoch, reg.partition_epoch)
+        loop_now = asyncio.get_running_loop().time()
+        last, at = slot.alter_sent
+        if last == state and loop_now - at < ALTER_RETRY_S:
+            return
+        slot.alter_sent = (state, loop_now)
+        me = image.brokers.get(self.node_id)
+        if me is None:
+            return
+        m = codec.module("AlterPartitionRequest")
+        req = m.AlterPartitionRequest(
+            broker_id=self.node_id,
+            broker_epoch=me.epoch,
+            topics=(m.TopicData(topic_id=topic_id, partitions=(m.PartitionData(
+                partition_index=slot.partition,
+                leader_epoch=reg.leader_epoch,
+                new_isr_with_epochs=tuple(
+                    m.BrokerState(broker_id=r, broker_epoch=(
+                        image.brokers[r].epoch if r in image.brokers else -1))
+                    for r in isr
+                ),
+                leader_recovery_state=0,
+                partition_epoch=reg.partition_epoch,
+            ),)),),
+        )  # fmt: skip
+        log.info("%s-%d: reporting leader %d, ISR %s (the image has leader %d, ISR %s)",
+                 DISKLESS_METADATA_TOPIC_NAME, slot.partition, self.node_id, list(isr),
+                 reg.leader, list(reg.isr))  # fmt: skip
+        slot.alter = asyncio.ensure_future(self._send_alter(slot, send, req))
+
+    async def _send_alter(self, slot: _Slot, send: Callable[[Any], Awaitable[Any]],
+                          req: Any) -> None:  # fmt: skip
+        try:
+            resp = await send(req)
+        except Exception as e:  # noqa: BLE001 - no controller now: the next round sends again
+            log.info("%s-%d: AlterPartition not answered: %r", DISKLESS_METADATA_TOPIC_NAME,
+                     slot.partition, e)  # fmt: skip
+            return
+        codes = [resp.error_code] + [pd.error_code for td in resp.topics for pd in td.partitions]
+        if any(codes):
+            log.info("%s-%d: AlterPartition answered %s", DISKLESS_METADATA_TOPIC_NAME,
+                     slot.partition, codes)  # fmt: skip
+
+    async def _voter_change(self, slot: _Slot, inner: Any, change: Change) -> None:
+        """Ask the group's own leader (its driver, as an RPC would) for ``change``."""
+        core = inner.core
+        name = f"{DISKLESS_METADATA_TOPIC_NAME}-{slot.partition}"
+        if change.kind == "add":
+            controller = self._controller
+            addr = None if controller is None else self._addresses(controller.image).get(
+                change.voter_id)  # fmt: skip
+            if addr is None:
+                self._report_once(f"no address {slot.partition} {change.voter_id}",
+                                  "%s: no %s address of node %d to add it as a voter", name,
+                                  self._listener_name, change.voter_id)  # fmt: skip
+                return
+            m = codec.module("AddRaftVoterRequest")
+            req = m.AddRaftVoterRequest(
+                cluster_id=core.config.cluster_id,
+                timeout_ms=core.config.request_timeout_ms,
+                voter_id=change.voter_id,
+                voter_directory_id=change.directory_id,
+                listeners=(m.Listener(name=self._listener_name, host=addr[0], port=addr[1]),),
+                ack_when_committed=True,
+            )
+            api, version = ADD_RAFT_VOTER, 1
+        else:
+            m = codec.module("RemoveRaftVoterRequest")
+            req = m.RemoveRaftVoterRequest(cluster_id=core.config.cluster_id,
+                                           voter_id=change.voter_id,
+                                           voter_directory_id=change.directory_id)  # fmt: skip
+            api, version = REMOVE_RAFT_VOTER, 0
+        log.info("%s: %s voter %d (directory %s)", name, change.kind, change.voter_id,
+                 change.directory_id)  # fmt: skip
+        try:
+            resp = await inner.driver.handle(api, version, req)
+        except Exception as e:  # noqa: BLE001 - the next round tries again
+            log.info("%s: %s voter %d failed: %r", name, change.kind, change.voter_id, e)
+            return
+        if resp.error_code:
+            log.info("%s: %s voter %d answered %d %s", name, change.kind, change.voter_id,
+                     resp.error_code, resp.error_message)  # fmt: skip
+        else:
+            log.info("%s: voter %d %s", name, change.voter_id,
+                     "added" if change.kind == "add" else "removed")  # fmt: skip
+
+    def _report_once(self, key: str, msg: str, *args: Any) -> None:
+        self._report(key, logging.WARNING, msg, *args)
 
     # ------------------------------------------------------------------ state
     def replica(self, partition: int) -> ReplicatedBatchCoordinator | None:

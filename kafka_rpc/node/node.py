@@ -31,6 +31,7 @@ from kafka_rpc.node.controller_registration import ControllerRegistrationManager
 from kafka_rpc.raft.routing import RaftPartitions
 from kafka_rpc.server.listeners import Listeners, ListenerState, RequestMetrics
 from kafka_rpc.storage.formatter import ensure_cluster_id
+from kafka_rpc.storage.meta_properties import metadata_directory_id
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -222,7 +223,9 @@ class Node:
                 names = self.config.controller_listener_names
                 attach(self.config, self.node_id, self.cluster_id, self.controller,
                        self.client_security(names[0]) if names else None,
-                       voters=self.quorum_voters)  # fmt: skip
+                       voters=self.quorum_voters,
+                       directory_id=metadata_directory_id(self.coordinator.log_dir),
+                       alter_partition=self._alter_partition)  # fmt: skip
             if "broker" in self.config.process_roles:
                 # registers with the active controller, then heartbeats
                 self.broker_lifecycle = BrokerLifecycleManager(self)
@@ -239,6 +242,12 @@ class Node:
             self._unlock_dirs()
             raise
         self.started.set()
+
+    async def _alter_partition(self, request: Any) -> Any:
+        """An AlterPartitionRequest to the active controller, its response (a
+        ``__diskless-metadata`` leader's ISR report); raises ``ControllerUnavailableError``."""
+        _, resp = await self.controller_channel.send(request, timeout=5.0)
+        return resp
 
     def _start_publisher(self) -> None:
         """The broker metadata publisher on the started quorum replica: its coordinator (None
@@ -411,7 +420,6 @@ class Node:
         directory.mkdir(parents=True, exist_ok=True)
         from kafka_rpc.raft.api import METADATA_TOPIC_ID
         from kafka_rpc.storage import partition_metadata
-        from kafka_rpc.storage.meta_properties import metadata_directory_id
 
         partition_metadata.ensure(directory, METADATA_TOPIC_ID)  # InconsistentTopicIdError
 
