@@ -170,6 +170,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-kill", action="store_true", help="with --cluster or --kafka-brokers: kill no node"
     )
     b.add_argument(
+        "--layout",
+        choices=("combined", "dedicated"),
+        default="combined",
+        help="with --cluster: N broker+controller nodes (combined), or three controller-only "
+        "nodes and N broker-only nodes holding the coordinator replicas (dedicated)",
+    )
+    b.add_argument(
+        "--replace-node",
+        action="store_true",
+        help="with --cluster: instead of restarting the killed coordinator leader, start a new "
+        "broker and move the dead node's __diskless-metadata replicas to it with a "
+        "reassignment (AlterPartitionReassignments), waiting until the ISR is whole",
+    )
+    b.add_argument(
         "--restart-after",
         type=float,
         default=5.0,

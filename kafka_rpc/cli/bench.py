@@ -149,7 +149,8 @@ def _cmd_bench(args: argparse.Namespace, argv: list[str]) -> int:
         )
         props = dict(o.split("=", 1) for o in args.server_override or () if "=" in o)
         return run_load(spark_cmd, env, out, n=args.cluster, kill_at=kill_at,
-                        restart_after=args.restart_after, props=props)  # fmt: skip
+                        restart_after=args.restart_after, props=props, layout=args.layout,
+                        replace_node=args.replace_node)  # fmt: skip
     try:
         if args.start_server:
             proc, server, controller = _bench_start_server(args, str(out / "server-data"))

@@ -81,15 +81,21 @@ def free_ports(n: int) -> list[int]:
 
 def write_properties(path: Path, base: dict[str, str], node_id: int, broker_port: int,
                      controller_port: int, voters: str, log_dir: Path,
-                     props: dict[str, str]) -> None:  # fmt: skip
-    """A combined broker+controller node's ``server.properties`` at ``path``: ``base``, then
-    ``node.id``, both listeners on 127.0.0.1 (broker port 0: any), ``controller.quorum.voters``
-    and ``log.dirs``, then ``props`` (which win)."""
+                     props: dict[str, str], roles: str = "broker,controller") -> None:  # fmt: skip
+    """A node's ``server.properties`` at ``path``: ``base``, then ``node.id``, its listeners on
+    127.0.0.1 (broker port 0: any; ``roles`` "broker,controller": both, "broker": PLAINTEXT
+    only, "controller": CONTROLLER only, with ``process.roles`` set to ``roles``),
+    ``controller.quorum.voters`` and ``log.dirs``, then ``props`` (which win)."""
+    listeners = []
+    if "broker" in roles:
+        listeners.append(f"PLAINTEXT://127.0.0.1:{broker_port}")
+    if "controller" in roles:
+        listeners.append(f"CONTROLLER://127.0.0.1:{controller_port}")
     all_props = {
         **base,
+        "process.roles": roles,
         "node.id": str(node_id),
-        "listeners": f"PLAINTEXT://127.0.0.1:{broker_port},"
-        f"CONTROLLER://127.0.0.1:{controller_port}",
+        "listeners": ",".join(listeners),
         "controller.quorum.voters": voters,
         "log.dirs": str(log_dir),
         **props,
@@ -111,18 +117,21 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 class BenchNode:
-    """One ``kafka-rpc serve`` process (broker+controller) with its directory and fixed ports."""
+    """One ``kafka-rpc serve`` process with its directory and fixed ports; ``roles`` its
+    ``process.roles`` ("broker,controller", "broker" or "controller")."""
 
     def __init__(self, root: Path, node_id: int, ports: tuple[int, int], voters: str,
                  props: dict[str, str], cpus: str | None,
-                 log_level: str = "WARNING") -> None:  # fmt: skip
+                 log_level: str = "WARNING", roles: str = "broker,controller") -> None:  # fmt: skip
         self.node_id = node_id
+        self.roles = roles
         self.broker_port, self.controller_port = ports
         self.home = root / f"node{node_id}"
         self.home.mkdir(parents=True, exist_ok=True)
         self.config = self.home / "server.properties"
         write_properties(self.config, NODE_PROPS, node_id, self.broker_port,
-                         self.controller_port, voters, self.home / "data", props)  # fmt: skip
+                         self.controller_port, voters, self.home / "data", props,
+                         roles)  # fmt: skip
         self.cpus = cpus
         self.log_level = log_level
         self.proc: subprocess.Popen | None = None
@@ -185,24 +194,45 @@ class BenchNode:
 
 
 class BenchCluster:
-    """``n`` combined broker+controller nodes under ``root`` (module docstring). ``props``
-    override :data:`NODE_PROPS` on every node; ``cpus``: a ``taskset -c`` list for every node
-    (None: not pinned); ``log_level``: the nodes' ``--log-level``."""
+    """``n`` nodes under ``root`` (module docstring). ``layout`` "combined": ``n`` broker +
+    controller nodes 1..n, every one a voter; "dedicated": three controller-only nodes 1-3 (the
+    voters) and ``n`` broker-only nodes 4..3+n, which hold the coordinator replicas (Kafka's
+    production layout). ``props`` override :data:`NODE_PROPS` on every node; ``cpus``: a
+    ``taskset -c`` list for every node (None: not pinned); ``log_level``: the nodes'
+    ``--log-level``."""
 
     def __init__(self, root: Path | str, n: int = 3, props: dict[str, str] | None = None,
-                 cpus: str | None = None, log_level: str = "WARNING") -> None:  # fmt: skip
+                 cpus: str | None = None, log_level: str = "WARNING",
+                 layout: str = "combined") -> None:  # fmt: skip
         if n < 1:
             raise ValueError("a cluster needs at least one node")
+        if layout not in ("combined", "dedicated"):
+            raise ValueError(f"layout must be combined or dedicated, not {layout!r}")
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
-        ports = free_ports(2 * n)
-        ids = list(range(1, n + 1))
-        voters = ",".join(f"{i}@127.0.0.1:{ports[2 * k + 1]}" for k, i in enumerate(ids))
+        self.layout = layout
+        n_ctl = n if layout == "combined" else 3
+        total = n if layout == "combined" else 3 + n
+        ports = free_ports(2 * total)
+        ids = list(range(1, total + 1))
+        voters = ",".join(f"{i}@127.0.0.1:{ports[2 * k + 1]}" for k, i in enumerate(ids)
+                          if i <= n_ctl)  # fmt: skip
         props = dict(props or {})
         props.setdefault("diskless.metadata.topic.replication.factor", str(min(3, n)))
+        self._voters = voters
+        self._props = props
+        self._cpus = cpus
+        self._log_level = log_level
+
+        def roles(i: int) -> str:
+            if layout == "combined":
+                return "broker,controller"
+            return "controller" if i <= n_ctl else "broker"
+
         self.nodes = {
             i: BenchNode(
-                self.root, i, (ports[2 * k], ports[2 * k + 1]), voters, props, cpus, log_level
+                self.root, i, (ports[2 * k], ports[2 * k + 1]), voters, props, cpus, log_level,
+                roles(i),
             )
             for k, i in enumerate(ids)
         }
@@ -210,16 +240,24 @@ class BenchCluster:
         self._probe_topic = uuid.uuid4()  # unmapped: belongs to coordinator partition 0
 
     # ------------------------------------------------------------------ addresses
+    def brokers(self) -> list[int]:
+        """The ids of the nodes with the broker role."""
+        return [i for i, n in self.nodes.items() if "broker" in n.roles]
+
     def bootstrap(self) -> str:
-        """Every node's broker listener, comma-separated (the bench's ``--server``)."""
-        return ",".join(n.address for n in self.nodes.values())
+        """Every broker's listener, comma-separated (the bench's ``--server``)."""
+        return ",".join(self.nodes[i].address for i in self.brokers())
 
     def controllers(self) -> str:
-        """Every node's controller listener, comma-separated (the bench's ``--controller``)."""
-        return ",".join(n.controller_address for n in self.nodes.values())
+        """Every controller's listener, comma-separated (the bench's ``--controller``)."""
+        return ",".join(n.controller_address for n in self.nodes.values()
+                        if "controller" in n.roles)  # fmt: skip
 
     def live(self) -> list[int]:
         return [i for i, n in self.nodes.items() if n.alive]
+
+    def live_brokers(self) -> list[int]:
+        return [i for i in self.live() if "broker" in self.nodes[i].roles]
 
     # ------------------------------------------------------------------ life
     def format(self) -> None:
@@ -241,6 +279,101 @@ class BenchCluster:
 
     def kill(self, node_id: int) -> None:
         self.nodes[node_id].kill()
+
+    async def add_broker(self) -> int:
+        """A new broker-only node (the next id), formatted with the cluster id and started;
+        returns its id."""
+        if self.cluster_id is None:
+            raise RuntimeError("the cluster was not started")
+        i = max(self.nodes) + 1
+        bp, cp = free_ports(2)
+        node = BenchNode(self.root, i, (bp, cp), self._voters, self._props, self._cpus,
+                         self._log_level, "broker")  # fmt: skip
+        r = _cli("storage", "format", "--cluster-id", self.cluster_id, "--config",
+                 str(node.config))  # fmt: skip
+        if r.returncode:
+            raise RuntimeError(f"storage format of node {i} failed: {r.stderr}")
+        self.nodes[i] = node
+        node.start()
+        await node.started()
+        return i
+
+    async def replace(self, dead: int, new: int, timeout: float = 120.0) -> None:
+        """Move every ``__diskless-metadata`` replica of node ``dead`` to node ``new`` with
+        AlterPartitionReassignments (what ``kafka-reassign-partitions --execute`` sends), then
+        wait until no reassignment is left and every partition's ISR equals its replicas
+        (RuntimeError after ``timeout`` seconds)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                parts = await self._metadata_partitions()
+                moves = {p: tuple(new if r == dead else r for r in reps)
+                         for p, (reps, _isr) in parts.items() if dead in reps}  # fmt: skip
+                if not moves:
+                    if all(sorted(reps) == sorted(isr) for reps, isr in parts.values()) and (
+                        not await self._reassigning()
+                    ):
+                        return
+                else:
+                    await self._reassign(moves)
+            except (OSError, TimeoutError, ConnectionError, RuntimeError):
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {dead} was not replaced by node {new} in {timeout:g} s")
+            await asyncio.sleep(0.2)
+
+    async def _admin(self):
+        from kafka_rpc.client import KafkaRpcClient
+
+        for i in self.live_brokers():
+            try:
+                return await KafkaRpcClient.connect(self.nodes[i].address, connect_timeout=2.0,
+                                                    request_timeout=10.0)  # fmt: skip
+            except (OSError, TimeoutError, ConnectionError):
+                continue
+        raise RuntimeError("no live broker")
+
+    async def _metadata_partitions(self) -> dict[int, tuple[list[int], list[int]]]:
+        from kafka_rpc.protocol import codec
+
+        c = await self._admin()
+        try:
+            md = await c.request(codec.message_class("MetadataRequest")(topics=None), version=12)
+        finally:
+            await c.close()
+        for t in md.topics:
+            if t.name == "__diskless-metadata":
+                return {p.partition_index: (list(p.replica_nodes), list(p.isr_nodes))
+                        for p in t.partitions}  # fmt: skip
+        raise RuntimeError("no __diskless-metadata yet")
+
+    async def _reassign(self, moves: dict[int, tuple[int, ...]]) -> None:
+        from kafka_rpc.protocol import codec
+
+        m = codec.module("AlterPartitionReassignmentsRequest")
+        req = m.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=(
+            m.ReassignableTopic(name="__diskless-metadata", partitions=tuple(
+                m.ReassignablePartition(partition_index=p, replicas=reps)
+                for p, reps in sorted(moves.items()))),))  # fmt: skip
+        c = await self._admin()
+        try:
+            resp = await c.request(req)
+        finally:
+            await c.close()
+        if resp.error_code:
+            raise RuntimeError(f"AlterPartitionReassignments answered {resp.error_code}")
+
+    async def _reassigning(self) -> bool:
+        from kafka_rpc.protocol import codec
+
+        m = codec.module("ListPartitionReassignmentsRequest")
+        c = await self._admin()
+        try:
+            resp = await c.request(m.ListPartitionReassignmentsRequest(timeout_ms=5000,
+                                                                       topics=None))  # fmt: skip
+        finally:
+            await c.close()
+        return bool(resp.error_code) or bool(resp.topics)
 
     async def restart(self, node_id: int) -> None:
         self.nodes[node_id].start()
@@ -272,12 +405,12 @@ class BenchCluster:
     async def coordinator_leader(self, among: list[int] | None = None) -> int | None:
         """The coordinator (Raft) leader of ``__diskless-metadata`` partition 0 that every node
         of ``among`` (default: the live ones) names, itself live; else None."""
-        among = self.live() if among is None else among
+        among = self.live_brokers() if among is None else among
         named = {await self._write_coordinator_of(i) for i in among}
         if len(named) != 1:
             return None
         (leader,) = named
-        return leader if leader is not None and leader in self.live() else None
+        return leader if leader is not None and leader in self.live_brokers() else None
 
     async def wait_coordinator_leader(self, timeout: float = START_TIMEOUT,
                                       exclude: int | None = None) -> int:  # fmt: skip
@@ -292,13 +425,16 @@ class BenchCluster:
         raise RuntimeError(f"no coordinator leader of __diskless-metadata-0 in {timeout:g} s")
 
     async def failover(self, kill_at: float, restart_after: float, events: Path | None = None,
-                       t0: float | None = None) -> list[dict]:  # fmt: skip
+                       t0: float | None = None, replace: bool = False) -> list[dict]:  # fmt: skip
         """SIGKILL the coordinator leader ``kill_at`` seconds after ``t0`` (epoch seconds,
         default now), restart it ``restart_after`` seconds after the kill, and wait until it is
         up. Returns (and appends to ``events``, JSON lines) the events, each
         ``{"event", "t" (epoch s), "node"}``: ``kill``, ``new_leader`` (the first time the live
         nodes agree on another coordinator leader; ``null`` node if not within 30 s),
-        ``restart``, ``restarted`` (its ``cluster id`` line)."""
+        ``restart``, ``restarted`` (its ``cluster id`` line). With ``replace``, the killed
+        node stays dead: ``restart_after`` seconds after the kill a new broker starts
+        (``add_node``, its id as ``node``) and takes over its replicas through a reassignment
+        (:meth:`replace`), then ``replaced``."""
         out: list[dict] = []
 
         def note(event: str, node: int | None, **extra) -> None:
@@ -320,6 +456,12 @@ class BenchCluster:
             new = None
         note("new_leader", new)
         await asyncio.sleep(max(0.0, restart_at - time.time()))
+        if replace:
+            new_id = await self.add_broker()
+            note("add_node", new_id, replaces=victim)
+            await self.replace(victim, new_id)
+            note("replaced", new_id, replaces=victim)
+            return out
         note("restart", victim)
         await self.restart(victim)
         note("restarted", victim)
@@ -349,6 +491,8 @@ def run_load(
     restart_after: float = 5.0,
     load_timeout: float | None = None,
     props: dict[str, str] | None = None,
+    layout: str = "combined",
+    replace_node: bool = False,
 ) -> int:
     """``kafka-rpc bench --cluster N``: start a :class:`BenchCluster` of ``n`` nodes under
     ``out/cluster``, wait for its coordinator leader, run ``load_cmd(bootstrap, controllers,
@@ -360,9 +504,12 @@ def run_load(
     group (SIGTERM, then SIGKILL after 10 s) and every node are killed on the way out, on an
     error or Ctrl-C too. Returns the load's exit code; 2 when the cluster did not start, 1 when
     the kill did not happen although asked (the load ended first or the failover failed).
-    ``props``: server properties of every node (over :data:`NODE_PROPS`)."""
+    ``props``: server properties of every node (over :data:`NODE_PROPS`); ``layout``: the
+    :class:`BenchCluster` layout ("dedicated": three controllers and ``n`` brokers);
+    ``replace_node``: the killed node is replaced by a new one through a reassignment instead
+    of restarted (:meth:`BenchCluster.failover`)."""
     out.mkdir(parents=True, exist_ok=True)
-    cluster = BenchCluster(out / "cluster", n, props=props)
+    cluster = BenchCluster(out / "cluster", n, props=props, layout=layout)
     events = out / EVENTS
     marker = out / LOAD_STARTED
     for p in (events, marker):
@@ -377,7 +524,8 @@ def run_load(
                 raise RuntimeError("the load ended before its first acknowledged commit")
             await asyncio.sleep(0.2)
         t0 = float(marker.read_text().strip())
-        return await cluster.failover(kill_at, restart_after, events, t0=t0)
+        return await cluster.failover(kill_at, restart_after, events, t0=t0,
+                                      replace=replace_node)  # fmt: skip
 
     async def main() -> int:
         nonlocal proc
@@ -387,7 +535,8 @@ def run_load(
         except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
             print(f"kafka-rpc: the {n}-node cluster did not start: {exc}", file=sys.stderr)
             return 2
-        print(f"cluster {cluster.cluster_id}: {n} nodes, brokers {cluster.bootstrap()}, "
+        print(f"cluster {cluster.cluster_id}: {len(cluster.nodes)} nodes ({layout}), "
+              f"brokers {cluster.bootstrap()}, "
               f"controllers {cluster.controllers()}, coordinator leader node {leader}",
               flush=True)  # fmt: skip
         cmd = load_cmd(cluster.bootstrap(), cluster.controllers(), str(events))
