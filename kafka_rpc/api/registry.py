@@ -43,12 +43,15 @@ class ApiEntry:
     resp_header_flex: int  # response header v1 from this version on (ApiVersions: never)
     readers: dict  # version -> raw reader
     writers: dict  # version -> raw writer
+    advertised: bool = True  # listed in this listener's ApiVersions answer
 
 
 class Registry:
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
         self._error_builders: dict[str, Callable[[Any, int, int], Any]] = {}
+        #: request name -> listener roles it is also served on without being advertised there
+        self._unadvertised: dict[str, frozenset[str]] = {}
 
     def handles(
         self,
@@ -77,8 +80,15 @@ class Registry:
         request_name: str,
         fn: Handler,
         error_response: Callable[[Any, int, int], Any] | None = None,
+        unadvertised_on: frozenset[str] = frozenset(),
     ) -> None:
+        """:meth:`handles` for ``fn``; ``unadvertised_on``: listener roles (beyond the spec's
+        ``listeners``) that also serve it but leave it out of their ApiVersions answer (what a
+        Kafka node of that role would not list, served for our own peers: the Raft RPCs of
+        ``__diskless-metadata`` partitions on the broker listener)."""
         self.handles(request_name, error_response)(fn)
+        if unadvertised_on:
+            self._unadvertised[request_name] = frozenset(unadvertised_on)
 
     def handled(self) -> frozenset[str]:
         return frozenset(self._handlers)
@@ -92,11 +102,13 @@ class Registry:
 
     def table(self, listener_role: str) -> dict[int, ApiEntry]:
         """Dispatch table for a listener role (``"broker"`` or ``"controller"``): APIs that have a
-        handler AND list the role."""
+        handler AND list the role, or are registered ``unadvertised_on`` it (``advertised``
+        False)."""
         out: dict[int, ApiEntry] = {}
         for name, fn in self._handlers.items():
             spec = SPECS[name]
-            if listener_role not in spec[5]:
+            advertised = listener_role in spec[5]
+            if not advertised and listener_role not in self._unadvertised.get(name, ()):
                 continue
             key = spec[2]
             assert key is not None  # a request spec has its api key
@@ -114,13 +126,16 @@ class Registry:
                 resp_header_flex=_resp_header_flex(key, resp),
                 readers={v: codec.reader(name, v) for v in range(lo, hi + 1)},
                 writers={v: codec.writer(resp, v) for v in range(lo, hi + 1)},
+                advertised=advertised,
             )
         return dict(sorted(out.items()))
 
     def api_versions(self, listener_role: str) -> list[tuple[int, int, int]]:
         """``[(api_key, min, max)]`` for the ApiVersions answer of a listener role."""
         return [
-            (e.api_key, e.min_version, e.max_version) for e in self.table(listener_role).values()
+            (e.api_key, e.min_version, e.max_version)
+            for e in self.table(listener_role).values()
+            if e.advertised
         ]
 
 

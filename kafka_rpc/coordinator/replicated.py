@@ -409,6 +409,9 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
                 # a snapshot of a large SQLite image is serialized, encoded, written and
                 # fsynced off the loop (see snapshot_records)
                 background_snapshots=True,
+                # the peers are kafka-rpc nodes: on the inter-broker listener they serve the
+                # replication RPCs without listing them in ApiVersions, as a Kafka broker would
+                unadvertised_raft_rpcs=True,
             )
             self.core, self.driver = replica.core, replica.driver
             self.driver.start()

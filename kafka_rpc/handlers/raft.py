@@ -115,11 +115,28 @@ async def _to_raft(ctx, request):
     return await raft.handle(ctx.api_key, ctx.api_version, request)
 
 
-# Every Raft RPC of the controller listener only goes to the replica as it is (Fetch and the
-# quorum administration RPCs are below: the broker listener also serves them).
+async def _replication(ctx, request):
+    """Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot: on the controller listener to the
+    replica as it is; on the broker listener (served there unadvertised) only for a registered
+    partition that is not the metadata log (a ``__diskless-metadata`` partition's group, whose
+    replicas talk over the inter-broker listener), else INVALID_REQUEST."""
+    if ctx.listener.role == "controller":
+        return await _to_raft(ctx, request)
+    driver = _partition_driver(ctx, request)
+    if driver is None:
+        raise KafkaError(ErrorCode.INVALID_REQUEST,
+                         "the broker listener serves the Raft RPCs of coordinator partitions only")
+    return await driver.handle(ctx.api_key, ctx.api_version, request)
+
+
+# The replication RPCs of the controller listener, also served unadvertised on the broker
+# listener for the coordinator partitions (Fetch and the quorum administration RPCs are below:
+# the broker listener serves them by their specs). UpdateRaftVoter names no partition: it is
+# always the metadata log's, on the controller listener only.
 for _name in ("VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest",
-              "FetchSnapshotRequest", "UpdateRaftVoterRequest"):  # fmt: skip
-    default_registry.register(_name, _to_raft)
+              "FetchSnapshotRequest"):  # fmt: skip
+    default_registry.register(_name, _replication, unadvertised_on=frozenset({"broker"}))
+default_registry.register("UpdateRaftVoterRequest", _to_raft)
 
 
 def raft_voter_error_response(request: Any, version: int, code: int) -> Any:
@@ -198,6 +215,9 @@ async def fetch(ctx, request):
         request.topics and all(_is_metadata_topic(t, version) for t in request.topics)
     ):
         return await _to_raft(ctx, request)
+    driver = _partition_driver(ctx, request)
+    if driver is not None:  # a coordinator partition's replica fetching over the broker listener
+        return await driver.handle(ctx.api_key, version, request)
     code = ErrorCode.UNKNOWN_TOPIC_ID if version >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     return _Fetch.FetchResponse(
         responses=tuple(

@@ -220,12 +220,16 @@ class Node:
             self._start_raft()  # after the listeners are bound, so peers can reach us
             attach = getattr(self.coordinator, "attach_metadata", None)
             if attach is not None:  # the topic-based coordinator from the metadata log
-                names = self.config.controller_listener_names
+                # its Raft groups talk over the inter-broker listener, so any broker can hold a
+                # replica (a broker-only node too)
+                ibl = self.config.inter_broker_listener_name
+                names = [ibl] if ibl else self.config.controller_listener_names
                 attach(self.config, self.node_id, self.cluster_id, self.controller,
                        self.client_security(names[0]) if names else None,
                        voters=self.quorum_voters,
                        directory_id=metadata_directory_id(self.coordinator.log_dir),
-                       alter_partition=self._alter_partition)  # fmt: skip
+                       alter_partition=self._alter_partition,
+                       raft_listener=ibl)  # fmt: skip
             if "broker" in self.config.process_roles:
                 # registers with the active controller, then heartbeats
                 self.broker_lifecycle = BrokerLifecycleManager(self)

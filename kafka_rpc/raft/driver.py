@@ -115,6 +115,10 @@ def _unsupported_answer(out: Any, exc: KafkaError) -> Any:
     return getattr(codec.module(name), name)(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
 
 
+#: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot: what ``unadvertised_raft_rpcs`` covers
+_UNADVERTISED = frozenset({52, 53, 54, 59})
+
+
 def monotonic_ms() -> int:
     """The driver's clock: ``time.monotonic()`` in whole ms."""
     return int(time.monotonic() * 1000)
@@ -130,7 +134,9 @@ class RaftDriver:
     ``thread_flush_alone``: a single-voter leader fsyncs on the fsync thread as a leader with
     followers does (default: inline); ``background_snapshots``: a snapshot the core finds due is
     encoded, written and fsynced on the loop's default executor (``RaftCore.snapshot_writer``),
-    only the state machine's records are taken on the loop (default: all inline)."""
+    only the state machine's records are taken on the loop (default: all inline);
+    ``unadvertised_raft_rpcs``: the peers serve the replication RPCs unadvertised (see the
+    attribute)."""
 
     def __init__(
         self,
@@ -145,8 +151,13 @@ class RaftDriver:
         client_security: Any = None,
         thread_flush_alone: bool = False,
         background_snapshots: bool = False,
+        unadvertised_raft_rpcs: bool = False,
     ) -> None:
         self.core = core
+        #: the peers serve Vote, BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot at our
+        #: spec's newest version even when their ApiVersions does not list them (kafka-rpc
+        #: brokers, for a coordinator partition's group on the inter-broker listener)
+        self.unadvertised_raft_rpcs = unadvertised_raft_rpcs
         self.log = log
         self.node_id = node_id
         self.request_timeout_ms = request_timeout_ms
@@ -471,7 +482,7 @@ class RaftDriver:
             and self._address(out.destination) == self._client_addr.get(out.destination)
         ):
             try:
-                version = client.version_for(out.api_key)
+                version = self._version(client, out.api_key)
                 local = _local_answer(out, version)
                 if local is not None:
                     asyncio.get_running_loop().call_soon(self._local_response, out, local)
@@ -492,6 +503,21 @@ class RaftDriver:
         timer = loop.call_later(self.request_timeout_ms / 1000, self._out_expired, client, corr,
                                 fut)  # fmt: skip
         fut.add_done_callback(functools.partial(self._out_done, out, timer))
+
+    def _version(self, client: KafkaRpcClient, api_key: int) -> int:
+        """The version to send ``api_key`` at: the negotiated one, else (the peer's ApiVersions
+        does not list it) with ``unadvertised_raft_rpcs`` our spec's newest for the replication
+        RPCs; raises ``KafkaError`` UNSUPPORTED_VERSION otherwise."""
+        try:
+            return client.version_for(api_key)
+        except KafkaError:
+            if not self.unadvertised_raft_rpcs or api_key not in _UNADVERTISED:
+                raise
+            from kafka_rpc.protocol import codec
+
+            versions = codec.valid_versions(codec.REQUESTS_BY_KEY[api_key])
+            assert versions is not None
+            return versions[1]
 
     def _local_response(self, out: Any, resp: Any) -> None:
         if self._stopping:
@@ -555,7 +581,7 @@ class RaftDriver:
             # the AddRaftVoter probe: v4, whose SupportedFeatures carries kraft.version
             return await client.request(out.request, version=min(4, client.version_for(18)))
         try:
-            version = client.version_for(out.api_key)
+            version = self._version(client, out.api_key)
         except KafkaError as e:
             local = _unsupported_answer(out, e)
             if local is None:

@@ -84,4 +84,7 @@ class ListenerState:
 
     @property
     def api_versions(self) -> list[tuple[int, int, int]]:
-        return [(e.api_key, e.min_version, e.max_version) for e in self.table.values()]
+        """``[(api_key, min, max)]`` this listener advertises (its table without the entries
+        served unadvertised, ``ApiEntry.advertised``)."""
+        return [(e.api_key, e.min_version, e.max_version) for e in self.table.values()
+                if e.advertised]  # fmt: skip

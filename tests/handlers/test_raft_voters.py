@@ -101,6 +101,12 @@ def test_listeners_and_versions():
     assert ctl[81] == brk[81] == (0, 0)
     assert ctl[82] == (0, 0) and 82 not in brk  # UpdateRaftVoter: controllers only
     assert 55 in ctl and 55 in brk
+    # the replication RPCs are served on the broker listener (coordinator partitions' groups)
+    # but not advertised there, as a Kafka broker lists none of them
+    advertised = {k for k, _lo, _hi in default_registry.api_versions("broker")}
+    for key in (52, 53, 54, 59):
+        assert key in brk and key not in advertised, key
+        assert key in {k for k, _lo, _hi in default_registry.api_versions("controller")}
 
 
 @pytest.mark.parametrize(
