@@ -790,6 +790,24 @@ def create_partitions_error_response(request: Any, code: int, message: str | Non
         for n in dict.fromkeys(t.name for t in request.topics)))  # fmt: skip
 
 
+UNDELETABLE_MESSAGE = (
+    f"Topic {DISKLESS_METADATA_TOPIC} holds the state of every Batch Coordinator; deleting it "
+    "would lose every diskless partition's offsets, so it cannot be deleted"
+)
+"""The ErrorMessage of a DeleteTopics entry naming ``__diskless-metadata`` (POLICY_VIOLATION)."""
+
+
+def _undeletable(result_class: Any, topic_id: UUID) -> Any:
+    """The DeleteTopics result refusing ``__diskless-metadata`` (:func:`delete_topics`)."""
+    log.warning("DeleteTopics: refused for %s: %s", DISKLESS_METADATA_TOPIC, UNDELETABLE_MESSAGE)
+    return result_class(
+        name=DISKLESS_METADATA_TOPIC,
+        topic_id=topic_id,
+        error_code=ErrorCode.POLICY_VIOLATION,
+        error_message=UNDELETABLE_MESSAGE,
+    )
+
+
 def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
     """DeleteTopics (ControllerApis.deleteTopics + ReplicationControlManager.deleteTopics).
 
@@ -801,6 +819,12 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     deleted topic gets one RemoveTopicRecord (all in one atomic batch); the delete is immediate
     (KIP-516): once committed the name can be created again, with a new id. A successful entry
     carries both the name and the id.
+
+    ``__diskless-metadata``, named or by id, is never deleted: POLICY_VIOLATION (44, not
+    retriable) with :data:`UNDELETABLE_MESSAGE` (the ErrorMessage of v5+), the other topics of the
+    request going on as usual. Our rule, stricter than Kafka (which deletes
+    ``__consumer_offsets``): its partitions hold the state of every Batch Coordinator, so
+    deleting it would lose the offsets of every diskless partition.
     """
     mod = codec.module("DeleteTopicsResponse")
     R = mod.DeletableTopicResult
@@ -850,6 +874,9 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 R(name=n, topic_id=UUID(int=0), error_code=code, error_message=ERROR_MESSAGES[code])
             )
             continue
+        if n == DISKLESS_METADATA_TOPIC:
+            results.append(_undeletable(R, tid))
+            continue
         results.append(R(name=n, topic_id=tid, error_code=0, error_message=None))
         to_delete.append(tid)
     for tid in dict.fromkeys(ids):
@@ -869,6 +896,9 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
             results.append(
                 R(name=None, topic_id=tid, error_code=code, error_message=ERROR_MESSAGES[code])
             )
+            continue
+        if t.name == DISKLESS_METADATA_TOPIC:
+            results.append(_undeletable(R, tid))
             continue
         results.append(R(name=t.name, topic_id=tid, error_code=0, error_message=None))
         to_delete.append(tid)

@@ -151,6 +151,22 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
     assert coordinator_hosts(c.image, {2, 7}) == [2]
 
 
+def test_the_coordinator_topic_never_shrinks():
+    """A lower (or equal) count on __diskless-metadata is refused as Kafka refuses it on any
+    topic: INVALID_PARTITIONS, nothing written (a Batch Coordinator's log is never dropped)."""
+    c = Cluster(seed=8)
+    c.live(1, 2)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 3, 2).records)
+    name = M.DISKLESS_METADATA_TOPIC
+    got, log = run(c, grow(name, 2))
+    assert got == [(name, E.INVALID_PARTITIONS,
+                    f"The topic {name} currently has 3 partition(s); 2 would not be an increase.")]
+    assert log == []
+    got, log = run(c, grow(name, 3))
+    assert got == [(name, E.INVALID_PARTITIONS, "Topic already has 3 partition(s).")] and not log
+    assert sorted(partitions(c, name)) == [0, 1, 2]
+
+
 def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
     c = Cluster(seed=6, kafka_compatible=True)  # a Kafka broker may register
     c.live(1, 2)
