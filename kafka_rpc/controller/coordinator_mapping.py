@@ -37,7 +37,6 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -240,12 +239,11 @@ def metadata_topic_due(
     expected_brokers: int,
     waited_ms: int,
     grace_ms: int,
-    voters: Collection[int] | None = None,
 ) -> bool:
     """Whether the active controller should create ``__diskless-metadata`` now: the topic does
     not exist, at least one broker that may hold a replica is unfenced
-    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`: it runs our Batch Coordinator
-    and, given the controller ``voters``, is one of them), and either as many of those are
+    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`: it runs our Batch Coordinator,
+    whatever its roles), and either as many of those are
     unfenced as the topic can use (``min(replication_factor, max(expected_brokers, registered
     ones))``) or the controller has waited ``grace_ms`` (ms) since it became active
     (``waited_ms``), after which the replication factor is capped at those then unfenced.
@@ -254,13 +252,10 @@ def metadata_topic_due(
     replicas than it will have brokers just because one broker was unfenced first."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return False
-    unfenced = len(coordinator_hosts(image, voters))
+    unfenced = len(coordinator_hosts(image))
     if unfenced == 0:
         return False
-    registered = sum(
-        1 for b in image.brokers.values()
-        if runs_batch_coordinator(b) and (voters is None or b.broker_id in voters)
-    )  # fmt: skip
+    registered = sum(1 for b in image.brokers.values() if runs_batch_coordinator(b))
     want = min(replication_factor, max(expected_brokers, registered))
     return unfenced >= want or waited_ms >= grace_ms
 
@@ -271,7 +266,7 @@ def create_diskless_metadata_topic(
     """The records creating ``__diskless-metadata``, as CreateTopics would
     with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, usable
     brokers)`` replicas (at least 1) placed as ``create_topics`` places them, on the unfenced
-    brokers that run our Batch Coordinator and are in ``ctx.raft_hosts`` (the controller voters)
+    brokers that run our Batch Coordinator, whatever their roles
     (:func:`~kafka_rpc.controller.placement.coordinator_hosts`; never on a Kafka broker): a
     TopicRecord and one PartitionRecord per partition, no ConfigRecord (the topic is internal,
     not diskless). Returns ``ControllerResult(records, topic id)``, or
@@ -279,7 +274,7 @@ def create_diskless_metadata_topic(
     (nothing to place replicas on yet)."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return ControllerResult([], None)
-    usable = coordinator_hosts(image, ctx.raft_hosts)
+    usable = coordinator_hosts(image)
     if not usable:
         return ControllerResult([], None)
     rf = max(1, min(replication_factor, len(usable)))

@@ -258,9 +258,10 @@ class QuorumController:
         self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
         self._last_balance_ms = 0
         self._last_unclean_ms = 0
-        #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any),
-        #: or a callable returning them (the metadata quorum's voters, as they change)
-        self.diskless_metadata_hosts = diskless_metadata_hosts
+        # ``diskless_metadata_hosts`` is no longer read: __diskless-metadata replicas go to any
+        # broker running the Batch Coordinator, whatever its roles (kafka_rpc.controller.
+        # placement); the parameter stays accepted until the node stops passing it
+        del diskless_metadata_hosts
         #: the metadata log's ``kraft.version`` and its upgrade (None: kraft.version 0, no
         #: upgrade; :class:`KRaftVersionAccessor`)
         self.kraft = kraft
@@ -550,7 +551,6 @@ class QuorumController:
             controlled_shutdown_offsets=self._shutdown_offsets,
             controller_id=self.node_id,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
-            raft_hosts=self._raft_hosts(),
             kraft_version=self.kraft_version,
         )
 
@@ -563,10 +563,6 @@ class QuorumController:
     def _expected_brokers(self) -> int:
         n = self.diskless_metadata_expected_brokers
         return n() if callable(n) else n
-
-    def _raft_hosts(self) -> frozenset[int] | None:
-        hosts = self.diskless_metadata_hosts
-        return hosts() if callable(hosts) else hosts
 
     def _controller_ids(self) -> frozenset[int]:
         voters = self.voter_ids() if self.voter_ids is not None else ()
@@ -928,7 +924,6 @@ class QuorumController:
             self._expected_brokers(),
             now - self._activated_ms,
             self.diskless_metadata_grace_ms,
-            self._raft_hosts(),
         ):
             return
         tid = self._internal_write(

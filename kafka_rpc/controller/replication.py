@@ -554,7 +554,7 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                     c.name == DISKLESS_ENABLE_CONFIG and (c.value or "").lower() == "true"
                     for c in topic.configs
                 )  # fmt: skip
-                pool, what = replica_pool(b.image, name, diskless, ctx.raft_hosts)
+                pool, what = replica_pool(b.image, name, diskless)
                 assignment = place_replicas(b.image, n, rf, ctx.rng, pool, what)
             configs = configuration.check_topic_configs(topic)
         except ApiError as e:
@@ -628,7 +628,7 @@ def create_partitions(
     that of its first partition), and all of its brokers fenced or in controlled shutdown ->
     INVALID_REPLICA_ASSIGNMENT; placed by the controller otherwise, with the topic's replication
     factor among the brokers :func:`~kafka_rpc.controller.placement.replica_pool` allows (on
-    ``__diskless-metadata``: brokers that run our Batch Coordinator, in ``ctx.raft_hosts``; a
+    ``__diskless-metadata``: brokers that run our Batch Coordinator, whatever their roles; a
     manual assignment naming another broker there is INVALID_REPLICA_ASSIGNMENT) ->
     INVALID_REPLICATION_FACTOR when too few are unfenced; a request whose records would pass
     :data:`MAX_RECORDS_PER_USER_OP` -> POLICY_VIOLATION "Unable to perform excessively large
@@ -716,8 +716,7 @@ def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) ->
                 )
             assignment.append(replicas)
     else:
-        pool, what = replica_pool(image, topic.name, image.is_diskless(topic.name),
-                                  ctx.raft_hosts)  # fmt: skip
+        pool, what = replica_pool(image, topic.name, image.is_diskless(topic.name))
         assignment = place_replicas(image, additional, rf, ctx.rng, pool, what)
     out = []
     with_dirs = cluster.directory_supported(image)

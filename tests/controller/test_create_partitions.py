@@ -5,8 +5,6 @@ topics on Kafka brokers while any is registered)."""
 
 from __future__ import annotations
 
-import pytest
-
 from kafka_rpc.controller import coordinator_mapping as M
 from kafka_rpc.controller import replication
 from kafka_rpc.controller.placement import coordinator_hosts, runs_batch_coordinator
@@ -145,10 +143,20 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
     assert got == [(M.DISKLESS_METADATA_TOPIC, E.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment of {M.DISKLESS_METADATA_TOPIC}-6 includes "
                     "broker 7, which does not run the Batch Coordinator.")]  # fmt: skip
-    # only the brokers whose Raft RPCs can reach them (the controller voters)
-    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 7), raft_hosts=frozenset({2}))
-    assert got[0][1] == E.INVALID_REPLICATION_FACTOR
-    assert coordinator_hosts(c.image, {2, 7}) == [2]
+    assert coordinator_hosts(c.image) == [1, 2]
+
+
+def test_the_coordinator_topic_grows_onto_broker_only_nodes():
+    """Whatever their roles: a broker that runs the Batch Coordinator but is no controller voter
+    (ids 11, 12 here; the controller is not a broker at all) holds replicas."""
+    c = Cluster(seed=9)
+    c.live(11, 12)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(controller_ids=frozenset({1})),
+                                             1, 2).records)  # fmt: skip
+    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 3), controller_ids=frozenset({1}))
+    assert got == [(M.DISKLESS_METADATA_TOPIC, 0, None)]
+    for p in partitions(c, M.DISKLESS_METADATA_TOPIC).values():
+        assert sorted(p[0]) == [11, 12]
 
 
 def test_the_coordinator_topic_never_shrinks():
@@ -193,18 +201,17 @@ def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
     assert "only 2 Kafka broker(s)" in res.response.topics[1].error_message
 
 
-@pytest.mark.parametrize("hosts", [None, frozenset({1, 2, 3})])
-def test_the_coordinator_topic_waits_for_brokers_that_can_host_it(hosts):
+def test_the_coordinator_topic_waits_for_brokers_that_can_host_it():
     c = Cluster(seed=7, kafka_compatible=True)  # a Kafka broker may register
     c.register(5, kafka=True)
     c.heartbeat(5)
     # only a Kafka broker: nothing to place the coordinators on
-    assert not M.metadata_topic_due(c.image, 3, 1, 60_000, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 1, 3)
+    assert not M.metadata_topic_due(c.image, 3, 1, 60_000, 9_000)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
     assert res.records == []
     c.live(1)
-    assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 2, 3)
+    assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 3)
     c.apply(res.records)
     meta = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
     assert [p.replicas for p in meta.partitions.values()] == [(1,), (1,)]

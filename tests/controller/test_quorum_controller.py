@@ -372,3 +372,31 @@ async def test_update_features_of_kraft_version_reaches_the_real_core():
         assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION, resp
         assert resp.error_message.endswith("Not all of the voters support it.")
         assert s.node.log.end_offset == end and s.node.core.kraft_version == 0
+
+
+async def live(s: Setup, broker_id: int) -> None:
+    """Register ``broker_id`` and unfence it (a heartbeat caught up to its registration)."""
+    epoch = await register(s, broker_id)
+    hb = R("BrokerHeartbeatRequest")(broker_id=broker_id, broker_epoch=epoch,
+                                     current_metadata_offset=epoch)  # fmt: skip
+    t = await pending(s.qc.broker_heartbeat(hb, 1))
+    s.commit()
+    assert not (await t).is_fenced
+
+
+def diskless_metadata_replicas(qc: QuorumController):
+    t = qc.image.topic_by_name("__diskless-metadata")
+    return None if t is None else {i: sorted(p.replicas) for i, p in t.partitions.items()}
+
+
+async def test_the_coordinator_topic_goes_to_broker_only_nodes_too():
+    """Replicas of __diskless-metadata go to every broker running the Batch Coordinator,
+    whatever its roles: here two broker-only nodes (11, 12), the quorum's voter (1) no broker."""
+    s = Setup(diskless_metadata_partitions=2, diskless_metadata_replication_factor=2,
+              diskless_metadata_hosts=frozenset({1}))  # fmt: skip
+    s.activate()
+    for b in (11, 12):
+        await live(s, b)
+    s.qc.tick()
+    s.commit()
+    assert diskless_metadata_replicas(s.qc) == {0: [11, 12], 1: [11, 12]}
