@@ -391,10 +391,12 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
     ),
     "diskless.metadata.topic.replication.factor": (
         _int,
-        "3",
-        "Replication factor of the internal __diskless-metadata topic, capped at the unfenced "
-        "brokers when the controller creates it (at least 1); like Kafka's "
-        "offsets.topic.replication.factor.",
+        None,
+        "Replication factor of the internal __diskless-metadata topic (at least 1): the active "
+        "controller creates it once that many brokers running the Batch Coordinator are "
+        "registered and unfenced, never with fewer, as Kafka creates __consumer_offsets with "
+        "offsets.topic.replication.factor. Default: 3, or the number of controller.quorum.voters "
+        "when they are fewer (1 for the default single-node server).",
     ),
     # ---- features (docs/features.md)
     "kafka.compatible": (
@@ -499,6 +501,10 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
 #: ``controller.quorum.voters`` when neither it nor ``controller.quorum.bootstrap.servers`` is
 #: given: this node alone (the default ``node.id`` 1 on the default controller listener).
 _DEFAULT_VOTERS = "1@127.0.0.1:9093"
+DISKLESS_METADATA_REPLICATION_FACTOR = 3
+"""The default of ``diskless.metadata.topic.replication.factor`` (Kafka's
+``offsets.topic.replication.factor`` default), lowered to the number of static controller voters
+when they are fewer."""
 #: Hosts that name no one machine (a listener bound to every address, or none given).
 _WILDCARD_HOSTS = ("", "0.0.0.0", "::")
 
@@ -544,7 +550,6 @@ _POSITIVE = (
     "leader.imbalance.check.interval.seconds",
     "unclean.leader.election.interval.ms",
     "diskless.metadata.topic.num.partitions",
-    "diskless.metadata.topic.replication.factor",
 )
 
 
@@ -599,6 +604,7 @@ class Config:
     leader_imbalance_check_interval_seconds: int = 300
     unclean_leader_election_interval_ms: int = 300000
     diskless_metadata_topic_num_partitions: int = 1
+    #: ``diskless.metadata.topic.replication.factor`` (its default follows the static voters)
     diskless_metadata_topic_replication_factor: int = 3
     #: listener name -> security protocol (every listener of ``listeners`` has one)
     security_protocol_map: Mapping[str, str] = dataclasses.field(default_factory=dict)
@@ -850,6 +856,11 @@ def load_config(
     voter_ids = [v[0] for v in voters]
     if len(set(voter_ids)) != len(voter_ids):
         raise ConfigError("controller.quorum.voters: a voter id appears twice")
+    key = "diskless.metadata.topic.replication.factor"
+    if vals[key] is None:  # 3, or fewer static voters (a node alone: 1); a dynamic quorum: 3
+        vals[key] = min(DISKLESS_METADATA_REPLICATION_FACTOR, len(voters) or 3)
+    elif vals[key] < 1:
+        raise ConfigError(f"{key}: must be at least 1")
     if not voters and not bootstrap_servers:
         # KafkaConfig.validateQuorumVotersAndQuorumBootstrapServerForKRaft, for every role
         raise ConfigError(

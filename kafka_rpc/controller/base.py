@@ -88,9 +88,6 @@ class ControllerContext:
       topic config defaults, ``ConfigurationControlManager.currentControllerConfig``);
     - ``unclean_leader_election_enable``: the controller's static
       ``unclean.leader.election.enable`` (the last fallback of a topic's config);
-    - ``raft_hosts``: the brokers a ``__diskless-metadata`` replica's Raft group can reach (the
-      server passes the controller voters: the replicas talk over the controller listener); None =
-      any broker (:func:`kafka_rpc.controller.placement.coordinator_hosts`);
     - ``kraft_version``: the Raft layer's ``kraft.version`` (the metadata replica's, through
       the controller's ``KRaftVersionAccessor``; 0 for static voters), which BrokerRegistration
       checks as Kafka's controller does.
@@ -109,7 +106,6 @@ class ControllerContext:
     controlled_shutdown_offsets: Mapping[int, int] = field(default_factory=dict)
     controller_id: int = -1
     unclean_leader_election_enable: bool = False
-    raft_hosts: frozenset[int] | None = None
     kraft_version: int = 0
 
 

@@ -17,11 +17,14 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
   by the earlier entries; every accepted entry gives one mapping record, all of them one atomic
   batch, answered once committed.
 * **``__diskless-metadata``** (:func:`create_diskless_metadata_topic`): the active controller
-  creates it from its periodic tick once brokers are registered (:func:`metadata_topic_due`),
-  ``diskless.metadata.topic.num.partitions`` partitions with
-  ``diskless.metadata.topic.replication.factor`` replicas capped at the unfenced brokers that run
-  our Batch Coordinator (:mod:`kafka_rpc.controller.placement`: never a Kafka broker). It is
-  created once: a controller that finds it in its image (committed or its own uncommitted
+  creates it from its periodic tick, ``diskless.metadata.topic.num.partitions`` partitions with
+  exactly ``diskless.metadata.topic.replication.factor`` replicas, once that many unfenced
+  brokers run our Batch Coordinator, whatever their roles (:func:`metadata_topic_due`;
+  :mod:`kafka_rpc.controller.placement`: never a Kafka broker). Kafka's rule for
+  ``__consumer_offsets`` (``offsets.topic.replication.factor``): never with fewer replicas, no
+  timer; until then it does not exist (FindCoordinator answers COORDINATOR_NOT_AVAILABLE) and
+  the active controller says how many brokers are missing (:func:`metadata_topic_shortfall`). It
+  is created once: a controller that finds it in its image (committed or its own uncommitted
   write, across failovers) writes nothing; a deleted one is created again with a new id. More
   coordinators come from CreatePartitions on it (:func:`kafka_rpc.controller.replication.
   create_partitions`), as the KIP says. It is an internal topic (:data:`INTERNAL_TOPICS`, as
@@ -37,7 +40,6 @@ created as ``ReplicationControlManager`` creates topics (:mod:`kafka_rpc.control
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 from uuid import UUID
@@ -49,7 +51,6 @@ from kafka_rpc.controller.placement import (
     DISKLESS_METADATA_TOPIC,
     coordinator_hosts,
     place_replicas,
-    runs_batch_coordinator,
 )
 from kafka_rpc.controller.replication import new_topic_id
 from kafka_rpc.protocol import codec
@@ -68,6 +69,7 @@ __all__ = [
     "create_diskless_metadata_topic",
     "mapping_records",
     "metadata_topic_due",
+    "metadata_topic_shortfall",
     "replay_mapping",
 ]
 
@@ -234,55 +236,47 @@ def assign_error_response(request: Any, version: int = 0, code: int = 0) -> Any:
 
 
 # ============================================================================ __diskless-metadata
-def metadata_topic_due(
-    image: Any,
-    replication_factor: int,
-    expected_brokers: int,
-    waited_ms: int,
-    grace_ms: int,
-    voters: Collection[int] | None = None,
-) -> bool:
-    """Whether the active controller should create ``__diskless-metadata`` now: the topic does
-    not exist, at least one broker that may hold a replica is unfenced
-    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`: it runs our Batch Coordinator
-    and, given the controller ``voters``, is one of them), and either as many of those are
-    unfenced as the topic can use (``min(replication_factor, max(expected_brokers, registered
-    ones))``) or the controller has waited ``grace_ms`` (ms) since it became active
-    (``waited_ms``), after which the replication factor is capped at those then unfenced.
-    ``expected_brokers`` is what the node knows of the cluster's size (the server passes the
-    controller voters in combined mode), so a cluster starting up does not get a topic with fewer
-    replicas than it will have brokers just because one broker was unfenced first."""
+def metadata_topic_shortfall(image: Any, replication_factor: int) -> int:
+    """How many more brokers that may hold a ``__diskless-metadata`` replica
+    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`: unfenced, not in controlled
+    shutdown, running our Batch Coordinator, whatever their roles) must be registered and
+    unfenced before the topic can be created with ``replication_factor`` replicas; 0 once it
+    exists (or when enough are)."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
-        return False
-    unfenced = len(coordinator_hosts(image, voters))
-    if unfenced == 0:
-        return False
-    registered = sum(
-        1 for b in image.brokers.values()
-        if runs_batch_coordinator(b) and (voters is None or b.broker_id in voters)
-    )  # fmt: skip
-    want = min(replication_factor, max(expected_brokers, registered))
-    return unfenced >= want or waited_ms >= grace_ms
+        return 0
+    return max(0, replication_factor - len(coordinator_hosts(image)))
+
+
+def metadata_topic_due(image: Any, replication_factor: int) -> bool:
+    """Whether the active controller should create ``__diskless-metadata`` now: it does not
+    exist and ``replication_factor`` brokers that may hold a replica are unfenced
+    (:func:`metadata_topic_shortfall` is 0). Kafka's rule for its internal topics
+    (``offsets.topic.replication.factor``): never created with fewer replicas, however long it
+    waits."""
+    return (
+        DISKLESS_METADATA_TOPIC not in image.topics_by_name
+        and metadata_topic_shortfall(image, replication_factor) == 0
+    )
 
 
 def create_diskless_metadata_topic(
     image: MetadataImage, ctx: Any, num_partitions: int, replication_factor: int
 ) -> Any:
     """The records creating ``__diskless-metadata``, as CreateTopics would
-    with ``num_partitions`` partitions (at least 1) and ``min(replication_factor, usable
-    brokers)`` replicas (at least 1) placed as ``create_topics`` places them, on the unfenced
-    brokers that run our Batch Coordinator and are in ``ctx.raft_hosts`` (the controller voters)
-    (:func:`~kafka_rpc.controller.placement.coordinator_hosts`; never on a Kafka broker): a
-    TopicRecord and one PartitionRecord per partition, no ConfigRecord (the topic is internal,
-    not diskless). Returns ``ControllerResult(records, topic id)``, or
-    ``ControllerResult([], None)`` when the topic exists already or no such broker is unfenced
-    (nothing to place replicas on yet)."""
+    with ``num_partitions`` partitions (at least 1) and exactly ``replication_factor`` replicas
+    placed as ``create_topics`` places them, on the unfenced brokers that run our Batch
+    Coordinator, whatever their roles (:func:`~kafka_rpc.controller.placement.coordinator_hosts`;
+    never on a Kafka broker): a TopicRecord and one PartitionRecord per partition, no
+    ConfigRecord (the topic is internal, not diskless). Returns ``ControllerResult(records,
+    topic id)``, or ``ControllerResult([], None)`` when the topic exists already or fewer such
+    brokers than ``replication_factor`` (or none) are unfenced: it is never created with fewer
+    replicas (:func:`metadata_topic_due`)."""
     if DISKLESS_METADATA_TOPIC in image.topics_by_name:
         return ControllerResult([], None)
-    usable = coordinator_hosts(image, ctx.raft_hosts)
-    if not usable:
+    usable = coordinator_hosts(image)
+    rf = max(1, replication_factor)
+    if len(usable) < rf:
         return ControllerResult([], None)
-    rf = max(1, min(replication_factor, len(usable)))
     assignment = place_replicas(image, max(1, num_partitions), rf, ctx.rng, usable)
     tid = new_topic_id(image, ctx.rng)
     records: list = [_R("TopicRecord")(name=DISKLESS_METADATA_TOPIC, topic_id=tid)]

@@ -204,6 +204,10 @@ class PartitionChangeBuilder:
     - ``target_isr``, ``target_replicas``, ``target_removing``, ``target_adding``: start as the
       partition's; ``target_leader_recovery_state`` (0 RECOVERED / 1 RECOVERING);
     - ``election`` (:class:`Election`, ONLINE unless set);
+    - ``target_leader`` (ours, None unless set): a replica that leads if it is a valid leader
+      (in the target ISR and acceptable), before the election's own choice (the Raft leader of a
+      ``__diskless-metadata`` partition taking over through AlterPartition,
+      :func:`kafka_rpc.controller.partitions.alter_partition`);
     - :meth:`set_directory` for one replica's directory (AssignReplicasToDirs).
 
     ``acceptable(broker_id)`` says who may lead (:func:`leader_acceptor`);
@@ -232,6 +236,7 @@ class PartitionChangeBuilder:
         self.target_adding: tuple[int, ...] = tuple(partition.adding_replicas)
         self.target_leader_recovery_state: int = partition.leader_recovery_state
         self.election = Election.ONLINE
+        self.target_leader: int | None = None
         self._dirs = dict(zip(partition.replicas, self._current_dirs(), strict=False))
 
     def _current_dirs(self) -> tuple[UUID, ...]:
@@ -248,8 +253,11 @@ class PartitionChangeBuilder:
         return r in self.target_isr and self.acceptable(r)
 
     def elect_leader(self) -> tuple[int, bool]:
-        """``electLeader``: ``(leader, unclean)`` by :attr:`election` (-1 when none)."""
+        """``electLeader``: ``(leader, unclean)`` by :attr:`election` (-1 when none), or
+        :attr:`target_leader` when set and valid."""
         p = self.partition
+        if self.target_leader is not None and self._valid_leader(self.target_leader):
+            return self.target_leader, False
         if self.election == Election.PREFERRED:
             preferred = self.target_replicas[0] if self.target_replicas else NO_LEADER
             if self._valid_leader(preferred):

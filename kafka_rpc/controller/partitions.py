@@ -17,6 +17,23 @@ partition half of Kafka's ``ReplicationControlManager``; topics and the broker l
 
 Every state change is one :class:`~kafka_rpc.controller.partition_change.PartitionChangeBuilder`
 record; the records replay through :mod:`kafka_rpc.controller.replication`'s rules.
+
+**AlterPartition from the Raft leader of a ``__diskless-metadata`` partition** (our rule; Kafka
+has no such topic). Such a partition's leader is its Batch Coordinator, the leader its own Raft
+group elects, which the controller does not choose. So for partitions of ``__diskless-metadata``
+only, an AlterPartition from a broker that is a replica of the partition but not the image's
+leader is accepted when its PartitionEpoch equals the current one and its LeaderEpoch the
+current leader epoch, it is in the new ISR, and it is registered with that broker epoch,
+unfenced and not in controlled shutdown (as every ISR member must be). The change makes it
+the leader (leader epoch + 1) with the new ISR: one ordinary PartitionChangeRecord, with the
+usual ISR checks; a reassignment completes exactly as for an AlterPartition from the leader
+(when the new ISR covers the target replicas; NEW_LEADER_ELECTED if that removes the sender).
+Errors are Kafka's: epochs above ours NOT_CONTROLLER, a lower leader epoch
+FENCED_LEADER_EPOCH, a lower partition epoch INVALID_UPDATE_VERSION, an ISR without the sender
+(or with a non-replica or a duplicate) INVALID_REQUEST, an ISR member not registered, fenced or
+shutting down INELIGIBLE_REPLICA (also when the sender cannot lead, e.g. its replica's directory
+is offline); a sender that is not a replica INVALID_REQUEST. From the image's leader, and on any
+other topic, AlterPartition is Kafka's.
 """
 
 from __future__ import annotations
@@ -45,6 +62,7 @@ from kafka_rpc.controller.partition_change import (
     revert_reassignment,
     unclean_leader_election_enabled,
 )
+from kafka_rpc.controller.placement import DISKLESS_METADATA_TOPIC
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode
 
@@ -111,10 +129,27 @@ def _ineligible(image: MetadataImage, members: list[tuple[int, int]]) -> list[st
     return out
 
 
+def _raft_leader_takeover(broker_id: int, name: str, part: Any) -> bool:
+    """Whether an AlterPartition from ``broker_id`` for ``name``'s partition ``part`` is the Raft
+    leader of a ``__diskless-metadata`` partition taking over (module docstring): the topic is
+    ``__diskless-metadata``, the sender a replica but not the image's leader."""
+    return (
+        name == DISKLESS_METADATA_TOPIC
+        and part is not None
+        and broker_id != part.leader
+        and broker_id in part.replicas
+    )
+
+
 def _validate_alter_partition(
     image: MetadataImage, broker_id: int, name: str, index: int, part: Any, d: Any, version: int
 ) -> int:
-    """``validateAlterPartitionData``, in Kafka's order; the error code (0 = valid)."""
+    """``validateAlterPartitionData``, in Kafka's order; the error code (0 = valid). A
+    ``__diskless-metadata`` replica that is not the image's leader passes the leader check
+    (:func:`_raft_leader_takeover`) and must then be in its own new ISR in place of the
+    leader; the other checks are the same (the epochs equal to the current ones, since above is
+    NOT_CONTROLLER and below FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION; every ISR member,
+    the sender among them, registered, unfenced, not shutting down)."""
     if part is None:
         log.info("Rejecting AlterPartition request for unknown partition %s-%d.", name, index)
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -123,7 +158,8 @@ def _validate_alter_partition(
         return ErrorCode.NOT_CONTROLLER
     if d.leader_epoch < part.leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH
-    if broker_id != part.leader:
+    takeover = _raft_leader_takeover(broker_id, name, part)
+    if broker_id != part.leader and not takeover:
         log.info("Rejecting AlterPartition request from node %d for %s-%d because the current "
                  "leader is %d.", broker_id, name, index, part.leader)  # fmt: skip
         return ErrorCode.INVALID_REQUEST
@@ -131,8 +167,10 @@ def _validate_alter_partition(
         return ErrorCode.INVALID_UPDATE_VERSION
     members = _isr_members(d, version)
     isr = [b for b, _ in members]
+    leader = broker_id if takeover else part.leader
     # Replicas.validateIsr: every member a replica, none twice; and the leader must stay in it
-    if len(set(isr)) != len(isr) or not set(isr) <= set(part.replicas) or part.leader not in isr:
+    # (the Raft leader taking over must be in it)
+    if len(set(isr)) != len(isr) or not set(isr) <= set(part.replicas) or leader not in isr:
         log.error("Rejecting AlterPartition request from node %d for %s-%d because it specified "
                   "an invalid ISR %s.", broker_id, name, index, isr)  # fmt: skip
         return ErrorCode.INVALID_REQUEST
@@ -160,8 +198,10 @@ def alter_partition(
     3. Per partition, in order: unknown -> UNKNOWN_TOPIC_OR_PARTITION; LeaderEpoch or
        PartitionEpoch above ours -> NOT_CONTROLLER (we may be a stale controller: the leader
        finds the active one again); LeaderEpoch below ours -> FENCED_LEADER_EPOCH; the sender is
-       not the leader -> INVALID_REQUEST; PartitionEpoch below ours -> INVALID_UPDATE_VERSION; an
-       ISR with a non-replica, a duplicate, or without the leader -> INVALID_REQUEST;
+       not the leader -> INVALID_REQUEST (except a replica of a ``__diskless-metadata``
+       partition, the Raft leader taking over: module docstring); PartitionEpoch below ours ->
+       INVALID_UPDATE_VERSION; an ISR with a non-replica, a duplicate, or without the leader (the
+       sender, when it takes over) -> INVALID_REQUEST;
        RECOVERING with more than one member, or RECOVERED -> RECOVERING -> INVALID_REQUEST; a
        member not registered, fenced, in controlled shutdown, or with another broker epoch (v3;
        -1 skips the check) -> INELIGIBLE_REPLICA.
@@ -216,7 +256,23 @@ def alter_partition(
                 pb.election = Election.UNCLEAN
             pb.target_isr = tuple(bid for bid, _ in _isr_members(d, version))
             pb.target_leader_recovery_state = d.leader_recovery_state
+            takeover = _raft_leader_takeover(request.broker_id, topic.name, part)
+            if takeover:
+                pb.target_leader = request.broker_id
             rec = pb.build()
+            if (
+                takeover
+                and request.broker_id in pb.target_replicas
+                and (rec is None or rec.leader != request.broker_id)
+            ):
+                # the acceptor refused it (e.g. the directory of its replica is offline)
+                log.info("Rejecting AlterPartition request from node %d for %s-%d: it cannot "
+                         "take over the leadership of its Raft group.", request.broker_id,
+                         topic.name, idx)  # fmt: skip
+                parts_out.append(
+                    mod.PartitionData(partition_index=idx, error_code=ErrorCode.INELIGIBLE_REPLICA)
+                )
+                continue
             if rec is not None:
                 b.add(rec)
                 if rec.leader not in (request.broker_id, NO_LEADER_CHANGE):

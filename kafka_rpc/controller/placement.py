@@ -25,9 +25,9 @@ known by a feature of ours in its BrokerRegistration
 :data:`BATCH_COORDINATOR_FEATURE`); any other broker is taken for an Apache Kafka broker.
 
 * ``__diskless-metadata``: only brokers that run our Batch Coordinator
-  (:func:`coordinator_hosts`), and, when the caller names them, only those whose Raft RPCs can
-  reach them (the controller voters: a replica's Raft group talks over the controller listener,
-  which a broker-only node has not). A Kafka broker never gets one.
+  (:func:`coordinator_hosts`), whatever their roles: a broker-only node holds replicas as a
+  combined one does (the replicas' Raft traffic goes over the inter-broker listener). A Kafka
+  broker never gets one.
 * A classic topic (not ``diskless.enable=true``): a kafka-rpc broker role serves no classic
   Produce / Fetch, so while any Kafka broker is registered, only Kafka brokers
   (:func:`classic_brokers`). In a cluster of kafka-rpc brokers alone, every broker, as before
@@ -39,7 +39,7 @@ known by a feature of ours in its BrokerRegistration
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Iterable
+from collections.abc import Iterable
 
 from kafka_rpc.controller.base import ApiError
 from kafka_rpc.controller.cluster import is_kafka_rpc_broker
@@ -83,24 +83,20 @@ def classic_brokers(image: MetadataImage) -> list[int]:
     return sorted(kafka) if kafka else sorted(image.brokers)
 
 
-def coordinator_hosts(image: MetadataImage, voters: Collection[int] | None = None) -> list[int]:
-    """Unfenced brokers (not in controlled shutdown) that run our Batch Coordinator and, when
-    ``voters`` is given (``ControllerContext.raft_hosts``: the server passes the controller
-    voters), are among them: a replica's Raft group talks over the controller listener. Sorted:
-    where ``__diskless-metadata`` replicas may go."""
-    return [
-        b for b in image.unfenced_brokers()
-        if runs_batch_coordinator(image.brokers[b]) and (voters is None or b in voters)
-    ]  # fmt: skip
+def coordinator_hosts(image: MetadataImage) -> list[int]:
+    """Unfenced brokers (not in controlled shutdown) that run our Batch Coordinator, whatever
+    their roles (controller voters or broker-only nodes). Sorted: where ``__diskless-metadata``
+    replicas may go."""
+    return [b for b in image.unfenced_brokers() if runs_batch_coordinator(image.brokers[b])]
 
 
 def replica_pool(
-    image: MetadataImage, topic_name: str, diskless: bool, voters: Collection[int] | None = None
+    image: MetadataImage, topic_name: str, diskless: bool
 ) -> tuple[list[int] | None, str]:
     """``(brokers, what)``: where a new partition of topic ``topic_name`` may go (module
     docstring; ``brokers`` None = every usable broker) and how the messages name them."""
     if topic_name == DISKLESS_METADATA_TOPIC:
-        return coordinator_hosts(image, voters), "broker(s) running the Batch Coordinator"
+        return coordinator_hosts(image), "broker(s) running the Batch Coordinator"
     if not diskless and any(not is_kafka_rpc_broker(r) for r in image.brokers.values()):
         return classic_brokers(image), "Kafka broker(s)"
     return None, "broker(s)"

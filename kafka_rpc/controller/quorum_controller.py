@@ -37,7 +37,10 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   (:func:`~kafka_rpc.controller.features.record_version`, from the uncommitted image).
 * **Timers on the active controller** (one background task): a ``NoOpRecord`` after
   ``metadata.max.idle.interval.ms`` without a write, the creation of ``__diskless-metadata``
-  once brokers are registered (KIP-1164, ``coordinator_mapping.metadata_topic_due``), and the
+  once ``diskless.metadata.topic.replication.factor`` brokers running the Batch Coordinator are
+  registered and unfenced, never with fewer replicas (KIP-1164,
+  ``coordinator_mapping.metadata_topic_due``; until then a WARNING per change of the shortfall
+  and :attr:`QuorumController.diskless_metadata_missing_brokers`), and the
   broker session check
   (:func:`~kafka_rpc.controller.replication.fence_stale_brokers` with
   ``broker.session.timeout.ms``)
@@ -247,8 +250,16 @@ class QuorumController:
         #: :func:`~kafka_rpc.controller.coordinator_mapping.metadata_topic_due`
         self.diskless_metadata_partitions = diskless_metadata_partitions
         self.diskless_metadata_replication_factor = diskless_metadata_replication_factor
-        self.diskless_metadata_expected_brokers = diskless_metadata_expected_brokers
-        self.diskless_metadata_grace_ms = diskless_metadata_grace_ms
+        #: on the active controller, how many more brokers running the Batch Coordinator must be
+        #: registered and unfenced before it can create ``__diskless-metadata`` (0: it exists,
+        #: or is about to be created, or this node is not the active controller); the gauge
+        #: ``kafka_rpc_diskless_metadata_missing_brokers`` (:mod:`kafka_rpc.controller.metrics`)
+        self.diskless_metadata_missing_brokers = 0
+        self._logged_shortfall: tuple[int, int] | None = None
+        # ``diskless_metadata_expected_brokers`` and ``diskless_metadata_grace_ms`` are no longer
+        # read: the topic waits for its full replication factor, with no timer (the node still
+        # passes them)
+        del diskless_metadata_expected_brokers, diskless_metadata_grace_ms
         #: ``unclean.leader.election.enable`` of this node's static config (the last fallback)
         self.unclean_leader_election_enable = unclean_leader_election_enable
         #: the periodic preferred-leader election (``auto.leader.rebalance.enable`` with
@@ -258,9 +269,10 @@ class QuorumController:
         self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
         self._last_balance_ms = 0
         self._last_unclean_ms = 0
-        #: the brokers a __diskless-metadata replica may go to (``ctx.raft_hosts``; None: any),
-        #: or a callable returning them (the metadata quorum's voters, as they change)
-        self.diskless_metadata_hosts = diskless_metadata_hosts
+        # ``diskless_metadata_hosts`` is no longer read: __diskless-metadata replicas go to any
+        # broker running the Batch Coordinator, whatever its roles (kafka_rpc.controller.
+        # placement); the parameter stays accepted until the node stops passing it
+        del diskless_metadata_hosts
         #: the metadata log's ``kraft.version`` and its upgrade (None: kraft.version 0, no
         #: upgrade; :class:`KRaftVersionAccessor`)
         self.kraft = kraft
@@ -272,7 +284,6 @@ class QuorumController:
         self.bootstrap = bootstrap if bootstrap is not None else BootstrapMetadata.default()
         #: Kafka's ``min.insync.replicas``: the cluster default the bootstrap writes with ELR on
         self.min_insync_replicas = min_insync_replicas
-        self._activated_ms = 0
         self.driver: Any = None
         #: the committed image (every node); replaced, never mutated
         self.image: MetadataImage = EMPTY
@@ -473,7 +484,6 @@ class QuorumController:
         self._last_fence_check_ms = now
         self._last_balance_ms = now
         self._last_unclean_ms = now
-        self._activated_ms = now
         log.info("node %d: active controller in epoch %d at offset %d", self.node_id, epoch,
                  self.committed_offset)  # fmt: skip
         self._write_activation_records()
@@ -513,6 +523,8 @@ class QuorumController:
         self._metadata_offsets = {}
         self._shutdown_offsets = {}
         self._pid_throttle.clear()
+        self.diskless_metadata_missing_brokers = 0
+        self._logged_shortfall = None
         deferred, self._deferred = self._deferred, []
         for _, fut in deferred:
             if not fut.done():
@@ -550,7 +562,6 @@ class QuorumController:
             controlled_shutdown_offsets=self._shutdown_offsets,
             controller_id=self.node_id,
             unclean_leader_election_enable=self.unclean_leader_election_enable,
-            raft_hosts=self._raft_hosts(),
             kraft_version=self.kraft_version,
         )
 
@@ -559,14 +570,6 @@ class QuorumController:
         """The metadata log's ``kraft.version`` as the Raft replica has it (0 without one)."""
         kraft = self.kraft
         return kraft.kraft_version() if kraft is not None else 0
-
-    def _expected_brokers(self) -> int:
-        n = self.diskless_metadata_expected_brokers
-        return n() if callable(n) else n
-
-    def _raft_hosts(self) -> frozenset[int] | None:
-        hosts = self.diskless_metadata_hosts
-        return hosts() if callable(hosts) else hosts
 
     def _controller_ids(self) -> frozenset[int]:
         voters = self.voter_ids() if self.voter_ids is not None else ()
@@ -918,18 +921,29 @@ class QuorumController:
             self._last_unclean_ms = now - iv if more else now
 
     def _maybe_create_diskless_metadata(self, now: int) -> None:
-        """KIP-1164: create ``__diskless-metadata`` once brokers are registered (a write event
+        """KIP-1164: create ``__diskless-metadata`` once ``diskless.metadata.topic.replication.
+        factor`` brokers running the Batch Coordinator are registered and unfenced (a write event
         of its TopicRecord and PartitionRecords,
-        :func:`~kafka_rpc.controller.coordinator_mapping.create_diskless_metadata_topic`)."""
+        :func:`~kafka_rpc.controller.coordinator_mapping.create_diskless_metadata_topic`), never
+        with fewer replicas. Until then :attr:`diskless_metadata_missing_brokers` says how many
+        are missing, and a WARNING says so once per change of that shortfall."""
         rf = self.diskless_metadata_replication_factor
-        if not M.metadata_topic_due(
-            self._uncommitted,
-            rf,
-            self._expected_brokers(),
-            now - self._activated_ms,
-            self.diskless_metadata_grace_ms,
-            self._raft_hosts(),
-        ):
+        missing = M.metadata_topic_shortfall(self._uncommitted, rf)
+        self.diskless_metadata_missing_brokers = missing
+        if missing > 0:
+            seen = (missing, rf)
+            if self._logged_shortfall != seen:
+                self._logged_shortfall = seen
+                log.warning(
+                    "%s needs %d brokers running the Batch Coordinator, %d are registered and "
+                    "unfenced; it will be created when %d are "
+                    "(diskless.metadata.topic.replication.factor=%d); until then diskless topics "
+                    "have no Batch Coordinator (FindCoordinator: COORDINATOR_NOT_AVAILABLE)",
+                    M.DISKLESS_METADATA_TOPIC, rf, rf - missing, rf, rf,
+                )  # fmt: skip
+            return
+        self._logged_shortfall = None
+        if not M.metadata_topic_due(self._uncommitted, rf):
             return
         tid = self._internal_write(
             lambda img, ctx: M.create_diskless_metadata_topic(

@@ -554,7 +554,7 @@ def create_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                     c.name == DISKLESS_ENABLE_CONFIG and (c.value or "").lower() == "true"
                     for c in topic.configs
                 )  # fmt: skip
-                pool, what = replica_pool(b.image, name, diskless, ctx.raft_hosts)
+                pool, what = replica_pool(b.image, name, diskless)
                 assignment = place_replicas(b.image, n, rf, ctx.rng, pool, what)
             configs = configuration.check_topic_configs(topic)
         except ApiError as e:
@@ -628,7 +628,7 @@ def create_partitions(
     that of its first partition), and all of its brokers fenced or in controlled shutdown ->
     INVALID_REPLICA_ASSIGNMENT; placed by the controller otherwise, with the topic's replication
     factor among the brokers :func:`~kafka_rpc.controller.placement.replica_pool` allows (on
-    ``__diskless-metadata``: brokers that run our Batch Coordinator, in ``ctx.raft_hosts``; a
+    ``__diskless-metadata``: brokers that run our Batch Coordinator, whatever their roles; a
     manual assignment naming another broker there is INVALID_REPLICA_ASSIGNMENT) ->
     INVALID_REPLICATION_FACTOR when too few are unfenced; a request whose records would pass
     :data:`MAX_RECORDS_PER_USER_OP` -> POLICY_VIOLATION "Unable to perform excessively large
@@ -716,8 +716,7 @@ def _new_partitions(image: MetadataImage, topic: Any, ctx: ControllerContext) ->
                 )
             assignment.append(replicas)
     else:
-        pool, what = replica_pool(image, topic.name, image.is_diskless(topic.name),
-                                  ctx.raft_hosts)  # fmt: skip
+        pool, what = replica_pool(image, topic.name, image.is_diskless(topic.name))
         assignment = place_replicas(image, additional, rf, ctx.rng, pool, what)
     out = []
     with_dirs = cluster.directory_supported(image)
@@ -790,6 +789,24 @@ def create_partitions_error_response(request: Any, code: int, message: str | Non
         for n in dict.fromkeys(t.name for t in request.topics)))  # fmt: skip
 
 
+UNDELETABLE_MESSAGE = (
+    f"Topic {DISKLESS_METADATA_TOPIC} holds the state of every Batch Coordinator; deleting it "
+    "would lose every diskless partition's offsets, so it cannot be deleted"
+)
+"""The ErrorMessage of a DeleteTopics entry naming ``__diskless-metadata`` (POLICY_VIOLATION)."""
+
+
+def _undeletable(result_class: Any, topic_id: UUID) -> Any:
+    """The DeleteTopics result refusing ``__diskless-metadata`` (:func:`delete_topics`)."""
+    log.warning("DeleteTopics: refused for %s: %s", DISKLESS_METADATA_TOPIC, UNDELETABLE_MESSAGE)
+    return result_class(
+        name=DISKLESS_METADATA_TOPIC,
+        topic_id=topic_id,
+        error_code=ErrorCode.POLICY_VIOLATION,
+        error_message=UNDELETABLE_MESSAGE,
+    )
+
+
 def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) -> ControllerResult:
     """DeleteTopics (ControllerApis.deleteTopics + ReplicationControlManager.deleteTopics).
 
@@ -801,6 +818,12 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
     deleted topic gets one RemoveTopicRecord (all in one atomic batch); the delete is immediate
     (KIP-516): once committed the name can be created again, with a new id. A successful entry
     carries both the name and the id.
+
+    ``__diskless-metadata``, named or by id, is never deleted: POLICY_VIOLATION (44, not
+    retriable) with :data:`UNDELETABLE_MESSAGE` (the ErrorMessage of v5+), the other topics of the
+    request going on as usual. Our rule, stricter than Kafka (which deletes
+    ``__consumer_offsets``): its partitions hold the state of every Batch Coordinator, so
+    deleting it would lose the offsets of every diskless partition.
     """
     mod = codec.module("DeleteTopicsResponse")
     R = mod.DeletableTopicResult
@@ -850,6 +873,9 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
                 R(name=n, topic_id=UUID(int=0), error_code=code, error_message=ERROR_MESSAGES[code])
             )
             continue
+        if n == DISKLESS_METADATA_TOPIC:
+            results.append(_undeletable(R, tid))
+            continue
         results.append(R(name=n, topic_id=tid, error_code=0, error_message=None))
         to_delete.append(tid)
     for tid in dict.fromkeys(ids):
@@ -869,6 +895,9 @@ def delete_topics(image: MetadataImage, request: Any, ctx: ControllerContext) ->
             results.append(
                 R(name=None, topic_id=tid, error_code=code, error_message=ERROR_MESSAGES[code])
             )
+            continue
+        if t.name == DISKLESS_METADATA_TOPIC:
+            results.append(_undeletable(R, tid))
             continue
         results.append(R(name=t.name, topic_id=tid, error_code=0, error_message=None))
         to_delete.append(tid)

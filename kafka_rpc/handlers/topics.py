@@ -16,7 +16,9 @@ broker listener):
   forwarded the same way.
 
 Errors, per topic with an ErrorMessage: NOT_CONTROLLER (41) as above; REQUEST_TIMED_OUT (7) when
-no controller answers; otherwise the controller's codes. A handler failure answers every topic
+no controller answers; otherwise the controller's codes (among them POLICY_VIOLATION (44) for
+a DeleteTopics entry naming ``__diskless-metadata``, which is never deleted:
+:func:`kafka_rpc.controller.replication.delete_topics`). A handler failure answers every topic
 with the error code.
 """
 

@@ -16,6 +16,14 @@ tries, UNSUPPORTED_VERSION, a lost connection) is retried after an exponential b
 ``controller.quorum.retry.backoff.ms`` up to ``controller.quorum.request.timeout.ms``
 (``scheduleNextCommunicationAfterFailure``). A success is done only when the record shows up in
 the committed image; a new incarnation (a restart) registers again.
+
+**The registered endpoints** (Kafka's ``ControllerServer`` registers
+``ListenerInfo.withWildcardHostnamesResolved()`` of its advertised controller listeners): per
+controller listener, its entry of ``advertised.listeners`` when it has one (a port 0 there is the
+bound port), else the bound listener; a host that names no one machine (empty, ``0.0.0.0``,
+``::``) is this machine's canonical host name (``socket.getfqdn()``, as Kafka's
+``InetAddress.getLocalHost().getCanonicalHostName()``), never ``127.0.0.1``, which no other
+machine can reach.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +47,8 @@ log = logging.getLogger("kafka_rpc.controller.registration")
 _Req = codec.module("ControllerRegistrationRequest")
 _POLL_S = 0.1
 _SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+_WILDCARD_HOSTS = ("", "0.0.0.0", "::")
+"""Hosts that name no one machine (a listener bound to every address, or none given)."""
 
 
 def supported_features() -> dict[str, tuple[int, int]]:
@@ -68,13 +79,19 @@ class ControllerRegistrationManager:
         """The ControllerRegistration request of this node and process run."""
         server, cfg = self.server, self.server.config
         listeners = []
+        advertised = {e.name: e for e in cfg.advertised_listeners}
         for name in cfg.controller_listener_names:
             ls = server.listeners.get(name)
             if ls is None:
                 continue
-            host = ls.host if ls.host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+            host, port = ls.host, ls.port
+            adv = advertised.get(name)
+            if adv is not None:
+                host, port = adv.host, adv.port or ls.port
+            if host in _WILDCARD_HOSTS:
+                host = socket.getfqdn()
             proto = _SECURITY_PROTOCOL_IDS.get(cfg.security_protocol(name), 0)
-            listeners.append(_Req.Listener(name=name, host=host, port=ls.port,
+            listeners.append(_Req.Listener(name=name, host=host, port=port,
                                            security_protocol=proto))  # fmt: skip
         return _Req.ControllerRegistrationRequest(
             controller_id=self.node_id,

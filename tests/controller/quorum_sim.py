@@ -453,11 +453,10 @@ CONTROLLER_DEFAULTS: dict[str, Any] = {
     "session_timeout_ms": 4_000,
     "fence_check_interval_ms": 500,
     "idle_interval_ms": 250,
-    # KIP-1164: the active controller creates __diskless-metadata (2 partitions) once 3 brokers
-    # are unfenced, or with fewer after the grace time
+    # KIP-1164: the active controller creates __diskless-metadata (2 partitions, replication
+    # factor 3) once 3 brokers running the Batch Coordinator are unfenced, never with fewer
     "diskless_metadata_partitions": 2,
-    "diskless_metadata_expected_brokers": 3,
-    "diskless_metadata_grace_ms": 4_000,
+    "diskless_metadata_replication_factor": 3,
 }
 
 

@@ -307,6 +307,31 @@ def test_delete_errors():
     assert not res.records and "a" in c.image.topics_by_name
 
 
+def test_the_coordinator_topic_is_never_deleted_by_name_or_id():
+    """Our rule (stricter than Kafka's, which deletes __consumer_offsets): POLICY_VIOLATION with
+    a message saying why; the other topics of the request are deleted as usual."""
+    from kafka_rpc.controller import coordinator_mapping as M
+
+    c = Cluster(seed=3)
+    c.live(1)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 1).records)
+    c.create(topic("a"), topic("b"))
+    meta = c.image.topics_by_name[M.DISKLESS_METADATA_TOPIC]
+    b_id = c.image.topics_by_name["b"]
+    for names, ids in (([M.DISKLESS_METADATA_TOPIC, "a"], [b_id]), ([], [meta])):
+        res = c.delete(names=names, ids=ids)
+        got = {r.name: (r.topic_id, r.error_code, r.error_message) for r in res.response.responses}
+        assert got[M.DISKLESS_METADATA_TOPIC] == (
+            meta, E.POLICY_VIOLATION,
+            "Topic __diskless-metadata holds the state of every Batch Coordinator; deleting it "
+            "would lose every diskless partition's offsets, so it cannot be deleted",
+        )  # fmt: skip
+        assert all(code == 0 for n, (_, code, _) in got.items() if n != M.DISKLESS_METADATA_TOPIC)
+        assert all(r.topic_id != meta for r in res.records)
+    assert c.image.topics_by_name == {M.DISKLESS_METADATA_TOPIC: meta}
+    assert c.image.topics[meta].partitions
+
+
 # ------------------------------------------------------------------ producer ids
 def test_allocate_producer_ids_blocks_never_overlap_even_across_snapshot():
     c = Cluster()

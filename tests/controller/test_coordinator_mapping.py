@@ -162,13 +162,14 @@ def test_replay_rejects_a_mapping_for_an_unknown_partition_or_negative_coordinat
 
 
 # ================================================================== __diskless-metadata
-def test_metadata_topic_capped_at_unfenced_brokers_and_created_once():
+def test_metadata_topic_on_unfenced_brokers_never_fewer_and_created_once():
     c = Cluster(seed=1)
     ctx = c.ctx()
     assert M.create_diskless_metadata_topic(c.image, ctx, 1, 3).records == []  # no broker
     c.live(0, 1)
     c.register(2)  # registered, still fenced: not a replica candidate
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 3)
+    assert M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 3).records == []  # 2 < 3
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 2)
     c.apply(res.records)
     t = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
     assert t is not None and t.topic_id == res.response
@@ -178,7 +179,7 @@ def test_metadata_topic_capped_at_unfenced_brokers_and_created_once():
         assert sorted(p.replicas) == [0, 1] and p.leader == p.replicas[0] and p.isr == p.replicas
     assert not c.image.topic_configs(M.DISKLESS_METADATA_TOPIC)  # not diskless, no configs
     assert M.coordinator_partition_count(c.image) == 2
-    assert M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 3).records == []
+    assert M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 2).records == []
 
 
 def test_metadata_topic_partitions_and_rf_at_least_one():
@@ -254,30 +255,38 @@ def test_snapshot_carries_one_record_per_mapped_partition_after_the_topics():
     )
 
 
-def test_metadata_topic_due_waits_for_the_expected_brokers_or_the_grace_time():
+def test_metadata_topic_waits_for_its_whole_replication_factor():
+    """Kafka's rule for __consumer_offsets: created only once replication-factor eligible
+    brokers are registered and unfenced, never with fewer replicas (no timer)."""
     c = Cluster(seed=4)
-    due = M.metadata_topic_due
-    assert not due(c.image, 3, 3, 10_000, 9_000)  # no broker at all
+    due, short = M.metadata_topic_due, M.metadata_topic_shortfall
+    assert not due(c.image, 3) and short(c.image, 3) == 3  # no broker at all
     c.live(0)
-    c.register(1)  # registered, fenced
-    assert not due(c.image, 3, 1, 0, 9_000)  # 2 registered: wait for the second
-    assert due(c.image, 3, 1, 9_000, 9_000)  # grace time over: 1 replica then
-    assert due(c.image, 1, 3, 0, 9_000)  # replication factor 1: one broker is enough
+    c.register(1)  # registered, fenced: does not count
+    assert not due(c.image, 3) and short(c.image, 3) == 2
+    assert M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records == []  # no cap
+    assert due(c.image, 1) and short(c.image, 1) == 0  # replication factor 1: one is enough
     c.heartbeat(1)
-    assert not due(c.image, 3, 3, 0, 9_000)  # 3 voters expected in combined mode
+    assert not due(c.image, 3) and short(c.image, 3) == 1
+    c.register(7, kafka=True)  # an Apache Kafka broker never counts
+    c.heartbeat(7)
+    assert short(c.image, 3) == 1
     c.live(2)
-    assert due(c.image, 3, 3, 0, 9_000)
+    assert due(c.image, 3) and short(c.image, 3) == 0
     c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records)
-    assert not due(c.image, 3, 3, 100_000, 9_000)  # exists: never again
+    meta = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
+    assert sorted(meta.partitions[0].replicas) == [0, 1, 2]
+    assert not due(c.image, 3) and short(c.image, 5) == 0  # exists: never again
 
 
 def test_a_deleted_metadata_topic_is_due_again_with_a_new_id():
     c = Cluster(seed=5)
     c.live(0)
-    first = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
+    first = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 1)
     c.apply(first.records)
-    assert not M.metadata_topic_due(c.image, 3, 1, 0, 9_000)
-    c.delete(names=[M.DISKLESS_METADATA_TOPIC])
-    assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000)
-    second = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
+    assert not M.metadata_topic_due(c.image, 1)
+    # DeleteTopics refuses it now; a RemoveTopicRecord of a log written before that still counts
+    c.apply([R("RemoveTopicRecord")(topic_id=first.response)])
+    assert M.metadata_topic_due(c.image, 1)
+    second = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 1)
     assert second.response not in (None, first.response)

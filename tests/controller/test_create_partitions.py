@@ -5,8 +5,6 @@ topics on Kafka brokers while any is registered)."""
 
 from __future__ import annotations
 
-import pytest
-
 from kafka_rpc.controller import coordinator_mapping as M
 from kafka_rpc.controller import replication
 from kafka_rpc.controller.placement import coordinator_hosts, runs_batch_coordinator
@@ -133,9 +131,11 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
     c.register(7, kafka=True)  # an Apache Kafka broker: no feature of ours
     c.heartbeat(7)
     assert [runs_batch_coordinator(c.image.brokers[b]) for b in (1, 2, 7)] == [True, True, False]
-    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records)
+    # rf 3: our 2 brokers are too few (the Kafka broker does not count); rf 2 places on both
+    assert M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3).records == []
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 2).records)
     meta = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
-    assert sorted(meta.partitions[0].replicas) == [1, 2]  # rf 3 capped at our 2 brokers
+    assert sorted(meta.partitions[0].replicas) == [1, 2]
     got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 6))
     assert got == [(M.DISKLESS_METADATA_TOPIC, 0, None)]
     for p in partitions(c, M.DISKLESS_METADATA_TOPIC).values():
@@ -145,10 +145,36 @@ def test_growing_the_coordinator_topic_places_on_kafka_rpc_brokers_only():
     assert got == [(M.DISKLESS_METADATA_TOPIC, E.INVALID_REPLICA_ASSIGNMENT,
                     f"The manual partition assignment of {M.DISKLESS_METADATA_TOPIC}-6 includes "
                     "broker 7, which does not run the Batch Coordinator.")]  # fmt: skip
-    # only the brokers whose Raft RPCs can reach them (the controller voters)
-    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 7), raft_hosts=frozenset({2}))
-    assert got[0][1] == E.INVALID_REPLICATION_FACTOR
-    assert coordinator_hosts(c.image, {2, 7}) == [2]
+    assert coordinator_hosts(c.image) == [1, 2]
+
+
+def test_the_coordinator_topic_grows_onto_broker_only_nodes():
+    """Whatever their roles: a broker that runs the Batch Coordinator but is no controller voter
+    (ids 11, 12 here; the controller is not a broker at all) holds replicas."""
+    c = Cluster(seed=9)
+    c.live(11, 12)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(controller_ids=frozenset({1})),
+                                             1, 2).records)  # fmt: skip
+    got, _ = run(c, grow(M.DISKLESS_METADATA_TOPIC, 3), controller_ids=frozenset({1}))
+    assert got == [(M.DISKLESS_METADATA_TOPIC, 0, None)]
+    for p in partitions(c, M.DISKLESS_METADATA_TOPIC).values():
+        assert sorted(p[0]) == [11, 12]
+
+
+def test_the_coordinator_topic_never_shrinks():
+    """A lower (or equal) count on __diskless-metadata is refused as Kafka refuses it on any
+    topic: INVALID_PARTITIONS, nothing written (a Batch Coordinator's log is never dropped)."""
+    c = Cluster(seed=8)
+    c.live(1, 2)
+    c.apply(M.create_diskless_metadata_topic(c.image, c.ctx(), 3, 2).records)
+    name = M.DISKLESS_METADATA_TOPIC
+    got, log = run(c, grow(name, 2))
+    assert got == [(name, E.INVALID_PARTITIONS,
+                    f"The topic {name} currently has 3 partition(s); 2 would not be an increase.")]
+    assert log == []
+    got, log = run(c, grow(name, 3))
+    assert got == [(name, E.INVALID_PARTITIONS, "Topic already has 3 partition(s).")] and not log
+    assert sorted(partitions(c, name)) == [0, 1, 2]
 
 
 def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
@@ -177,18 +203,17 @@ def test_classic_topics_go_to_kafka_brokers_while_any_is_registered():
     assert "only 2 Kafka broker(s)" in res.response.topics[1].error_message
 
 
-@pytest.mark.parametrize("hosts", [None, frozenset({1, 2, 3})])
-def test_the_coordinator_topic_waits_for_brokers_that_can_host_it(hosts):
+def test_the_coordinator_topic_waits_for_brokers_that_can_host_it():
     c = Cluster(seed=7, kafka_compatible=True)  # a Kafka broker may register
     c.register(5, kafka=True)
     c.heartbeat(5)
     # only a Kafka broker: nothing to place the coordinators on
-    assert not M.metadata_topic_due(c.image, 3, 1, 60_000, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 1, 3)
+    assert not M.metadata_topic_due(c.image, 1)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 1)
     assert res.records == []
     c.live(1)
-    assert M.metadata_topic_due(c.image, 3, 1, 0, 9_000, hosts)
-    res = M.create_diskless_metadata_topic(c.image, c.ctx(raft_hosts=hosts), 2, 3)
+    assert M.metadata_topic_due(c.image, 1)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 2, 1)
     c.apply(res.records)
     meta = c.image.topic_by_name(M.DISKLESS_METADATA_TOPIC)
     assert [p.replicas for p in meta.partitions.values()] == [(1,), (1,)]

@@ -317,6 +317,118 @@ def test_alter_partition_unknown_topic_answers_every_partition(c3):
     assert codes == [E.UNKNOWN_TOPIC_ID] * 2 and not res.records
 
 
+# ================================================================== AlterPartition: Raft leaders
+META = "__diskless-metadata"
+
+
+def meta_cluster(*brokers: int) -> Cluster:
+    """``brokers`` live and ``__diskless-metadata`` with one partition on brokers 1, 2, 3 (leader
+    1), as the controller creates it."""
+    from kafka_rpc.controller import coordinator_mapping as M
+
+    c = cluster(*brokers)
+    res = M.create_diskless_metadata_topic(c.image, c.ctx(), 1, 3)
+    recs = [r if r.__spec_name__ != "PartitionRecord" else
+            R("PartitionRecord")(partition_id=0, topic_id=r.topic_id, replicas=(1, 2, 3),
+                                 isr=(1, 2, 3), leader=1, leader_epoch=0, partition_epoch=0)
+            for r in res.records]  # fmt: skip
+    c.apply(recs)
+    return c
+
+
+def test_the_raft_leader_of_a_coordinator_partition_takes_over_through_alter_partition():
+    """Ours: on __diskless-metadata a replica that is not the image's leader (the leader its
+    Raft group elected) becomes the leader, leader epoch + 1, with its new ISR."""
+    c = meta_cluster(1, 2, 3)
+    before = part(c, META)
+    res = alter(c, META, 0, [2, 3], sender=2)
+    assert code_of(res) == 0, res.response
+    [rec] = res.records
+    assert (rec.leader, rec.isr) == (2, (2, 3))
+    after = part(c, META)
+    assert (after.leader, after.isr) == (2, (2, 3))
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert after.partition_epoch == before.partition_epoch + 1
+    r = res.response.topics[0].partitions[0]
+    assert (r.leader_id, r.isr, r.leader_epoch, r.partition_epoch) == (
+        2, (2, 3), after.leader_epoch, after.partition_epoch)  # fmt: skip
+    # from the image's leader now: Kafka's path (an ISR change, no leader change)
+    res = alter(c, META, 0, [1, 2, 3])
+    assert code_of(res) == 0 and res.records[0].leader == -2
+    assert (part(c, META).leader, part(c, META).isr) == (2, (1, 2, 3))
+    # the same ISR from another replica: a takeover alone
+    res = alter(c, META, 0, [1, 2, 3], sender=3)
+    assert code_of(res) == 0 and part(c, META).leader == 3
+    assert part(c, META).leader_epoch == before.leader_epoch + 2
+
+
+def test_any_other_topic_still_takes_alter_partition_from_its_leader_only():
+    c = meta_cluster(1, 2, 3)
+    c.create(topic("t", assignments=[(0, [1, 2, 3])], n=-1, rf=-1))
+    before = part(c)
+    res = alter(c, "t", 0, [2, 3], sender=2)
+    assert code_of(res) == E.INVALID_REQUEST and not res.records and part(c) == before
+
+
+# case -> (proposed ISR, sender, setup(c) -> extra AlterPartition arguments, expected code)
+_TAKEOVER_REFUSALS = {
+    "stale partition epoch": ([2, 3], 2, lambda c: {"partition_epoch":
+                              part(c, META).partition_epoch - 1}, E.INVALID_UPDATE_VERSION),
+    "old leader epoch": ([2, 3], 2, lambda c: {"leader_epoch": part(c, META).leader_epoch - 1},
+                         E.FENCED_LEADER_EPOCH),
+    "leader epoch from the future": ([2, 3], 2, lambda c: {"leader_epoch":
+                                     part(c, META).leader_epoch + 1}, E.NOT_CONTROLLER),
+    "partition epoch from the future": ([2, 3], 2, lambda c: {"partition_epoch":
+                                        part(c, META).partition_epoch + 1}, E.NOT_CONTROLLER),
+    "isr without the sender": ([1, 3], 2, lambda c: {}, E.INVALID_REQUEST),
+    "non-replica in isr": ([2, 4], 2, lambda c: {}, E.INVALID_REQUEST),
+    "not a replica": ([1, 2, 3], 4, lambda c: {}, E.INVALID_REQUEST),
+    "fenced sender": ([2, 3], 2, lambda c: c.heartbeat(2, want_fence=True) and {},
+                      E.INELIGIBLE_REPLICA),
+    "sender in controlled shutdown": ([2, 3], 2, lambda c: c.heartbeat(2, want_shut_down=True)
+                                      and {}, E.INELIGIBLE_REPLICA),
+    "stale broker epoch": ([2, 3], 2, lambda c: {"broker_epoch": c.image.brokers[2].epoch + 1},
+                           E.STALE_BROKER_EPOCH),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(_TAKEOVER_REFUSALS))
+def test_a_coordinator_partition_takeover_is_refused_with_kafkas_codes(case):
+    c = meta_cluster(1, 2, 3, 4)
+    # epochs past 0, so that an older one exists
+    c.apply([R("PartitionChangeRecord")(partition_id=0, topic_id=c.image.topics_by_name[META],
+                                        isr=(1, 2))])  # fmt: skip
+    c.apply([R("PartitionChangeRecord")(partition_id=0, topic_id=c.image.topics_by_name[META],
+                                        isr=(1, 2, 3), leader=1)])  # fmt: skip
+    isr, sender, setup, code = _TAKEOVER_REFUSALS[case]
+    kw = setup(c)
+    before = part(c, META)
+    res = alter(c, META, 0, isr, sender=sender, **kw)
+    assert code_of(res) == code, res.response
+    assert not res.records and part(c, META) == before
+
+
+def test_a_takeover_completes_a_reassignment_as_from_the_leader():
+    c = meta_cluster(1, 2, 3, 4)
+    res, r = reassign(c, META, 0, [4, 2, 3])
+    assert r.error_code == 0
+    assert part(c, META).replicas == (4, 2, 3, 1) and part(c, META).leader == 1
+    # 2 (the Raft leader now) with 4 caught up: the ISR covers the targets, 1 leaves
+    res = alter(c, META, 0, [1, 2, 3, 4], sender=2)
+    assert code_of(res) == 0, res.response
+    p = part(c, META)
+    assert (p.replicas, p.isr, p.leader) == ((4, 2, 3), (2, 3, 4), 2)
+    assert (p.adding_replicas, p.removing_replicas) == ((), ())
+    # a takeover by a replica the completed reassignment removes (3): the reassignment completes
+    # as it would from the leader, the leader stays 2, and the answer is NEW_LEADER_ELECTED
+    res, r = reassign(c, META, 0, [4, 2, 1])
+    assert r.error_code == 0 and part(c, META).replicas == (4, 2, 1, 3)
+    res = alter(c, META, 0, [1, 2, 3, 4], sender=3)
+    assert code_of(res) == E.NEW_LEADER_ELECTED and len(res.records) == 1
+    p = part(c, META)
+    assert (p.replicas, p.leader) == ((4, 2, 1), 2) and 3 not in p.isr
+
+
 # ================================================================== fencing and friends
 def test_fencing_the_leader_moves_leadership_and_shrinks_the_isr(c3):
     p0 = part(c3)

@@ -372,3 +372,86 @@ async def test_update_features_of_kraft_version_reaches_the_real_core():
         assert resp.error_code == ErrorCode.INVALID_UPDATE_VERSION, resp
         assert resp.error_message.endswith("Not all of the voters support it.")
         assert s.node.log.end_offset == end and s.node.core.kraft_version == 0
+
+
+async def live(s: Setup, broker_id: int, epoch: int | None = None) -> None:
+    """Register ``broker_id`` (unless its broker ``epoch`` is given: registered already) and
+    unfence it (a heartbeat caught up to its registration)."""
+    if epoch is None:
+        epoch = await register(s, broker_id)
+    hb = R("BrokerHeartbeatRequest")(broker_id=broker_id, broker_epoch=epoch,
+                                     current_metadata_offset=epoch)  # fmt: skip
+    t = await pending(s.qc.broker_heartbeat(hb, 1))
+    s.commit()
+    assert not (await t).is_fenced
+
+
+def diskless_metadata_replicas(qc: QuorumController):
+    t = qc.image.topic_by_name("__diskless-metadata")
+    return None if t is None else {i: sorted(p.replicas) for i, p in t.partitions.items()}
+
+
+async def test_the_coordinator_topic_goes_to_broker_only_nodes_too():
+    """Replicas of __diskless-metadata go to every broker running the Batch Coordinator,
+    whatever its roles: here two broker-only nodes (11, 12), the quorum's voter (1) no broker."""
+    s = Setup(diskless_metadata_partitions=2, diskless_metadata_replication_factor=2,
+              diskless_metadata_hosts=frozenset({1}))  # fmt: skip
+    s.activate()
+    for b in (11, 12):
+        await live(s, b)
+    s.qc.tick()
+    s.commit()
+    assert diskless_metadata_replicas(s.qc) == {0: [11, 12], 1: [11, 12]}
+
+
+async def test_the_coordinator_topic_waits_for_its_replication_factor_and_says_so(caplog):
+    """Kafka's rule for its internal topics: __diskless-metadata is created only once
+    diskless.metadata.topic.replication.factor brokers running the Batch Coordinator are
+    registered and unfenced, however long that takes; until then one WARNING per change of the
+    shortfall, and the gauge kafka_rpc_diskless_metadata_missing_brokers in the registry."""
+    import prometheus_client as prom
+
+    from kafka_rpc.controller.metrics import register_controller_metrics
+
+    s = Setup(diskless_metadata_partitions=1, diskless_metadata_replication_factor=3,
+              session_timeout_ms=10**9, diskless_metadata_grace_ms=1)  # fmt: skip
+    registry = prom.CollectorRegistry()
+    register_controller_metrics(registry, s.qc)
+
+    def gauge():
+        return registry.get_sample_value("kafka_rpc_diskless_metadata_missing_brokers")
+
+    def warnings():
+        return [r.getMessage() for r in caplog.records
+                if r.levelname == "WARNING" and "__diskless-metadata needs" in r.getMessage()]
+
+    caplog.set_level("WARNING", logger="kafka_rpc.controller")
+    assert gauge() == 0
+    s.activate()
+    await live(s, 1)
+    for _ in range(60):  # a minute: no timer lowers the replication factor
+        s.clock[0] += 1000
+        s.qc.tick()
+        s.commit()
+    assert diskless_metadata_replicas(s.qc) is None
+    assert gauge() == 2
+    assert warnings() == [
+        "__diskless-metadata needs 3 brokers running the Batch Coordinator, 1 are registered and "
+        "unfenced; it will be created when 3 are (diskless.metadata.topic.replication.factor=3);"
+        " until then diskless topics have no Batch Coordinator (FindCoordinator: "
+        "COORDINATOR_NOT_AVAILABLE)"
+    ]
+    epoch2 = await register(s, 2)  # registered but fenced: counts for nothing
+    s.qc.tick()
+    s.commit()
+    assert gauge() == 2 and len(warnings()) == 1
+    await live(s, 3)
+    s.qc.tick()
+    s.commit()
+    assert gauge() == 1 and len(warnings()) == 2 and ", 2 are registered" in warnings()[1]
+    assert diskless_metadata_replicas(s.qc) is None
+    await live(s, 2, epoch2)
+    s.qc.tick()
+    s.commit()
+    assert diskless_metadata_replicas(s.qc) == {0: [1, 2, 3]}
+    assert gauge() == 0 and len(warnings()) == 2

@@ -50,7 +50,7 @@ async def test_metadata_topic_created_and_partitions_assigned(tmp_path):
             timeout=3 * TIMEOUT,
         )
         meta = server.controller.image.topic_by_name(DISKLESS_METADATA_TOPIC)
-        # default replication factor 3, capped at the one unfenced broker
+        # the default replication factor of a node alone (one static voter): 1
         assert {i: p.replicas for i, p in meta.partitions.items()} == {0: (1,), 1: (1,)}
         assert not server.controller.image.topic_configs(DISKLESS_METADATA_TOPIC)
 

@@ -1,6 +1,6 @@
 """KIP-1164 on a real 3-process quorum (three ``kafka-rpc serve`` processes, broker+controller
-each): the active controller creates ``__diskless-metadata`` with 3 replicas (it waits for the
-three voters' brokers instead of placing one replica on the first broker unfenced), every node's
+each): the active controller creates ``__diskless-metadata`` with 3 replicas (the default
+replication factor of three voters; it waits for three brokers, never placing fewer), every node's
 Metadata lists it as internal; AssignPartitionToBatchCoordinator sent to a controller that is
 not the active one answers NOT_CONTROLLER per entry, and ``kafka-rpc diskless assign`` pointed at
 that controller finds the active one and commits the mapping; then FindCoordinator v7 BATCH

@@ -1,7 +1,8 @@
 """Apache Kafka's own ``kafka-topics --alter`` against a ``kafka-rpc serve`` node with no
 coordinator setting: CreatePartitions (37) on our broker listener, forwarded to our controller,
 adds ``__diskless-metadata`` partitions (KIP-1164: one more Batch Coordinator each), and
-Kafka's tool prints our controller's errors as Kafka's do."""
+Kafka's tool prints our controller's errors as Kafka's do; ``kafka-topics --delete`` of the topic
+gets our refusal (POLICY_VIOLATION with its message) and the topic stays."""
 
 from __future__ import annotations
 
@@ -50,3 +51,9 @@ def test_kafka_topics_alter_adds_batch_coordinators(kafka_newest, tmp_path, proc
     assert r.returncode == 1
     assert ("The manual partition assignment includes broker 7, but no such broker is "
             "registered.") in r.stdout  # fmt: skip
+    r = topics("--delete", "--topic", META, check=False)
+    assert r.returncode == 1
+    assert (f"Topic {META} holds the state of every Batch Coordinator; deleting it would lose "
+            "every diskless partition's offsets, so it cannot be deleted") in r.stdout, r.stdout
+    out = node.cli("topics", "--bootstrap-server", addr, "--describe", "--topic", META).stdout
+    assert re.search(rf"Topic: {META}\tTopicId: \S+\tPartitionCount: 3\t", out), out

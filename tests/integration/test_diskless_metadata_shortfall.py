@@ -1,0 +1,61 @@
+"""A cluster that cannot host ``__diskless-metadata`` yet says so (three ``kafka-rpc serve``
+processes, broker+controller each, ``diskless.metadata.topic.replication.factor=4``): the active
+controller never creates the topic with fewer replicas (Kafka's rule for ``__consumer_offsets``),
+FindCoordinator v7 BATCH keys answer COORDINATOR_NOT_AVAILABLE (15) on every node, and the
+active controller logs one WARNING naming the shortfall."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from kafka_rpc.client import KafkaRpcClient
+from kafka_rpc.protocol import codec
+from kafka_rpc.protocol.errors import ErrorCode
+from kafka_rpc.protocol.uuids import uuid_text
+from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
+from tests.waiting import until
+
+pytestmark = [pytest.mark.integration]
+
+FC = codec.module("FindCoordinatorRequest")
+DQ = codec.module("DescribeClusterRequest")
+WARNING = ("__diskless-metadata needs 4 brokers running the Batch Coordinator, 3 are registered "
+           "and unfenced; it will be created when 4 are")  # fmt: skip
+
+
+async def test_too_few_brokers_no_coordinator_topic_and_find_coordinator_says_not_available(
+    tmp_path,
+):
+    async with cluster_running(
+        tmp_path, budget=60.0, **FAST_FAILOVER,
+        **{"diskless.metadata.topic.replication.factor": "4"},
+    ) as cluster:  # fmt: skip
+        nodes = cluster.nodes
+
+        async def warned() -> int | None:
+            for i, n in nodes.items():
+                if WARNING in n.stderr_text():
+                    return i
+            return None
+
+        warner = await until(warned, "the shortfall WARNING", timeout=30.0)
+        async with KafkaRpcClient(nodes[1].address) as c:
+            desc = await c.request(DQ.DescribeClusterRequest(endpoint_type=2))
+        assert warner == desc.controller_id  # the active controller says it
+        await asyncio.sleep(3.0)  # past a broker session timeout: still no topic, one warning
+        assert nodes[warner].stderr_text().count(WARNING) == 1
+        tid = uuid_text(uuid.uuid4())
+        keys = (f"write:{tid}:0", f"read:{tid}:0")
+        for i in nodes:
+            async with KafkaRpcClient(f"127.0.0.1:{broker_port(nodes[i])}") as c:
+                r = await c.request(FC.FindCoordinatorRequest(key_type=3, coordinator_keys=keys),
+                                    version=7)  # fmt: skip
+            assert [k.error_code for k in r.coordinators] == [
+                ErrorCode.COORDINATOR_NOT_AVAILABLE
+            ] * 2, (i, r)
+            assert all(k.node_id == -1 for k in r.coordinators)
+            for n in nodes.values():
+                assert "created __diskless-metadata" not in n.stderr_text()
