@@ -565,6 +565,12 @@ class Node:
         return deleted
 
     async def _retention_loop(self) -> None:
+        """:meth:`enforce_retention_once` every ``log.retention.check.interval.ms``; a failed
+        pass is reported by ``broker.retention.RetentionFailures`` (quietly on a node with no
+        coordinator replica, once per distinct failure otherwise)."""
+        from kafka_rpc.broker.retention import RetentionFailures
+
+        failures = RetentionFailures(log)
         interval = self.config.log_retention_check_interval_ms / 1000
         while not self.should_exit.is_set():
             try:
@@ -574,10 +580,12 @@ class Node:
                 pass
             try:
                 deleted = await self.enforce_retention_once()
-                if deleted:
-                    log.info("retention: deleted %d diskless batches", deleted)
-            except Exception:
-                log.exception("retention task failed; retrying next interval")
+            except Exception as e:  # noqa: BLE001 - reported (RetentionFailures), retried
+                failures.failed(e)
+                continue
+            failures.succeeded()
+            if deleted:
+                log.info("retention: deleted %d diskless batches", deleted)
 
     async def _close_coordinator(self) -> None:
         publisher, self.metadata_publisher = self.metadata_publisher, None
