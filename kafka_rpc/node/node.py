@@ -210,6 +210,10 @@ class Node:
             self.coordinator = coordinator
             if self.config.log_retention_check_interval_ms > 0:
                 self._retention_task = asyncio.ensure_future(self._retention_loop())
+        if metrics is not None:  # the coordinator replicas' starts (AssignedBatchCoordinator)
+            from kafka_rpc.coordinator.replica_starts import register_metrics
+
+            register_metrics(self.metrics_registry, self.coordinator)
         try:
             self._setup_security()
             # bound now (their ports are advertised and registered), but a broker listener
