@@ -52,7 +52,11 @@ I/O error) is logged and retried, whole (every step is idempotent), with exponen
 ``retry_backoff_ms`` to ``retry_backoff_max_ms``, at most ``max_attempts`` times; then its work
 waits for the next change of the image (or the next start-up's reconcile) and the publisher goes
 on. Directories without ``partition.metadata`` and unreadable ones are never removed (logged once
-per directory).
+per directory), nor is any directory of the Batch Coordinator: a ``__diskless-metadata-<p>``
+directory whatever id it names (a static ``raft://`` URL's partition, or a replica whose
+``__diskless-metadata`` topic id changed), and one that is, or holds, a path the node's
+coordinator keeps its state in (:func:`coordinator_paths`: a ``raft://`` URL's partition
+directory, a ``sqlite://`` URL's database file).
 
 **The topic-based coordinator** (``served_partitions``, the default): a node that leads no
 ``__diskless-metadata`` partition (its replicas are starting, follow, or it has none) does none
@@ -98,6 +102,7 @@ __all__ = [
     "BrokerMetadataPublisher",
     "MirrorFile",
     "caught_up_when_registered",
+    "coordinator_paths",
     "diskless_topics",
     "is_diskless",
     "partition_count",
@@ -114,6 +119,8 @@ MIRROR_FILE_NAME = "diskless-topics.mirror"
 # "<topic>-<partition>.<uuid without dashes>-delete" (UnifiedLog.logDeleteDirName).
 _PARTITION_DIR = re.compile(r"(.+)-(0|[1-9][0-9]*)")
 _DELETE_DIR = re.compile(r"(.+)-([0-9]+)\.[0-9a-f]{32}-delete")
+# A replicated Batch Coordinator's partition (kafka_rpc.coordinator.replicated.partition_dir_name)
+_COORDINATOR_DIR = re.compile(r"__diskless-metadata-(0|[1-9][0-9]*)")
 
 
 # ============================================================================ image queries
@@ -219,6 +226,47 @@ def _partition_dirs(log_dirs: Sequence[Path]) -> list[Path]:
             if _PARTITION_DIR.fullmatch(p.name) and p.is_dir() and not p.is_symlink()
         ]
     return out
+
+
+def coordinator_paths(coordinator: Any) -> list[Path]:
+    """The files and directories, resolved, that ``coordinator`` (the node's Batch Coordinator
+    as ``diskless.coordinator.url`` built it, or None) keeps its state in: a replicated
+    coordinator's log dir and partition directory (``log_dir``, ``directory``; an
+    ``AssignedBatchCoordinator``'s ``log_dir`` and each running replica's), a SQLite
+    coordinator's database file (``path``). Others (memory, PostgreSQL) keep none here."""
+    if coordinator is None:
+        return []
+    found: list[Any] = [getattr(coordinator, "log_dir", None),
+                        getattr(coordinator, "directory", None)]  # fmt: skip
+    replicas = getattr(coordinator, "replicas_running", None)
+    if isinstance(replicas, dict):
+        found += [getattr(r, "directory", None) for r in replicas.values()]
+    path = getattr(coordinator, "path", None)
+    if isinstance(path, str) and path and path != ":memory:" and not path.startswith("file:"):
+        found.append(path)
+    out = []
+    for p in found:
+        if isinstance(p, str | os.PathLike):
+            with contextlib.suppress(OSError, RuntimeError):
+                out.append(Path(p).resolve())
+    return out
+
+
+def _kept_for_coordinator(path: Path, kept: Sequence[Path]) -> str | None:
+    """Why partition directory ``path`` is never removed for the Batch Coordinator, or None:
+    it is a ``__diskless-metadata-<p>`` directory (a replicated coordinator's Raft partition and
+    its SQLite state: a replica moved away keeps it, and a topic id the image lacks there is a
+    static ``raft://`` URL's or an earlier ``__diskless-metadata`` topic's, never a deleted
+    user topic's), or it is, or holds, one of ``kept`` (:func:`coordinator_paths`)."""
+    if _COORDINATOR_DIR.fullmatch(path.name):
+        return "a Batch Coordinator partition's directory"
+    if kept:
+        with contextlib.suppress(OSError, RuntimeError):
+            real = path.resolve()
+            for k in kept:
+                if k == real or real in k.parents:
+                    return f"the Batch Coordinator keeps its state there ({k})"
+    return None
 
 
 def delete_partition_dir(path: Path) -> Path:
@@ -422,7 +470,12 @@ class BrokerMetadataPublisher:
         if work.deletes:
             await self._delete_topics(sorted(work.deletes))
             gone = frozenset(work.deletes)
-            await asyncio.to_thread(self._remove_dirs, lambda tid: tid in gone, False)
+            await asyncio.to_thread(
+                self._remove_dirs,
+                lambda tid: tid in gone,
+                False,
+                coordinator_paths(self.coordinator),
+            )
         image = self.image  # the latest: a topic deleted meanwhile is not created
         creates = {tid: v for tid, v in work.creates.items() if tid in image.topics}
         if creates:
@@ -485,7 +538,12 @@ class BrokerMetadataPublisher:
 
     async def _reconcile(self, image: MetadataImage) -> None:
         live = frozenset(image.topics)
-        removed = await asyncio.to_thread(self._remove_dirs, lambda tid: tid not in live, True)
+        removed = await asyncio.to_thread(
+            self._remove_dirs,
+            lambda tid: tid not in live,
+            True,
+            coordinator_paths(self.coordinator),
+        )
         if removed:
             log.info("metadata publisher: removed %d stray partition directories", removed)
         if not self._coordinator_writable():
@@ -510,10 +568,14 @@ class BrokerMetadataPublisher:
                  "alone", image.last_offset, len(want), len(missing), len(stale),
                  len(foreign))  # fmt: skip
 
-    def _remove_dirs(self, doomed: Callable[[UUID], bool], leftovers: bool) -> int:
+    def _remove_dirs(
+        self, doomed: Callable[[UUID], bool], leftovers: bool, kept: Sequence[Path] = ()
+    ) -> int:
         """(Worker thread.) Remove every partition directory whose ``partition.metadata`` names
-        an id ``doomed`` accepts (never the metadata topic's); with ``leftovers`` also the
-        ``-delete`` directories a crash left behind. Returns the directories removed."""
+        an id ``doomed`` accepts (never the metadata topic's, never one the Batch Coordinator
+        keeps, :func:`_kept_for_coordinator`, with ``kept`` its :func:`coordinator_paths`, read
+        on the loop); with ``leftovers`` also the ``-delete`` directories a crash left behind.
+        Returns the directories removed."""
         removed = 0
         for root in self.log_dirs:
             if not leftovers or not root.is_dir():
@@ -523,6 +585,10 @@ class BrokerMetadataPublisher:
                     log.info("metadata publisher: removing leftover %s", p)
                     shutil.rmtree(p, ignore_errors=True)
         for path in _partition_dirs(self.log_dirs):
+            why = _kept_for_coordinator(path, kept)
+            if why is not None:
+                self._report(path, why)
+                continue
             try:
                 tid = pm.read_topic_id(path)
             except (OSError, pm.PartitionMetadataError) as e:

@@ -11,13 +11,19 @@ whose Batch Coordinator it leads (``owns``, see ``kafka_rpc.coordinator.ownershi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 from uuid import UUID
 
 from kafka_rpc.coordinator.api import EnforceRetentionRequest, TopicIdPartition
+from kafka_rpc.coordinator.errors import error_code_of
 
-__all__ = ["retention_requests", "topic_retention"]
+__all__ = ["NO_COORDINATOR_HERE", "RetentionFailures", "retention_requests", "topic_retention"]
+
+#: Kafka codes that mean "no Batch Coordinator replica here can do it" rather than a failure:
+#: COORDINATOR_LOAD_IN_PROGRESS (14), COORDINATOR_NOT_AVAILABLE (15), NOT_COORDINATOR (16).
+NO_COORDINATOR_HERE = frozenset((14, 15, 16))
 
 
 def _int_or(value: str | None, default: int) -> int:
@@ -68,3 +74,44 @@ def retention_requests(
             continue
         out.append(EnforceRetentionRequest(tp, nbytes, ms))
     return out
+
+
+class RetentionFailures:
+    """How the retention task (``Node._retention_loop``, every
+    ``log.retention.check.interval.ms``) reports a pass that raised, on ``logger``:
+
+    * no coordinator replica here to do it -- an exception whose code
+      (:func:`~kafka_rpc.coordinator.errors.error_code_of`) is in :data:`NO_COORDINATOR_HERE`,
+      e.g. ``CoordinatorNotAvailableError`` on a broker-only node, which runs no
+      ``__diskless-metadata`` replica: at DEBUG, every time (retention is the coordinator
+      leaders' work);
+    * any other failure: at ERROR with its traceback the first time it occurs (the same type
+      and message is the same failure), at DEBUG while it repeats, so a lasting fault is one
+      traceback, not one per interval. A pass that succeeds after failures is logged at INFO
+      and forgets them (a later failure is reported again).
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self._log = logger
+        self._seen: set[tuple[str, str]] = set()
+        #: passes that raised (either kind), for tests and the logs
+        self.failures = 0
+
+    def failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        if error_code_of(exc) in NO_COORDINATOR_HERE:
+            self._log.debug("retention: skipped, no coordinator replica here can apply it: %r",
+                            exc)  # fmt: skip
+            return
+        key = (type(exc).__qualname__, str(exc))
+        if key in self._seen:
+            self._log.debug("retention: failed again: %r", exc)
+            return
+        self._seen.add(key)
+        self._log.error("retention task failed; retrying every interval (the same failure "
+                        "is not logged again until a pass succeeds)", exc_info=exc)  # fmt: skip
+
+    def succeeded(self) -> None:
+        if self._seen:
+            self._log.info("retention: a pass succeeded after %d failure(s)", len(self._seen))
+            self._seen.clear()

@@ -14,7 +14,8 @@ the Raft RPCs, ``kafka_rpc.handlers.raft`` routing through :meth:`raft_driver_fo
 
 * ``topic_id``: the image's id of ``__diskless-metadata`` (written to ``partition.metadata``; a
   directory naming another id stops that partition's start, Kafka's
-  InconsistentTopicIdException, logged once);
+  InconsistentTopicIdException, logged once; a failed start is retried with backoff,
+  ``_start_slot``);
 * ``voters``: the partition's replicas, each at its controller listener address among the
   metadata quorum's voters at the time the replica starts (``controller.quorum.voters``, or the
   voter set in the metadata log of a dynamic quorum; combined broker+controller nodes: broker
@@ -133,6 +134,7 @@ from .api import (
 from .errors import NOT_COORDINATOR, NotCoordinatorError, error_code_of
 from .membership import Change, Membership, bootstrap_voters, in_sync_replicas, next_change
 from .ownership import DEFAULT_PARTITION, coordinator_of, owner_map
+from .replica_starts import ReplicaStarts
 from .replicated import DISKLESS_METADATA_TOPIC_NAME, ReplicatedBatchCoordinator
 
 __all__ = ["COORDINATOR_NOT_AVAILABLE", "AssignedBatchCoordinator", "CoordinatorNotAvailableError"]
@@ -218,8 +220,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
         #: set once the first replica runs
         self.started = asyncio.Event()
         #: set when a replica of this node cannot start (logged): what ``started`` waits for
-        #: may never come
+        #: may never come (until a retry of that start succeeds)
         self.start_failed = asyncio.Event()
+        #: the replicas' start attempts, failures and retry backoff (``_start_slot``), also
+        #: the node's ``/metrics`` (:mod:`kafka_rpc.coordinator.replica_starts`)
+        self.replica_starts = ReplicaStarts()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -446,6 +451,13 @@ class AssignedBatchCoordinator(BatchCoordinator):
         voters: dict[int, tuple[str, int]],
         membership: Membership | None = None,
     ) -> None:
+        """Start ``slot``'s replica. A start that raises (e.g. ``InconsistentTopicIdError``, an
+        unwritable directory) is logged -- at ERROR the first time its error occurs for the
+        partition, then at DEBUG -- sets ``start_failed`` and is tried again after a backoff
+        (``replica_starts``: 1 s doubling to 30 s), as long as the slot is still this
+        partition's and the coordinator is open. The retry is a timer: between attempts the
+        slot's task is done, so the partition is not loading (its entries answer
+        NOT_COORDINATOR, not COORDINATOR_LOAD_IN_PROGRESS)."""
         stopping = self._stopping.get(slot.partition)
         if stopping is not None:  # the same directory: its previous replica closes first
             await asyncio.wait({stopping})
@@ -458,21 +470,37 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if slot.partition != DEFAULT_PARTITION:
             options.pop("import_path", None)
         p = slot.partition
+        starts = self.replica_starts
+        attempt = starts.attempt(p)
         inner = ReplicatedBatchCoordinator(
             self.log_dir, node_id=self.node_id, voters=voters, partition=p,
             topic_id=slot.topic_id, membership=membership, **options,
         )  # fmt: skip
         try:
             await inner.start()
-        except Exception as e:  # noqa: BLE001 - e.g. InconsistentTopicIdError: logged
-            log.error("%s-%d: the replica did not start: %r; the coordinator stays unavailable",
-                      DISKLESS_METADATA_TOPIC_NAME, p, e)  # fmt: skip
+        except Exception as e:  # noqa: BLE001 - e.g. InconsistentTopicIdError: logged, retried
+            delay, new = starts.failed(p, e)
+            log.log(logging.ERROR if new else logging.DEBUG,
+                    "%s-%d: the replica did not start (attempt %d): %r; the coordinator stays "
+                    "unavailable, next attempt in %g s", DISKLESS_METADATA_TOPIC_NAME, p,
+                    attempt, e, delay)  # fmt: skip
             self.start_failed.set()
             await inner.close()
+
+            def retry() -> None:
+                if not self._closed and self._slots.get(p) is slot and slot.inner is None:
+                    slot.task = asyncio.ensure_future(self._start_slot(slot, voters, membership))
+
+            if not self._closed and self._slots.get(p) is slot:
+                asyncio.get_running_loop().call_later(delay, retry)
             return
         if self._closed or self._slots.get(p) is not slot:  # closed or stopped meanwhile
             await inner.close()
             return
+        failed = starts.succeeded(p)
+        if failed:
+            log.info("%s-%d: the replica started at attempt %d, after %d failed",
+                     DISKLESS_METADATA_TOPIC_NAME, p, attempt, failed)  # fmt: skip
         slot.inner = inner
         self.started.set()
 

@@ -15,7 +15,8 @@ import are :mod:`kafka_rpc.coordinator.replicated`'s.
 * **Snapshots** (KIP-630 mechanics): the snapshot is the SQLite image cut into
   ``DisklessSnapshotChunkRecord`` records (:func:`chunk_records`, :class:`_ImageChunks`),
   loaded with the SQLite backup API; the byte trigger grows with the image
-  (``SNAPSHOT_LOG_PER_IMAGE``).
+  (``SNAPSHOT_LOG_PER_IMAGE``). None is taken while an import is partially applied or the
+  apply failed (:attr:`ReplicatedStateMachine.in_transaction`).
 * **Imports**: the chunks of a standalone SQLite coordinator's image in the log replace the
   state once the last one is committed (:meth:`ReplicatedStateMachine._load_import`).
 
@@ -323,6 +324,22 @@ class ReplicatedStateMachine:
         def _read_applied(self) -> None: ...
 
         def _start_import(self) -> None: ...
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the committed offset is not a state this replica holds, so the Raft core
+        must not snapshot at it (``RaftCore.create_snapshot``, :mod:`kafka_rpc.raft.snapshots`,
+        takes none while this is true and tries again at the next trigger, as Kafka snapshots
+        only at a stable offset):
+
+        * an import is partially applied: its chunks so far are in ``_import_buf``, not in
+          SQLite, and the applied offset stays before its first chunk. A snapshot at the
+          committed offset would hold the state before the import under an id past some of its
+          chunks; a replica rebuilt from it would skip the rest of the import as "the tail of
+          an import applied before a restart" and never hold the imported state. The snapshot
+          waits until the last chunk is applied (or the next record drops an unfinished import);
+        * the apply failed (:attr:`failed`): SQLite is behind the committed log."""
+        return self._import_buf is not None or self.failed is not None
 
     def handle_commit(self, batches: Sequence[Any]) -> None:
         """Apply committed records (those at or above the last delivered offset) with the new

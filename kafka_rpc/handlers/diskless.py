@@ -16,10 +16,11 @@ per-entry fan-out are :mod:`kafka_rpc.handlers.diskless_routing`):
 * Unknown topic id, unknown partition and the zero topic id answer UNKNOWN_TOPIC_OR_PARTITION (3).
 * Response topics mirror the request's topic entries, in request order (CommitBatches: see below);
   every request entry gets its own answer, repeated partitions included.
-* A coordinator call that raises fails only the entries of that call: ``sqlite3.Error`` and
-  ``OSError`` map to KAFKA_STORAGE_ERROR (56), anything else to UNKNOWN_SERVER_ERROR (-1). Both
-  are logged (the latter with its traceback, as a probable bug). ``asyncio.CancelledError`` is
-  never caught.
+* A coordinator call that raises fails only the entries of that call: ``TimeoutError`` (a
+  replicated coordinator's write not committed within ``write_timeout_ms``) maps to
+  REQUEST_TIMED_OUT (7), ``sqlite3.Error`` and any other ``OSError`` to KAFKA_STORAGE_ERROR
+  (56), anything else to UNKNOWN_SERVER_ERROR (-1). All are logged (the last with its
+  traceback, as a probable bug). ``asyncio.CancelledError`` is never caught.
 * Several Batch Coordinators (KIP-1164): an entry of CommitBatches or
   DeleteDisklessRecords (writes) or FindDisklessBatches or ListDisklessOffsets (reads) whose
   partition the node's metadata image maps to a ``__diskless-metadata`` partition this node does
@@ -66,7 +67,7 @@ DeleteDisklessTopics (10095)
     Errors: UNKNOWN_TOPIC_OR_PARTITION for an unknown or zero id, and for a repetition of an id
     already deleted by an earlier entry of the same request; NOT_COORDINATOR as for
     InitDisklessTopics; a failing call fails every entry with the mapped code
-    (KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
+    (REQUEST_TIMED_OUT, KAFKA_STORAGE_ERROR, UNKNOWN_SERVER_ERROR).
 
 DeleteDisklessRecords (10096)
     API: version 0.

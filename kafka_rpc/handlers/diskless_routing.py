@@ -95,8 +95,9 @@ async def owned_only(reqs: list[Any], owns: Owns | None, call: Any, error_entry:
 def failure_code(exc: Exception, api: str, broker_id: int | None) -> int:
     """The Kafka error code of an exception raised by a coordinator call
     (:func:`kafka_rpc.coordinator.errors.error_code_of`), logged: an exception that names its
-    own code at INFO, a storage failure (KAFKA_STORAGE_ERROR) and anything else
-    (UNKNOWN_SERVER_ERROR) at ERROR with the traceback. ``api`` and ``broker_id`` (the caller,
+    own code and a timeout (REQUEST_TIMED_OUT) at INFO, a storage failure
+    (KAFKA_STORAGE_ERROR) and anything else (UNKNOWN_SERVER_ERROR) at ERROR with the
+    traceback. ``api`` and ``broker_id`` (the caller,
     when known) are only for the log line."""
     code = error_code_of(exc)
     if code == _UNKNOWN_SERVER_ERROR:

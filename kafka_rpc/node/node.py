@@ -210,6 +210,10 @@ class Node:
             self.coordinator = coordinator
             if self.config.log_retention_check_interval_ms > 0:
                 self._retention_task = asyncio.ensure_future(self._retention_loop())
+        if metrics is not None:  # the coordinator replicas' starts (AssignedBatchCoordinator)
+            from kafka_rpc.coordinator.replica_starts import register_metrics
+
+            register_metrics(self.metrics_registry, self.coordinator)
         try:
             self._setup_security()
             # bound now (their ports are advertised and registered), but a broker listener
@@ -569,6 +573,12 @@ class Node:
         return deleted
 
     async def _retention_loop(self) -> None:
+        """:meth:`enforce_retention_once` every ``log.retention.check.interval.ms``; a failed
+        pass is reported by ``broker.retention.RetentionFailures`` (quietly on a node with no
+        coordinator replica, once per distinct failure otherwise)."""
+        from kafka_rpc.broker.retention import RetentionFailures
+
+        failures = RetentionFailures(log)
         interval = self.config.log_retention_check_interval_ms / 1000
         while not self.should_exit.is_set():
             try:
@@ -578,10 +588,12 @@ class Node:
                 pass
             try:
                 deleted = await self.enforce_retention_once()
-                if deleted:
-                    log.info("retention: deleted %d diskless batches", deleted)
-            except Exception:
-                log.exception("retention task failed; retrying next interval")
+            except Exception as e:  # noqa: BLE001 - reported (RetentionFailures), retried
+                failures.failed(e)
+                continue
+            failures.succeeded()
+            if deleted:
+                log.info("retention: deleted %d diskless batches", deleted)
 
     async def _close_coordinator(self) -> None:
         publisher, self.metadata_publisher = self.metadata_publisher, None
