@@ -207,6 +207,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._voters: dict[int, tuple[str, int]] = {}
         self._voters_now: Callable[[], dict[int, tuple[str, int]]] = dict
         self._raft_listener: str | None = None
+        #: node id -> (host, port) on ``raft_listener`` in the latest image (the replicas'
+        #: drivers ask it first: a broker that restarted on another port is found again)
+        self._address_cache: dict[int, tuple[str, int]] = {}
         self._cluster_id: str | None = None
         self._client_security: Any = None
         self._controller: Any = None
@@ -334,6 +337,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
         stop the ones it no longer assigns (module docstring)."""
         if self._closed:
             return
+        if self._raft_listener is not None:
+            fresh = self._addresses(new)
+            if fresh != self._address_cache:  # in place: the drivers hold its get
+                self._address_cache.clear()
+                self._address_cache.update(fresh)
         t = new.topic_by_name(DISKLESS_METADATA_TOPIC_NAME)
         if t is None:
             return
@@ -474,7 +482,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         attempt = starts.attempt(p)
         inner = ReplicatedBatchCoordinator(
             self.log_dir, node_id=self.node_id, voters=voters, partition=p,
-            topic_id=slot.topic_id, membership=membership, **options,
+            topic_id=slot.topic_id, membership=membership,
+            resolve_address=self._address_cache.get if self._raft_listener else None,
+            **options,
         )  # fmt: skip
         try:
             await inner.start()

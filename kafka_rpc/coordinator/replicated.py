@@ -244,6 +244,10 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
     * ``raft_options``: overrides of :class:`~kafka_rpc.raft.core.RaftConfig` fields (election
       and fetch timeouts, snapshot triggers...); ``append_linger_ms`` defaults to 0 here.
     * ``client_security``: TLS/SASL settings of the voters' listener for the driver's clients.
+    * ``membership``: start a dynamic group (:mod:`~kafka_rpc.coordinator.membership`;
+      :attr:`dynamic` says whether it is); None: static ``voters``.
+    * ``resolve_address``: node id -> where its Raft RPCs go now (the driver asks it before the
+      voter set's recorded endpoints); None: the voter set's.
     """
 
     def __init__(
@@ -268,6 +272,7 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
         raft_options: Mapping[str, Any] | None = None,
         client_security: Any = None,
         membership: Membership | None = None,
+        resolve_address: Callable[[int], tuple[str, int] | None] | None = None,
     ) -> None:
         synchronous = synchronous.upper()
         if synchronous not in _SYNCHRONOUS:
@@ -297,6 +302,7 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
         self._raft_options = dict(raft_options or {})
         self._client_security = client_security
         self.membership = membership
+        self._resolve_address = resolve_address
         #: the group's voters live in its log (kraft.version 1) and follow the assignment
         #: (set by :meth:`start`, :func:`~kafka_rpc.coordinator.membership.prepare_directory`)
         self.dynamic = False
@@ -412,6 +418,7 @@ class ReplicatedBatchCoordinator(ReplicatedStateMachine, BatchCoordinator):
                 # the peers are kafka-rpc nodes: on the inter-broker listener they serve the
                 # replication RPCs without listing them in ApiVersions, as a Kafka broker would
                 unadvertised_raft_rpcs=True,
+                resolve_address=self._resolve_address,
             )
             self.core, self.driver = replica.core, replica.driver
             self.driver.start()

@@ -136,7 +136,9 @@ class RaftDriver:
     encoded, written and fsynced on the loop's default executor (``RaftCore.snapshot_writer``),
     only the state machine's records are taken on the loop (default: all inline);
     ``unadvertised_raft_rpcs``: the peers serve the replication RPCs unadvertised (see the
-    attribute)."""
+    attribute); ``resolve_address``: where a node is now, asked before the core's
+    ``address_of`` (a coordinator partition's replicas at their registered inter-broker
+    endpoints, which change when a broker restarts on another port)."""
 
     def __init__(
         self,
@@ -152,8 +154,12 @@ class RaftDriver:
         thread_flush_alone: bool = False,
         background_snapshots: bool = False,
         unadvertised_raft_rpcs: bool = False,
+        resolve_address: Callable[[int], tuple[str, int] | None] | None = None,
     ) -> None:
         self.core = core
+        #: node id -> (host, port) its peers are at now, asked before the core's voter set
+        #: (whose recorded endpoints may be stale); None: the core's only
+        self.resolve_address = resolve_address
         #: the peers serve Vote, BeginQuorumEpoch, EndQuorumEpoch and FetchSnapshot at our
         #: spec's newest version even when their ApiVersions does not list them (kafka-rpc
         #: brokers, for a coordinator partition's group on the inter-broker listener)
@@ -438,7 +444,11 @@ class RaftDriver:
     # ------------------------------------------------------------------ outbound
     def _address(self, dest: int) -> tuple[str, int] | None:
         try:
-            addr = self.core.address_of(dest)
+            addr = None
+            if self.resolve_address is not None and dest >= 0:
+                addr = self.resolve_address(dest)
+            if addr is None:
+                addr = self.core.address_of(dest)
         except Exception:
             log.exception("raft: address_of(%d) failed", dest)
             return None
