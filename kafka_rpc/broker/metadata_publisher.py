@@ -586,8 +586,8 @@ class BrokerMetadataPublisher:
                     shutil.rmtree(p, ignore_errors=True)
         for path in _partition_dirs(self.log_dirs):
             why = _kept_for_coordinator(path, kept)
-            if why is not None:
-                self._report(path, why)
+            if why is not None:  # normal: a coordinator's own directory (not worth a warning)
+                log.debug("metadata publisher: left %s alone: %s", path, why)
                 continue
             try:
                 tid = pm.read_topic_id(path)
