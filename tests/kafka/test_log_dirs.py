@@ -1,12 +1,13 @@
-"""Kafka's ``kafka-log-dirs`` and ``kafka-reassign-partitions`` (Apache Kafka 4.4.0's jars)
+"""Kafka's ``kafka-log-dirs`` and ``kafka-reassign-partitions`` (Apache Kafka's jars)
 against a kafka-rpc node: both read DescribeLogDirs (35) from our broker listener.
 
-``kafka-log-dirs --describe`` prints the JSON it built from our answer: the node's log
-directories with the ``__diskless-metadata`` Raft partition held on disk. ``kafka-reassign-
-partitions --execute`` asks every replica's broker for its directory (``getReplicaToLogDir``,
-DescribeLogDirs) before it sends AlterPartitionReassignments, and ``--verify`` asks again for the
-replicas the file names a directory for; a reassignment of a classic topic's partition on a
-one-node cluster goes through both. ``docs/kafka-tools.md`` is the user's side of it.
+``kafka-log-dirs --describe`` (4.4.0 and 4.0.2) prints the JSON it built from our answer: the
+node's log directories with the ``__diskless-metadata`` Raft partition held on disk.
+``kafka-reassign-partitions --execute`` (4.4.0) asks every replica's broker for its directory
+(``getReplicaToLogDir``, DescribeLogDirs) before it sends AlterPartitionReassignments, and
+``--verify`` asks again for the replicas the file names a directory for; a reassignment of a
+classic topic's partition on a one-node cluster goes through both. ``docs/kafka-tools.md`` is the
+user's side of it.
 """
 
 from __future__ import annotations
@@ -83,9 +84,12 @@ def _json_line(out: str) -> dict:
     return json.loads(next(line for line in out.splitlines() if line.startswith("{")))
 
 
-def test_log_dirs_describe_parses_our_answer(node, kafka_newest):
+@pytest.mark.parametrize("release", ["newest", "oldest"])
+def test_log_dirs_describe_parses_our_answer(node, release, request):
+    """4.4.0's tool asks v5, 4.0.2's v4."""
+    kafka = request.getfixturevalue(f"kafka_{release}")
     broker, data, second = node
-    out = tool(kafka_newest, "kafka-log-dirs", "--describe", "--bootstrap-server", broker).stdout
+    out = tool(kafka, "kafka-log-dirs", "--describe", "--bootstrap-server", broker).stdout
     assert "Received log directory information from brokers 1" in out, out
     (b,) = _json_line(out)["brokers"]
     assert b["broker"] == 1
@@ -99,7 +103,7 @@ def test_log_dirs_describe_parses_our_answer(node, kafka_newest):
     # the segment grows between the two requests only by records written meanwhile
     assert ours.partition_size > 0 and p["size"] <= ours.partition_size
     # --topic-list: the classic topic has no replica on disk, so it is listed nowhere
-    out = tool(kafka_newest, "kafka-log-dirs", "--describe", "--bootstrap-server", broker,
+    out = tool(kafka, "kafka-log-dirs", "--describe", "--bootstrap-server", broker,
                "--topic-list", TOPIC).stdout  # fmt: skip
     (b,) = _json_line(out)["brokers"]
     assert [d["partitions"] for d in b["logDirs"]] == [[], []]
