@@ -9,6 +9,7 @@ from kafka_rpc.handlers import cluster as cluster  # UnregisterBroker, DescribeC
 from kafka_rpc.handlers import configs as configs  # DescribeConfigs
 from kafka_rpc.handlers import envelope as envelope  # Envelope (forwarded admin requests)
 from kafka_rpc.handlers import features as features  # UpdateFeatures
+from kafka_rpc.handlers import log_dirs as log_dirs  # DescribeLogDirs
 from kafka_rpc.handlers import reassignments as reassignments  # ElectLeaders, reassignments
 from kafka_rpc.handlers import sasl as sasl  # SaslHandshake, SaslAuthenticate
 from kafka_rpc.handlers import scram_credentials as scram_credentials  # AlterUserScramCreds

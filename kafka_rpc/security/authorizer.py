@@ -156,6 +156,7 @@ API_RULES: dict[int, tuple | None] = {
     33: ("cluster", AclOperation.ALTER_CONFIGS),
     44: ("cluster", AclOperation.ALTER_CONFIGS),
     46: ("cluster", AclOperation.DESCRIBE),  # ListPartitionReassignments
+    35: ("cluster", AclOperation.DESCRIBE),  # DescribeLogDirs (KafkaApis)
     43: ("cluster", AclOperation.ALTER),  # ElectLeaders
     45: ("cluster", AclOperation.ALTER),  # AlterPartitionReassignments
     51: ("cluster", AclOperation.ALTER),  # AlterUserScramCredentials

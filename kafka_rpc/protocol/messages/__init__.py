@@ -423,6 +423,16 @@ SPECS = {
         False,
     ),
     "DescribeConfigsResponse": ("describe_configs_response", "response", 32, (1, 4), 4, (), False),
+    "DescribeLogDirsRequest": (
+        "describe_log_dirs_request",
+        "request",
+        35,
+        (1, 5),
+        2,
+        ("broker",),
+        False,
+    ),
+    "DescribeLogDirsResponse": ("describe_log_dirs_response", "response", 35, (1, 5), 2, (), False),
     "DescribeQuorumRequest": (
         "describe_quorum_request",
         "request",
