@@ -89,6 +89,8 @@ TOOLS: dict[str, tuple[str, ...]] = {
     "kafka-metadata-shell": ("org.apache.kafka.shell.MetadataShell",),
     "kafka-console-producer": ("org.apache.kafka.tools.ConsoleProducer",),
     "kafka-console-consumer": ("org.apache.kafka.tools.consumer.ConsoleConsumer",),
+    "kafka-log-dirs": ("org.apache.kafka.tools.LogDirsCommand",),
+    "kafka-reassign-partitions": ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",),
 }
 
 SERVER_LOG4J = """\

@@ -31,12 +31,6 @@ TIMEOUT = 60.0
 META = "__diskless-metadata"
 TOPIC = "moved"
 
-# the two tools' main classes (Kafka 4.x), beside the ones peer.TOOLS already names
-peer.TOOLS.setdefault("kafka-log-dirs", ("org.apache.kafka.tools.LogDirsCommand",))
-peer.TOOLS.setdefault(
-    "kafka-reassign-partitions", ("org.apache.kafka.tools.reassign.ReassignPartitionsCommand",)
-)
-
 
 def tool(version: str, name: str, *args: str, **kw):
     return peer.run_tool(version, name, *args, timeout=TIMEOUT, **kw)
