@@ -16,11 +16,14 @@ the Raft RPCs, ``kafka_rpc.handlers.raft`` routing through :meth:`raft_driver_fo
   directory naming another id stops that partition's start, Kafka's
   InconsistentTopicIdException, logged once; a failed start is retried with backoff,
   ``_start_slot``);
-* ``voters``: the partition's replicas, each at its controller listener address among the
-  metadata quorum's voters at the time the replica starts (``controller.quorum.voters``, or the
-  voter set in the metadata log of a dynamic quorum; combined broker+controller nodes: broker
-  id = voter id). A replica that is not a voter has no known address: logged once as an
-  error, and that partition stays unavailable;
+* ``voters``: the partition's replicas, each at the endpoint its broker registered for the
+  inter-broker listener (``raft_listener``; so broker-only nodes hold replicas too; a replica
+  whose broker has not registered that endpoint yet waits for a later image), or, without
+  ``raft_listener``, at its controller listener address among the metadata quorum's voters (a
+  replica that is no voter is then logged once as an error and that partition stays
+  unavailable). A new partition directory runs a *dynamic* group (kraft.version 1) whose
+  voters follow the assignment (:mod:`kafka_rpc.coordinator.membership`, below); one made by
+  an earlier version keeps these as static voters;
 * ``node_id``: this node; ``cluster_id``: the server's cluster id unless the URL names one.
 
 **Routing** (KIP-1164 "Topic-partitions are assigned to one specific Batch Coordinator"): every
@@ -82,12 +85,16 @@ it is (its exceptions propagate).
   partition B more than the cleaner's cutoff after partition A marked the object could be missed
   -- the cutoff is the grace period that covers it.
 
-**Image changes** (reassignment of a coordinator partition): a later image whose replicas of a
-running partition no longer include this node stops and closes that replica (its entries answer
-NOT_COORDINATOR afterwards; its directory stays); a partition newly naming this node starts. The
-voters of a running Raft group are static: a changed replica set that still includes this node
-is logged and the group keeps the voters it started with (no voter-set change), as is a
-re-created topic's new id (the replica keeps its id). A topic-partition re-mapped to another
+**Image changes** (reassignment of a coordinator partition): a partition newly naming this node
+starts (an adding replica as an observer of the group). A dynamic group follows the image
+(:meth:`_follow_assignment`, every ``FOLLOW_INTERVAL_S``): its leader adds a caught-up new
+replica as a voter, then removes a voter that is no replica any more, one change at a time, and
+reports its leadership and ISR with AlterPartition (the controller completes a reassignment the
+ISR covers); a replica that is neither one of the image's replicas nor a voter any more stops
+(its entries answer NOT_COORDINATOR afterwards; its directory stays). A static group (a
+directory of an earlier version) keeps its voters: a changed replica set that still includes
+this node is logged, and one that no longer includes it stops the replica. A re-created
+topic's new id is logged and the replica keeps its id. A topic-partition re-mapped to another
 coordinator partition is served by its new owner from then on; its batches on the old owner are
 not moved (the KIP defines no migration).
 

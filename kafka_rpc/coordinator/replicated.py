@@ -49,10 +49,11 @@ apply, snapshots, leader changes) is :mod:`kafka_rpc.coordinator.replicated_stat
   API into its database. The byte trigger grows with the image (:meth:`snapshot_records`:
   ``SNAPSHOT_LOG_PER_IMAGE`` times the image).
 
-* **Voters**: the partition's replicas at their servers' controller listener (the Raft RPCs'
-  listener, as for the metadata log); ``kafka_rpc.handlers.raft`` routes the RPCs naming this
-  partition's topic id (or name, for the versions without one) to this replica's driver. A
-  broker-only node has no controller listener, so it cannot hold a replica yet.
+* **Voters**: static ``voters`` (the replicas at the listener their Raft RPCs reach), or, with
+  ``membership``, a dynamic group (kraft.version 1) whose voter set is in its own log
+  (:mod:`kafka_rpc.coordinator.membership`); ``kafka_rpc.handlers.raft`` routes the RPCs naming
+  this partition's topic id (or name, for the versions without one) to this replica's driver, on
+  the controller listener and (unadvertised) on the broker listener.
 * **Upgrade** from a data directory of the standalone SQLite coordinator: ``import_path``
   (:meth:`_import`).
 
