@@ -106,8 +106,10 @@ def _t0(results: dict) -> float:
 def failover_summary(results: dict) -> dict | None:
     """The coordinator-leader kill of a ``--cluster`` run, from ``results["cluster_events"]``
     (None without a kill): times in s since the first request (``kill_s``, ``new_leader_s``,
-    ``restart_s``, ``restarted_s``); ``acked_commits_per_s_before`` (mean over the whole seconds
-    from the second after the first to the one before the kill) and ``_after`` (from the second
+    ``restart_s``, ``restarted_s``; with ``--replace-node`` instead ``add_node_s``, ``new_node``
+    and ``replaced_s``, the reassignment completed with a whole ISR);
+    ``acked_commits_per_s_before`` (mean over the whole seconds from the second after the first
+    to the one before the kill) and ``_after`` (from the second
     after the last broker role's first acknowledged commit after the kill to the one before the
     last); ``gap_s``: the longest time a broker role went without an acknowledged commit, over
     the roles whose longest gap spans the kill, and ``recovered_s``: from the kill to the last
@@ -148,6 +150,9 @@ def failover_summary(results: dict) -> dict | None:
         "new_leader": new_node,
         "restart_s": at("restart")[0],
         "restarted_s": at("restarted")[0],
+        "add_node_s": at("add_node")[0],
+        "replaced_s": at("replaced")[0],
+        "new_node": at("add_node")[1],
         "acked_commits_per_s_before": sum(before) / len(before) if before else None,
         "acked_commits_per_s_after": sum(after) / len(after) if after else None,
         "gap_s": max((g[1] - g[0] for g in gaps), default=None),
@@ -165,10 +170,14 @@ def _failover_lines(results: dict) -> list[str]:
     def num(v, fmt="{:.1f}"):
         return "-" if v is None else fmt.format(v)
 
+    if f.get("new_node") is not None:
+        then = (f"replaced by new node {f['new_node']} started at {num(f['add_node_s'])} s, "
+                f"reassignment completed with a whole ISR at {num(f['replaced_s'])} s")  # fmt: skip
+    else:
+        then = f"restarted at {num(f['restart_s'])} s, up at {num(f['restarted_s'])} s"
     return [
         f"coordinator leader (node {f['killed_node']}) SIGKILLed at {f['kill_s']:.1f} s; new "
-        f"leader node {f['new_leader']} named at {num(f['new_leader_s'])} s; restarted at "
-        f"{num(f['restart_s'])} s, up at {num(f['restarted_s'])} s",
+        f"leader node {f['new_leader']} named at {num(f['new_leader_s'])} s; {then}",
         f"acknowledged commits/s before the kill {num(f['acked_commits_per_s_before'])}, after "
         f"recovery {num(f['acked_commits_per_s_after'])}; longest gap without an acknowledged "
         f"commit {num(f['gap_s'], '{:.2f}')} s (all broker roles committing again "
