@@ -9,7 +9,10 @@ continuous idempotent CommitBatches load:
   again;
 * a reassignment (AlterPartitionReassignments, as ``kafka-reassign-partitions --execute``
   sends it) of a replica to the node that had none: the new node joins as an observer, becomes
-  a voter, the reassignment completes and the removed node leaves the voters;
+  a voter, the reassignment completes and the removed node leaves the voters and stops its
+  replica;
+* a reassignment to a node that is down stays in progress, and cancelling it restores the
+  replicas (ISR whole, voters unchanged);
 * at the end every acknowledged batch is found at its offset exactly once on every replica.
 """
 
@@ -184,6 +187,32 @@ async def test_rolling_restart_and_reassignment_follow_the_assignment(tmp_path):
                 # the removed replica stops its group
                 await until(lambda: _gone(clients[moved], moved, topic),
                             f"node {moved} stopping its replica", timeout=STEP)  # fmt: skip
+
+                # a reassignment that cannot complete (its new replica's node is down) stays in
+                # progress; cancelling it restores the replicas, and the voters never changed
+                prod.alive.discard(moved)
+                await clients[moved].close()
+                cluster.kill(moved)
+                grow = APR.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=(
+                    APR.ReassignableTopic(name=DISKLESS_METADATA_TOPIC, partitions=(
+                        APR.ReassignablePartition(partition_index=0,
+                                                  replicas=(*target, moved)),)),))  # fmt: skip
+                resp = await clients[spare].request(grow)
+                assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
+                await asyncio.sleep(2.0)
+                lst = await clients[spare].request(LPR.ListPartitionReassignmentsRequest(
+                    timeout_ms=5000, topics=None))  # fmt: skip
+                (p0,) = lst.topics[0].partitions
+                assert list(p0.adding_replicas) == [moved], lst
+                cancel = APR.AlterPartitionReassignmentsRequest(timeout_ms=10_000, topics=(
+                    APR.ReassignableTopic(name=DISKLESS_METADATA_TOPIC, partitions=(
+                        APR.ReassignablePartition(partition_index=0, replicas=None),)),))
+                resp = await clients[spare].request(cancel)
+                assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
+                hosts = {r: clients[r] for r in target}
+                await until(lambda: whole(hosts, sorted(target)),
+                            "the replicas restored by the cancel, ISR whole", timeout=STEP)
+                assert await voters_of(hosts) == sorted(target)
             finally:
                 stop.set()
                 await loader
