@@ -33,7 +33,8 @@ FENCED_LEADER_EPOCH, a lower partition epoch INVALID_UPDATE_VERSION, an ISR with
 (or with a non-replica or a duplicate) INVALID_REQUEST, an ISR member not registered, fenced or
 shutting down INELIGIBLE_REPLICA (also when the sender cannot lead, e.g. its replica's directory
 is offline); a sender that is not a replica INVALID_REQUEST. From the image's leader, and on any
-other topic, AlterPartition is Kafka's.
+other topic, AlterPartition is Kafka's. For the same reason the periodic preferred-leader
+rebalance (:func:`balance_partition_leaders`) leaves ``__diskless-metadata`` alone.
 """
 
 from __future__ import annotations
@@ -426,11 +427,14 @@ def balance_partition_leaders(
     """``maybeBalancePartitionLeaders`` (run every ``leader.imbalance.check.interval.seconds``
     when ``auto.leader.rebalance.enable``): a PREFERRED election for each imbalanced partition,
     at most ``max_elections`` records. The response is True when it stopped at the bound (more
-    may be due at once)."""
+    may be due at once). Partitions of ``__diskless-metadata`` are left alone: their leader is
+    their Raft group's (module docstring), which would take the leadership back at once."""
     b = Batch(image, ctx.next_offset, _BATCH_RULES)
     for tid, idx in imbalanced_partitions(image):
         if len(b.records) >= max_elections:
             break
+        if b.image.topics[tid].name == DISKLESS_METADATA_TOPIC:
+            continue
         pb = builder(b.image, tid, idx)
         pb.election = Election.PREFERRED
         rec = pb.build()

@@ -14,15 +14,22 @@ that runs the metadata log (voters and broker-only observers), around the sans-i
   sends it only after this node replayed past its epoch start). It keeps an *uncommitted* image
   and runs write events one at a time: build the command's context from the uncommitted image
   (``next_offset`` = the offset the driver gives the next appended record), run the command,
-  append its records as one batch, replay them into the uncommitted image at once (the next
-  command sees them), and answer once they are committed (``handle_commit`` completes the
-  waiters up to the committed offset, Kafka's ``deferredEventQueue.completeUpTo``). The write
-  part is synchronous code on the event loop, so two write events never interleave. A command
-  without records answers once every earlier write has committed (Kafka's ``nextWriteOffset - 1``
-  rule), at once when nothing is pending.
+  replay its records into the uncommitted image at the offsets they will get (the next command
+  sees them), append them as one batch, and answer once they are committed (``handle_commit``
+  completes the waiters up to the committed offset, Kafka's ``deferredEventQueue.completeUpTo``).
+  The write part is synchronous code on the event loop, so two write events never interleave. A
+  command without records answers once every earlier write has committed (Kafka's
+  ``nextWriteOffset - 1`` rule), at once when nothing is pending.
 * **Losing leadership** (a leader change naming another node, or ``NotLeaderError`` on append):
   the uncommitted image falls back to the committed one and pending requests are answered
   NOT_CONTROLLER. Non-active nodes answer every write NOT_CONTROLLER.
+* **Renouncing on a fault** (Kafka's ``renounce``): a write event's records are replayed into
+  the uncommitted image *before* they are appended (Kafka's ``ControllerWriteEvent``: replay,
+  then ``scheduleAtomicAppend``), so a record the active controller cannot replay is never
+  written; such a failure (or a snapshot load, or a failed activation, while active) makes it
+  renounce as above **and resign** the Raft leadership of its epoch (the ``resign`` callable,
+  Kafka's ``raftClient.resign``), so another controller is elected and rebuilds from the
+  committed log. Kafka's fatal fault handler stops the process there; we keep it running.
 * **Activation** (Kafka's ``ActivationRecordsGenerator``, written synchronously when this node
   becomes active, before any command can run): on an empty log the bootstrap records
   (:class:`~kafka_rpc.controller.features.BootstrapMetadata`: the feature levels the storage was
@@ -235,6 +242,7 @@ class QuorumController:
         min_insync_replicas: int = 1,
         kraft: KRaftVersionAccessor | None = None,
         voter_ids: Callable[[], Collection[int]] | None = None,
+        resign: Callable[[int], Any] | None = None,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
@@ -279,6 +287,10 @@ class QuorumController:
         #: the metadata quorum's voter ids, from the Raft replica's voter set (a dynamic
         #: quorum's changes with it); None: this node alone (``ctx.controller_ids``)
         self.voter_ids = voter_ids
+        #: the metadata log's Raft replica giving up the leadership of an epoch (Kafka's
+        #: ``raftClient.resign(epoch)``, called by ``renounce``), so another controller takes
+        #: over; None: nothing to tell (the controller only reverts its own state)
+        self.resign = resign
         #: what the first active controller of an empty log writes (the formatted features and
         #: SCRAM credentials; the default bootstrap when None: every proposal finalized)
         self.bootstrap = bootstrap if bootstrap is not None else BootstrapMetadata.default()
@@ -385,7 +397,7 @@ class QuorumController:
     def handle_load_snapshot(self, reader: Any) -> None:
         if self.is_active:  # Kafka: a fatal fault; the leader never loads a snapshot
             log.error("node %d: asked to load a snapshot while active", self.node_id)
-            self._renounce("snapshot load on the active controller")
+            self._renounce("snapshot load on the active controller", resign=True)
         records = [
             value
             for batch in reader.batches()
@@ -501,7 +513,7 @@ class QuorumController:
             )
         except FeatureError as e:
             log.error("node %d: cannot activate: %s", self.node_id, e)
-            self._renounce(str(e))
+            self._renounce(str(e), resign=True)
             return
         log.info("node %d: %s", self.node_id, message)
         if not recs:
@@ -512,10 +524,22 @@ class QuorumController:
         except _NotController as e:
             log.warning("node %d: the activation records were not written: %s", self.node_id, e)
 
-    def _renounce(self, why: str) -> None:
+    def _renounce(self, why: str, resign: bool = False) -> None:
+        """Kafka's ``renounce``: stop being the active controller, the uncommitted state dropped
+        (the image falls back to the committed one), pending requests answered NOT_CONTROLLER.
+        With ``resign`` (a fault of this controller: a replay failure of its own records, a
+        snapshot load or a failed activation while active) the Raft replica also gives up the
+        leadership of the epoch (:attr:`resign`), so another controller is elected, as Kafka's
+        ``renounce`` calls ``raftClient.resign``; when leadership has already moved (a leader
+        change, an append refused) there is nothing to resign."""
         if not self.is_active:
             return
-        log.info("node %d: no longer the active controller (%s)", self.node_id, why)
+        epoch = self._active_epoch
+        if resign:
+            log.error("node %d: renouncing the leadership of epoch %d: %s", self.node_id, epoch,
+                      why)  # fmt: skip
+        else:
+            log.info("node %d: no longer the active controller (%s)", self.node_id, why)
         self._active_epoch = -1
         self._uncommitted = self.image
         self._last_written = self.committed_offset
@@ -529,6 +553,11 @@ class QuorumController:
         for _, fut in deferred:
             if not fut.done():
                 fut.set_exception(_NotController(why))
+        if resign and self.resign is not None:
+            try:
+                self.resign(epoch)
+            except Exception:
+                log.exception("node %d: resigning epoch %d failed", self.node_id, epoch)
 
     def _complete_up_to(self, offset: int) -> None:
         if not self._deferred:
@@ -580,11 +609,16 @@ class QuorumController:
         fn: Callable[[MetadataImage, ControllerContext], ControllerResult],
         version_image: Any = None,
     ):
-        """One write event, synchronously: run ``fn`` on the uncommitted image, append its records
-        as one batch (each at the version the uncommitted image's features dictate, or
-        ``version_image``'s), replay them into the uncommitted image. Returns ``(result, offset
-        to wait for)``; raises _NotController (also while no ``metadata.version`` is finalized,
-        which only the activation records, with ``version_image``, may write)."""
+        """One write event, synchronously (Kafka's ``ControllerWriteEvent``): run ``fn`` on the
+        uncommitted image, replay its records (each at the version the uncommitted image's
+        features dictate, or ``version_image``'s, encoded and decoded as the log will hold them)
+        into the uncommitted image at the offsets they will get, **then** append them as one
+        batch: a record this controller cannot replay is never written. A replay failure is
+        fatal for the leadership (Kafka's fatal fault there stops the process): the controller
+        renounces with a resignation (:meth:`_renounce`), nothing is appended, and the request
+        answers NOT_CONTROLLER. Returns ``(result, offset to wait for)``; raises _NotController
+        (also while no ``metadata.version`` is finalized, which only the activation records,
+        with ``version_image``, may write)."""
         if not self.is_active or self.driver is None:
             raise _NotController("not the active controller")
         if version_image is None and features.METADATA_VERSION not in self._uncommitted.features:
@@ -595,6 +629,17 @@ class QuorumController:
         if res.records:
             vimg = self._uncommitted if version_image is None else version_image
             data = [codec.encode_record(r, record_version(r, vimg)) for r in res.records]
+            img = self._uncommitted
+            for i, value in enumerate(data):
+                offset = ctx.next_offset + i
+                try:
+                    rec, _ = codec.decode_record(value)
+                    img = replay(img, rec, offset, self._active_epoch)
+                except Exception as e:
+                    why = (f"unable to apply {type(res.records[i]).__name__} record at offset "
+                           f"{offset} on the active controller: {e}")  # fmt: skip
+                    self._renounce(why, resign=True)
+                    raise _NotController(why) from e
             try:
                 last = self.driver.append(data)
             except NotLeaderError as e:
@@ -604,10 +649,6 @@ class QuorumController:
             if first != ctx.next_offset:  # the broker epoch would not be the record's offset
                 log.error("controller: records written at %d, expected %d", first,
                           ctx.next_offset)  # fmt: skip
-            img = self._uncommitted
-            for i, value in enumerate(data):
-                rec, _ = codec.decode_record(value)
-                img = replay(img, rec, first + i, self._active_epoch)
             self._uncommitted = img
             self._last_written = last
             self._last_write_ms = now

@@ -23,8 +23,12 @@ Errors, per key: INVALID_REQUEST (42) for a malformed BATCH key, or key type 3 b
 unknown key type, with NodeId -1, Host "", Port -1; COORDINATOR_NOT_AVAILABLE (15) for key types
 0/1/2 (group, transaction, share): those coordinators do not exist here, and we never name a
 wrong node; COORDINATOR_NOT_AVAILABLE too for a BATCH key whose coordinator partition has no
-live leader (``write:``) or replica (``read:``) with an endpoint on that listener. Handler
-failure: every key gets the error code.
+live leader (``write:``) or replica (``read:``) with an endpoint on that listener, which is
+every BATCH key of the topic-based coordinator (the default) while ``__diskless-metadata`` does
+not exist yet (the active controller creates it only once its replication factor of brokers
+running the Batch Coordinator are registered and unfenced:
+:func:`kafka_rpc.controller.coordinator_mapping.metadata_topic_due`; no node serves a
+coordinator partition until then). Handler failure: every key gets the error code.
 """
 
 from __future__ import annotations

@@ -573,6 +573,28 @@ class RaftCore(_Election, _Replication, _Snapshots, _Delivery, _Validation, _Rec
     def _on_failure(self, now: int, dest: int, api_key: int) -> None:
         self._backoff_until[dest] = now + self.config.retry_backoff_ms
 
+    # ================================================================== resignation
+    def resign(self, now: int, epoch: int) -> bool:
+        """Kafka ``KafkaRaftClient.resign(epoch)``: the leader of ``epoch`` steps down
+        (Resigned: EndQuorumEpoch to the other voters, which elect a successor; a voter alone
+        elects itself again at a higher epoch once the election timeout passes), as the state
+        machine asks when it can no longer trust its own state (the active controller's
+        ``renounce``). Returns whether it resigned; an older epoch, or an epoch this node does
+        not lead (any more), is ignored, as Kafka ignores a smaller epoch and a leadership
+        already given up. Raises ValueError for an epoch above the current one (Kafka's
+        IllegalArgumentException)."""
+        if epoch > self.epoch:
+            raise ValueError(f"Attempt to resign from epoch {epoch} which is larger than the "
+                             f"current epoch {self.epoch}")  # fmt: skip
+        if epoch < self.epoch or self.state != LEADER:
+            log.debug("node %d: not resigning from epoch %d (epoch %d, %s)", self.node_id, epoch,
+                      self.epoch, self.state)  # fmt: skip
+            return False
+        log.info("node %d: resigning the leadership of epoch %d", self.node_id, epoch)
+        self._to_resigned(now)
+        self._poll_resigned(now)
+        return True
+
     # ================================================================== shutdown
     def begin_shutdown(self, now: int, timeout_ms: int) -> None:
         """Kafka ``shutdown(timeoutMs)``: a leader resigns (EndQuorumEpoch) and waits for a

@@ -630,6 +630,14 @@ class RaftDriver:
         self._input_done()
         return offset
 
+    def resign(self, epoch: int) -> bool:
+        """The leader of ``epoch`` steps down (:meth:`~kafka_rpc.raft.core.RaftCore.resign`,
+        Kafka's ``RaftClient.resign``); the loop sends its EndQuorumEpoch at once. Returns
+        whether it resigned."""
+        done = self.core.resign(monotonic_ms(), epoch)
+        self._input_done()
+        return done
+
     async def wait_committed(self, offset: int, timeout: float) -> int:
         """Wait until the high watermark passes ``offset`` (the record is committed); returns the
         high watermark. Raises :class:`NotLeaderError` if this node is not the leader or loses

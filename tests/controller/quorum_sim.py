@@ -481,6 +481,8 @@ class ControllerCluster(Cluster):
         self.cuts: Counter[tuple[int, int]] = Counter()
         self.ticking = True
         self.answers: list[Answer] = []
+        #: (node id, epoch) of every resignation a controller asked for (a renounce on a fault)
+        self.resignations: list[tuple[int, int]] = []
         self.topic_ids_seen: dict[str, list[uuid.UUID]] = defaultdict(list)
         self.faults: Counter[str] = Counter()
         self.max_events = max_events
@@ -512,6 +514,8 @@ class ControllerCluster(Cluster):
             orig(reader)
 
         qc.handle_load_snapshot = counted  # instrumentation only: counts, then the real load
+        if qc.resign is None:  # as the node wires it: the metadata replica's resign
+            qc.resign = lambda epoch, n=n: self._resign(n, epoch)
         if self.on_controller is not None:
             self.on_controller(n.node_id, qc)
         self.controllers.append((n.node_id, qc))
@@ -533,6 +537,13 @@ class ControllerCluster(Cluster):
         self._after(n)
         inc = n.incarnation
         self.at(self.now + TICK_MS, lambda: self._tick(n, inc))
+
+    def _resign(self, n, epoch: int) -> None:
+        """``RaftDriver.resign``: the core steps down, then what the driver does after input."""
+        self.resignations.append((n.node_id, epoch))
+        if n.core is not None:
+            n.core.resign(self.now, epoch)
+            self._after(n)
 
     def _tick(self, n, inc: int) -> None:
         """The controller's timer task: bootstrap record, session check, NoOp when idle."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -443,3 +444,41 @@ def test_an_active_controller_whose_speculative_image_diverges_is_caught():
 
     with pytest.raises(InvariantViolation, match=r"the active controller's image after writing"):
         run(MUTATION_SCRIPT, seed=5, on_controller=hook)
+
+
+def test_an_active_controller_that_cannot_replay_its_own_record_resigns_and_another_takes_over():
+    """The first active controller that writes a topic adds a record it cannot replay (a command
+    with a bug): it appends nothing, renounces and resigns its Raft leadership (Kafka's renounce:
+    raftClient.resign), another controller is elected and the retried CreateTopics succeeds there;
+    every image still matches the committed log."""
+    from kafka_rpc.controller.base import ControllerResult
+
+    broken: list[int] = []
+
+    def hook(node_id, qc):
+        orig = qc._write
+
+        def write(fn, version_image=None):
+            def bad(img, ctx):
+                res = fn(img, ctx)
+                if not broken and any(r.__spec_name__ == "TopicRecord" for r in res.records):
+                    broken.append(node_id)
+                    bug = R("TopicPartitionToBatchCoordinatorMapping")(
+                        partition_index=0, topic_id=uuid.UUID(int=7),
+                        batch_coordinator_partition_index=0)  # fmt: skip
+                    return ControllerResult([*res.records, bug], res.response)
+                return res
+
+            return orig(bad, version_image)
+
+        qc._write = write
+
+    script = [*WARM_UP, (10, Create((TopicSpec("a", 2, 3),)))]
+    c, report = run(script, seed=7, on_controller=hook)
+    assert len(broken) == 1
+    assert [n for n, _ in c.resignations] == broken
+    created = [a for a in c.answers if type(a.op).__name__ == "Create" and a.response is not None]
+    assert created[-1].response.topics[0].error_code == 0
+    assert created[-1].node != broken[0]  # answered by another controller
+    assert c.leader().node_id != broken[0] or report.leader_epochs > 1
+    assert report.record_types["TopicPartitionToBatchCoordinatorMapping"] == 0

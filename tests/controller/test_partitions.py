@@ -362,6 +362,18 @@ def test_the_raft_leader_of_a_coordinator_partition_takes_over_through_alter_par
     assert part(c, META).leader_epoch == before.leader_epoch + 2
 
 
+def test_the_periodic_rebalance_leaves_the_raft_leader_of_a_coordinator_partition_alone():
+    c = meta_cluster(1, 2, 3)
+    c.create(topic("t", assignments=[(0, [1, 2, 3])], n=-1, rf=-1))
+    assert code_of(alter(c, META, 0, [1, 2, 3], sender=2)) == 0  # the Raft leader: 2
+    assert code_of(alter(c, "t", 0, [1, 2, 3])) == 0
+    c.apply([R("PartitionChangeRecord")(partition_id=0, topic_id=c.image.topics_by_name["t"],
+                                        leader=3)])  # fmt: skip
+    res = c.run(lambda img, r, ctx: partitions.balance_partition_leaders(img, ctx), None)
+    assert part(c).leader == 1  # a classic topic: back to its first replica
+    assert part(c, META).leader == 2 and len(res.records) == 1
+
+
 def test_any_other_topic_still_takes_alter_partition_from_its_leader_only():
     c = meta_cluster(1, 2, 3)
     c.create(topic("t", assignments=[(0, [1, 2, 3])], n=-1, rf=-1))

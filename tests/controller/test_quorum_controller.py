@@ -455,3 +455,65 @@ async def test_the_coordinator_topic_waits_for_its_replication_factor_and_says_s
     s.commit()
     assert diskless_metadata_replicas(s.qc) == {0: [1, 2, 3]}
     assert gauge() == 0 and len(warnings()) == 2
+
+
+def unreplayable():
+    """A record no image can replay (a mapping of a partition of a topic that does not exist):
+    a command with a bug."""
+    return R("TopicPartitionToBatchCoordinatorMapping")(
+        partition_index=0, topic_id=uuid.uuid4(), batch_coordinator_partition_index=0
+    )
+
+
+async def test_a_record_the_active_controller_cannot_replay_is_never_appended():
+    """Kafka's ControllerWriteEvent: replay into the uncommitted image, then append; a replay
+    failure is fatal for the leadership: nothing is written, the uncommitted state is dropped
+    (the committed image again), pending requests answer NOT_CONTROLLER."""
+    from kafka_rpc.controller.base import ControllerResult
+
+    s = Setup()
+    s.activate()
+    epoch = await register(s)
+    committed = s.qc.image
+    earlier = await pending(s.qc.allocate_producer_ids(allocate(1, epoch), 0))  # uncommitted
+    assert s.qc.uncommitted_image.producer_ids.next_producer_id == 1000
+    end = s.node.log.end_offset
+    resp = await s.qc._submit(lambda img, ctx: ControllerResult([unreplayable()], None),
+                              allocate(1, epoch))  # fmt: skip
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER
+    assert s.node.log.end_offset == end  # never appended
+    assert not s.qc.is_active
+    assert s.qc.uncommitted_image is s.qc.image == committed
+    assert (await earlier).error_code == ErrorCode.NOT_CONTROLLER
+    assert (await s.qc.allocate_producer_ids(allocate(1, epoch), 0)).error_code == (
+        ErrorCode.NOT_CONTROLLER
+    )
+
+
+async def test_renouncing_on_a_replay_failure_resigns_the_raft_leadership():
+    """Kafka's renounce calls raftClient.resign(epoch): the Raft leader steps down
+    (EndQuorumEpoch to the other voters) so another controller takes over."""
+    from kafka_rpc.controller.base import ControllerResult
+
+    resigned: list[int] = []
+
+    def resign(epoch: int) -> None:
+        resigned.append(epoch)
+        s.node.core.resign(s.clock[0], epoch)
+
+    s = Setup(resign=resign)
+    s.activate()
+    await register(s)
+    assert s.node.core.is_leader
+    s.node.outbound()
+    resp = await s.qc._submit(lambda img, ctx: ControllerResult([unreplayable()], None),
+                              R("CreateTopicsRequest")(topics=(topic("x"),)))  # fmt: skip
+    assert [t.error_code for t in resp.topics] == [ErrorCode.NOT_CONTROLLER]
+    assert resigned == [s.node.core.epoch]
+    assert not s.node.core.is_leader and s.node.core.state == "Resigned"
+    assert {ob.destination for ob in s.node.outbound() if ob.api_key == 54} == {2, 3}
+    # a leadership lost to another node's election is not a fault: nothing to resign
+    s2 = Setup(resign=resigned.append)
+    s2.activate()
+    s2.node.request(s2.clock[0], VOTE, V_VOTE, vote_request(2, 5, 1, s2.node.log.end_offset))
+    assert not s2.qc.is_active and resigned == [s.node.core.epoch]
