@@ -19,7 +19,10 @@ continuous idempotent CommitBatches load:
 from __future__ import annotations
 
 import asyncio
+import shutil
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -78,6 +81,15 @@ async def whole(clients, replicas: list[int]) -> bool:
         if q is None or q.leader_id != part.leader_id:
             return False
     return True
+
+
+async def leader_quorum(clients):
+    """DescribeQuorum of ``__diskless-metadata``-0 from its Raft leader among ``clients``."""
+    for c in clients.values():
+        q = await _safe(describe(c, DISKLESS_METADATA_TOPIC))
+        if q is not None and not q.error_code:
+            return q
+    return None
 
 
 async def voters_of(clients) -> list[int] | None:
@@ -252,3 +264,73 @@ async def _gone(client: KafkaRpcClient, node: int, topic) -> bool:
     """FindCoordinator ``read:`` on ``node`` no longer names ``node`` (it holds no replica)."""
     got = await _safe(coordinators(client, topic))
     return got is not None and got[-1][0] == 0 and got[-1][1] != node
+
+
+async def test_a_replaced_disk_rejoins_under_its_new_directory_id(tmp_path):
+    """A replica whose disk is lost (SIGKILL, its data directory wiped, formatted again: a new
+    ``directory.id``) comes back as an observer; the leader removes the voter of its old
+    directory id and adds the new one, and the ISR is whole again, with every batch."""
+    props = dict(FAST_FAILOVER)
+    props["diskless.metadata.topic.num.partitions"] = "1"
+    clients: dict[int, KafkaRpcClient] = {}
+    async with cluster_running(tmp_path, budget=180.0, **props) as cluster:
+        try:
+            for i in cluster.nodes:
+                clients[i] = await connect(cluster, i)
+            topic = await until(lambda: _create(clients[1]), "the diskless topic", timeout=STEP)
+            replicas = [1, 2, 3]
+            await until(lambda: whole(clients, replicas), "the ISR whole", timeout=STEP)
+            leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
+                                 timeout=STEP)  # fmt: skip
+            await until(lambda: initialized(clients[leader], topic), "the topic on the leader",
+                        timeout=STEP)  # fmt: skip
+            prod = Producers(topic, clients)
+            prod.target = leader
+            await asyncio.gather(*(prod.produce(6000 + k, 4) for k in range(3)))
+            q = await until(lambda: leader_quorum(clients), "the group's leader", timeout=STEP)
+            old = {v.replica_id: v.replica_directory_id for v in q.current_voters}
+            victim = next(i for i in replicas if i != leader)
+            prod.alive.discard(victim)
+            await clients[victim].close()
+            cluster.kill(victim)
+            node = cluster.nodes[victim]
+            shutil.rmtree(node.data)
+            r = subprocess.run([sys.executable, "-m", "kafka_rpc.cli", "storage", "format",
+                                "--cluster-id", cluster.cluster_id, "--config", str(node.config)],
+                               capture_output=True, text=True, timeout=60)  # fmt: skip
+            assert r.returncode == 0, r.stderr
+            cluster.begin_restart(victim)
+            await cluster.finish_restart(victim)
+            clients[victim] = await connect(cluster, victim)
+
+            async def rejoined():
+                q = await leader_quorum(clients)
+                if q is None:
+                    return False
+                dirs = {v.replica_id: v.replica_directory_id for v in q.current_voters}
+                return sorted(dirs) == replicas and dirs[victim] != old[victim]
+
+            await until(rejoined, "the new directory id among the voters", timeout=STEP)
+            await until(lambda: whole(clients, replicas), "the ISR whole again", timeout=STEP)
+            want = await find_all(clients[leader], topic)
+            await until(lambda: _equal(find_all(clients[victim], topic), want),
+                        "the replaced replica holding every batch", timeout=STEP)  # fmt: skip
+            assert sum(len(b) for b in want.values()) == len(prod.acked)
+        finally:
+            for c in clients.values():
+                await c.close()
+
+
+async def _create(client: KafkaRpcClient):
+    resp = await _safe(client.request(CT.CreateTopicsRequest(
+        topics=(CT.CreatableTopic(name="d", num_partitions=PARTITIONS, replication_factor=3,
+                                  configs=(CT.CreatableTopicConfig(name="diskless.enable",
+                                                                   value="true"),)),),
+        timeout_ms=10_000)))  # fmt: skip
+    if resp is None:
+        return None
+    r = resp.topics[0]
+    if r.error_code == 0:
+        return r.topic_id
+    assert r.error_code in (7, 38), resp
+    return None
