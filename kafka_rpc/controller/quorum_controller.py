@@ -232,12 +232,9 @@ class QuorumController:
         clock_ms: Callable[[], int] = _monotonic_ms,
         diskless_metadata_partitions: int = 0,
         diskless_metadata_replication_factor: int = 3,
-        diskless_metadata_expected_brokers: int | Callable[[], int] = 1,
-        diskless_metadata_grace_ms: int = 9000,
         unclean_leader_election_enable: bool = False,
         leader_imbalance_check_interval_ms: int | None = 300_000,
         unclean_leader_election_interval_ms: int = 300_000,
-        diskless_metadata_hosts: frozenset[int] | Callable[[], frozenset[int]] | None = None,
         bootstrap: BootstrapMetadata | None = None,
         min_insync_replicas: int = 1,
         kraft: KRaftVersionAccessor | None = None,
@@ -264,10 +261,6 @@ class QuorumController:
         #: ``kafka_rpc_diskless_metadata_missing_brokers`` (:mod:`kafka_rpc.controller.metrics`)
         self.diskless_metadata_missing_brokers = 0
         self._logged_shortfall: tuple[int, int] | None = None
-        # ``diskless_metadata_expected_brokers`` and ``diskless_metadata_grace_ms`` are no longer
-        # read: the topic waits for its full replication factor, with no timer (the node still
-        # passes them)
-        del diskless_metadata_expected_brokers, diskless_metadata_grace_ms
         #: ``unclean.leader.election.enable`` of this node's static config (the last fallback)
         self.unclean_leader_election_enable = unclean_leader_election_enable
         #: the periodic preferred-leader election (``auto.leader.rebalance.enable`` with
@@ -277,10 +270,6 @@ class QuorumController:
         self.unclean_leader_election_interval_ms = unclean_leader_election_interval_ms
         self._last_balance_ms = 0
         self._last_unclean_ms = 0
-        # ``diskless_metadata_hosts`` is no longer read: __diskless-metadata replicas go to any
-        # broker running the Batch Coordinator, whatever its roles (kafka_rpc.controller.
-        # placement); the parameter stays accepted until the node stops passing it
-        del diskless_metadata_hosts
         #: the metadata log's ``kraft.version`` and its upgrade (None: kraft.version 0, no
         #: upgrade; :class:`KRaftVersionAccessor`)
         self.kraft = kraft

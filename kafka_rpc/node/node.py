@@ -337,7 +337,11 @@ class Node:
                           "metadata log", lifecycle.caught_up))  # fmt: skip
         started = getattr(self.coordinator, "started", None)
         failed = getattr(self.coordinator, "start_failed", None)
+        # alone, the coordinator can run only with a replication factor of 1: with more, its
+        # topic is never created (Kafka's rule), and the node starts without it, as a lone Kafka
+        # broker starts with offsets.topic.replication.factor=3 (COORDINATOR_NOT_AVAILABLE)
         if (getattr(self.coordinator, "attach_metadata", None) is not None and self._alone()
+                and self.config.diskless_metadata_topic_replication_factor <= 1
                 and started is not None and failed is not None):  # fmt: skip
             waits.append(("the Batch Coordinator to run", _EitherEvent(started, failed)))
         loop = asyncio.get_running_loop()
@@ -442,14 +446,10 @@ class Node:
             producer_ids_max_per_second=cfg.producer_ids_allocation_max_per_second,
             num_partitions=cfg.num_partitions,
             default_replication_factor=cfg.default_replication_factor,
-            # KIP-1164: the controller creates __diskless-metadata; in combined
-            # mode every voter is a broker too, so it waits for that many (or the grace)
+            # KIP-1164: the controller creates __diskless-metadata once its replication factor
+            # of brokers running the Batch Coordinator are registered and unfenced
             diskless_metadata_partitions=cfg.diskless_metadata_topic_num_partitions,
             diskless_metadata_replication_factor=cfg.diskless_metadata_topic_replication_factor,
-            diskless_metadata_expected_brokers=(
-                len(cfg.voters()) if "broker" in cfg.process_roles else 1
-            ),  # a dynamic quorum's: set below, once the replica has read its voter set
-            diskless_metadata_grace_ms=cfg.broker_session_timeout_ms,
             unclean_leader_election_enable=cfg.unclean_leader_election_enable,
             leader_imbalance_check_interval_ms=(
                 cfg.leader_imbalance_check_interval_seconds * 1000
@@ -457,10 +457,10 @@ class Node:
                 else None
             ),
             unclean_leader_election_interval_ms=cfg.unclean_leader_election_interval_ms,
-            # a replica's Raft group talks over the controller listener: voters only (a dynamic
-            # quorum's as the replica knows them at each check)
-            diskless_metadata_hosts=lambda: frozenset(core().voters),
             bootstrap=bootstrap,
+            # a fault in its own records renounces and resigns the Raft leadership (Kafka's
+            # renounce -> raftClient.resign), so another controller takes over
+            resign=lambda epoch: replica.driver.resign(epoch),
             # kraft.version and the voters as the metadata log has them (KIP-853)
             kraft=RaftCoreKRaftVersion(core, monotonic_ms),
             voter_ids=lambda: core().voters,
@@ -479,12 +479,13 @@ class Node:
             client_security=self.client_security(cfg.controller_listener_names[0]),
         )
         driver = replica.driver
-        if cfg.dynamic_quorum and "broker" in cfg.process_roles:
-            voters = getattr(driver.core, "voters", None) or {}
-            state.diskless_metadata_expected_brokers = max(1, len(voters))
         state.attach(driver)
         driver.start()
         self.raft, self.controller = driver, state
+        if self.metrics_registry is not None:  # the active controller's shortfall gauge
+            from kafka_rpc.controller.metrics import register_controller_metrics
+
+            register_controller_metrics(self.metrics_registry, state)
         if cfg.is_controller:
             state.start()
             self.controller_registration = ControllerRegistrationManager(self)

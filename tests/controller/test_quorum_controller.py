@@ -394,8 +394,7 @@ def diskless_metadata_replicas(qc: QuorumController):
 async def test_the_coordinator_topic_goes_to_broker_only_nodes_too():
     """Replicas of __diskless-metadata go to every broker running the Batch Coordinator,
     whatever its roles: here two broker-only nodes (11, 12), the quorum's voter (1) no broker."""
-    s = Setup(diskless_metadata_partitions=2, diskless_metadata_replication_factor=2,
-              diskless_metadata_hosts=frozenset({1}))  # fmt: skip
+    s = Setup(diskless_metadata_partitions=2, diskless_metadata_replication_factor=2)
     s.activate()
     for b in (11, 12):
         await live(s, b)
@@ -414,7 +413,7 @@ async def test_the_coordinator_topic_waits_for_its_replication_factor_and_says_s
     from kafka_rpc.controller.metrics import register_controller_metrics
 
     s = Setup(diskless_metadata_partitions=1, diskless_metadata_replication_factor=3,
-              session_timeout_ms=10**9, diskless_metadata_grace_ms=1)  # fmt: skip
+              session_timeout_ms=10**9)  # fmt: skip
     registry = prom.CollectorRegistry()
     register_controller_metrics(registry, s.qc)
 

@@ -58,3 +58,37 @@ async def test_too_few_brokers_no_coordinator_topic_and_find_coordinator_says_no
             assert all(k.node_id == -1 for k in r.coordinators)
             for n in nodes.values():
                 assert "created __diskless-metadata" not in n.stderr_text()
+
+
+async def test_a_lone_node_that_cannot_host_the_coordinator_starts_without_it(tmp_path):
+    """``kafka-rpc serve`` alone with ``diskless.metadata.topic.replication.factor=3`` starts
+    (as a lone Kafka broker with ``offsets.topic.replication.factor=3`` does), logs the
+    shortfall, and FindCoordinator answers COORDINATOR_NOT_AVAILABLE."""
+    import subprocess
+    import sys
+
+    from tests.raft.test_driver_single import free_port
+
+    port, cport = free_port(), free_port()
+    args = [sys.executable, "-m", "kafka_rpc.cli", "--log-level", "INFO", "serve",
+            "--override", f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{cport}",
+            "--override", f"log.dirs={tmp_path / 'data'}",
+            "--override", "diskless.metadata.topic.replication.factor=3"]  # fmt: skip
+    out, err = tmp_path / "out", tmp_path / "err"
+    with out.open("wb") as o, err.open("wb") as e:
+        proc = subprocess.Popen(args, stdout=o, stderr=e)
+    try:
+        await until(lambda: "cluster id" in out.read_text() or proc.poll() is not None,
+                    "the node started", timeout=60.0)  # fmt: skip
+        assert proc.poll() is None, err.read_text()[-3000:]
+        await until(lambda: "needs 3 brokers running the Batch Coordinator, 1 are registered"
+                    in err.read_text(), "the shortfall WARNING", timeout=30.0)  # fmt: skip
+        tid = uuid_text(uuid.uuid4())
+        async with KafkaRpcClient(f"127.0.0.1:{port}") as c:
+            r = await c.request(FC.FindCoordinatorRequest(key_type=3,
+                                                          coordinator_keys=(f"write:{tid}:0",)),
+                                version=7)  # fmt: skip
+        assert [k.error_code for k in r.coordinators] == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+    finally:
+        proc.kill()
+        proc.wait(10)
