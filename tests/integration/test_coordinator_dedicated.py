@@ -16,17 +16,16 @@ import asyncio
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
-from kafka_rpc.protocol import codec
 from kafka_rpc.testbed.bench_cluster import BenchCluster
+from tests.integration.coordinator_checks import assert_exactly_once, create_diskless_topic
 from tests.integration.test_default_coordinator_cluster import agreed_leader, initialized
-from tests.integration.test_diskless_metadata_failover import PARTITIONS, Producers, find_all
+from tests.integration.test_diskless_metadata_failover import Producers, find_all
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 STEP = 30.0  # s, every wait
 BUDGET = 240.0  # s, the whole test
-CT = codec.module("CreateTopicsRequest")
 PROPS = {
     "controller.quorum.election.timeout.ms": "400",
     "controller.quorum.fetch.timeout.ms": "1000",
@@ -54,21 +53,8 @@ async def test_dedicated_controllers_sigkill_and_replace_a_broker(tmp_path):
                 clients[i] = await KafkaRpcClient.connect(
                     cluster.nodes[i].address, connect_timeout=3.0, request_timeout=5.0)
 
-            async def created():
-                resp = await _safe(clients[4].request(CT.CreateTopicsRequest(
-                    topics=(CT.CreatableTopic(name="d", num_partitions=PARTITIONS,
-                            replication_factor=3, configs=(CT.CreatableTopicConfig(
-                                name="diskless.enable", value="true"),)),),
-                    timeout_ms=10_000)))  # fmt: skip
-                if resp is None:
-                    return None
-                r = resp.topics[0]
-                if r.error_code == 0:
-                    return r.topic_id
-                assert r.error_code in (7, 38, 41), resp
-                return None
-
-            topic = await until(created, "the diskless topic", timeout=STEP)
+            topic = await until(lambda: create_diskless_topic(clients[4]), "the diskless topic",
+                                timeout=STEP)  # fmt: skip
             leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
                                  timeout=STEP)  # fmt: skip
             assert leader in (4, 5, 6)
@@ -120,15 +106,7 @@ async def test_dedicated_controllers_sigkill_and_replace_a_broker(tmp_path):
             coord = await until(lambda: agreed_leader(live, topic), "one coordinator leader",
                                 timeout=STEP)  # fmt: skip
             want = await find_all(clients[coord], topic)
-            seen = {}
-            for _partition, batches in want.items():
-                for base, _last, key, byte_offset, _pid, _seq in batches:
-                    b = prod.attempts[key][byte_offset // 100]
-                    ident = (b.pid, b.partition, b.seq)
-                    assert ident not in seen, ("duplicated", ident)
-                    seen[ident] = base
-            lost = {k: v for k, v in prod.acked.items() if seen.get(k) != v}
-            assert not lost, ("lost or moved", lost)
+            assert_exactly_once(prod, want)
             for i in live:
                 await until(lambda i=i: _equal(find_all(clients[i], topic), want),
                             f"node {i} holding every batch", timeout=STEP)  # fmt: skip

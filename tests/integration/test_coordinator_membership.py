@@ -30,20 +30,20 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.coordinator.membership import MEMBERSHIP_MARKER
 from kafka_rpc.protocol import codec
+from tests.integration.coordinator_checks import assert_exactly_once, create_diskless_topic
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.integration.test_default_coordinator_cluster import (
     agreed_leader,
     coordinators,
     initialized,
 )
-from tests.integration.test_diskless_metadata_failover import PARTITIONS, Producers, find_all
+from tests.integration.test_diskless_metadata_failover import Producers, find_all
 from tests.integration.test_diskless_metadata_raft import describe
 from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
 STEP = 30.0  # s, every wait
-CT = codec.module("CreateTopicsRequest")
 APR = codec.module("AlterPartitionReassignmentsRequest")
 LPR = codec.module("ListPartitionReassignmentsRequest")
 
@@ -111,19 +111,8 @@ async def test_rolling_restart_and_reassignment_follow_the_assignment(tmp_path):
             for i in cluster.nodes:
                 clients[i] = await connect(cluster, i)
 
-            async def created():
-                resp = await clients[1].request(CT.CreateTopicsRequest(
-                    topics=(CT.CreatableTopic(name="d", num_partitions=PARTITIONS,
-                            replication_factor=3, configs=(CT.CreatableTopicConfig(
-                                name="diskless.enable", value="true"),)),),
-                    timeout_ms=10_000))  # fmt: skip
-                r = resp.topics[0]
-                if r.error_code == 0:
-                    return r.topic_id
-                assert r.error_code in (7, 38), resp
-                return None
-
-            topic = await until(created, "the diskless topic", timeout=STEP)
+            topic = await until(lambda: create_diskless_topic(clients[1]), "the diskless topic",
+                                timeout=STEP)  # fmt: skip
             part, _ = await until(lambda: _safe(meta_partition(clients[1])),
                                         "__diskless-metadata", timeout=STEP)  # fmt: skip
             replicas = sorted(part.replica_nodes)
@@ -234,16 +223,7 @@ async def test_rolling_restart_and_reassignment_follow_the_assignment(tmp_path):
             leader = await until(lambda: agreed_leader(hosts, topic), "one coordinator leader",
                                  timeout=STEP)  # fmt: skip
             want = await find_all(clients[leader], topic)
-            seen = {}
-            for partition, batches in want.items():
-                for base, _last, key, byte_offset, _pid, _seq in batches:
-                    b = prod.attempts[key][byte_offset // 100]
-                    ident = (b.pid, b.partition, b.seq)
-                    assert ident not in seen, ("duplicated", ident)
-                    seen[ident] = base
-            lost = {k: v for k, v in prod.acked.items() if seen.get(k) != v}
-            assert not lost, ("lost or moved", lost)
-            assert len(prod.acked) > 0
+            assert_exactly_once(prod, want)
             for i in target:
                 await until(lambda i=i: _equal(find_all(clients[i], topic), want),
                             f"node {i} holding every batch", timeout=STEP)  # fmt: skip
@@ -277,7 +257,8 @@ async def test_a_replaced_disk_rejoins_under_its_new_directory_id(tmp_path):
         try:
             for i in cluster.nodes:
                 clients[i] = await connect(cluster, i)
-            topic = await until(lambda: _create(clients[1]), "the diskless topic", timeout=STEP)
+            topic = await until(lambda: create_diskless_topic(clients[1]), "the diskless topic",
+                                timeout=STEP)  # fmt: skip
             replicas = [1, 2, 3]
             await until(lambda: whole(clients, replicas), "the ISR whole", timeout=STEP)
             leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
@@ -320,17 +301,3 @@ async def test_a_replaced_disk_rejoins_under_its_new_directory_id(tmp_path):
             for c in clients.values():
                 await c.close()
 
-
-async def _create(client: KafkaRpcClient):
-    resp = await _safe(client.request(CT.CreateTopicsRequest(
-        topics=(CT.CreatableTopic(name="d", num_partitions=PARTITIONS, replication_factor=3,
-                                  configs=(CT.CreatableTopicConfig(name="diskless.enable",
-                                                                   value="true"),)),),
-        timeout_ms=10_000)))  # fmt: skip
-    if resp is None:
-        return None
-    r = resp.topics[0]
-    if r.error_code == 0:
-        return r.topic_id
-    assert r.error_code in (7, 38), resp
-    return None

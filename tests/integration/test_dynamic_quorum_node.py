@@ -2,7 +2,9 @@
 with ``controller.quorum.bootstrap.servers`` and no ``controller.quorum.voters``. It elects itself
 from the voter set of its bootstrap checkpoint, reports kraft.version 1 and its directory id, and
 runs the default (topic-based) Batch Coordinator, whose Raft group takes the node's address from
-the metadata log's voter set (a static quorum takes it from ``controller.quorum.voters``)."""
+its broker registration. A dynamic quorum's ``diskless.metadata.topic.replication.factor``
+defaults to 3 (the voters are not known from the configuration), so a lone node sets 1, as a
+lone Kafka broker sets ``offsets.topic.replication.factor=1``."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ async def test_a_standalone_combined_node_runs_the_default_coordinator(tmp_path)
         "controller.listener.names": "CONTROLLER",
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller}",
         "log.dirs": tmp_path / "data",
+        "diskless.metadata.topic.replication.factor": 1,
     })  # fmt: skip
     node.format(peer.random_cluster_id(), "--standalone")
     directory = next(line.split("=", 1)[1] for line in

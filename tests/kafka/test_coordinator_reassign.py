@@ -22,10 +22,10 @@ import re
 import pytest
 
 from kafka_rpc.client import KafkaRpcClient
-from kafka_rpc.protocol import codec
 from kafka_rpc.testbed.bench_cluster import BenchCluster
+from tests.integration.coordinator_checks import create_diskless_topic
 from tests.integration.test_default_coordinator_cluster import agreed_leader, initialized
-from tests.integration.test_diskless_metadata_failover import PARTITIONS, Producers, find_all
+from tests.integration.test_diskless_metadata_failover import Producers, find_all
 from tests.integration.test_diskless_metadata_raft import describe
 from tests.kafka import peer
 from tests.waiting import until
@@ -36,7 +36,6 @@ META = "__diskless-metadata"
 STEP = 60.0  # s, every wait
 TOOL_TIMEOUT = 90.0  # s, one tool run
 BUDGET = 420.0  # s, the whole test
-CT = codec.module("CreateTopicsRequest")
 PROPS = {
     "controller.quorum.election.timeout.ms": "400",
     "controller.quorum.fetch.timeout.ms": "1000",
@@ -80,7 +79,8 @@ async def test_replace_a_dead_broker_with_kafka_reassign_partitions(kafka_newest
             for i in cluster.brokers():
                 clients[i] = await KafkaRpcClient.connect(
                     cluster.nodes[i].address, connect_timeout=3.0, request_timeout=5.0)
-            topic = await until(lambda: _create(clients[4]), "the diskless topic", timeout=STEP)
+            topic = await until(lambda: create_diskless_topic(clients[4]), "the diskless topic",
+                                timeout=STEP)  # fmt: skip
             leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
                                  timeout=STEP)  # fmt: skip
             await until(lambda: initialized(clients[leader], topic), "the topic on the leader",
@@ -161,22 +161,6 @@ async def test_replace_a_dead_broker_with_kafka_reassign_partitions(kafka_newest
             await c.close()
         cluster.close()
 
-
-
-async def _create(client: KafkaRpcClient):
-    try:
-        resp = await client.request(CT.CreateTopicsRequest(
-            topics=(CT.CreatableTopic(name="d", num_partitions=PARTITIONS, replication_factor=3,
-                                      configs=(CT.CreatableTopicConfig(name="diskless.enable",
-                                                                       value="true"),)),),
-            timeout_ms=10_000))  # fmt: skip
-    except (ConnectionError, OSError, TimeoutError):
-        return None
-    r = resp.topics[0]
-    if r.error_code == 0:
-        return r.topic_id
-    assert r.error_code in (7, 38, 41), resp
-    return None
 
 
 async def _equal(coro, want) -> bool:
