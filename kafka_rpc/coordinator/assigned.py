@@ -158,6 +158,12 @@ _NONE: frozenset[int] = frozenset()
 _ZERO_DIR = uuid.UUID(int=0)
 
 
+def _isr_eligible(image: Any, broker_id: int) -> bool:
+    """Kafka ``Partition.isReplicaIsrEligible``: registered, unfenced, not shutting down."""
+    b = image.brokers.get(broker_id)
+    return b is not None and not b.fenced and not b.in_controlled_shutdown
+
+
 class CoordinatorNotAvailableError(Exception):
     """No ``__diskless-metadata`` replica of this node is running (yet): Kafka's
     COORDINATOR_NOT_AVAILABLE (15)."""
@@ -569,6 +575,9 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if send is None or (slot.alter is not None and not slot.alter.done()):
             return
         isr = in_sync_replicas(quorum, tuple(reg.replicas), self.node_id, now, self._lag_ms)
+        # Kafka's leader leaves out a follower its metadata shows fenced or shutting down
+        # (Partition.isReplicaIsrEligible): the controller would refuse it (INELIGIBLE_REPLICA)
+        isr = tuple(r for r in isr if r == self.node_id or _isr_eligible(image, r))
         if reg.leader == self.node_id and set(isr) == set(reg.isr):
             return
         state = (isr, reg.leader_epoch, reg.partition_epoch)
