@@ -17,8 +17,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from kafka_rpc.api.registry import ApiEntry, Registry
 from kafka_rpc.server.connection import KafkaConnection
@@ -125,13 +126,15 @@ class Listeners:
                 factory = lambda ls=ls: SecureConnection(ls)  # noqa: E731
             else:
                 factory = tls_protocol_factory(ls, SecureConnection, sec.ssl_context)
+            where: dict[str, Any] = (
+                {"sock": _any_address_socket(ep.port)} if not ep.host
+                else {"host": ep.host, "port": ep.port, "reuse_address": True}
+            )  # fmt: skip
             srv = await loop.create_server(
                 factory,
-                host=ep.host or None,
-                port=ep.port,
-                reuse_address=True,
                 backlog=1024,
                 start_serving=role != "broker",
+                **where,
             )
             ls.asyncio_server = srv
             ls.port = srv.sockets[0].getsockname()[1]
@@ -178,3 +181,31 @@ class Listeners:
             if ls.asyncio_server is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(ls.asyncio_server.wait_closed(), 1.0)
+
+
+def _any_address_socket(port: int) -> socket.socket:
+    """A listening socket on every address for a listener with no host (``PLAINTEXT://:9092``):
+    one dual-stack IPv6 socket (IPv4 clients too, as Kafka's ``new InetSocketAddress(port)``),
+    else IPv4's 0.0.0.0 -- one socket, so port 0 gives one port (asyncio's ``host=None`` binds
+    each family on a port of its own). Raises ``OSError`` when the port cannot be bound."""
+    if socket.has_ipv6:
+        try:
+            s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+        except OSError:
+            pass
+        else:
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                s.bind(("::", port))
+                return s
+            except OSError:
+                s.close()
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        s.close()
+        raise
+    return s
