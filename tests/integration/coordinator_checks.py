@@ -1,10 +1,13 @@
 """What the multi-process tests of the default Batch Coordinator share: creating the diskless
-topic through a broker, and the final check that every acknowledged commit of a
-``Producers`` load is found exactly once, at the offset it was given."""
+topic through a broker, a continuous ``Producers`` commit load while a step runs, and the final
+check that every acknowledged commit is found exactly once, at the offset it was given."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator, Sequence
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol import codec
@@ -50,3 +53,26 @@ def assert_exactly_once(prod: Producers, found: dict[int, list]) -> None:
     lost = {k: v for k, v in prod.acked.items() if seen.get(k) != v}
     assert not lost, ("lost or moved", lost)
     assert prod.acked, "nothing was acknowledged"
+
+
+@contextlib.asynccontextmanager
+async def commit_load(prod: Producers, pids: Sequence[int], rounds: int = 400,
+                      pause_s: float = 0.05) -> AsyncIterator[None]:  # fmt: skip
+    """Every producer of ``pids`` commits once per round (``pause_s`` s apart, at most
+    ``rounds`` rounds) while the body runs; on the way out the load stops after its round and
+    its failure, if any, is raised."""
+    stop = asyncio.Event()
+
+    async def load() -> None:
+        n = 0
+        while not stop.is_set() and n < rounds:
+            await asyncio.gather(*(prod.produce(pid, 1) for pid in pids))
+            n += 1
+            await asyncio.sleep(pause_s)
+
+    task = asyncio.ensure_future(load())
+    try:
+        yield
+    finally:
+        stop.set()
+        await task

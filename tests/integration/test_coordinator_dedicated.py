@@ -17,7 +17,11 @@ import pytest
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.testbed.bench_cluster import BenchCluster
-from tests.integration.coordinator_checks import assert_exactly_once, create_diskless_topic
+from tests.integration.coordinator_checks import (
+    assert_exactly_once,
+    commit_load,
+    create_diskless_topic,
+)
 from tests.integration.test_default_coordinator_cluster import agreed_leader, initialized
 from tests.integration.test_diskless_metadata_failover import Producers, find_all
 from tests.waiting import until
@@ -81,22 +85,9 @@ async def test_dedicated_controllers_sigkill_and_replace_a_broker(tmp_path):
             assert new_leader != leader
 
             # the dead broker replaced by a new one, under load
-            stop = asyncio.Event()
-
-            async def load():
-                n = 0
-                while not stop.is_set() and n < 400:
-                    await asyncio.gather(*(prod.produce(pid, 1) for pid in pids))
-                    n += 1
-                    await asyncio.sleep(0.05)
-
-            loader = asyncio.ensure_future(load())
-            try:
+            async with commit_load(prod, pids):
                 new = await cluster.add_broker()
                 await cluster.replace(leader, new, timeout=STEP * 3)
-            finally:
-                stop.set()
-                await loader
             clients[new] = await KafkaRpcClient.connect(
                 cluster.nodes[new].address, connect_timeout=3.0, request_timeout=5.0)
             parts = await cluster._metadata_partitions()

@@ -31,7 +31,11 @@ from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.controller.coordinator_mapping import DISKLESS_METADATA_TOPIC
 from kafka_rpc.coordinator.membership import MEMBERSHIP_MARKER
 from kafka_rpc.protocol import codec
-from tests.integration.coordinator_checks import assert_exactly_once, create_diskless_topic
+from tests.integration.coordinator_checks import (
+    assert_exactly_once,
+    commit_load,
+    create_diskless_topic,
+)
 from tests.integration.test_controller_cluster import FAST_FAILOVER, broker_port, cluster_running
 from tests.integration.test_default_coordinator_cluster import (
     agreed_leader,
@@ -138,17 +142,7 @@ async def test_a_reassignment_moves_the_voters_and_a_cancel_restores_them(tmp_pa
             prod = Producers(topic, clients)
             prod.target = leader
             pids = [3000 + k for k in range(3)]
-            stop = asyncio.Event()
-
-            async def load():
-                n = 0
-                while not stop.is_set() and n < 400:
-                    await asyncio.gather(*(prod.produce(pid, 1) for pid in pids))
-                    n += 1
-                    await asyncio.sleep(0.05)
-
-            loader = asyncio.ensure_future(load())
-            try:
+            async with commit_load(prod, pids):
                 # move one replica to the spare node, as kafka-reassign-partitions --execute
                 target = [replicas[0], spare]
                 moved = replicas[1]
@@ -203,9 +197,6 @@ async def test_a_reassignment_moves_the_voters_and_a_cancel_restores_them(tmp_pa
                 await until(lambda: whole(hosts, sorted(target)),
                             "the replicas restored by the cancel, ISR whole", timeout=STEP)
                 assert await voters_of(hosts) == sorted(target)
-            finally:
-                stop.set()
-                await loader
 
             # every acknowledged batch exactly once at its offset, on both replicas
             hosts = {r: clients[r] for r in target}
@@ -261,17 +252,7 @@ async def test_a_rolling_restart_then_a_replaced_disk(tmp_path):
             prod.target = leader
             pids = [6000 + k for k in range(3)]
             await asyncio.gather(*(prod.produce(pid, 4) for pid in pids))
-            stop = asyncio.Event()
-
-            async def load():
-                n = 0
-                while not stop.is_set() and n < 400:
-                    await asyncio.gather(*(prod.produce(pid, 1) for pid in pids))
-                    n += 1
-                    await asyncio.sleep(0.05)
-
-            loader = asyncio.ensure_future(load())
-            try:
+            async with commit_load(prod, pids):
                 # a rolling restart, one node at a time: the ISR whole again after each
                 for i in sorted(cluster.nodes):
                     prod.alive.discard(i)  # the producers fail over from a closed client
@@ -285,9 +266,6 @@ async def test_a_rolling_restart_then_a_replaced_disk(tmp_path):
                     await until(lambda: whole(clients, replicas),
                                 f"the ISR whole again after restarting node {i}",
                                 timeout=STEP)  # fmt: skip
-            finally:
-                stop.set()
-                await loader
             leader = await until(lambda: agreed_leader(clients, topic), "one coordinator leader",
                                  timeout=STEP)  # fmt: skip
             q = await until(lambda: leader_quorum(clients), "the group's leader", timeout=STEP)
