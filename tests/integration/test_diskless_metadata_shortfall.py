@@ -2,7 +2,9 @@
 processes, broker+controller each, ``diskless.metadata.topic.replication.factor=4``): the active
 controller never creates the topic with fewer replicas (Kafka's rule for ``__consumer_offsets``),
 FindCoordinator v7 BATCH keys answer COORDINATOR_NOT_AVAILABLE (15) on every node, and the
-active controller logs one WARNING naming the shortfall."""
+active controller logs one WARNING naming the shortfall. A lone node with a replication factor
+it can never meet starts without the coordinator; a third node started late gets its replica:
+the topic waits for it and is created with all three."""
 
 from __future__ import annotations
 
@@ -92,3 +94,57 @@ async def test_a_lone_node_that_cannot_host_the_coordinator_starts_without_it(tm
     finally:
         proc.kill()
         proc.wait(10)
+
+
+async def test_a_late_third_node_gets_its_replica_and_the_topic_is_never_smaller(tmp_path):
+    """Three voters, the third node started well past a broker session timeout after the first
+    two: until it registers there is no ``__diskless-metadata`` (FindCoordinator answers
+    COORDINATOR_NOT_AVAILABLE), then the topic is created with all three replicas, its ISR
+    whole (before, it was created with two for good)."""
+    from tests.integration.test_raft_cluster import Cluster
+
+    cluster = Cluster(tmp_path, **FAST_FAILOVER)
+    try:
+        async with asyncio.timeout(120):
+            cluster.format()
+            for i in (1, 2):
+                cluster.nodes[i].start()
+            for i in (1, 2):
+                await cluster.nodes[i].started()
+            port = broker_port(cluster.nodes[1])
+            tid = uuid_text(uuid.uuid4())
+
+            async def codes():
+                async with KafkaRpcClient(f"127.0.0.1:{port}") as c:
+                    r = await c.request(FC.FindCoordinatorRequest(
+                        key_type=3, coordinator_keys=(f"write:{tid}:0",)), version=7)  # fmt: skip
+                return [k.error_code for k in r.coordinators]
+
+            await asyncio.sleep(6.0)  # past broker.session.timeout.ms (2.5 s) twice over
+            assert await codes() == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+            cluster.nodes[3].start()
+            await cluster.nodes[3].started()
+
+            async def meta():
+                async with KafkaRpcClient(f"127.0.0.1:{port}") as c:
+                    md = await c.request(codec.message_class("MetadataRequest")(topics=None),
+                                         version=12)  # fmt: skip
+                t = next((t for t in md.topics if t.name == "__diskless-metadata"), None)
+                if t is None:
+                    return None
+                p = t.partitions[0]
+                return (sorted(p.replica_nodes), sorted(p.isr_nodes))
+
+            async def whole():
+                got = await meta()
+                if got is None:
+                    return None
+                assert got[0] == [1, 2, 3], ("created with fewer replicas", got)
+                return got if got[1] == [1, 2, 3] else None
+
+            got = await until(whole, "__diskless-metadata with 3 replicas", timeout=30.0)
+            assert got == ([1, 2, 3], [1, 2, 3])
+        cluster.assert_no_tracebacks()
+    finally:
+        await cluster.close()
+
