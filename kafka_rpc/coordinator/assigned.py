@@ -36,10 +36,11 @@ coordinator partitions is split, the parts run concurrently, and the answers are
 request order. An entry whose coordinator partition has no replica here answers NOT_COORDINATOR
 (16); one whose replica does not lead its partition gets the replica's own answer (writes:
 NOT_COORDINATOR; reads: its materialized state). A part that raises fails only its own entries
-(the exception's ``error_code`` if it names one, KAFKA_STORAGE_ERROR for ``sqlite3.Error`` /
-``OSError``, else UNKNOWN_SERVER_ERROR; logged) -- the other parts already ran or committed, and
-their answers stand. A call that stays on one coordinator partition is that replica's call as
-it is (its exceptions propagate).
+(:func:`~kafka_rpc.coordinator.errors.error_code_of`: the exception's ``error_code`` if it
+names one, REQUEST_TIMED_OUT for ``TimeoutError``, KAFKA_STORAGE_ERROR for ``sqlite3.Error`` /
+other ``OSError``, else UNKNOWN_SERVER_ERROR; logged) -- the other parts already ran or
+committed, and their answers stand. A call that stays on one coordinator partition is that
+replica's call as it is (its exceptions propagate).
 
 * ``commit_file`` (CommitBatches, one object): each coordinator partition commits its own
   entries of the object as its own record of the object (KIP-1164: "the rest of the object
