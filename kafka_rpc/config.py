@@ -389,6 +389,13 @@ SETTINGS: dict[str, tuple[Callable[[str, str], Any], str | None, str]] = {
         "when the active controller creates it; like Kafka's offsets.topic.num.partitions it "
         "should not change after deployment.",
     ),
+    "replica.lag.time.max.ms": (
+        _int,
+        "30000",
+        "Kafka's: a follower that has not reached the leader's log end within this many ms is "
+        "out of the ISR. Here for the __diskless-metadata partitions, whose Raft leader reports "
+        "its caught-up voters as the ISR (docs/batch-coordinator.md).",
+    ),
     "diskless.metadata.topic.replication.factor": (
         _int,
         None,
@@ -604,6 +611,8 @@ class Config:
     leader_imbalance_check_interval_seconds: int = 300
     unclean_leader_election_interval_ms: int = 300000
     diskless_metadata_topic_num_partitions: int = 1
+    #: ``replica.lag.time.max.ms`` (ms): the ISR a ``__diskless-metadata`` leader reports
+    replica_lag_time_max_ms: int = 30000
     #: ``diskless.metadata.topic.replication.factor`` (its default follows the static voters)
     diskless_metadata_topic_replication_factor: int = 3
     #: listener name -> security protocol (every listener of ``listeners`` has one)
@@ -950,6 +959,7 @@ def load_config(
         leader_imbalance_check_interval_seconds=vals["leader.imbalance.check.interval.seconds"],
         unclean_leader_election_interval_ms=vals["unclean.leader.election.interval.ms"],
         diskless_metadata_topic_num_partitions=vals["diskless.metadata.topic.num.partitions"],
+        replica_lag_time_max_ms=vals["replica.lag.time.max.ms"],
         diskless_metadata_topic_replication_factor=vals[
             "diskless.metadata.topic.replication.factor"
         ],

@@ -159,10 +159,14 @@ _NONE: frozenset[int] = frozenset()
 _ZERO_DIR = uuid.UUID(int=0)
 
 
-def _isr_eligible(image: Any, broker_id: int) -> bool:
-    """Kafka ``Partition.isReplicaIsrEligible``: registered, unfenced, not shutting down."""
-    b = image.brokers.get(broker_id)
-    return b is not None and not b.fenced and not b.in_controlled_shutdown
+def _registered_endpoints(image: Any, listener: str) -> dict[int, tuple[str, int]]:
+    """Broker id -> (host, port) of its ``listener`` endpoint in ``image``'s registrations."""
+    out = {}
+    for b in image.brokers.values():
+        ep = b.endpoint(listener)
+        if ep is not None:
+            out[b.broker_id] = (ep.host, ep.port)
+    return out
 
 
 class CoordinatorNotAvailableError(Exception):
@@ -305,7 +309,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         self._client_security = client_security
         self._directory_id = directory_id if directory_id and directory_id.int else None
         self._alter_partition = alter_partition
-        self._lag_ms = int(getattr(cfg, "replica_lag_time_max_ms", 30_000))
+        self._lag_ms = cfg.replica_lag_time_max_ms
         self._controller = controller
         self._controller.publishers.append(self.on_metadata_update)
         self.on_metadata_update(None, self._controller.image)
@@ -352,7 +356,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         if self._closed:
             return
         if self._raft_listener is not None:
-            fresh = self._addresses(new)
+            fresh = _registered_endpoints(new, self._raft_listener)
             if fresh != self._address_cache:  # in place: the drivers hold its get
                 self._address_cache.clear()
                 self._address_cache.update(fresh)
@@ -390,7 +394,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
                              "%s-%d: node %d is not one of its replicas %s; no coordinator here",
                              name, p, self.node_id, sorted(replicas))  # fmt: skip
                 continue
-            self._voters = self._addresses(new)
+            self._voters = dict(self._peer_addresses())
             unknown = [r for r in replicas if r not in self._voters]
             if unknown and self._raft_listener is not None:  # not registered yet: a later image
                 self._report(f"unknown {p} {sorted(replicas)}", logging.INFO,
@@ -438,19 +442,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
             return None
         return Membership(self._directory_id, self._listener_name, bootstrap, servers)
 
-    def _addresses(self, image: Any) -> dict[int, tuple[str, int]]:
+    def _peer_addresses(self) -> dict[int, tuple[str, int]]:
         """Node id -> (host, port) of the listener the groups' Raft RPCs use: the registered
-        brokers' ``raft_listener`` endpoints (:meth:`attach_metadata`), else the metadata
-        quorum's voters now."""
-        name = self._raft_listener
-        if name is None:
-            return self._voters_now()
-        out = {}
-        for b in image.brokers.values():
-            ep = next((e for e in b.endpoints if e.name == name), None)
-            if ep is not None:
-                out[b.broker_id] = (ep.host, ep.port)
-        return out
+        brokers' ``raft_listener`` endpoints in the latest image (:meth:`attach_metadata`),
+        else the metadata quorum's voters now."""
+        return self._address_cache if self._raft_listener is not None else self._voters_now()
 
     def _directories(self, reg: Any) -> tuple[uuid.UUID, ...]:
         """Each replica's directory id: the partition record's (``Directories``), else, when
@@ -578,7 +574,7 @@ class AssignedBatchCoordinator(BatchCoordinator):
         isr = in_sync_replicas(quorum, tuple(reg.replicas), self.node_id, now, self._lag_ms)
         # Kafka's leader leaves out a follower its metadata shows fenced or shutting down
         # (Partition.isReplicaIsrEligible): the controller would refuse it (INELIGIBLE_REPLICA)
-        isr = tuple(r for r in isr if r == self.node_id or _isr_eligible(image, r))
+        isr = tuple(r for r in isr if r == self.node_id or image.is_active(r))
         if reg.leader == self.node_id and set(isr) == set(reg.isr):
             return
         state = (isr, reg.leader_epoch, reg.partition_epoch)
@@ -629,13 +625,11 @@ class AssignedBatchCoordinator(BatchCoordinator):
         core = inner.core
         name = f"{DISKLESS_METADATA_TOPIC_NAME}-{slot.partition}"
         if change.kind == "add":
-            controller = self._controller
-            addr = None if controller is None else self._addresses(controller.image).get(
-                change.voter_id)  # fmt: skip
+            addr = self._peer_addresses().get(change.voter_id)
             if addr is None:
-                self._report_once(f"no address {slot.partition} {change.voter_id}",
-                                  "%s: no %s address of node %d to add it as a voter", name,
-                                  self._listener_name, change.voter_id)  # fmt: skip
+                self._report(f"no address {slot.partition} {change.voter_id}", logging.WARNING,
+                             "%s: no %s address of node %d to add it as a voter", name,
+                             self._listener_name, change.voter_id)  # fmt: skip
                 return
             m = codec.module("AddRaftVoterRequest")
             req = m.AddRaftVoterRequest(
@@ -666,9 +660,6 @@ class AssignedBatchCoordinator(BatchCoordinator):
         else:
             log.info("%s: voter %d %s", name, change.voter_id,
                      "added" if change.kind == "add" else "removed")  # fmt: skip
-
-    def _report_once(self, key: str, msg: str, *args: Any) -> None:
-        self._report(key, logging.WARNING, msg, *args)
 
     # ------------------------------------------------------------------ state
     def replica(self, partition: int) -> ReplicatedBatchCoordinator | None:

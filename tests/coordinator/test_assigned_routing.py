@@ -71,7 +71,7 @@ def server(img) -> types.SimpleNamespace:
         # the metadata quorum's timing, which the coordinator's Raft groups take (Kafka's)
         quorum_election_timeout_ms=1000, quorum_fetch_timeout_ms=2000,
         quorum_election_backoff_max_ms=1000, quorum_request_timeout_ms=2000,
-        quorum_retry_backoff_ms=20,
+        quorum_retry_backoff_ms=20, replica_lag_time_max_ms=30000,
     )
     return types.SimpleNamespace(node_id=1, config=config, cluster_id="c",
                                  controller=Controller(img))  # fmt: skip
