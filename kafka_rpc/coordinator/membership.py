@@ -43,7 +43,6 @@ Units: times in wall-clock ms since the Unix epoch, as DescribeQuorum reports th
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,7 +51,8 @@ from uuid import UUID
 
 from kafka_rpc.raft.api import OffsetAndEpoch
 from kafka_rpc.raft.file_log import snapshot_path
-from kafka_rpc.raft.voters import VoterNode, VoterSet, snapshot_footer_batch, snapshot_header_batch
+from kafka_rpc.raft.voters import VoterNode, VoterSet, bootstrap_checkpoint_bytes
+from kafka_rpc.storage.durable import atomic_write
 
 __all__ = [
     "MEMBERSHIP_MARKER",
@@ -134,26 +134,18 @@ def prepare_directory(directory: Path, membership: Membership, timestamp_ms: int
 
     A directory with the marker: True, unchanged. One with no Raft data: writes the bootstrap
     checkpoint (``membership.bootstrap``'s voters or none, kraft.version 1, every timestamp
-    ``timestamp_ms``) and fsyncs it, then the marker: True. One with Raft data but no marker
-    (made by an earlier version): False, unchanged (static voters). Raises ``OSError``."""
+    ``timestamp_ms``; :func:`~kafka_rpc.raft.voters.bootstrap_checkpoint_bytes`), then the
+    marker, each with :func:`~kafka_rpc.storage.durable.atomic_write`: True. One with Raft data
+    but no marker (made by an earlier version): False, unchanged (static voters). Raises
+    ``OSError``."""
     marker = directory / MEMBERSHIP_MARKER
     if marker.exists():
         return True
     if _has_raft_data(directory):
         return False
-    head = snapshot_header_batch(0, timestamp_ms, timestamp_ms, 1, membership.bootstrap)
-    foot = snapshot_footer_batch(head.last_offset + 1, 0, timestamp_ms)
-    path = snapshot_path(directory, OffsetAndEpoch(0, 0))
-    tmp = path.with_suffix(".checkpoint.part")
-    with open(tmp, "wb") as f:
-        f.write(head.data + foot.data)
-        f.flush()
-        os.fsync(f.fileno())
-    tmp.rename(path)
-    with open(marker, "w", encoding="utf-8") as f:
-        f.write("kraft.version=1\n")
-        f.flush()
-        os.fsync(f.fileno())
+    checkpoint = bootstrap_checkpoint_bytes(membership.bootstrap, 1, timestamp_ms)
+    atomic_write(snapshot_path(directory, OffsetAndEpoch(0, 0)), checkpoint, ".part")
+    atomic_write(marker, "kraft.version=1\n")
     return True
 
 

@@ -495,7 +495,7 @@ def snapshot_footer_batch(position: int, epoch: int, timestamp_ms: int) -> Batch
     return encode_control_batch(position, epoch, [(SNAPSHOT_FOOTER, body)], timestamp_ms)
 
 
-def bootstrap_checkpoint_bytes(voters: VoterSet, kraft_version: int = 1,
+def bootstrap_checkpoint_bytes(voters: VoterSet | None, kraft_version: int = 1,
                                timestamp_ms: int = 0) -> bytes:  # fmt: skip
     """The voter-only bootstrap checkpoint ``00000000000000000000-0000000000.checkpoint``
     (snapshot id (0, 0)) in Kafka 4.2's layout (``Formatter.writeDynamicQuorumSnapshot``), which
@@ -505,11 +505,12 @@ def bootstrap_checkpoint_bytes(voters: VoterSet, kraft_version: int = 1,
     epoch 0, with SnapshotHeaderRecord{Version 0, LastContainedLogTimestamp =
     ``timestamp_ms``}, KRaftVersionRecord{0, ``kraft_version``} and VotersRecord{0,
     ``voters``}, then the footer batch at offset 3; every timestamp ``timestamp_ms`` (wall
-    clock ms). Raises ValueError for kraft.version 0 (Kafka's builder refuses a voter set
-    there) or an empty voter set."""
+    clock ms). ``voters`` None: no VotersRecord (the footer at offset 2), the layout
+    ``--no-initial-controllers`` means (a replica that joins as an observer). Raises ValueError
+    for kraft.version 0 (Kafka's builder refuses a voter set there) or an empty voter set."""
     if kraft_version < 1:
         raise ValueError("the bootstrap checkpoint needs kraft.version 1 or more")
-    if not voters:
+    if voters is not None and not voters:
         raise ValueError("the bootstrap checkpoint needs at least one voter")
     head = snapshot_header_batch(0, timestamp_ms, timestamp_ms, kraft_version, voters)
     foot = snapshot_footer_batch(head.last_offset + 1, 0, timestamp_ms)
