@@ -185,27 +185,11 @@ class Listeners:
 
 def _any_address_socket(port: int) -> socket.socket:
     """A listening socket on every address for a listener with no host (``PLAINTEXT://:9092``):
-    one dual-stack IPv6 socket (IPv4 clients too, as Kafka's ``new InetSocketAddress(port)``),
-    else IPv4's 0.0.0.0 -- one socket, so port 0 gives one port (asyncio's ``host=None`` binds
-    each family on a port of its own). Raises ``OSError`` when the port cannot be bound."""
-    if socket.has_ipv6:
-        try:
-            s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-        except OSError:
-            pass
-        else:
-            try:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-                s.bind(("::", port))
-                return s
-            except OSError:
-                s.close()
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("0.0.0.0", port))
-    except OSError:
-        s.close()
-        raise
-    return s
+    one dual-stack IPv6 socket where the system has them (IPv4 clients too, as Kafka's
+    ``new InetSocketAddress(port)``), else IPv4's 0.0.0.0 -- one socket, so port 0 gives one
+    port (asyncio's ``host=None`` binds each family on a port of its own). The standard
+    library's ``socket.create_server`` (SO_REUSEADDR set). Raises ``OSError`` when the port
+    cannot be bound."""
+    if socket.has_dualstack_ipv6():
+        return socket.create_server(("::", port), family=socket.AF_INET6, dualstack_ipv6=True)
+    return socket.create_server(("0.0.0.0", port))
