@@ -69,6 +69,7 @@ from kafka_rpc.broker.forwarding import forward_error_message
 from kafka_rpc.protocol import codec
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
 from kafka_rpc.raft.api import METADATA_TOPIC_ID, METADATA_TOPIC_NAME
+from kafka_rpc.raft.base import CONTROLLER_ONLY_REPLICATION_RPCS
 
 __all__ = ["FORWARD_MOVED", "forward_raft_request", "raft_voter_error_response"]
 
@@ -133,9 +134,9 @@ async def _replication(ctx, request):
 # listener for the coordinator partitions (Fetch and the quorum administration RPCs are below:
 # the broker listener serves them by their specs). UpdateRaftVoter names no partition: it is
 # always the metadata log's, on the controller listener only.
-for _name in ("VoteRequest", "BeginQuorumEpochRequest", "EndQuorumEpochRequest",
-              "FetchSnapshotRequest"):  # fmt: skip
-    default_registry.register(_name, _replication, unadvertised_on=frozenset({"broker"}))
+for _key in sorted(CONTROLLER_ONLY_REPLICATION_RPCS):
+    default_registry.register(codec.REQUESTS_BY_KEY[_key], _replication,
+                              unadvertised_on=frozenset({"broker"}))  # fmt: skip
 default_registry.register("UpdateRaftVoterRequest", _to_raft)
 
 

@@ -34,6 +34,11 @@ VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH, FETCH, FETCH_SNAPSHOT, DESCRIBE_QUOR
     52, 53, 54, 1, 59, 55,
 )  # fmt: skip
 UPDATE_RAFT_VOTER = 82
+#: the replication RPCs a controller listener serves and a Kafka broker's does not list: what a
+#: coordinator partition's group still sends to kafka-rpc brokers' inter-broker listeners
+#: (``RaftDriver(unadvertised_raft_rpcs=True)``, ``kafka_rpc.handlers.raft``)
+CONTROLLER_ONLY_REPLICATION_RPCS = frozenset({VOTE, BEGIN_QUORUM_EPOCH, END_QUORUM_EPOCH,
+                                              FETCH_SNAPSHOT})  # fmt: skip
 ADD_RAFT_VOTER, REMOVE_RAFT_VOTER, API_VERSIONS = 80, 81, 18
 MiB = 1 << 20
 _LONG_MAX = (1 << 63) - 1

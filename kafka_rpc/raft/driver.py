@@ -63,6 +63,7 @@ from typing import Any
 
 from kafka_rpc.client import KafkaRpcClient
 from kafka_rpc.protocol.errors import ErrorCode, KafkaError
+from kafka_rpc.raft.base import CONTROLLER_ONLY_REPLICATION_RPCS
 from kafka_rpc.raft.core import NotLeaderError  # one type for the append and commit sides
 from kafka_rpc.raft.wire import for_version
 
@@ -113,10 +114,6 @@ def _unsupported_answer(out: Any, exc: KafkaError) -> Any:
     from kafka_rpc.protocol import codec
 
     return getattr(codec.module(name), name)(error_code=int(ErrorCode.UNSUPPORTED_VERSION))
-
-
-#: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot: what ``unadvertised_raft_rpcs`` covers
-_UNADVERTISED = frozenset({52, 53, 54, 59})
 
 
 def monotonic_ms() -> int:
@@ -521,7 +518,7 @@ class RaftDriver:
         try:
             return client.version_for(api_key)
         except KafkaError:
-            if not self.unadvertised_raft_rpcs or api_key not in _UNADVERTISED:
+            if not self.unadvertised_raft_rpcs or api_key not in CONTROLLER_ONLY_REPLICATION_RPCS:
                 raise
             from kafka_rpc.protocol import codec
 
