@@ -3,7 +3,6 @@ leader's next voter change and the ISR it reports."""
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from types import SimpleNamespace as NS
 
@@ -124,4 +123,3 @@ async def test_a_dynamic_single_voter_group_leads_commits_and_restarts(tmp_path)
                 assert len(await c.list_partitions()) == 2
         finally:
             await c.close()
-    await asyncio.sleep(0)
